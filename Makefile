@@ -1,0 +1,99 @@
+# gebpf build. Layout and habits: libbpf-tools / libbpf-bootstrap.
+#   make            build ./gebpf (objects under .output/)
+#   make test       unit tests (Criterion) + end-to-end tests (pytest)
+#   make bench      benchmarks (prints ratios)
+#   make kmatrix    kernel-version matrix under QEMU TCG
+#   V=1             show full commands
+OUTPUT    := .output
+CC        ?= gcc
+CLANG     ?= clang
+BPFTOOL   ?= $(shell command -v bpftool 2>/dev/null || echo /usr/sbin/bpftool)
+PYTHON    ?= /usr/bin/python3
+ARCH      := x86
+
+CFLAGS    ?= -g -O2
+CFLAGS    += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+             -D_GNU_SOURCE -MMD -MP
+INCLUDES  := -Iuser -Ibpf -I$(OUTPUT)
+LDLIBS    := -lZydis -lbpf -ldw -lelf -lcjson -lz -lpthread
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux -Ibpf -I$(OUTPUT) -Wall
+
+ifeq ($(V),1)
+Q =
+msg =
+else
+Q = @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+USER_SRCS := $(sort $(shell find user -name '*.c'))
+USER_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(USER_SRCS))
+LIB_OBJS  := $(filter-out $(OUTPUT)/user/cli/%,$(USER_OBJS))
+BPF_SRCS  := $(sort $(wildcard bpf/*.bpf.c))
+BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(OUTPUT)/bpf/%.bpf.o,$(BPF_SRCS))
+SKELS     := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
+UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
+UNIT_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(UNIT_SRCS))
+
+.DELETE_ON_ERROR:
+.PHONY: all clean test unit e2e bench kmatrix progs gebpf
+
+BIN       := $(OUTPUT)/gebpf
+
+all: gebpf progs
+
+# ./gebpf is a link to the binary of the default output directory; a build
+# with OUTPUT=.output-x (used to build side by side) leaves it alone.
+gebpf: $(BIN)
+ifeq ($(OUTPUT),.output)
+	$(Q)ln -sf $(BIN) gebpf
+endif
+
+$(BIN): $(USER_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+
+# Every user object waits for the skeletons (order-only: -MMD then tracks the
+# exact skeleton each object includes, so a changed BPF program rebuilds only
+# its users).
+$(OUTPUT)/%.o: %.c | $(SKELS)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(INCLUDES) -c $< -o $@
+
+$(OUTPUT)/bpf/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) vmlinux/vmlinux.h
+	$(call msg,BPF,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(OUTPUT)/%.skel.h: $(OUTPUT)/bpf/%.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< > $@
+
+# Unit tests: one Criterion binary from tests/unit/*.c and every non-CLI object.
+$(OUTPUT)/unit-tests: $(UNIT_OBJS) $(LIB_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -lcriterion -o $@
+
+unit: $(OUTPUT)/unit-tests
+	$(OUTPUT)/unit-tests --jobs 2
+
+e2e: gebpf progs
+	GEBPF_OUTPUT=$(abspath $(OUTPUT)) $(PYTHON) -m pytest -q tests/e2e
+
+test: unit e2e
+
+bench: gebpf progs
+	GEBPF_OUTPUT=$(abspath $(OUTPUT)) $(PYTHON) bench/run.py
+
+kmatrix: gebpf progs
+	scripts/kmatrix
+
+# Static test programs (rules and flags live with the programs).
+include tests/progs/progs.mk
+
+clean:
+	$(call msg,CLEAN)
+	$(Q)rm -rf $(OUTPUT) gebpf
+
+-include $(shell find $(OUTPUT) -name '*.d' 2>/dev/null)

@@ -1,0 +1,27 @@
+/* Logging and error helpers shared by every room.
+ *
+ * Errors are one line on stderr, "gebpf: <what>: <why>" (design.md).  Exit
+ * codes: GB_EXIT_OK 0, GB_EXIT_FAIL 1 (runtime failure), GB_EXIT_USAGE 2.
+ */
+#ifndef GB_COMMON_LOG_H
+#define GB_COMMON_LOG_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+enum { GB_EXIT_OK = 0, GB_EXIT_FAIL = 1, GB_EXIT_USAGE = 2 };
+
+/* "gebpf: <fmt>\n" on stderr. */
+void gb_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "gebpf: warning: <fmt>\n" on stderr. */
+void gb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "gebpf: <fmt>\n" on stderr, only when verbose logging is on. */
+void gb_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+void gb_log_set_verbose(bool on);
+bool gb_log_verbose(void);
+
+/* The libbpf print callback (routes libbpf's messages through gb_info). */
+int gb_libbpf_print(int level, const char *fmt, va_list ap);
+
+#endif

@@ -1,0 +1,37 @@
+/* Small parsing helpers: numbers, address ranges, durations. */
+#ifndef GB_COMMON_PARSE_H
+#define GB_COMMON_PARSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Tracee addresses are not pointers (rr's remote_ptr). */
+typedef uint64_t gb_addr_t;
+
+/* Hex address, with or without 0x.  Returns 0 or -EINVAL. */
+int gb_parse_hex(const char *s, uint64_t *out);
+/* Unsigned number: decimal, or hex with 0x.  Returns 0 or -EINVAL. */
+int gb_parse_u64(const char *s, uint64_t *out);
+/* Non-negative seconds, fractions allowed ("1.5").  Returns 0 or -EINVAL. */
+int gb_parse_seconds(const char *s, double *out);
+
+enum gb_range_kind { GB_RANGE_NONE = 0, GB_RANGE_ADDR, GB_RANGE_SYM };
+
+/* What --range / --start / --end said, before symbols are resolved. */
+struct gb_range_spec {
+	enum gb_range_kind kind;
+	bool has_start, has_end;   /* GB_RANGE_ADDR: either bound may be open */
+	uint64_t start, end;       /* inclusive */
+	char module[256];          /* GB_RANGE_SYM: "" = any mapped module */
+	char symbol[256];
+};
+
+/* Parse "START-END" (hex, inclusive), "SYMBOL" or "MODULE:SYMBOL".
+ * On error returns -EINVAL and writes a reason into err. */
+int gb_range_parse(const char *s, struct gb_range_spec *out, char *err, size_t errlen);
+/* Apply --start / --end (hex) to a spec.  Same error convention. */
+int gb_range_set_bound(struct gb_range_spec *spec, bool is_end, const char *s,
+		       char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,82 @@
+/* Instruction decoding: bytes + register state -> the instruction's memory
+ * accesses, with hardware semantics (design.md "Trace JSONL" and "Decoder").
+ *
+ * Knows nothing of ptrace: callers fill struct gb_cpu themselves.  Built on
+ * Zydis 4, with the fix-ups Zydis needs (implicit stack operands at the
+ * decremented RSP, xlat's AL, fs/gs bases, VSIB elements, masked stores,
+ * xsave sizes, non-accesses such as lea/prefetch/clflush/nop).
+ *
+ * Usage:
+ *   struct gb_insn in;
+ *   if (gb_decode(pc, bytes, n, &in) == 0) {
+ *       if (in.flags & GB_INSN_NEEDS_VEC) fill cpu.vec;
+ *       int n = gb_insn_accesses(&in, &cpu, acc, GB_MAX_ACCESSES);
+ *   }
+ * gb_decode() depends only on the bytes, so its result may be cached by PC.
+ */
+#ifndef GB_DECODE_DECODE_H
+#define GB_DECODE_DECODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <Zydis/Zydis.h>
+
+#define GB_INSN_MAX_LEN 15
+/* Enough for a 16-element gather/scatter plus a few implicit operands. */
+#define GB_MAX_ACCESSES 40
+
+/* Vector/mask state, needed only for VSIB and masked operations. */
+struct gb_vec {
+	uint8_t zmm[32][64];   /* zmm0..31 (xmm/ymm are the low 16/32 bytes) */
+	uint64_t k[8];         /* AVX-512 opmask registers */
+};
+
+/* Register state before the instruction executes. */
+struct gb_cpu {
+	uint64_t rax, rbx, rcx, rdx, rsi, rdi, rbp, rsp;
+	uint64_t r8, r9, r10, r11, r12, r13, r14, r15;
+	uint64_t rip, rflags, fs_base, gs_base;
+	const struct gb_vec *vec;  /* NULL unless GB_INSN_NEEDS_VEC */
+};
+
+enum gb_insn_flags {
+	GB_INSN_NEEDS_VEC   = 1u << 0, /* accesses depend on vector/mask registers */
+	GB_INSN_SYSCALL     = 1u << 1, /* syscall / sysenter / int 0x80 */
+	GB_INSN_PUSHF       = 1u << 2, /* pushes RFLAGS (the tracer must clear TF in the pushed copy) */
+	GB_INSN_CPUID       = 1u << 3, /* cpuid (KVM may run one more insn when stepped) */
+	GB_INSN_REP         = 1u << 4, /* REP/REPE/REPNE string instruction: one iteration per step */
+	GB_INSN_BRANCH      = 1u << 5, /* may change RIP other than falling through */
+	GB_INSN_MEM         = 1u << 6, /* has at least one memory access (possibly conditional) */
+};
+
+struct gb_insn {
+	uint64_t pc;
+	uint8_t len;
+	uint8_t bytes[GB_INSN_MAX_LEN];
+	uint32_t flags;                  /* enum gb_insn_flags */
+	ZydisDecodedInstruction zi;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+};
+
+struct gb_access {
+	uint64_t addr;
+	uint32_t size;    /* bytes, full architectural operand size */
+	bool write;
+};
+
+/* Decode the instruction at pc from up to n bytes.  0, or -EINVAL when the
+ * bytes are not a valid instruction (or n is too short for it). */
+int gb_decode(uint64_t pc, const uint8_t *bytes, size_t n, struct gb_insn *out);
+
+/* The accesses the instruction performs from state cpu, in the order the
+ * instruction performs them (reads before writes for read-modify-write).
+ * Returns the count (0..max), or -ENOSPC if max is too small. */
+int gb_insn_accesses(const struct gb_insn *insn, const struct gb_cpu *cpu,
+		     struct gb_access *out, int max);
+
+/* Mnemonic text for diagnostics ("mov qword ptr [rax], rbx"). */
+void gb_insn_format(const struct gb_insn *insn, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,19 @@
+/* Registers of a stopped thread. */
+#ifndef GB_PTRACE_REGS_H
+#define GB_PTRACE_REGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+int gb_regs_get(pid_t tid, struct user_regs_struct *r);         /* 0 or -errno */
+int gb_regs_set(pid_t tid, const struct user_regs_struct *r);
+int gb_fpregs_get(pid_t tid, struct user_fpregs_struct *f);
+/* The XSAVE area (NT_X86_XSTATE).  *len in: buffer size; out: bytes filled. */
+int gb_xstate_get(pid_t tid, void *buf, size_t *len);
+int gb_xstate_set(pid_t tid, const void *buf, size_t len);
+/* Size of the XSAVE area the kernel exposes (CPUID 0xD, ECX=0: EBX). */
+size_t gb_xstate_size(void);
+
+#endif

@@ -1,0 +1,64 @@
+/* Tracee control: launch or seize a process and all of its threads.
+ *
+ * Launch: fork, ASLR off unless asked (personality), SIGSTOP self, seize with
+ * TRACECLONE|TRACEFORK|TRACEVFORK|TRACEEXEC|EXITKILL, exec; the tracee is
+ * returned stopped at the exec event (the new image's first instruction).
+ * Attach: PTRACE_SEIZE every thread of /proc/PID/task (rescanned until two
+ * passes find no new thread) and PTRACE_INTERRUPT them all; returned with
+ * every thread stopped.
+ */
+#ifndef GB_PTRACE_TRACEE_H
+#define GB_PTRACE_TRACEE_H
+
+#include <sched.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct gb_thread {
+	pid_t tid;
+	bool stopped;       /* in a ptrace-stop we can operate on */
+	bool exited;
+	int pending_sig;    /* signal to inject on the next resume (0 = none) */
+};
+
+struct gb_tracee {
+	pid_t pid;
+	bool launched;            /* we started it (EXITKILL, we reap it) */
+	struct gb_thread *threads;
+	size_t nthreads, cap;
+	cpu_set_t saved_affinity; /* the target's affinity before we pinned it */
+	bool affinity_saved;
+	int exit_status;          /* valid once the leader exited (wait status) */
+	bool exited;
+};
+
+struct gb_launch_opts {
+	char *const *argv;
+	bool aslr;                /* keep ASLR on (default: off) */
+};
+
+/* 0, or -errno with a "gebpf: ..." line already printed. */
+int gb_tracee_launch(const struct gb_launch_opts *o, struct gb_tracee *t);
+int gb_tracee_attach(pid_t pid, struct gb_tracee *t);
+/* Detach every thread that is still alive, resuming it with its pending
+ * signal (nothing lost); restores the saved affinity.  Frees the struct's
+ * storage.  Safe to call twice. */
+void gb_tracee_detach(struct gb_tracee *t);
+/* Kill a launched tracee and reap it. */
+void gb_tracee_kill(struct gb_tracee *t);
+
+struct gb_thread *gb_tracee_thread(struct gb_tracee *t, pid_t tid);
+struct gb_thread *gb_tracee_add_thread(struct gb_tracee *t, pid_t tid);
+void gb_tracee_free(struct gb_tracee *t);
+
+/* Pin the tracer and every thread to one CPU (the tracer's current one);
+ * the target's own affinity is saved for detach. */
+void gb_tracee_pin(struct gb_tracee *t);
+
+/* Why a pid cannot be traced, as text for "gebpf: pid N: <why>": checks
+ * existence, zombie, kernel thread, permission, existing tracer.  NULL when
+ * nothing obvious is wrong. */
+const char *gb_pid_problem(pid_t pid, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,38 @@
+/* ptrace stops get a type (rr's WaitStatus): every waitpid() status is
+ * classified once, here, and callers switch on the class. */
+#ifndef GB_PTRACE_WAIT_H
+#define GB_PTRACE_WAIT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum gb_stop_kind {
+	GB_STOP_EXITED,      /* thread/process exited: code = exit status */
+	GB_STOP_KILLED,      /* killed by a signal: sig */
+	GB_STOP_STEP,        /* single-step trap completed (SIGTRAP TRAP_TRACE, or TRAP_BRKPT at syscall exit) */
+	GB_STOP_SIGNAL,      /* signal-delivery-stop for sig (to be injected on resume) */
+	GB_STOP_GROUP,       /* group-stop (SIGSTOP/SIGTSTP/...): sig */
+	GB_STOP_SYSCALL,     /* syscall-enter/exit stop (PTRACE_O_TRACESYSGOOD) */
+	GB_STOP_EVENT,       /* PTRACE_EVENT_*: event */
+	GB_STOP_INTERRUPT,   /* PTRACE_INTERRUPT / PTRACE_LISTEN stop (EVENT_STOP, not a group stop) */
+};
+
+struct gb_stop {
+	pid_t tid;
+	enum gb_stop_kind kind;
+	int sig;            /* signal number where relevant */
+	int event;          /* PTRACE_EVENT_* for GB_STOP_EVENT */
+	int code;           /* exit status, or si_code of the signal */
+	uint64_t si_addr;   /* siginfo si_addr for fault signals */
+	unsigned long msg;  /* PTRACE_GETEVENTMSG for events (new tid, exit status) */
+};
+
+/* Classify a waitpid status of tid (reads siginfo / event message as needed). */
+void gb_stop_classify(pid_t tid, int status, struct gb_stop *out);
+/* waitpid(tid, __WALL) retried on EINTR unless stop_on_signal and a stop
+ * signal arrived; 0 on success, -errno otherwise. */
+int gb_wait(pid_t tid, int flags, struct gb_stop *out, bool stop_on_signal);
+const char *gb_stop_kind_name(enum gb_stop_kind k);
+
+#endif
