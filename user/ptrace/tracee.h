@@ -29,6 +29,7 @@ struct gb_tracee {
 	size_t nthreads, cap;
 	cpu_set_t saved_affinity; /* the target's affinity before we pinned it */
 	bool affinity_saved;
+	int pin_cpu;              /* the CPU tracer and tracee share while pinned */
 	int exit_status;          /* valid once the leader exited (wait status) */
 	bool exited;
 };
@@ -55,6 +56,8 @@ void gb_tracee_free(struct gb_tracee *t);
 /* Pin the tracer and every thread to one CPU (the tracer's current one);
  * the target's own affinity is saved for detach. */
 void gb_tracee_pin(struct gb_tracee *t);
+/* Pin one (new) thread to the shared CPU, if pinning is on. */
+void gb_tracee_pin_thread(struct gb_tracee *t, pid_t tid);
 
 /* Why a pid cannot be traced, as text for "gebpf: pid N: <why>": checks
  * existence, zombie, kernel thread, permission, existing tracer.  NULL when

@@ -24,7 +24,7 @@ struct gb_stop {
 	int sig;            /* signal number where relevant */
 	int event;          /* PTRACE_EVENT_* for GB_STOP_EVENT */
 	int code;           /* exit status, or si_code of the signal */
-	uint64_t si_addr;   /* siginfo si_addr for fault signals */
+	uint64_t fault_addr; /* siginfo si_addr for fault signals */
 	unsigned long msg;  /* PTRACE_GETEVENTMSG for events (new tid, exit status) */
 };
 

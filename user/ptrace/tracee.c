@@ -1,0 +1,403 @@
+#include "ptrace/tracee.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/personality.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "ptrace/wait.h"
+
+#define SEIZE_OPTS (PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | \
+		    PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD)
+#define PF_KTHREAD 0x00200000
+
+struct gb_thread *gb_tracee_thread(struct gb_tracee *t, pid_t tid)
+{
+	for (size_t i = 0; i < t->nthreads; i++)
+		if (t->threads[i].tid == tid)
+			return &t->threads[i];
+	return NULL;
+}
+
+struct gb_thread *gb_tracee_add_thread(struct gb_tracee *t, pid_t tid)
+{
+	struct gb_thread *th = gb_tracee_thread(t, tid);
+	if (th)
+		return th;
+	if (t->nthreads == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 8;
+		struct gb_thread *v = realloc(t->threads, cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		t->threads = v;
+		t->cap = cap;
+	}
+	th = &t->threads[t->nthreads++];
+	memset(th, 0, sizeof(*th));
+	th->tid = tid;
+	return th;
+}
+
+void gb_tracee_free(struct gb_tracee *t)
+{
+	free(t->threads);
+	t->threads = NULL;
+	t->nthreads = t->cap = 0;
+}
+
+/* Fields of /proc/PID/stat after the command name. */
+static int read_stat(pid_t pid, char *state, unsigned long *flags)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return -EIO;
+	/* ") S ppid pgrp session tty tpgid flags" */
+	int ppid, pgrp, session, tty, tpgid;
+	if (sscanf(p + 2, "%c %d %d %d %d %d %lu", state, &ppid, &pgrp, &session, &tty, &tpgid, flags) != 7)
+		return -EIO;
+	return 0;
+}
+
+static pid_t tracer_of(pid_t pid, char *name, size_t len)
+{
+	char path[64], line[256];
+	pid_t tracer = 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "TracerPid: %d", &tracer) == 1)
+			break;
+	fclose(f);
+	name[0] = 0;
+	if (tracer > 0) {
+		snprintf(path, sizeof(path), "/proc/%d/comm", tracer);
+		f = fopen(path, "re");
+		if (f) {
+			if (fgets(name, (int)len, f))
+				name[strcspn(name, "\n")] = 0;
+			fclose(f);
+		}
+	}
+	return tracer;
+}
+
+const char *gb_pid_problem(pid_t pid, char *buf, size_t len)
+{
+	char state;
+	unsigned long flags;
+	char name[64];
+	if (pid <= 0) {
+		snprintf(buf, len, "not a valid process id");
+		return buf;
+	}
+	int r = read_stat(pid, &state, &flags);
+	if (r == -ENOENT) {
+		snprintf(buf, len, "no such process");
+		return buf;
+	}
+	if (r)
+		return NULL;
+	if (flags & PF_KTHREAD) {
+		snprintf(buf, len, "is a kernel thread (nothing in user space to trace)");
+		return buf;
+	}
+	if (state == 'Z' || state == 'X') {
+		snprintf(buf, len, "is a zombie (it has exited; its parent has not reaped it)");
+		return buf;
+	}
+	pid_t tracer = tracer_of(pid, name, sizeof(name));
+	if (tracer > 0 && tracer != getpid()) {
+		snprintf(buf, len, "already traced by pid %d (%s); detach that debugger first", tracer,
+			 name[0] ? name : "?");
+		return buf;
+	}
+	return NULL;
+}
+
+static const char *seize_error(pid_t pid, int err, char *buf, size_t len)
+{
+	const char *why = gb_pid_problem(pid, buf, len);
+	if (why)
+		return why;
+	if (err == EPERM)
+		snprintf(buf, len, "permission denied (run as root or with CAP_SYS_PTRACE; "
+				   "see /proc/sys/kernel/yama/ptrace_scope)");
+	else
+		snprintf(buf, len, "cannot attach: %s", strerror(err));
+	return buf;
+}
+
+/* Wait for tid's first stop after SEIZE+INTERRUPT, keeping any signal that
+ * was on its way so detach can deliver it. */
+static int wait_first_stop(struct gb_tracee *t, struct gb_thread *th)
+{
+	for (;;) {
+		struct gb_stop st;
+		int r = gb_wait(th->tid, 0, &st, false);
+		if (r)
+			return r;
+		switch (st.kind) {
+		case GB_STOP_EXITED:
+		case GB_STOP_KILLED:
+			th->exited = true;
+			return -ESRCH;
+		case GB_STOP_SIGNAL:
+			/* A signal was being delivered: keep it, it stays stopped. */
+			th->pending_sig = st.sig;
+			th->stopped = true;
+			return 0;
+		case GB_STOP_EVENT:
+			if (st.event == PTRACE_EVENT_CLONE || st.event == PTRACE_EVENT_FORK ||
+			    st.event == PTRACE_EVENT_VFORK) {
+				/* Stopped at a clone event: the new task (auto-attached)
+				 * is picked up by the rescan or the engine. */
+				if (st.event == PTRACE_EVENT_CLONE)
+					gb_tracee_add_thread(t, (pid_t)st.msg);
+			}
+			th->stopped = true;
+			return 0;
+		default:
+			th->stopped = true;
+			return 0;
+		}
+	}
+}
+
+static int scan_tasks(struct gb_tracee *t, int opts, int *added)
+{
+	char path[64], why[256];
+	snprintf(path, sizeof(path), "/proc/%d/task", t->pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -ESRCH;
+	struct dirent *de;
+	*added = 0;
+	while ((de = readdir(d))) {
+		pid_t tid = atoi(de->d_name);
+		if (tid <= 0 || gb_tracee_thread(t, tid))
+			continue;
+		if (ptrace(PTRACE_SEIZE, tid, 0, opts)) {
+			int e = errno;
+			if (e == ESRCH && tid != t->pid)
+				continue; /* thread exited meanwhile */
+			if (tid == t->pid) {
+				closedir(d);
+				gb_err("pid %d: %s", t->pid, seize_error(t->pid, e, why, sizeof(why)));
+				return -e;
+			}
+			if (e == EPERM)
+				; /* auto-attached through TRACECLONE already: track it */
+			else
+				continue;
+		} else if (ptrace(PTRACE_INTERRUPT, tid, 0, 0)) {
+			continue;
+		}
+		gb_tracee_add_thread(t, tid);
+		(*added)++;
+	}
+	closedir(d);
+	return 0;
+}
+
+int gb_tracee_attach(pid_t pid, struct gb_tracee *t)
+{
+	char why[256];
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	const char *problem = gb_pid_problem(pid, why, sizeof(why));
+	if (problem) {
+		gb_err("pid %d: %s", pid, problem);
+		return -ESRCH;
+	}
+	/* Rescan until two consecutive passes find no new thread. */
+	int quiet = 0, added, r;
+	while (quiet < 2) {
+		r = scan_tasks(t, SEIZE_OPTS, &added);
+		if (r) {
+			gb_tracee_detach(t);
+			return r;
+		}
+		quiet = added ? 0 : quiet + 1;
+	}
+	for (size_t i = 0; i < t->nthreads; i++) {
+		struct gb_thread *th = &t->threads[i];
+		if (!th->stopped && !th->exited)
+			wait_first_stop(t, th);
+		/* wait_first_stop may add threads: the loop bound rereads nthreads. */
+	}
+	return 0;
+}
+
+int gb_tracee_launch(const struct gb_launch_opts *o, struct gb_tracee *t)
+{
+	int pfd[2];
+	memset(t, 0, sizeof(*t));
+	if (pipe2(pfd, O_CLOEXEC)) {
+		gb_err("launch: pipe: %s", strerror(errno));
+		return -errno;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		gb_err("launch: fork: %s", strerror(errno));
+		return -errno;
+	}
+	if (pid == 0) {
+		close(pfd[0]);
+		if (!o->aslr) {
+			int pers = personality(0xffffffff);
+			if (pers != -1)
+				personality((unsigned long)pers | ADDR_NO_RANDOMIZE);
+		}
+		raise(SIGSTOP);
+		execvp(o->argv[0], o->argv);
+		int e = errno;
+		if (write(pfd[1], &e, sizeof(e)) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	close(pfd[1]);
+	t->pid = pid;
+	t->launched = true;
+	int status;
+	if (waitpid(pid, &status, WUNTRACED) != pid || !WIFSTOPPED(status)) {
+		gb_err("launch: %s: child did not start", o->argv[0]);
+		close(pfd[0]);
+		return -ECHILD;
+	}
+	if (ptrace(PTRACE_SEIZE, pid, 0, SEIZE_OPTS | PTRACE_O_EXITKILL)) {
+		int e = errno;
+		gb_err("launch: %s: cannot trace the child: %s", o->argv[0], strerror(e));
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		close(pfd[0]);
+		return -e;
+	}
+	gb_tracee_add_thread(t, pid);
+	kill(pid, SIGCONT); /* leave the group-stop for good */
+	for (;;) {
+		struct gb_stop st;
+		if (gb_wait(pid, 0, &st, false))
+			break;
+		if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED) {
+			int e = 0;
+			if (read(pfd[0], &e, sizeof(e)) == (ssize_t)sizeof(e) && e)
+				gb_err("launch: %s: %s", o->argv[0], strerror(e));
+			else
+				gb_err("launch: %s: exited before it started", o->argv[0]);
+			close(pfd[0]);
+			t->exited = true;
+			gb_tracee_free(t);
+			return e == ENOENT ? -ENOENT : -ECHILD;
+		}
+		if (st.kind == GB_STOP_EVENT && st.event == PTRACE_EVENT_EXEC) {
+			t->threads[0].stopped = true;
+			close(pfd[0]);
+			return 0;
+		}
+		int inject = (st.kind == GB_STOP_SIGNAL && st.sig != SIGSTOP && st.sig != SIGCONT) ? st.sig : 0;
+		ptrace(PTRACE_CONT, pid, 0, inject);
+	}
+	close(pfd[0]);
+	gb_err("launch: %s: lost the child", o->argv[0]);
+	return -ECHILD;
+}
+
+static void restore_affinity(struct gb_tracee *t)
+{
+	if (!t->affinity_saved)
+		return;
+	for (size_t i = 0; i < t->nthreads; i++)
+		if (!t->threads[i].exited)
+			sched_setaffinity(t->threads[i].tid, sizeof(t->saved_affinity), &t->saved_affinity);
+	t->affinity_saved = false;
+}
+
+void gb_tracee_detach(struct gb_tracee *t)
+{
+	if (!t->threads)
+		return;
+	restore_affinity(t);
+	for (size_t i = 0; i < t->nthreads; i++) {
+		struct gb_thread *th = &t->threads[i];
+		if (th->exited)
+			continue;
+		if (!th->stopped) {
+			/* PTRACE_DETACH needs a stopped tracee. */
+			if (ptrace(PTRACE_INTERRUPT, th->tid, 0, 0) == 0)
+				wait_first_stop(t, th);
+			if (th->exited)
+				continue;
+		}
+		ptrace(PTRACE_DETACH, th->tid, 0, th->pending_sig);
+		th->stopped = false;
+	}
+	gb_tracee_free(t);
+}
+
+void gb_tracee_kill(struct gb_tracee *t)
+{
+	if (t->pid > 0 && !t->exited) {
+		kill(t->pid, SIGKILL);
+		int status;
+		while (waitpid(t->pid, &status, __WALL) < 0 && errno == EINTR)
+			;
+		t->exited = true;
+	}
+	gb_tracee_free(t);
+}
+
+void gb_tracee_pin_thread(struct gb_tracee *t, pid_t tid)
+{
+	if (!t->affinity_saved)
+		return;
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET(t->pin_cpu, &one);
+	sched_setaffinity(tid, sizeof(one), &one);
+}
+
+void gb_tracee_pin(struct gb_tracee *t)
+{
+	if (t->affinity_saved || !t->nthreads)
+		return;
+	if (sched_getaffinity(t->pid, sizeof(t->saved_affinity), &t->saved_affinity))
+		return;
+	int cpu = sched_getcpu();
+	if (cpu < 0 || !CPU_ISSET(cpu, &t->saved_affinity)) {
+		/* Our CPU is not allowed for the target: use its first allowed one. */
+		for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &t->saved_affinity); cpu++)
+			;
+		if (cpu == CPU_SETSIZE)
+			return;
+	}
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	if (sched_setaffinity(0, sizeof(one), &one))
+		return;
+	t->pin_cpu = cpu;
+	t->affinity_saved = true;
+	for (size_t i = 0; i < t->nthreads; i++)
+		if (!t->threads[i].exited)
+			gb_tracee_pin_thread(t, t->threads[i].tid);
+}

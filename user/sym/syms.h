@@ -1,0 +1,38 @@
+/* Symbols of a live process: ELF symbol tables (.symtab, then .dynsym) of
+ * every mapped file, placed at their run-time addresses using the process's
+ * maps (so PIE executables and shared libraries work).
+ *
+ *   struct gb_syms *s = gb_syms__new(pid);
+ *   gb_syms__resolve(s, "libc", "memcpy", &start, &end, err, sizeof(err));
+ *   gb_syms__lookup(s, addr, name, sizeof(name), &off);
+ *   gb_syms__free(s);
+ */
+#ifndef GB_SYM_SYMS_H
+#define GB_SYM_SYMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct gb_syms;
+
+struct gb_syms *gb_syms__new(pid_t pid);   /* NULL on error (errno set) */
+void gb_syms__free(struct gb_syms *s);
+
+/* Inclusive run-time range [*start, *end] of a function or object symbol.
+ * module: "" for any module (the main executable wins), else a path, a file
+ * name, or a file-name prefix ("libc" matches libc.so.6).  0, or -ENOENT /
+ * -EINVAL with the reason in err. */
+int gb_syms__resolve(struct gb_syms *s, const char *module, const char *name,
+		     uint64_t *start, uint64_t *end, char *err, size_t errlen);
+
+/* Name of the symbol containing addr and the offset into it.  0, or -ENOENT
+ * (name then holds "module+0xoff" when addr is in a mapped file). */
+int gb_syms__lookup(struct gb_syms *s, uint64_t addr, char *name, size_t len, uint64_t *off);
+
+/* One-shot helpers. */
+int gb_sym_resolve(pid_t pid, const char *module, const char *name, uint64_t *start,
+		   uint64_t *end, char *err, size_t errlen);
+int gb_sym_lookup(pid_t pid, uint64_t addr, char *name, size_t len, uint64_t *off);
+
+#endif
