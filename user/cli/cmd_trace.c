@@ -1,9 +1,170 @@
-/* Placeholder until the trace command lands. */
+/* gebpf trace: argv -> struct gb_trace_opts -> gb_trace_session_run(). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli/cmds.h"
 #include "common/log.h"
+#include "common/parse.h"
+#include "out/jsonl.h"
+#include "trace/session.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: gebpf trace (-p PID | -- CMD [ARG...]) [options]\n"
+"\n"
+"Exact trace of the instructions and memory accesses in a range, one JSONL line\n"
+"each (docs/trace-format.md).  Needs root or CAP_SYS_PTRACE.\n"
+"\n"
+"  -p, --pid PID          attach to a running process and all of its threads\n"
+"  -- CMD [ARG...]        launch CMD under the tracer (ASLR off unless --aslr)\n"
+"  -r, --range R          START-END (hex, inclusive), SYMBOL or MODULE:SYMBOL\n"
+"      --start ADDR       lower bound (hex); --end ADDR: upper bound (inclusive)\n"
+"      --exec on|off      exec lines (default on); memory lines are always written\n"
+"      --max-events N     lines written at most (default 1000000, 0 = unlimited);\n"
+"                         further lines are counted as dropped\n"
+"      --max-insns N      stop after N in-range instructions\n"
+"      --duration S       stop after S seconds\n"
+"  -o, --output FILE      write the trace to FILE (default: stdout)\n"
+"      --out DIR          recording directory: DIR/meta.json, DIR/blobs/trace.jsonl\n"
+"      --snap-at pc=ADDR|vt=N  snapshot into DIR/blobs/snap-<vt>.core (repeatable;\n"
+"                         needs --out)\n"
+"      --faults           merge page faults (BPF) as fault lines\n"
+"      --step-all         single-step out-of-range code too (no page trap)\n"
+"      --aslr             keep ASLR on in launch mode\n"
+"      --no-pin           do not pin tracer and target to one CPU while stepping\n"
+"  -v, --verbose          diagnostics on stderr\n"
+"  -h, --help             this text\n"
+"\n"
+"The trace ends when the launched command exits, after --duration or --max-insns,\n"
+"or on Ctrl-C/SIGTERM; the summary line is always written.  An attached target is\n"
+"left running as it was found.  If gebpf itself is SIGKILLed while the page trap\n"
+"has removed PROT_EXEC from the range, the target faults when it next enters it\n"
+"(launch mode kills the target with gebpf: PTRACE_O_EXITKILL).\n");
+}
+
+enum { O_START = 256, O_END, O_EXEC, O_MAX_EVENTS, O_MAX_INSNS, O_DURATION, O_OUT, O_SNAP_AT,
+       O_FAULTS, O_STEP_ALL, O_ASLR, O_NO_PIN };
+
+static const struct option longopts[] = {
+	{ "pid", required_argument, NULL, 'p' },
+	{ "range", required_argument, NULL, 'r' },
+	{ "start", required_argument, NULL, O_START },
+	{ "end", required_argument, NULL, O_END },
+	{ "exec", required_argument, NULL, O_EXEC },
+	{ "max-events", required_argument, NULL, O_MAX_EVENTS },
+	{ "max-insns", required_argument, NULL, O_MAX_INSNS },
+	{ "duration", required_argument, NULL, O_DURATION },
+	{ "output", required_argument, NULL, 'o' },
+	{ "out", required_argument, NULL, O_OUT },
+	{ "snap-at", required_argument, NULL, O_SNAP_AT },
+	{ "faults", no_argument, NULL, O_FAULTS },
+	{ "step-all", no_argument, NULL, O_STEP_ALL },
+	{ "aslr", no_argument, NULL, O_ASLR },
+	{ "no-pin", no_argument, NULL, O_NO_PIN },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ 0 },
+};
+
+static int bad(const char *what, const char *why)
+{
+	gb_err("trace: %s: %s", what, why);
+	return GB_EXIT_USAGE;
+}
+
+static int parse_snap_at(struct gb_trace_opts *o, const char *s)
+{
+	uint64_t v;
+	if (!strncmp(s, "pc=", 3) && gb_parse_hex(s + 3, &v) == 0) {
+		if (o->nsnap_pcs == GB_MAX_SNAP_POINTS)
+			return -1;
+		o->snap_pcs[o->nsnap_pcs++] = v;
+		return 0;
+	}
+	if (!strncmp(s, "vt=", 3) && gb_parse_u64(s + 3, &v) == 0) {
+		if (o->nsnap_vts == GB_MAX_SNAP_POINTS)
+			return -1;
+		o->snap_vts[o->nsnap_vts++] = v;
+		return 0;
+	}
+	return -1;
+}
 
 int cmd_trace(int argc, char **argv)
 {
-	gb_err("trace: not built yet");
-	return GB_EXIT_FAIL;
+	struct gb_trace_opts o;
+	char err[256];
+	const char *range_arg = NULL, *start_arg = NULL, *end_arg = NULL;
+	memset(&o, 0, sizeof(o));
+	o.exec = true;
+	o.max_events = GB_DEFAULT_MAX_EVENTS;
+	o.pin = true;
+
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+p:r:o:vh", longopts, NULL)) != -1) {
+		uint64_t v;
+		switch (c) {
+		case 'p':
+			if (gb_parse_u64(optarg, &v) || v == 0 || v > 0x7fffffff)
+				return bad(optarg, "not a valid pid");
+			o.pid = (pid_t)v;
+			break;
+		case 'r': range_arg = optarg; break;
+		case O_START: start_arg = optarg; break;
+		case O_END: end_arg = optarg; break;
+		case O_EXEC:
+			if (!strcmp(optarg, "on"))
+				o.exec = true;
+			else if (!strcmp(optarg, "off"))
+				o.exec = false;
+			else
+				return bad("--exec", "expected on or off");
+			break;
+		case O_MAX_EVENTS:
+			if (gb_parse_u64(optarg, &o.max_events))
+				return bad("--max-events", "expected a number");
+			break;
+		case O_MAX_INSNS:
+			if (gb_parse_u64(optarg, &o.max_insns) || !o.max_insns)
+				return bad("--max-insns", "expected a positive number");
+			break;
+		case O_DURATION:
+			if (gb_parse_seconds(optarg, &o.duration) || o.duration <= 0)
+				return bad("--duration", "expected a positive number of seconds");
+			break;
+		case 'o': o.out_file = optarg; break;
+		case O_OUT: o.out_dir = optarg; break;
+		case O_SNAP_AT:
+			if (parse_snap_at(&o, optarg))
+				return bad(optarg, "expected --snap-at pc=HEXADDR or vt=N (at most 64)");
+			break;
+		case O_FAULTS: o.faults = true; break;
+		case O_STEP_ALL: o.step_all = true; break;
+		case O_ASLR: o.aslr = true; break;
+		case O_NO_PIN: o.pin = false; break;
+		case 'v': gb_log_set_verbose(true); break;
+		case 'h': usage(stdout); return GB_EXIT_OK;
+		default: usage(stderr); return GB_EXIT_USAGE;
+		}
+	}
+	if (optind < argc)
+		o.argv = &argv[optind];
+	if (!o.pid == !o.argv)
+		return bad("target", o.pid ? "give -p PID or -- CMD, not both"
+					   : "give -p PID or -- CMD (see gebpf trace --help)");
+	if (o.out_file && o.out_dir)
+		return bad("output", "give -o FILE or --out DIR, not both");
+	if ((o.nsnap_pcs || o.nsnap_vts) && !o.out_dir)
+		return bad("--snap-at", "needs --out DIR (snapshots go to DIR/blobs/)");
+	if (range_arg && gb_range_parse(range_arg, &o.range, err, sizeof(err)))
+		return bad(range_arg, err);
+	if (start_arg && gb_range_set_bound(&o.range, false, start_arg, err, sizeof(err)))
+		return bad(start_arg, err);
+	if (end_arg && gb_range_set_bound(&o.range, true, end_arg, err, sizeof(err)))
+		return bad(end_arg, err);
+	return gb_trace_session_run(&o);
 }

@@ -310,6 +310,17 @@ int gb_tracee_launch(const struct gb_launch_opts *o, struct gb_tracee *t)
 			return e == ENOENT ? -ENOENT : -ECHILD;
 		}
 		if (st.kind == GB_STOP_EVENT && st.event == PTRACE_EVENT_EXEC) {
+			/* Still inside execve: one step finishes the syscall (the
+			 * trap comes at its exit, before the first instruction),
+			 * leaving the tracee on an instruction boundary. */
+			ptrace(PTRACE_SINGLESTEP, pid, 0, 0);
+			if (gb_wait(pid, 0, &st, false) || st.kind != GB_STOP_STEP) {
+				gb_err("launch: %s: unexpected %s stop after exec", o->argv[0],
+				       gb_stop_kind_name(st.kind));
+				close(pfd[0]);
+				gb_tracee_kill(t);
+				return -ECHILD;
+			}
 			t->threads[0].stopped = true;
 			close(pfd[0]);
 			return 0;

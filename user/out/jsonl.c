@@ -1,0 +1,321 @@
+/* JSONL trace writer: see jsonl.h and docs/trace-format.md. */
+#include "out/jsonl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define BUF_SIZE (1u << 20)
+#define LINE_MAX_LEN 160
+
+struct gb_jsonl {
+	int fd;
+	struct gb_jsonl_opts o;
+	struct gb_jsonl_counts c;
+	uint64_t written;   /* lines accepted into the buffer/file */
+	char *buf;
+	size_t len;
+	int err;            /* sticky -errno */
+	off_t file_off;     /* bytes of whole lines known to be in the file */
+	bool regular;       /* fd is a regular file (can be cut back) */
+};
+
+int gb_fmt_hex(char *buf, uint64_t v)
+{
+	static const char digits[] = "0123456789abcdef";
+	char tmp[16];
+	int n = 0;
+	do {
+		tmp[n++] = digits[v & 15];
+		v >>= 4;
+	} while (v);
+	buf[0] = '0';
+	buf[1] = 'x';
+	for (int i = 0; i < n; i++)
+		buf[2 + i] = tmp[n - 1 - i];
+	return n + 2;
+}
+
+static int fmt_dec(char *buf, uint64_t v)
+{
+	char tmp[20];
+	int n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (int i = 0; i < n; i++)
+		buf[i] = tmp[n - 1 - i];
+	return n;
+}
+
+struct gb_jsonl *gb_jsonl__new(int fd, const struct gb_jsonl_opts *o)
+{
+	struct gb_jsonl *w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->buf = malloc(BUF_SIZE);
+	if (!w->buf) {
+		free(w);
+		return NULL;
+	}
+	w->fd = fd;
+	w->o = *o;
+	struct stat st;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		w->regular = true;
+		w->file_off = lseek(fd, 0, SEEK_CUR);
+		if (w->file_off < 0)
+			w->file_off = 0;
+	}
+	return w;
+}
+
+/* Cut a regular file back to its last newline at or before off; returns
+ * the new length and the number of newlines removed beyond it in *lost. */
+static off_t cut_to_line(int fd, off_t off, uint64_t *lost)
+{
+	char blk[4096];
+	off_t end = off;
+	*lost = 0;
+	while (end > 0) {
+		off_t from = end > (off_t)sizeof(blk) ? end - (off_t)sizeof(blk) : 0;
+		ssize_t n = pread(fd, blk, (size_t)(end - from), from);
+		if (n <= 0)
+			return 0;
+		for (ssize_t i = n - 1; i >= 0; i--)
+			if (blk[i] == '\n') {
+				off_t cut = from + i + 1;
+				if (ftruncate(fd, cut) == 0)
+					return cut;
+				return off;
+			}
+		end = from;
+	}
+	if (ftruncate(fd, 0))
+		return off;
+	return 0;
+}
+
+static uint64_t count_lines(const char *p, size_t n)
+{
+	uint64_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		k += p[i] == '\n';
+	return k;
+}
+
+/* Write the buffer out.  On failure: record the error, cut the file back to
+ * whole lines and count the lines that did not make it as dropped. */
+static int flush_buf(struct gb_jsonl *w)
+{
+	size_t done = 0;
+	while (done < w->len && !w->err) {
+		ssize_t r = write(w->fd, w->buf + done, w->len - done);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			w->err = r < 0 ? -errno : -ENOSPC;
+			break;
+		}
+		done += (size_t)r;
+	}
+	if (w->err && w->len) {
+		/* Lines wholly or partly unwritten are lost: count them dropped. */
+		uint64_t whole = count_lines(w->buf, done);
+		uint64_t lost = count_lines(w->buf, w->len) - whole;
+		if (w->regular) {
+			uint64_t cut_lost;
+			off_t end = w->file_off + (off_t)done;
+			w->file_off = cut_to_line(w->fd, end, &cut_lost);
+			lseek(w->fd, w->file_off, SEEK_SET);
+		}
+		w->c.dropped += lost;
+		w->len = 0;
+		return w->err;
+	}
+	w->file_off += (off_t)done;
+	w->len = 0;
+	return w->err;
+}
+
+/* Account one generated line; true when it should be written. */
+static inline bool admit(struct gb_jsonl *w)
+{
+	w->c.events++;
+	if ((w->o.max_events && w->written >= w->o.max_events) || w->err) {
+		w->c.dropped++;
+		return false;
+	}
+	w->written++;
+	if (w->len + LINE_MAX_LEN > BUF_SIZE)
+		flush_buf(w);
+	if (w->err) {
+		w->c.dropped++;
+		return false;
+	}
+	return true;
+}
+
+#define PUT(lit) do { memcpy(p, lit, sizeof(lit) - 1); p += sizeof(lit) - 1; } while (0)
+
+void gb_jsonl__exec(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, uint64_t vt)
+{
+	if (!w->o.exec)
+		return;
+	w->c.insns++;
+	if (!admit(w))
+		return;
+	char *p = w->buf + w->len;
+	PUT("{\"t\":\"exec\",\"vcpu\":");
+	p += fmt_dec(p, vcpu);
+	PUT(",\"pc\":\"");
+	p += gb_fmt_hex(p, pc);
+	PUT("\",\"vt\":");
+	p += fmt_dec(p, vt);
+	PUT("}\n");
+	w->len = (size_t)(p - w->buf);
+}
+
+void gb_jsonl__mem(struct gb_jsonl *w, bool write, uint32_t vcpu, uint64_t addr, uint32_t size,
+		   uint64_t pc, uint64_t vt)
+{
+	if (write)
+		w->c.writes++;
+	else
+		w->c.reads++;
+	if (!admit(w))
+		return;
+	char *p = w->buf + w->len;
+	if (write)
+		PUT("{\"t\":\"write\",\"vcpu\":");
+	else
+		PUT("{\"t\":\"read\",\"vcpu\":");
+	p += fmt_dec(p, vcpu);
+	PUT(",\"addr\":\"");
+	p += gb_fmt_hex(p, addr);
+	PUT("\",\"size\":");
+	p += fmt_dec(p, size);
+	PUT(",\"pc\":\"");
+	p += gb_fmt_hex(p, pc);
+	PUT("\",\"vt\":");
+	p += fmt_dec(p, vt);
+	PUT("}\n");
+	w->len = (size_t)(p - w->buf);
+}
+
+void gb_jsonl__fault(struct gb_jsonl *w, uint32_t vcpu, uint64_t addr, uint64_t pc, uint64_t err,
+		     uint64_t vt)
+{
+	w->c.faults++;
+	if (!admit(w))
+		return;
+	char *p = w->buf + w->len;
+	PUT("{\"t\":\"fault\",\"vcpu\":");
+	p += fmt_dec(p, vcpu);
+	PUT(",\"addr\":\"");
+	p += gb_fmt_hex(p, addr);
+	PUT("\",\"pc\":\"");
+	p += gb_fmt_hex(p, pc);
+	PUT("\",\"err\":\"");
+	p += gb_fmt_hex(p, err);
+	PUT("\",\"vt\":");
+	p += fmt_dec(p, vt);
+	PUT("}\n");
+	w->len = (size_t)(p - w->buf);
+}
+
+static size_t fmt_summary(const struct gb_jsonl *w, char *p0)
+{
+	char *p = p0;
+	PUT("{\"t\":\"summary\",\"insns\":");
+	p += fmt_dec(p, w->c.insns);
+	PUT(",\"mem\":");
+	p += fmt_dec(p, w->c.reads + w->c.writes);
+	PUT(",\"events\":");
+	p += fmt_dec(p, w->c.events);
+	PUT(",\"dropped\":");
+	p += fmt_dec(p, w->c.dropped);
+	if (w->o.exec)
+		PUT(",\"exec\":true,\"start\":");
+	else
+		PUT(",\"exec\":false,\"start\":");
+	if (w->o.has_start) {
+		*p++ = '"';
+		p += gb_fmt_hex(p, w->o.start);
+		*p++ = '"';
+	} else {
+		PUT("null");
+	}
+	PUT(",\"end\":");
+	if (w->o.has_end) {
+		*p++ = '"';
+		p += gb_fmt_hex(p, w->o.end);
+		*p++ = '"';
+	} else {
+		PUT("null");
+	}
+	if (w->o.faults) {
+		PUT(",\"faults\":");
+		p += fmt_dec(p, w->c.faults);
+	}
+	PUT("}\n");
+	return (size_t)(p - p0);
+}
+
+int gb_jsonl__flush(struct gb_jsonl *w)
+{
+	return flush_buf(w);
+}
+
+int gb_jsonl__finish(struct gb_jsonl *w)
+{
+	flush_buf(w);
+	int first_err = w->err;
+	/* The summary is written even after an error: make room for it by
+	 * removing whole lines from the end (counted as dropped) until it fits. */
+	for (int tries = 0; tries < 64; tries++) {
+		char line[LINE_MAX_LEN * 2];
+		size_t n = fmt_summary(w, line);
+		ssize_t r;
+		do {
+			r = write(w->fd, line, n);
+		} while (r < 0 && errno == EINTR);
+		if (r == (ssize_t)n) {
+			w->file_off += (off_t)n;
+			break;
+		}
+		if (!first_err)
+			first_err = r < 0 ? -errno : -ENOSPC;
+		if (!w->regular || w->file_off == 0)
+			break;
+		uint64_t lost;
+		off_t before = w->file_off;
+		/* Drop partial summary (if any) and the last whole line. */
+		w->file_off = cut_to_line(w->fd, before > 0 ? before - 1 : 0, &lost);
+		lseek(w->fd, w->file_off, SEEK_SET);
+		if (w->file_off < before)
+			w->c.dropped++;
+	}
+	w->err = first_err;
+	return first_err;
+}
+
+int gb_jsonl__error(const struct gb_jsonl *w) { return w->err; }
+
+bool gb_jsonl__full(const struct gb_jsonl *w)
+{
+	return w->o.max_events && w->written >= w->o.max_events;
+}
+
+void gb_jsonl__counts(const struct gb_jsonl *w, struct gb_jsonl_counts *c) { *c = w->c; }
+
+void gb_jsonl__free(struct gb_jsonl *w)
+{
+	if (!w)
+		return;
+	free(w->buf);
+	free(w);
+}

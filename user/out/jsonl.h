@@ -1,0 +1,64 @@
+/* The trace JSONL writer.  The schema lives here and in docs/trace-format.md,
+ * nowhere else.  Format version 1: one object per line, no spaces, fields in
+ * a fixed order, hex in lower case with 0x:
+ *
+ *   {"t":"exec","vcpu":0,"pc":"0x401000","vt":0}
+ *   {"t":"read","vcpu":0,"addr":"0x4c6f20","size":8,"pc":"0x401004","vt":1}
+ *   {"t":"write","vcpu":0,"addr":"0x7ffe3a10","size":8,"pc":"0x401008","vt":2}
+ *   {"t":"fault","vcpu":0,"addr":"0x7f12a000","pc":"0x401008","err":"0x6","vt":2}
+ *   {"t":"summary","insns":3,"mem":2,"events":5,"dropped":0,"exec":true,"start":"0x401000","end":"0x401fff"}
+ *
+ * Budget (the seed's semantics): every line generated counts in "events";
+ * once max_events lines are written, further lines are counted in "dropped"
+ * instead.  "insns" counts exec lines generated (0 with exec off), "mem"
+ * reads + writes generated.  With faults on the summary gains ,"faults":N.
+ *
+ * Writes are buffered; a write error (ENOSPC, EPIPE, ...) is sticky: the file
+ * is cut back to its last whole line, the summary is still written (lines
+ * removed to make room for it are counted as dropped), and gb_jsonl__error()
+ * reports the errno so the caller can stop.
+ */
+#ifndef GB_OUT_JSONL_H
+#define GB_OUT_JSONL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define GB_DEFAULT_MAX_EVENTS 1000000ull
+
+struct gb_jsonl_opts {
+	bool exec;                    /* emit exec lines */
+	bool has_start, has_end;      /* range bounds for the summary (null when unset) */
+	uint64_t start, end;
+	uint64_t max_events;          /* 0 = unlimited */
+	bool faults;                  /* summary gains "faults" */
+};
+
+struct gb_jsonl_counts {
+	uint64_t insns, reads, writes, events, dropped, faults;
+};
+
+struct gb_jsonl;
+
+/* fd is borrowed (not closed). */
+struct gb_jsonl *gb_jsonl__new(int fd, const struct gb_jsonl_opts *o);
+void gb_jsonl__exec(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, uint64_t vt);
+void gb_jsonl__mem(struct gb_jsonl *w, bool write, uint32_t vcpu, uint64_t addr, uint32_t size,
+		   uint64_t pc, uint64_t vt);
+void gb_jsonl__fault(struct gb_jsonl *w, uint32_t vcpu, uint64_t addr, uint64_t pc, uint64_t err,
+		     uint64_t vt);
+/* Write the summary line and flush.  0, or -errno of the first write error. */
+int gb_jsonl__finish(struct gb_jsonl *w);
+/* Flush buffered lines (e.g. before a snapshot or on a timer). */
+int gb_jsonl__flush(struct gb_jsonl *w);
+/* Sticky -errno of the first write error, 0 if none. */
+int gb_jsonl__error(const struct gb_jsonl *w);
+/* True once the budget is exhausted (further lines are only counted). */
+bool gb_jsonl__full(const struct gb_jsonl *w);
+void gb_jsonl__counts(const struct gb_jsonl *w, struct gb_jsonl_counts *c);
+void gb_jsonl__free(struct gb_jsonl *w);
+
+/* "0x1f" into buf (no leading zeros, lower case); returns the length. */
+int gb_fmt_hex(char *buf, uint64_t v);
+
+#endif

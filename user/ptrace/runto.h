@@ -1,0 +1,20 @@
+/* Run one stopped thread natively until it reaches an address (an int3 is
+ * planted there and removed again; the thread is left stopped at addr with
+ * the original byte back in place).  Other threads stay as they are. */
+#ifndef GB_PTRACE_RUNTO_H
+#define GB_PTRACE_RUNTO_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ptrace/tracee.h"
+
+/* 0: stopped at addr.  -ESRCH: the process exited first (t->exited set).
+ * -EINTR: Ctrl-C/SIGTERM arrived.  Other -errno: failure.  Signals the
+ * thread receives on the way are delivered to it. */
+int gb_run_to(struct gb_tracee *t, pid_t tid, uint64_t addr);
+
+/* AT_ENTRY of the process (the executable's entry point), 0 if unknown. */
+uint64_t gb_auxv_entry(pid_t pid);
+
+#endif

@@ -1,0 +1,77 @@
+/* The stepping engine: drives ptrace + decode, hands events to the JSONL
+ * writer.  One engine traces one process (all its threads).
+ *
+ *   struct gb_engine *e = gb_engine__new(&tracee, &opts, writer);
+ *   enum gb_end why = gb_engine__run(e);   // until an end condition
+ *   gb_engine__free(e);                     // leaves every thread stopped
+ *
+ * Threads are stepped one at a time in a fixed order (thread index order,
+ * one instruction each), so the trace is a valid total order and a rerun of
+ * a deterministic program is identical.  vt counts in-range instructions;
+ * vcpu is a thread's index in order of first appearance in the trace.
+ */
+#ifndef GB_TRACE_ENGINE_H
+#define GB_TRACE_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "out/jsonl.h"
+#include "ptrace/tracee.h"
+
+struct gb_engine;
+
+/* Called when a snapshot point is reached (all threads stopped). */
+typedef int (*gb_snap_cb)(void *ctx, struct gb_tracee *t, pid_t tid, uint64_t vt, uint64_t pc);
+
+/* Called after exec to re-resolve the range in the new image; return 0 and
+ * set start and end, or non-zero to keep the old one. */
+typedef int (*gb_rerange_cb)(void *ctx, pid_t pid, uint64_t *start, uint64_t *end);
+
+/* Called with page faults seen for the instruction just stepped, to merge
+ * them as fault lines (the BPF fault probe, when --faults is on). */
+typedef void (*gb_faults_cb)(void *ctx, struct gb_engine *e, pid_t tid, uint32_t vcpu,
+			     uint64_t pc, uint64_t vt);
+
+struct gb_engine_opts {
+	bool has_start, has_end;      /* in-range: start <= pc <= end (open bounds allowed) */
+	uint64_t start, end;
+	uint64_t max_insns;           /* 0 = unlimited */
+	double duration;              /* seconds, 0 = unlimited */
+	bool step_all;                /* single-step out-of-range code too (no page trap) */
+	bool pin;                     /* pin tracer + tracee to one CPU */
+	/* Snapshot points. */
+	const uint64_t *snap_pcs;  size_t nsnap_pcs;
+	const uint64_t *snap_vts;  size_t nsnap_vts;
+	gb_snap_cb snap_cb;        void *snap_ctx;
+	gb_rerange_cb rerange_cb;  void *rerange_ctx;
+	gb_faults_cb faults_cb;    void *faults_ctx;
+};
+
+enum gb_end {
+	GB_END_EXITED,      /* the process exited (or was killed) */
+	GB_END_MAX_INSNS,
+	GB_END_DURATION,
+	GB_END_SIGNAL,      /* Ctrl-C / SIGTERM to gebpf */
+	GB_END_OUTPUT,      /* the output failed (ENOSPC, ...) */
+	GB_END_ERROR,       /* internal error (message printed) */
+};
+
+struct gb_engine *gb_engine__new(struct gb_tracee *t, const struct gb_engine_opts *o,
+				 struct gb_jsonl *out);
+enum gb_end gb_engine__run(struct gb_engine *e);
+/* Exit status of the process when run() returned GB_END_EXITED (wait status). */
+int gb_engine__exit_status(const struct gb_engine *e);
+uint64_t gb_engine__vt(const struct gb_engine *e);
+struct gb_jsonl *gb_engine__out(struct gb_engine *e);
+void gb_engine__free(struct gb_engine *e);
+const char *gb_end_name(enum gb_end why);
+
+struct gb_engine_stats {
+	uint64_t steps;          /* single-steps issued */
+	uint64_t in_range;       /* in-range instructions traced (vt) */
+	uint64_t entries;        /* page-trap entries into the range */
+};
+void gb_engine__stats(const struct gb_engine *e, struct gb_engine_stats *s);
+
+#endif

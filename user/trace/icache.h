@@ -1,0 +1,38 @@
+/* Decoded-instruction cache keyed by PC.
+ *
+ * An entry is trusted without re-reading the tracee's code while the cache's
+ * epoch is unchanged since the entry was last checked.  The engine bumps the
+ * epoch whenever code may have changed behind its back (a syscall, a write
+ * into a page that holds cached code, native execution, exec); an entry from
+ * an older epoch is re-validated by reading its bytes again (one
+ * process_vm_readv) and re-decoded only when they differ.
+ */
+#ifndef GB_TRACE_ICACHE_H
+#define GB_TRACE_ICACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "decode/decode.h"
+
+struct gb_icache;
+
+struct gb_icache *gb_icache__new(void);
+void gb_icache__free(struct gb_icache *c);
+
+/* The decoded instruction at pc of pid, or NULL when the bytes cannot be
+ * read or decoded (*err = -errno / -EINVAL). */
+const struct gb_insn *gb_icache__get(struct gb_icache *c, pid_t pid, uint64_t pc, int *err);
+
+/* Code may have changed anywhere: re-validate entries on next use. */
+void gb_icache__bump(struct gb_icache *c);
+/* A write of len bytes at addr happened: bump when it touches a code page. */
+void gb_icache__note_write(struct gb_icache *c, uint64_t addr, uint64_t len);
+/* Forget everything (exec of a new image). */
+void gb_icache__clear(struct gb_icache *c);
+
+struct gb_icache_stats { uint64_t hits, validations, decodes; };
+void gb_icache__stats(const struct gb_icache *c, struct gb_icache_stats *s);
+
+#endif

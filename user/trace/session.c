@@ -1,0 +1,259 @@
+/* gebpf trace, start to end: see session.h. */
+#include "trace/session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/sigflag.h"
+#include "out/jsonl.h"
+#include "out/recording.h"
+#include "ptrace/runto.h"
+#include "ptrace/tracee.h"
+#include "trace/engine.h"
+#include "trace/range.h"
+
+struct session {
+	const struct gb_trace_opts *o;
+	struct gb_tracee t;
+	bool have_target;
+	int fd;
+	bool created_file;
+	struct gb_recording *rec;
+	struct gb_jsonl *out;
+	struct gb_engine *eng;
+	struct gb_range_spec range;     /* resolved */
+	char range_text[600];
+	const char *out_name;
+};
+
+static int open_output(struct session *s)
+{
+	const struct gb_trace_opts *o = s->o;
+	if (o->out_dir) {
+		s->rec = gb_recording__open(o->out_dir);
+		if (!s->rec)
+			return -1;
+		s->fd = gb_recording__trace_fd(s->rec);
+		s->out_name = o->out_dir;
+		return 0;
+	}
+	if (!o->out_file) {
+		s->fd = STDOUT_FILENO;
+		s->out_name = "stdout";
+		return 0;
+	}
+	struct stat st;
+	s->created_file = stat(o->out_file, &st) != 0;
+	s->fd = open(o->out_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (s->fd < 0) {
+		gb_err("%s: cannot write the trace: %s", o->out_file, strerror(errno));
+		return -1;
+	}
+	s->out_name = o->out_file;
+	return 0;
+}
+
+static int start_target(struct session *s)
+{
+	const struct gb_trace_opts *o = s->o;
+	int r;
+	if (o->pid) {
+		r = gb_tracee_attach(o->pid, &s->t);
+	} else {
+		struct gb_launch_opts lo = { .argv = o->argv, .aslr = o->aslr };
+		r = gb_tracee_launch(&lo, &s->t);
+	}
+	if (r)
+		return -1;
+	s->have_target = true;
+	return 0;
+}
+
+/* Resolve the range; a symbol of a shared library may need the dynamic
+ * loader to have run first (launch mode: run to the entry point). */
+static int resolve_range(struct session *s)
+{
+	char err[512];
+	gb_range_describe(&s->o->range, s->range_text, sizeof(s->range_text));
+	int r = gb_range_resolve(&s->o->range, s->t.pid, &s->range, err, sizeof(err));
+	if (r && s->o->argv && s->o->range.kind == GB_RANGE_SYM) {
+		uint64_t entry = gb_auxv_entry(s->t.pid);
+		if (entry && gb_run_to(&s->t, s->t.pid, entry) == 0)
+			r = gb_range_resolve(&s->o->range, s->t.pid, &s->range, err, sizeof(err));
+	}
+	if (r) {
+		gb_err("range %s: %s", s->range_text, err);
+		return -1;
+	}
+	if (s->o->range.kind == GB_RANGE_SYM)
+		gb_info("range %s = 0x%llx-0x%llx", s->range_text, (unsigned long long)s->range.start,
+			(unsigned long long)s->range.end);
+	return 0;
+}
+
+static int rerange(void *ctx, pid_t pid, uint64_t *start, uint64_t *end)
+{
+	struct session *s = ctx;
+	struct gb_range_spec r;
+	char err[512];
+	if (s->o->range.kind != GB_RANGE_SYM)
+		return -1;
+	if (gb_range_resolve(&s->o->range, pid, &r, err, sizeof(err))) {
+		gb_warn("range %s after exec: %s; keeping 0x%llx-0x%llx", s->range_text, err,
+			(unsigned long long)*start, (unsigned long long)*end);
+		return -1;
+	}
+	*start = r.start;
+	*end = r.end;
+	return 0;
+}
+
+static const char *signame(int sig)
+{
+	const char *n = sigabbrev_np(sig);
+	static char buf[32];
+	snprintf(buf, sizeof(buf), "SIG%s", n ? n : "?");
+	return buf;
+}
+
+/* Launch mode: after the trace, let the command finish on its own. */
+static void wait_launched(struct session *s)
+{
+	int status;
+	for (;;) {
+		pid_t r = waitpid(s->t.pid, &status, 0);
+		if (r == s->t.pid || (r < 0 && errno == ECHILD))
+			return;
+		if (r < 0 && errno == EINTR && gb_sigflag_stop()) {
+			kill(s->t.pid, gb_sigflag_signo());
+			gb_sigflag_install();
+		}
+	}
+}
+
+static int report_end(struct session *s, enum gb_end why, const struct gb_jsonl_counts *c)
+{
+	pid_t pid = s->t.pid;
+	int st = gb_engine__exit_status(s->eng);
+	switch (why) {
+	case GB_END_MAX_INSNS:
+	case GB_END_DURATION:
+		return GB_EXIT_OK;
+	case GB_END_EXITED:
+		if (WIFSIGNALED(st)) {
+			gb_err("pid %d: killed by %s during the trace (%llu in-range instructions traced)",
+			       pid, signame(WTERMSIG(st)), (unsigned long long)gb_engine__vt(s->eng));
+			return GB_EXIT_FAIL;
+		}
+		if (s->o->pid) {
+			gb_err("pid %d: exited with status %d during the trace", pid, WEXITSTATUS(st));
+			return GB_EXIT_FAIL;
+		}
+		return GB_EXIT_OK;
+	case GB_END_SIGNAL:
+		gb_err("trace: stopped by %s after %llu in-range instructions; summary written to %s",
+		       signame(gb_sigflag_signo()), (unsigned long long)gb_engine__vt(s->eng), s->out_name);
+		return GB_EXIT_FAIL;
+	case GB_END_OUTPUT:
+		gb_err("%s: writing the trace failed: %s (%llu lines dropped)", s->out_name,
+		       strerror(-gb_jsonl__error(s->out)), (unsigned long long)c->dropped);
+		return GB_EXIT_FAIL;
+	default:
+		return GB_EXIT_FAIL;
+	}
+}
+
+int gb_trace_session_run(const struct gb_trace_opts *o)
+{
+	struct session s;
+	int rc = GB_EXIT_FAIL;
+	memset(&s, 0, sizeof(s));
+	s.o = o;
+	s.fd = -1;
+	gb_sigflag_install();
+
+	if (open_output(&s))
+		goto cleanup;
+	if (start_target(&s))
+		goto cleanup;
+	if (resolve_range(&s)) {
+		rc = GB_EXIT_USAGE;
+		goto cleanup;
+	}
+
+	struct gb_jsonl_opts jo = {
+		.exec = o->exec, .max_events = o->max_events, .faults = o->faults,
+		.has_start = s.range.has_start, .has_end = s.range.has_end,
+		.start = s.range.start, .end = s.range.end,
+	};
+	s.out = gb_jsonl__new(s.fd, &jo);
+	struct gb_engine_opts eo = {
+		.has_start = s.range.has_start, .has_end = s.range.has_end,
+		.start = s.range.start, .end = s.range.end,
+		.max_insns = o->max_insns, .duration = o->duration,
+		.step_all = o->step_all, .pin = o->pin,
+		.snap_pcs = o->snap_pcs, .nsnap_pcs = o->nsnap_pcs,
+		.snap_vts = o->snap_vts, .nsnap_vts = o->nsnap_vts,
+		.rerange_cb = rerange, .rerange_ctx = &s,
+	};
+	if (!s.out || !(s.eng = gb_engine__new(&s.t, &eo, s.out))) {
+		gb_err("trace: out of memory");
+		goto cleanup;
+	}
+
+	enum gb_end why = gb_engine__run(s.eng);
+	int werr = gb_jsonl__finish(s.out);
+	if (werr && why != GB_END_OUTPUT)
+		why = GB_END_OUTPUT;
+	struct gb_jsonl_counts c;
+	gb_jsonl__counts(s.out, &c);
+	if (s.rec) {
+		struct gb_recording_meta m = {
+			.argv = o->argv, .pid = s.t.pid, .end_reason = gb_end_name(why),
+			.exit_status = s.t.exited ? s.t.exit_status : -1,
+			.trace = &jo, .counts = &c, .max_events = o->max_events,
+		};
+		int e = gb_recording__finish(s.rec, &m);
+		if (e && why != GB_END_OUTPUT) {
+			gb_err("%s: cannot finish the recording: %s", o->out_dir, strerror(-e));
+			why = GB_END_ERROR;
+		}
+	}
+	rc = report_end(&s, why, &c);
+	/* The target: attached -> detach (running as found); launched -> let
+	 * it finish, or kill it when we were told to stop. */
+	if (o->argv && !s.t.exited && why == GB_END_SIGNAL) {
+		gb_tracee_kill(&s.t);
+	} else if (!s.t.exited) {
+		gb_tracee_detach(&s.t);
+		if (o->argv)
+			wait_launched(&s);
+	}
+	s.have_target = false;
+
+cleanup:
+	if (s.have_target) {
+		if (o->argv)
+			gb_tracee_kill(&s.t);
+		else
+			gb_tracee_detach(&s.t);
+	}
+	gb_tracee_free(&s.t);
+	gb_engine__free(s.eng);
+	gb_jsonl__free(s.out);
+	gb_recording__free(s.rec); /* removes the temporary trace if not finished */
+	if (s.fd >= 0 && o->out_file) {
+		close(s.fd);
+		if (!s.eng && s.created_file)
+			unlink(o->out_file); /* nothing was traced: leave nothing behind */
+	}
+	return rc;
+}
