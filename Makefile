@@ -15,7 +15,7 @@ CFLAGS    ?= -g -O2
 CFLAGS    += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
              -D_GNU_SOURCE -MMD -MP
 INCLUDES  := -Iuser -Ibpf -I$(OUTPUT)
-LDLIBS    := -lZydis -lbpf -ldw -lelf -lcjson -lz -lpthread
+LDLIBS    := -lZydis -lbpf -ldw -lelf -lcjson -lcrypto -lz -lpthread
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux -Ibpf -I$(OUTPUT) -Wall
 
 ifeq ($(V),1)
@@ -70,6 +70,25 @@ $(OUTPUT)/%.skel.h: $(OUTPUT)/bpf/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@
 
+# The README demo's tracee.
+$(OUTPUT)/demo: scripts/demo.c
+	$(call msg,PROG,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O1 -g -static -no-pie -fno-pie -fno-inline $< -o $@
+
+# Benchmark helpers: the raw single-step loop and the stepping tracee.
+$(OUTPUT)/bench/rawstep: bench/rawstep.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 $< -o $@
+
+$(OUTPUT)/bench/%: bench/%.S
+	$(call msg,PROG,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -g -static -no-pie -nostdlib $< -o $@
+
+BENCH_BINS := $(OUTPUT)/bench/rawstep $(patsubst bench/%.S,$(OUTPUT)/bench/%,$(wildcard bench/*.S))
+
 # Unit tests: one Criterion binary from tests/unit/*.c and every non-CLI object.
 $(OUTPUT)/unit-tests: $(UNIT_OBJS) $(LIB_OBJS)
 	$(call msg,LINK,$@)
@@ -83,7 +102,7 @@ e2e: gebpf progs
 
 test: unit e2e
 
-bench: gebpf progs
+bench: gebpf progs $(BENCH_BINS)
 	GEBPF_OUTPUT=$(abspath $(OUTPUT)) $(PYTHON) bench/run.py
 
 kmatrix: gebpf progs

@@ -1,0 +1,82 @@
+#!/bin/sh
+# gebpf kernel-matrix smoke suite: runs the gebpf commands and records what
+# they did; it judges nothing (scripts/kmatrix.d/judge.py does, on the host,
+# from these files).  Runs the same way inside the QEMU guest (busybox sh,
+# started by the initramfs /init) and on the host (scripts/kmatrix).
+#
+#   smoke.sh GEBPF KMPROGS OUTDIR
+#
+# KMPROGS holds the smoke programs and km.env (their symbol addresses, written
+# by scripts/kmatrix from nm).  For each check NAME it leaves in OUTDIR:
+# NAME.rc (exit status), NAME.err (stderr), and the check's output files.
+# Keep it small: ptrace single-step runs at ~4.5k steps/s under TCG.
+set -u
+
+G=$1
+P=$2
+O=$3
+. "$P/km.env"
+mkdir -p "$O"
+# With KM_CHANNEL set (the guest's /dev/ttyS1), every result file is sent
+# there as soon as its check has ended, so a guest that dies later still
+# reports what ran.  Framing, one file at a time (judge.py decodes it):
+#   @@KM-FILE NAME SHA256 / base64 lines / @@KM-END NAME;  "@@KM-DONE" at the end.
+sent=" "
+flush() {
+	[ -n "${KM_CHANNEL:-}" ] || return 0
+	for f in "$O"/*; do
+		n=${f##*/}
+		case "$sent" in *" $n "*) continue ;; esac
+		[ -f "$f" ] && [ "$n" != snap.core ] || continue
+		{
+			echo "@@KM-FILE $n $(sha256sum <"$f" | cut -d' ' -f1)"
+			base64 "$f"
+			echo "@@KM-END $n"
+		} >>"$KM_CHANNEL"
+		sent="$sent$n "
+	done
+}
+
+# run NAME SECONDS CMD...: stdout to NAME.out, stderr to NAME.err, status to
+# NAME.rc; a command still running after SECONDS is killed (124/143 = timeout).
+# The timeouts add up to less than scripts/kmatrix's guest timeout.
+run() {
+	name=$1
+	secs=$2
+	shift 2
+	echo "kmatrix: $name: $*" >&2
+	timeout "$secs" "$@" >"$O/$name.out" 2>"$O/$name.err"
+	echo $? >"$O/$name.rc"
+	flush
+}
+
+uname -r >"$O/kernel"
+{
+	[ -r /sys/kernel/btf/vmlinux ] && echo "btf=yes" || echo "btf=no"
+	[ -d /sys/kernel/tracing/events ] || [ -d /sys/kernel/debug/tracing/events ] &&
+		echo "tracefs=yes" || echo "tracefs=no"
+} >"$O/features"
+flush
+
+# (1) exact trace of a range (expect/kmtrace.jsonl)
+run trace 60 "$G" trace --range "$WORK_START-$WORK_LAST" -o "$O/trace.jsonl" -- "$P/kmtrace"
+
+# (2) snapshot at a PC, then read bytes back from it
+rm -f "$O/snap.core"
+run snap 60 "$G" snap --at "$AFTER_WORK" -o "$O/snap.core" -- "$P/kmtrace"
+if [ -s "$O/snap.core" ]; then
+	# The core is not shipped out of the guest: only its ELF header.
+	head -c 64 "$O/snap.core" | od -An -v -tx1 >"$O/snap.head"
+	run read 30 "$G" read "$O/snap.core" "$PAGE2" 16
+	rm -f "$O/snap.core"
+fi
+flush
+
+# (3) the same range with page faults (BPF tp_btf/page_fault_user)
+run faults 60 "$G" trace --faults --range "$WORK_START-$WORK_LAST" -o "$O/faults.jsonl" -- "$P/kmtrace"
+
+# (4) BPF sampling of a busy loop (kmbusy spins ~1.5 s, then exits)
+run sample 45 "$G" sample --range "$SPIN_START-$SPIN_LAST" -F 997 --duration 20 -o "$O/sample.jsonl" -- "$P/kmbusy"
+
+echo "kmatrix: smoke suite done" >&2
+[ -z "${KM_CHANNEL:-}" ] || echo "@@KM-DONE" >>"$KM_CHANNEL"
