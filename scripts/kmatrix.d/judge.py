@@ -107,6 +107,7 @@ class Check:
         self.ran = rc is not None
         self.rc = int(rc) if rc and rc.strip().lstrip("-").isdigit() else None
         self.err = (read(os.path.join(rdir, name + ".err"), "") or "").splitlines()
+        self.timeout = (read(os.path.join(rdir, name + ".timeout"), "") or "").strip()
 
     def gebpf_line(self):
         """The last one-line gebpf error, else the last stderr line."""
@@ -127,8 +128,9 @@ class Check:
         """A verdict for a command that did not exit 0, else None."""
         if not self.ran:
             return ("fail", "%s: no result: %s" % (self.name, Check.missing or "did not run"))
-        if self.rc in TIMEOUT_RCS:
-            return ("fail", "%s: timed out (exit %d); %s" % (self.name, self.rc, self.gebpf_line()))
+        if self.timeout or self.rc in TIMEOUT_RCS:
+            return ("fail", "%s: still running after %s s, stopped by SIGTERM (exit %s): %s"
+                    % (self.name, self.timeout or "the time limit", self.rc, self.gebpf_line()))
         if self.rc != 0:
             feat = self.feature_line()
             if feat and self.rc != 2:
@@ -345,6 +347,10 @@ def main(argv):
     text = "\n".join(out) + "\n"
     if details:
         text += "\nfull reasons of the shortened cells:\n" + "\n".join(details) + "\n"
+    retries = ["  %s: %s; booted again" % (label, row["RETRY"])
+               for label, _, row, _ in rows if row.get("RETRY")]
+    if retries:
+        text += "\nguests booted twice:\n" + "\n".join(retries) + "\n"
     text += "\nkmatrix: %s\n" % ("FAIL (a required check failed)" if failed else "ok")
     sys.stdout.write(text)
     with open(table_out, "w") as f:

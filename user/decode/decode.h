@@ -24,8 +24,10 @@
 #include <Zydis/Zydis.h>
 
 #define GB_INSN_MAX_LEN 15
-/* Enough for a 16-element gather/scatter plus a few implicit operands. */
-#define GB_MAX_ACCESSES 40
+/* Enough for the longest list one instruction can give: a 64-element masked
+ * byte operation (one access per active element, docs/decoder.md) or a
+ * nested "enter N, 31" (62 accesses). */
+#define GB_MAX_ACCESSES 72
 
 /* Vector/mask state, needed only for VSIB and masked operations. */
 struct gb_vec {
@@ -51,11 +53,45 @@ enum gb_insn_flags {
 	GB_INSN_MEM         = 1u << 6, /* has at least one memory access (possibly conditional) */
 };
 
+/* Private to user/decode: an effective-address template, resolved against a
+ * struct gb_cpu by gb_insn_accesses() (base + index*scale + disp, truncated
+ * to 32 bits for addr32, plus the fs/gs base).  RIP-relative operands are
+ * folded into disp at decode time. */
+struct gb_memref {
+	int64_t disp;
+	uint32_t size;     /* bytes */
+	uint8_t base;      /* enum gb_reg slot, or GB_REG_NONE */
+	uint8_t index;     /* enum gb_reg slot, or GB_REG_NONE (VSIB: in .plan) */
+	uint8_t scale;
+	uint8_t flags;     /* GB_REF_* */
+};
+
+/* Private to user/decode: how gb_insn_accesses() turns the templates into
+ * accesses.  Everything that depends only on the bytes is decided here, at
+ * decode time, so the per-step work is a few additions. */
+struct gb_plan {
+	uint8_t kind;      /* enum gb_plan_kind (decode_int.h) */
+	uint8_t nrefs;
+	uint8_t reg;       /* STRING: count register; BT: bit-offset register */
+	uint8_t reg_bits;  /* STRING: count width (0 = no REP); BT: operand bits */
+	uint8_t vreg;      /* VSIB: index vector number */
+	uint8_t mreg;      /* GB_MAP_SIGN: mask vector number */
+	uint8_t kreg;      /* opmask register number, 0 = none */
+	uint8_t elem;      /* element size in bytes (memory side) */
+	uint8_t idx_elem;  /* VSIB: index element size in bytes */
+	uint8_t nelem;     /* VSIB: elements; MASKED: memory elements */
+	uint8_t lanes;     /* MASKED: mask lanes */
+	uint8_t map;       /* MASKED: enum gb_mask_map (decode_int.h) */
+	uint8_t level;     /* ENTER: nesting level (0..31) */
+	struct gb_memref refs[6];
+};
+
 struct gb_insn {
 	uint64_t pc;
 	uint8_t len;
 	uint8_t bytes[GB_INSN_MAX_LEN];
 	uint32_t flags;                  /* enum gb_insn_flags */
+	struct gb_plan plan;             /* private to user/decode */
 	ZydisDecodedInstruction zi;
 	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
 };

@@ -73,30 +73,24 @@ struct gb_jsonl *gb_jsonl__new(int fd, const struct gb_jsonl_opts *o)
 	return w;
 }
 
-/* Cut a regular file back to its last newline at or before off; returns
- * the new length and the number of newlines removed beyond it in *lost. */
-static off_t cut_to_line(int fd, off_t off, uint64_t *lost)
+/* Cut a regular file back to the end of the last line that ends before
+ * off; returns the new length, or -1 when the file cannot be read back (a
+ * write-only descriptor) or cut. */
+static off_t cut_to_line(int fd, off_t off)
 {
 	char blk[4096];
 	off_t end = off;
-	*lost = 0;
 	while (end > 0) {
 		off_t from = end > (off_t)sizeof(blk) ? end - (off_t)sizeof(blk) : 0;
 		ssize_t n = pread(fd, blk, (size_t)(end - from), from);
 		if (n <= 0)
-			return 0;
+			return -1;
 		for (ssize_t i = n - 1; i >= 0; i--)
-			if (blk[i] == '\n') {
-				off_t cut = from + i + 1;
-				if (ftruncate(fd, cut) == 0)
-					return cut;
-				return off;
-			}
+			if (blk[i] == '\n')
+				return ftruncate(fd, from + i + 1) ? -1 : from + i + 1;
 		end = from;
 	}
-	if (ftruncate(fd, 0))
-		return off;
-	return 0;
+	return ftruncate(fd, 0) ? -1 : 0;
 }
 
 static uint64_t count_lines(const char *p, size_t n)
@@ -123,16 +117,17 @@ static int flush_buf(struct gb_jsonl *w)
 		done += (size_t)r;
 	}
 	if (w->err && w->len) {
-		/* Lines wholly or partly unwritten are lost: count them dropped. */
-		uint64_t whole = count_lines(w->buf, done);
-		uint64_t lost = count_lines(w->buf, w->len) - whole;
-		if (w->regular) {
-			uint64_t cut_lost;
-			off_t end = w->file_off + (off_t)done;
-			w->file_off = cut_to_line(w->fd, end, &cut_lost);
-			lseek(w->fd, w->file_off, SEEK_SET);
-		}
-		w->c.dropped += lost;
+		/* Keep the whole lines that made it; a partly written line is
+		 * cut off.  Lines not written are lost: count them dropped. */
+		size_t keep = done;
+		while (keep > 0 && w->buf[keep - 1] != '\n')
+			keep--;
+		if (w->regular && keep < done && ftruncate(w->fd, w->file_off + (off_t)keep) == 0)
+			lseek(w->fd, w->file_off + (off_t)keep, SEEK_SET);
+		else
+			keep = done;
+		w->c.dropped += count_lines(w->buf + keep, w->len - keep);
+		w->file_off += (off_t)keep;
 		w->len = 0;
 		return w->err;
 	}
@@ -291,13 +286,14 @@ int gb_jsonl__finish(struct gb_jsonl *w)
 			first_err = r < 0 ? -errno : -ENOSPC;
 		if (!w->regular || w->file_off == 0)
 			break;
-		uint64_t lost;
+		/* Drop a partial summary and the last whole line to make room. */
 		off_t before = w->file_off;
-		/* Drop partial summary (if any) and the last whole line. */
-		w->file_off = cut_to_line(w->fd, before > 0 ? before - 1 : 0, &lost);
+		off_t cut = cut_to_line(w->fd, before - 1);
+		if (cut < 0 || cut >= before)
+			break;
+		w->file_off = cut;
 		lseek(w->fd, w->file_off, SEEK_SET);
-		if (w->file_off < before)
-			w->c.dropped++;
+		w->c.dropped++;
 	}
 	w->err = first_err;
 	return first_err;

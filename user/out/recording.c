@@ -61,7 +61,7 @@ struct gb_recording *gb_recording__open(const char *dir)
 	}
 	snprintf(r->trace_final, sizeof(r->trace_final), "%s/blobs/trace.jsonl", dir);
 	snprintf(r->trace_tmp, sizeof(r->trace_tmp), "%s/blobs/.trace.jsonl.tmp", dir);
-	r->trace_fd = open(r->trace_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	r->trace_fd = open(r->trace_tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (r->trace_fd < 0) {
 		gb_err("%s: cannot write: %s", r->trace_tmp, strerror(errno));
 		free(r);

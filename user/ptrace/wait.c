@@ -70,10 +70,14 @@ void gb_stop_classify(pid_t tid, int status, struct gb_stop *out)
 		if (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP)
 			out->fault_addr = (uint64_t)(uintptr_t)si.si_addr;
 	}
-	/* A single-step trap: TRAP_TRACE, or TRAP_BRKPT when the stepped
-	 * instruction was a syscall (reported at syscall exit). Anything else
-	 * (kill(SIGTRAP), int3 = SI_KERNEL) is a real signal for the program. */
-	if (sig == SIGTRAP && (si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT)) {
+	/* A single-step trap: TRAP_TRACE; TRAP_BRKPT when the stepped
+	 * instruction was a syscall (reported at syscall exit); si_code ==
+	 * SIGTRAP (ptrace_notify) when a step delivered a signal and stopped
+	 * after building its frame, before the handler's first instruction.
+	 * Anything else (kill(SIGTRAP), int3 = SI_KERNEL) is a real signal for
+	 * the program. */
+	if (sig == SIGTRAP && (si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT ||
+			       si.si_code == SIGTRAP)) {
 		out->kind = GB_STOP_STEP;
 		return;
 	}

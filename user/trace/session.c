@@ -52,7 +52,11 @@ static int open_output(struct session *s)
 	}
 	struct stat st;
 	s->created_file = stat(o->out_file, &st) != 0;
-	s->fd = open(o->out_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* Read-write: after a full disk the writer reads the file back to cut
+	 * it to whole lines and make room for the summary. */
+	s->fd = open(o->out_file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (s->fd < 0 && errno == EACCES)
+		s->fd = open(o->out_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (s->fd < 0) {
 		gb_err("%s: cannot write the trace: %s", o->out_file, strerror(errno));
 		return -1;
@@ -159,9 +163,10 @@ static int report_end(struct session *s, enum gb_end why, const struct gb_jsonl_
 		}
 		return GB_EXIT_OK;
 	case GB_END_SIGNAL:
+		/* Ctrl-C/SIGTERM is an ordinary way to end a trace (design.md). */
 		gb_err("trace: stopped by %s after %llu in-range instructions; summary written to %s",
 		       signame(gb_sigflag_signo()), (unsigned long long)gb_engine__vt(s->eng), s->out_name);
-		return GB_EXIT_FAIL;
+		return GB_EXIT_OK;
 	case GB_END_OUTPUT:
 		gb_err("%s: writing the trace failed: %s (%llu lines dropped)", s->out_name,
 		       strerror(-gb_jsonl__error(s->out)), (unsigned long long)c->dropped);

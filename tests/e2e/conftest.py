@@ -1,0 +1,209 @@
+"""Shared fixtures for the end-to-end tests.
+
+GEBPF_OUTPUT names the build output directory holding `gebpf` and `progs/`
+(default: <repo>/.output).  The test programs and what to trace in each are
+listed in PROGS below (tests/progs/ holds their sources).
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+OUTPUT = os.path.abspath(os.environ.get("GEBPF_OUTPUT", os.path.join(REPO, ".output")))
+sys.path.insert(0, HERE)
+
+import lackey  # noqa: E402  (the oracle lives next to the tests)
+
+# name -> what to trace.  "range": function symbols; one symbol is passed as
+# --range SYMBOL (or MODULE:SYMBOL with "module"), several as the START-END
+# span covering them.  "handlers": signal handlers inside the range.
+# "threads": the traced function runs in several threads.  "exit": the
+# program's exit status (0 when absent).
+PROGS = {
+    "mem_sizes": {"range": ["traced"]},
+    "stack_ops": {"range": ["traced"]},
+    "rep_string": {"range": ["traced"]},
+    "atomics": {"range": ["traced"]},
+    "bittest": {"range": ["traced"]},
+    "simd": {"range": ["traced"]},
+    "page_cross": {"range": ["traced"]},
+    "syscall_write": {"range": ["traced"]},
+    "exit_mid": {"range": ["traced"], "exit": 3},
+    "hot_loop": {"range": ["hot"], "module": True},
+    "tls": {"range": ["traced"]},
+    "switch": {"range": ["traced"]},
+    "recursion": {"range": ["traced"]},
+    "qsort_cb": {"range": ["traced"]},
+    "setjmp": {"range": ["traced", "traced_dive"]},
+    "signal": {"range": ["traced", "traced_handler"], "handlers": ["traced_handler"]},
+    "threads": {"range": ["traced"], "threads": True},
+}
+
+SUMMARY_KEYS = ["t", "insns", "mem", "events", "dropped", "exec", "start", "end"]
+LINE_KEYS = {
+    "exec": ["t", "vcpu", "pc", "vt"],
+    "read": ["t", "vcpu", "addr", "size", "pc", "vt"],
+    "write": ["t", "vcpu", "addr", "size", "pc", "vt"],
+    "fault": ["t", "vcpu", "addr", "pc", "err", "vt"],
+}
+HEX = re.compile(r"0x(0|[1-9a-f][0-9a-f]*)")
+
+
+def gebpf_path():
+    return os.path.join(OUTPUT, "gebpf")
+
+
+def prog_path(name):
+    return os.path.join(OUTPUT, "progs", name)
+
+
+def range_arg(name):
+    """The --range value the tests pass for program NAME."""
+    spec = PROGS[name]
+    if len(spec["range"]) == 1:
+        return ("%s:%s" % (name, spec["range"][0])) if spec.get("module") else spec["range"][0]
+    start, end = lackey.Program(prog_path(name)).span(spec["range"])
+    return "%#x-%#x" % (start, end)
+
+
+def stable_env():
+    """The environment for every target: pytest's PYTEST_CURRENT_TEST changes
+    from test to test and would move the stack between otherwise identical
+    runs (ASLR off makes the stack depend only on argv, env and auxv)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+
+
+def run_gebpf(args, timeout=120, **kw):
+    """Run gebpf ARGS; returns the CompletedProcess (text mode)."""
+    kw.setdefault("env", stable_env())
+    return subprocess.run([gebpf_path()] + [str(a) for a in args], capture_output=True,
+                          text=True, timeout=timeout, **kw)
+
+
+def check_line(raw):
+    """One trace line: exact schema (field order, no spaces, lower-case hex
+    without leading zeros).  Returns the parsed object."""
+    obj = json.loads(raw)
+    keys = SUMMARY_KEYS if obj.get("t") == "summary" else LINE_KEYS.get(obj.get("t"))
+    assert keys is not None, "unknown line type: %r" % raw
+    got = list(obj)
+    if obj["t"] == "summary" and got[-1] == "faults":
+        got = got[:-1]
+    assert got == keys, "fields/order of %r (want %s)" % (raw, keys)
+    assert lackey.dumps(obj) == raw, "not in canonical form (spaces?): %r" % raw
+    for k in ("pc", "addr", "err", "start", "end"):
+        if k in obj and obj[k] is not None:
+            assert HEX.fullmatch(obj[k]), "bad hex %s in %r" % (k, raw)
+    return obj
+
+
+def read_trace(path):
+    """Parse and check a trace file: every line well formed, the summary
+    last and consistent with the lines.  Returns (lines, summary)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data.endswith(b"\n"), "%s does not end with a newline" % path
+    raws = data.decode().split("\n")[:-1]
+    assert raws, "%s is empty" % path
+    objs = [check_line(r) for r in raws]
+    summary, lines = objs[-1], objs[:-1]
+    assert summary["t"] == "summary", "last line is not the summary: %r" % raws[-1]
+    assert all(o["t"] != "summary" for o in lines), "summary line before the end"
+    execs = sum(o["t"] == "exec" for o in lines)
+    mem = sum(o["t"] in ("read", "write") for o in lines)
+    assert summary["events"] == len(lines) + summary["dropped"], summary
+    if summary["dropped"] == 0:
+        if summary["exec"]:
+            assert summary["insns"] == execs, summary
+        assert summary["mem"] == mem, summary
+    return lines, summary
+
+
+def check_vt_order(lines):
+    """vt: exec lines number 0, 1, 2, ... in file order; access lines carry
+    the vt of their instruction and follow its exec line (same vcpu)."""
+    last = None
+    for i, ln in enumerate(lines):
+        if ln["t"] == "exec":
+            want = 0 if last is None else last["vt"] + 1
+            assert ln["vt"] == want, "line %d: vt %d, want %d" % (i, ln["vt"], want)
+            last = ln
+        elif ln["t"] in ("read", "write"):
+            assert last is not None and (ln["vt"], ln["vcpu"], ln["pc"]) == (
+                last["vt"], last["vcpu"], last["pc"]), "line %d: access %r after %r" % (i, ln, last)
+
+
+@pytest.fixture(scope="session")
+def gebpf():
+    path = gebpf_path()
+    if not os.access(path, os.X_OK):
+        pytest.fail("%s not found: build it (make OUTPUT=%s)" % (path, OUTPUT))
+    return path
+
+
+@pytest.fixture(scope="session")
+def root():
+    """Tracing needs root (or CAP_SYS_PTRACE) and a ptrace_scope that allows it."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: gebpf trace attaches with ptrace")
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
+            if f.read().strip() == "3":
+                pytest.skip("ptrace disabled (kernel.yama.ptrace_scope=3)")
+    except FileNotFoundError:
+        pass
+
+
+@pytest.fixture(scope="session")
+def trace_ready(gebpf, root, tmp_path_factory):
+    """Skip (with the reason) while `gebpf trace` is still the placeholder."""
+    out = tmp_path_factory.mktemp("probe") / "t.jsonl"
+    try:
+        r = run_gebpf(["trace", "--range", "traced", "-o", str(out), "--",
+                       prog_path("mem_sizes")], timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("gebpf trace --range traced -- %s did not finish in 30 s (33 in-range "
+                    "instructions)" % prog_path("mem_sizes"))
+    if "not built yet" in r.stderr:
+        pytest.skip("gebpf trace is not implemented yet (%s)" % r.stderr.strip())
+    return gebpf
+
+
+@pytest.fixture
+def prog():
+    def get(name):
+        path = prog_path(name)
+        if not os.access(path, os.X_OK):
+            pytest.fail("%s not built (make OUTPUT=%s progs)" % (path, OUTPUT))
+        return path
+    return get
+
+
+@pytest.fixture(scope="session")
+def valgrind():
+    try:
+        subprocess.run([lackey.VALGRIND, "--version"], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("valgrind not installed (scripts/deps installs it)")
+    return lackey.VALGRIND
+
+
+_ORACLE = {}
+
+
+@pytest.fixture
+def oracle(valgrind, prog):
+    """oracle(name, exec_on=True) -> lackey's converted trace (cached per
+    session: valgrind takes a second or two per program)."""
+    def get(name, exec_on=True):
+        key = (name, exec_on)
+        if key not in _ORACLE:
+            rng = range_arg(name)
+            _ORACLE[key] = lackey.oracle(prog(name), (), rng.split(":")[-1], exec_on=exec_on)
+        return _ORACLE[key]
+    return get

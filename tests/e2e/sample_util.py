@@ -1,0 +1,82 @@
+"""Helpers shared by the sample/faults e2e tests (BPF side of gebpf)."""
+import json
+import os
+import subprocess
+
+import pytest
+from elftools.elf.elffile import ELFFile
+
+import conftest
+
+SAMPLE_KEYS = ["t", "vcpu", "tid", "pc", "ns"]
+FAULT_KEYS = ["t", "vcpu", "tid", "addr", "pc", "err", "ns"]
+SUMMARY_KEYS = ["t", "seen", "kept", "filtered", "filtered_pid", "filtered_range", "lost",
+                "event", "hz", "start", "end"]
+
+
+def need_bpf():
+    """Skip, with the reason, where BPF sampling cannot run."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: BPF programs and perf events (CAP_BPF, CAP_PERFMON)")
+    if not os.path.exists("/sys/kernel/btf/vmlinux"):
+        pytest.skip("kernel has no BTF (/sys/kernel/btf/vmlinux): the sampler needs CO-RE")
+
+
+def func_range(path, name):
+    """Inclusive [start, end] of function NAME in a static executable."""
+    with open(path, "rb") as f:
+        for sym in ELFFile(f).get_section_by_name(".symtab").iter_symbols():
+            if sym.name == name and sym["st_info"]["type"] == "STT_FUNC":
+                return sym["st_value"], sym["st_value"] + sym["st_size"] - 1
+    raise AssertionError("%s: no function %s" % (path, name))
+
+
+def parse_jsonl(text, faults=False):
+    """Lines of `gebpf sample`: exact keys in order, canonical form; the
+    summary last.  Returns (samples, faults, summary)."""
+    raws = text.split("\n")
+    assert raws[-1] == "", "output does not end with a newline"
+    objs = []
+    for raw in raws[:-1]:
+        o = json.loads(raw)
+        keys = {"sample": SAMPLE_KEYS, "fault": FAULT_KEYS, "summary": SUMMARY_KEYS}[o["t"]]
+        got = list(o)
+        if o["t"] == "summary" and faults:
+            assert got[-2:] == ["faults", "faults_lost"], raw
+            got = got[:-2]
+        assert got == keys, "fields/order of %r" % raw
+        assert json.dumps(o, separators=(",", ":")) == raw, "not canonical: %r" % raw
+        for k in ("pc", "addr", "err"):
+            if k in o:
+                assert conftest.HEX.fullmatch(o[k]), raw
+        objs.append(o)
+    assert objs and objs[-1]["t"] == "summary", "no summary at the end"
+    summary = objs[-1]
+    samples = [o for o in objs[:-1] if o["t"] == "sample"]
+    faults_ = [o for o in objs[:-1] if o["t"] == "fault"]
+    assert all(o["t"] != "summary" for o in objs[:-1])
+    s = summary
+    assert s["seen"] == s["kept"] + s["filtered"] + s["lost"], s
+    assert s["filtered"] == s["filtered_pid"] + s["filtered_range"], s
+    assert s["kept"] == len(samples), "kept %d, %d sample lines" % (s["kept"], len(samples))
+    if faults:
+        assert s["faults"] == len(faults_), s
+    return samples, faults_, summary
+
+
+def sample(args, timeout=120):
+    r = conftest.run_gebpf(["sample"] + list(args), timeout=timeout)
+    return r
+
+
+def bpf_prog_ids():
+    """IDs of the BPF programs loaded now (bpftool prog show)."""
+    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
+                         check=True).stdout
+    return {p["id"] for p in json.loads(out or "[]")}
+
+
+def bpf_link_ids():
+    out = subprocess.run(["bpftool", "-j", "link", "show"], capture_output=True, text=True,
+                         check=True).stdout
+    return {p["id"] for p in json.loads(out or "[]")}

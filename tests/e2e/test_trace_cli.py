@@ -1,0 +1,413 @@
+"""`gebpf trace` from the outside: bad input, budgets, signals, attach.
+
+Every error case asserts the exit code (1 runtime, 2 usage) and exactly one
+`gebpf: ...` line on stderr naming what failed.  Launch-mode errors must not
+leave the target running.
+"""
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+import lackey
+from conftest import (check_vt_order, gebpf_path, prog_path, read_trace, run_gebpf,
+                      stable_env)
+
+pytestmark = pytest.mark.usefixtures("trace_ready")
+
+PTRACE_TRACEME = 0
+
+
+def one_error(r, codes, *needles):
+    """Exit code in CODES and exactly one `gebpf: ...` line containing NEEDLES."""
+    codes = (codes,) if isinstance(codes, int) else codes
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode in codes, "exit %d (want %s), stderr: %r" % (r.returncode, codes, r.stderr)
+    assert len(lines) == 1, "want one error line, got: %r" % r.stderr
+    assert lines[0].startswith("gebpf: "), lines[0]
+    for n in needles:
+        assert str(n) in lines[0], "%r does not name %r" % (lines[0], n)
+    return lines[0]
+
+
+def procs_running(path):
+    """PIDs whose executable is PATH (to check nothing was left behind)."""
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if os.readlink("/proc/%s/exe" % d) == path:
+                    found.append(int(d))
+            except OSError:
+                pass
+    return found
+
+
+def children(pid):
+    kids = []
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
+                kids += [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    return kids
+
+
+def wait_for(pred, timeout=10.0, what="condition"):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.02)
+    pytest.fail("timed out waiting for " + what)
+
+
+def state(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def native_output(name, *args):
+    return subprocess.run([prog_path(name)] + [str(a) for a in args], capture_output=True,
+                          check=True, timeout=60).stdout
+
+
+@pytest.fixture
+def no_stray_spin():
+    """Kill (by pid) any `spin` a launch-mode test leaves behind: gebpf's
+    child, started by this test, must not outlive it whatever gebpf does."""
+    spin = prog_path("spin")
+    before = set(procs_running(spin))
+    yield spin
+    for pid in set(procs_running(spin)) - before:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture
+def spawn():
+    """spawn(argv, **popen_kw) -> Popen; everything spawned is killed (by pid) at the end."""
+    procs = []
+
+    def start(argv, **kw):
+        kw.setdefault("env", stable_env())
+        p = subprocess.Popen([str(a) for a in argv], **kw)
+        procs.append(p)
+        return p
+    yield start
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        try:
+            p.communicate(timeout=10)
+        except (subprocess.TimeoutExpired, ValueError):
+            pass
+
+
+def ready(p):
+    """Wait for the 'ready' line a target prints when it has started."""
+    line = p.stdout.readline()
+    assert line == b"ready\n", "target did not start: %r" % line
+
+
+# ------------------------------------------------------------ bad input
+
+def test_nonexistent_pid():
+    with open("/proc/sys/kernel/pid_max") as f:
+        pid = int(f.read()) - 1
+    while os.path.exists("/proc/%d" % pid):
+        pid -= 1
+    one_error(run_gebpf(["trace", "-p", str(pid), "--range", "0x1000-0x2000"]), 1, pid)
+
+
+def test_zombie_pid(spawn):
+    p = spawn(["true"])
+    wait_for(lambda: state(p.pid) == "Z", what="a zombie")
+    one_error(run_gebpf(["trace", "-p", str(p.pid), "--range", "0x1000-0x2000"]), 1, p.pid)
+    assert state(p.pid) == "Z", "the zombie was reaped or changed by gebpf"
+
+
+def test_kernel_thread():
+    with open("/proc/2/comm") as f:
+        if f.read().strip() != "kthreadd":
+            pytest.skip("pid 2 is not kthreadd here")
+    one_error(run_gebpf(["trace", "-p", "2", "--range", "0x1000-0x2000"]), 1, 2)
+
+
+def test_no_permission(spawn, gebpf):
+    probe = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            gebpf, "--help"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip("cannot run gebpf as nobody here (setpriv: %s)" % probe.stderr.strip())
+    target = spawn([prog_path("spin"), 100000, 1000], stdout=subprocess.PIPE)
+    ready(target)
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", gebpf,
+                        "trace", "-p", str(target.pid), "--range", "traced"],
+                       capture_output=True, text=True, timeout=60)
+    one_error(r, 1, target.pid)
+    assert target.poll() is None and state(target.pid) in "SR", "target disturbed"
+
+
+def test_already_traced(spawn):
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def traceme():
+        libc.ptrace(PTRACE_TRACEME, 0, None, None)
+    # The child stops at its exec with SIGTRAP, traced by this test process.
+    target = spawn([prog_path("spin"), 100000, 1000], preexec_fn=traceme,
+                   stdout=subprocess.DEVNULL)
+    wait_for(lambda: state(target.pid) == "t", what="the ptrace stop")
+    try:
+        one_error(run_gebpf(["trace", "-p", str(target.pid), "--range", "traced"]), 1,
+                  target.pid)
+    finally:
+        # Popen.poll() would take the ptrace stop for an exit: kill and reap here
+        os.kill(target.pid, signal.SIGKILL)
+        while True:
+            _, st = os.waitpid(target.pid, 0)
+            if os.WIFEXITED(st) or os.WIFSIGNALED(st):
+                break
+        target.returncode = -signal.SIGKILL
+
+
+def test_unknown_symbol():
+    prog = prog_path("hot_loop")
+    one_error(run_gebpf(["trace", "--range", "no_such_symbol", "--", prog]), (1, 2),
+              "no_such_symbol")
+    assert not procs_running(prog), "target left running"
+
+
+def test_unknown_module():
+    prog = prog_path("hot_loop")
+    one_error(run_gebpf(["trace", "--range", "no_such_module:hot", "--", prog]), (1, 2),
+              "no_such_module")
+    assert not procs_running(prog), "target left running"
+
+
+@pytest.mark.parametrize("rng", ["0x10-zz", "", "-", "0x401000-", "0x401000-0x402000-0x403000",
+                                 "0x2000-0x1000"])
+def test_malformed_range(rng):
+    """Malformed, empty, and START > END: usage errors, before launching."""
+    prog = prog_path("hot_loop")
+    line = one_error(run_gebpf(["trace", "--range", rng, "--", prog]), 2)
+    if rng:
+        assert rng in line, "%r does not name the range %r" % (line, rng)
+    assert not procs_running(prog), "target launched anyway"
+
+
+def test_unwritable_output(tmp_path):
+    prog = prog_path("hot_loop")
+    path = str(tmp_path / "no-such-dir" / "out.jsonl")
+    one_error(run_gebpf(["trace", "--range", "hot", "-o", path, "--", prog]), 1, path)
+    assert not procs_running(prog), "target left running"
+
+
+def test_command_not_found(tmp_path):
+    path = str(tmp_path / "no-such-program")
+    one_error(run_gebpf(["trace", "--range", "0x401000-0x401fff", "--", path]), 1, path)
+
+
+def test_disk_full(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if m.returncode != 0:
+        pytest.skip("cannot mount a tmpfs: %s" % m.stderr.strip())
+    try:
+        out = mnt / "out.jsonl"
+        # hot_loop's trace is ~2 MB: it cannot fit in 64 KiB
+        r = run_gebpf(["trace", "--range", "hot", "-o", str(out), "--", prog_path("hot_loop")])
+        one_error(r, 1, str(out))
+        data = out.read_bytes() if out.exists() else b""
+        assert data == b"" or data.endswith(b"\n"), "partial last line: %r" % data[-80:]
+        for raw in data.decode().splitlines():
+            json.loads(raw)
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+    assert not procs_running(prog_path("hot_loop")), "target left running"
+
+
+# ------------------------------------------------------------ how a trace ends
+
+def test_target_exits_mid_trace(tmp_path):
+    """exit_group inside the range: the trace ends there, summary written."""
+    prog = prog_path("exit_mid")
+    out = tmp_path / "out.jsonl"
+    r = run_gebpf(["trace", "--range", "traced", "-o", str(out), "--", prog])
+    assert r.returncode == 0, r.stderr
+    lines, summary = read_trace(out)
+    execs = [ln for ln in lines if ln["t"] == "exec"]
+    p = lackey.Program(prog)
+    table = p.insns(*p.span(["traced"]))
+    syscall = [pc for pc, txt in table.items() if txt == "syscall"]
+    assert summary["insns"] == len(execs) == 6, summary
+    assert execs[-1]["pc"] == hex(syscall[0]), "the last instruction is the exit_group"
+
+
+def test_target_sigkilled_mid_trace(spawn, no_stray_spin, tmp_path):
+    out = tmp_path / "out.jsonl"
+    g = spawn([gebpf_path(), "trace", "--range", "traced", "-o", out, "--",
+               prog_path("spin"), 100000, 1000], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ready(g)
+    time.sleep(0.5)
+    kids = wait_for(lambda: children(g.pid), what="gebpf's child")
+    assert len(kids) == 1
+    os.kill(kids[0], signal.SIGKILL)
+    _, err = g.communicate(timeout=20)
+    assert g.returncode in (0, 1), err
+    if g.returncode == 1:
+        one_error(subprocess.CompletedProcess([], 1, "", err.decode()), 1)
+    lines, summary = read_trace(out)
+    assert summary["insns"] > 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_launch_mode(sig, spawn, no_stray_spin, tmp_path):
+    """Ctrl-C/SIGTERM end a trace normally (design.md: the trace ends ... on
+    Ctrl-C/SIGTERM; the summary is written): exit 0."""
+    out = tmp_path / "out.jsonl"
+    g = spawn([gebpf_path(), "trace", "--range", "traced", "-o", out, "--",
+               prog_path("spin"), 3000, 1000], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ready(g)
+    time.sleep(0.5)
+    g.send_signal(sig)
+    _, err = g.communicate(timeout=30)
+    assert g.returncode == 0, "a requested stop is not a failure: %r" % err
+    lines, summary = read_trace(out)
+    check_vt_order(lines)
+    assert summary["insns"] > 0 and summary["dropped"] == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_attach_mode(sig, spawn, tmp_path):
+    """Ctrl-C/SIGTERM: the summary is written and the attached target runs on
+    to its correct end."""
+    want = native_output("spin", 1500, 0)
+    target = spawn([prog_path("spin"), 1500, 1000], stdout=subprocess.PIPE)
+    ready(target)
+    out = tmp_path / "out.jsonl"
+    g = spawn([gebpf_path(), "trace", "-p", target.pid, "--range", "traced", "-o", out],
+              stderr=subprocess.PIPE)
+    time.sleep(0.7)
+    assert g.poll() is None, "gebpf ended early: %r" % g.stderr.read()
+    g.send_signal(sig)
+    _, err = g.communicate(timeout=30)
+    assert g.returncode == 0, "a requested stop is not a failure: %r" % err
+    lines, summary = read_trace(out)
+    check_vt_order(lines)
+    assert summary["insns"] > 0
+    rest, _ = target.communicate(timeout=60)
+    assert target.returncode == 0
+    assert b"ready\n" + rest == want, "the target's result changed after detach"
+
+
+def test_duration(no_stray_spin, tmp_path):
+    out, err = tmp_path / "out.jsonl", tmp_path / "stderr"
+    t0 = time.monotonic()
+    with open(err, "w") as ef:
+        # the target may outlive gebpf (detached): keep it off our pipes
+        r = subprocess.run([gebpf_path(), "trace", "--range", "traced", "--duration", "1",
+                            "-o", str(out), "--", no_stray_spin, "100000", "1000"],
+                           stdout=subprocess.DEVNULL, stderr=ef, timeout=30, env=stable_env())
+    took = time.monotonic() - t0
+    assert r.returncode == 0, err.read_text()
+    assert took < 10, "--duration 1 took %.1f s" % took
+    lines, summary = read_trace(out)
+    assert summary["insns"] > 0, "spin calls traced every millisecond"
+
+
+def test_attach_two_threads(spawn, tmp_path):
+    """Attach to a two-thread program before its threads start; trace 5000
+    in-range instructions; the program then finishes with the right checksum."""
+    want = native_output("threads", 20000)
+    target = spawn([prog_path("threads"), 20000, 1000], stdout=subprocess.PIPE)
+    ready(target)
+    out = tmp_path / "out.jsonl"
+    r = run_gebpf(["trace", "-p", str(target.pid), "--range", "traced", "--max-insns", "5000",
+                   "-o", str(out)], timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines, summary = read_trace(out)
+    check_vt_order(lines)
+    execs = [ln for ln in lines if ln["t"] == "exec"]
+    assert summary["insns"] == len(execs) == 5000, summary
+    assert len({ln["vcpu"] for ln in execs}) == 2, "both threads run traced"
+    rest, _ = target.communicate(timeout=60)
+    assert target.returncode == 0
+    assert rest == want, "checksum changed by the trace: %r vs %r" % (rest, want)
+
+
+# ------------------------------------------------------------ outputs and budgets
+
+@pytest.fixture(scope="module")
+def full_hot(tmp_path_factory):
+    out = tmp_path_factory.mktemp("hot") / "full.jsonl"
+    r = run_gebpf(["trace", "--range", "hot", "-o", str(out), "--", prog_path("hot_loop")])
+    assert r.returncode == 0, r.stderr
+    return out.read_text().splitlines()
+
+
+def test_max_events(full_hot, tmp_path):
+    out = tmp_path / "out.jsonl"
+    r = run_gebpf(["trace", "--range", "hot", "--max-events", "1000", "-o", str(out), "--",
+                   prog_path("hot_loop")])
+    assert r.returncode == 0, r.stderr
+    lines, summary = read_trace(out)
+    full = [json.loads(x) for x in full_hot]
+    assert out.read_text().splitlines()[:-1] == full_hot[:1000]
+    assert len(lines) == 1000
+    for k in ("insns", "mem", "events"):
+        assert summary[k] == full[-1][k], (k, summary, full[-1])
+    assert summary["dropped"] == full[-1]["events"] - 1000
+
+
+def test_max_events_zero_is_unlimited(full_hot, tmp_path):
+    out = tmp_path / "out.jsonl"
+    r = run_gebpf(["trace", "--range", "hot", "--max-events", "0", "-o", str(out), "--",
+                   prog_path("hot_loop")])
+    assert r.returncode == 0, r.stderr
+    assert out.read_text().splitlines() == full_hot
+
+
+def test_max_insns(full_hot, tmp_path):
+    out = tmp_path / "out.jsonl"
+    r = run_gebpf(["trace", "--range", "hot", "--max-insns", "500", "-o", str(out), "--",
+                   prog_path("hot_loop")])
+    assert r.returncode == 0, r.stderr
+    lines, summary = read_trace(out)
+    assert summary["insns"] == 500
+    want = [x for x in full_hot[:-1] if json.loads(x)["vt"] < 500]
+    assert out.read_text().splitlines()[:-1] == want
+
+
+def test_out_dir(tmp_path):
+    one = tmp_path / "one.jsonl"
+    assert run_gebpf(["trace", "--range", "traced", "-o", str(one), "--",
+                      prog_path("atomics")]).returncode == 0
+    d = tmp_path / "rec"
+    r = run_gebpf(["trace", "--range", "traced", "--out", str(d), "--", prog_path("atomics")])
+    assert r.returncode == 0, r.stderr
+    meta = json.loads((d / "meta.json").read_text())
+    assert meta["trace_blob"] == "blobs/trace.jsonl"
+    blob = d / "blobs" / "trace.jsonl"
+    assert blob.read_bytes() == one.read_bytes()
+    lines, summary = read_trace(blob)
+    tm = meta["trace"]          # the config and its counts (as in the seed's recorder)
+    assert (tm["exec"], tm["start"], tm["end"]) == (True, summary["start"], summary["end"]), tm
+    for k in ("insns", "events", "dropped"):
+        assert tm.get(k) == summary[k], (k, tm, summary)
+    assert tm["read"] + tm["write"] == summary["mem"], (tm, summary)
+    assert tm["read"] == sum(ln["t"] == "read" for ln in lines), tm
+    leftovers = [p.name for p in d.rglob("*") if p.is_file()
+                 and p.name not in ("meta.json", "trace.jsonl")]
+    assert not leftovers, "temporary files left: %s" % leftovers

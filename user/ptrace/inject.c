@@ -1,0 +1,100 @@
+#include "ptrace/inject.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+
+#include "ptrace/maps.h"
+#include "ptrace/mem.h"
+#include "ptrace/regs.h"
+#include "ptrace/wait.h"
+
+static uint64_t scan(pid_t pid, const struct gb_map *m, uint64_t avoid_start, uint64_t avoid_end)
+{
+	size_t len = (size_t)(m->end - m->start);
+	if (len > (64u << 20))
+		len = 64u << 20;
+	uint8_t *buf = malloc(len);
+	if (!buf)
+		return 0;
+	ssize_t n = gb_mem_read(pid, m->start, buf, len);
+	uint64_t found = 0;
+	for (ssize_t i = 0; i + 1 < n; i++) {
+		uint64_t a = m->start + (uint64_t)i;
+		if (buf[i] == 0x0f && buf[i + 1] == 0x05 && (a + 2 <= avoid_start || a >= avoid_end)) {
+			found = a;
+			break;
+		}
+	}
+	free(buf);
+	return found;
+}
+
+uint64_t gb_inject_find_syscall(pid_t pid, uint64_t avoid_start, uint64_t avoid_end)
+{
+	struct gb_maps maps;
+	uint64_t found = 0;
+	if (gb_maps_read(pid, &maps))
+		return 0;
+	for (size_t i = 0; i < maps.n && !found; i++)
+		if (!strcmp(maps.v[i].path, "[vdso]"))
+			found = scan(pid, &maps.v[i], avoid_start, avoid_end);
+	for (size_t i = 0; i < maps.n && !found; i++)
+		if ((maps.v[i].prot & PROT_EXEC) && maps.v[i].path[0] == '/')
+			found = scan(pid, &maps.v[i], avoid_start, avoid_end);
+	gb_maps_free(&maps);
+	return found;
+}
+
+int gb_inject_syscall(pid_t tid, uint64_t insn, long nr, const uint64_t args[6], long *ret,
+		      int *pending_sig)
+{
+	struct user_regs_struct saved, r;
+	int e = gb_regs_get(tid, &saved);
+	if (e)
+		return e;
+	r = saved;
+	r.rax = (unsigned long long)nr;
+	r.rdi = args[0];
+	r.rsi = args[1];
+	r.rdx = args[2];
+	r.r10 = args[3];
+	r.r8 = args[4];
+	r.r9 = args[5];
+	r.rip = insn;
+	/* No syscall-restart processing for the injected call (the thread may
+	 * be stopped inside an interrupted syscall of its own). */
+	r.orig_rax = (unsigned long long)-1;
+	e = gb_regs_set(tid, &r);
+	if (e)
+		return e;
+	int result = -EIO;
+	for (int tries = 0; tries < 16; tries++) {
+		struct gb_stop st;
+		if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0))
+			return -errno;
+		if ((e = gb_wait(tid, 0, &st, false)))
+			return e;
+		if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED)
+			return -ESRCH;
+		if (st.kind == GB_STOP_STEP) {
+			if ((e = gb_regs_get(tid, &r)))
+				return e;
+			if (r.rip == insn + 2) {
+				*ret = (long)r.rax;
+				result = 0;
+				break;
+			}
+			continue;
+		}
+		if (st.kind == GB_STOP_SIGNAL && pending_sig && !*pending_sig)
+			*pending_sig = st.sig; /* arrived first: deliver it later */
+		/* Not executed yet (signal or interrupt stop): step again. */
+	}
+	e = gb_regs_set(tid, &saved);
+	return e ? e : result;
+}

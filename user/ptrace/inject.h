@@ -1,0 +1,28 @@
+/* Run a system call inside a stopped tracee thread, leaving it exactly as it
+ * was: registers and flags restored, nothing written to its stack (the red
+ * zone is untouched), errno untouched (no libc involved), a signal that
+ * arrives meanwhile kept for later delivery.
+ *
+ * The syscall instruction used is an existing one: a `0f 05` in the vDSO,
+ * else in another executable mapping of the process.
+ */
+#ifndef GB_PTRACE_INJECT_H
+#define GB_PTRACE_INJECT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Address of a syscall instruction in pid's address space, avoiding
+ * [avoid_start, avoid_end) (the pages whose protection we change); 0 when
+ * none is found. */
+uint64_t gb_inject_find_syscall(pid_t pid, uint64_t avoid_start, uint64_t avoid_end);
+
+/* Execute syscall nr(args) in stopped thread tid through the syscall
+ * instruction at insn.  Returns 0 with the syscall's return value in *ret,
+ * or -errno when the injection itself failed (-ESRCH: the thread died).
+ * A signal that was pending for the thread is stored in *pending_sig (if
+ * *pending_sig was 0) for the caller to deliver later. */
+int gb_inject_syscall(pid_t tid, uint64_t insn, long nr, const uint64_t args[6], long *ret,
+		      int *pending_sig);
+
+#endif

@@ -1,0 +1,26 @@
+/* The GEBPF JSON note (docs/snapshot-format.md, "The JSON note"). */
+#ifndef GB_SNAP_NOTE_JSON_H
+#define GB_SNAP_NOTE_JSON_H
+
+#include <stddef.h>
+
+#include "snap/snapshot.h"
+
+/* The general registers by name, in the note's order (user_regs_struct
+ * offsets), shared with the diff. */
+struct gb_snap_regdesc {
+	const char *name;
+	size_t off;
+};
+extern const struct gb_snap_regdesc gb_snap__regs[];
+extern const size_t gb_snap__nregs;
+
+/* The note's text for s (compact, fixed key order, no trailing NUL counted);
+ * uses each map's core_off and sha256.  malloc'd, NULL on ENOMEM. */
+char *gb_snap__json_build(const struct gb_snapshot *s, size_t *len);
+/* Fill s from a note: meta, exe, thread tids, map perms/paths, stack traces,
+ * fds, vars.  Maps and threads must already exist (from the core's program
+ * headers and notes).  0 or -EINVAL with the reason in err. */
+int gb_snap__json_apply(struct gb_snapshot *s, const char *json, size_t len, char *err, size_t errlen);
+
+#endif

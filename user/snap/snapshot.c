@@ -1,0 +1,163 @@
+/* The snapshot as a value: lifecycle and queries (vtrace's
+ * platformReadMemory / platformWriteMemory / platformGetRegCtx). */
+#include "snap/snapshot.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+static int fail(char *err, size_t errlen, int e, const char *fmt, ...)
+{
+	if (err && errlen) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return e;
+}
+
+struct gb_snapshot *gb_snapshot__alloc(void)
+{
+	struct gb_snapshot *s = calloc(1, sizeof(*s));
+	if (s)
+		s->meta.vt = -1;
+	return s;
+}
+
+void gb_snapshot_free(struct gb_snapshot *s)
+{
+	if (!s)
+		return;
+	free(s->meta.point);
+	free(s->meta.kernel);
+	free(s->meta.arch);
+	free(s->meta.platform);
+	free(s->exe);
+	for (size_t i = 0; i < s->nthreads; i++) {
+		struct gb_snap_thread *t = &s->threads[i];
+		free(t->xstate);
+		for (size_t j = 0; j < t->nframes; j++)
+			free(t->frames[j].symbol);
+		free(t->frames);
+	}
+	free(s->threads);
+	for (size_t i = 0; i < s->nmaps; i++) {
+		struct gb_snap_map *m = &s->maps[i];
+		if (s->owns_map_data && m->data)
+			munmap(m->data, m->end - m->start);
+		free(m->path);
+	}
+	free(s->maps);
+	for (size_t i = 0; i < s->nfds; i++)
+		free(s->fds[i].target);
+	free(s->fds);
+	free(s->auxv);
+	for (size_t i = 0; i < s->nvars; i++) {
+		free(s->vars[i].key);
+		free(s->vars[i].value);
+	}
+	free(s->vars);
+	if (s->file_base)
+		munmap(s->file_base, s->file_len);
+	free(s);
+}
+
+const struct gb_snap_map *gb_snapshot_find_map(const struct gb_snapshot *s, uint64_t addr)
+{
+	size_t lo = 0, hi = s->nmaps;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (addr < s->maps[mid].start)
+			hi = mid;
+		else if (addr >= s->maps[mid].end)
+			lo = mid + 1;
+		else
+			return &s->maps[mid];
+	}
+	return NULL;
+}
+
+/* Walk [addr, addr+len) map by map; copy out (buf) or in (src). */
+static int access_mem(const struct gb_snapshot *s, uint64_t addr, void *buf, const void *src,
+		      size_t len, char *err, size_t errlen)
+{
+	if (len && addr + len - 1 < addr)
+		return fail(err, errlen, -EFAULT, "0x%" PRIx64 "+%zu: wraps around the address space",
+			    addr, len);
+	size_t done = 0;
+	while (done < len) {
+		uint64_t a = addr + done;
+		const struct gb_snap_map *m = gb_snapshot_find_map(s, a);
+		if (!m)
+			return fail(err, errlen, -EFAULT, "0x%" PRIx64 ": not in any mapping of the snapshot", a);
+		if (!m->data)
+			return fail(err, errlen, -ENODATA,
+				    "0x%" PRIx64 ": mapping 0x%" PRIx64 "-0x%" PRIx64 " %s%s%s has no bytes "
+				    "(it was not readable)", a, m->start, m->end, m->perms,
+				    m->path && *m->path ? " " : "", m->path ? m->path : "");
+		size_t n = (size_t)(m->end - a);
+		if (n > len - done)
+			n = len - done;
+		if (buf)
+			memcpy((char *)buf + done, m->data + (a - m->start), n);
+		else
+			memcpy(m->data + (a - m->start), (const char *)src + done, n);
+		done += n;
+	}
+	return 0;
+}
+
+int gb_snapshot_read_memory(const struct gb_snapshot *s, uint64_t addr, void *buf, size_t len,
+			    char *err, size_t errlen)
+{
+	return access_mem(s, addr, buf, NULL, len, err, errlen);
+}
+
+int gb_snapshot_write_memory(struct gb_snapshot *s, uint64_t addr, const void *buf, size_t len,
+			     char *err, size_t errlen)
+{
+	/* Check the whole range first so a failed write changes nothing. */
+	for (uint64_t a = addr; a < addr + len;) {
+		const struct gb_snap_map *m = gb_snapshot_find_map(s, a);
+		if (!m || !m->data)
+			return access_mem(s, a, NULL, buf, (size_t)(addr + len - a), err, errlen);
+		a = m->end;
+	}
+	return access_mem(s, addr, NULL, buf, len, err, errlen);
+}
+
+const struct user_regs_struct *gb_snapshot_regs(const struct gb_snapshot *s, size_t i)
+{
+	return i < s->nthreads ? &s->threads[i].regs : NULL;
+}
+
+int gb_snapshot_set_var(struct gb_snapshot *s, const char *key, const char *value)
+{
+	for (size_t i = 0; i < s->nvars; i++)
+		if (!strcmp(s->vars[i].key, key)) {
+			char *v = strdup(value);
+			if (!v)
+				return -ENOMEM;
+			free(s->vars[i].value);
+			s->vars[i].value = v;
+			return 0;
+		}
+	struct gb_snap_var *nv = realloc(s->vars, (s->nvars + 1) * sizeof(*nv));
+	if (!nv)
+		return -ENOMEM;
+	s->vars = nv;
+	nv[s->nvars].key = strdup(key);
+	nv[s->nvars].value = strdup(value);
+	if (!nv[s->nvars].key || !nv[s->nvars].value) {
+		free(nv[s->nvars].key);
+		free(nv[s->nvars].value);
+		return -ENOMEM;
+	}
+	s->nvars++;
+	return 0;
+}

@@ -1,0 +1,144 @@
+/* A snapshot: vtrace's "picture of a process", as plain data.
+ *
+ * Captured from a stopped gb_tracee (capture.c), written as an ELF core with a
+ * JSON note (core_write.c; the format is docs/snapshot-format.md) and read
+ * back (core_read.c).  Nothing here depends on ptrace: a snapshot is a value
+ * that code can build, query and change without a process or a file.
+ *
+ * Identifiers (pid, tids, ppid, pgrp, sid) are recorded as the process sees
+ * them (the innermost pid namespace, as the kernel's own core dumps do).
+ *
+ * Functions that can fail return 0 or -errno and write "<what>: <why>" into
+ * err (which may be NULL).
+ */
+#ifndef GB_SNAP_SNAPSHOT_H
+#define GB_SNAP_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+#define GB_SNAP_VERSION 1
+#define GB_SNAP_PAGE 4096ull
+
+struct gb_tracee;
+
+struct gb_snap_frame {
+	uint64_t pc, sp;
+	char *symbol;              /* "main+0x1c", "module+0x1234", or NULL */
+};
+
+struct gb_snap_thread {
+	int32_t tid;
+	struct user_regs_struct regs;        /* incl. fs_base, gs_base */
+	struct user_fpregs_struct fpregs;    /* FXSAVE layout (NT_FPREGSET) */
+	uint8_t *xstate;                     /* XSAVE area (NT_X86_XSTATE), may be NULL */
+	size_t xstate_len;
+	uint8_t siginfo[128];                /* the stop's siginfo (NT_SIGINFO), zero if none */
+	int cursig;                          /* signal of the stop (0 for an interrupt) */
+	uint64_t sigpend, sighold;           /* pending / blocked masks (signals 1..64) */
+	struct gb_snap_frame *frames;        /* innermost first */
+	size_t nframes;
+};
+
+struct gb_snap_map {
+	uint64_t start, end;       /* [start, end), page aligned */
+	uint64_t pgoff;            /* offset into the mapped file */
+	uint64_t inode;
+	char perms[5];             /* "r-xp" */
+	char *path;                /* "" for anonymous, "[stack]", "/usr/lib/..." */
+	uint8_t *data;             /* end - start bytes, or NULL: not readable */
+	/* Filled by save/load: where the bytes are in the core, their sha256. */
+	uint64_t core_off;
+	char sha256[65];
+};
+
+struct gb_snap_fd {
+	int fd;
+	char *target;              /* readlink of /proc/PID/fd/N */
+	uint32_t flags;            /* open flags (fdinfo "flags", octal there) */
+	uint64_t pos;
+};
+
+struct gb_snap_var {
+	char *key, *value;
+};
+
+struct gb_snap_meta {
+	int32_t pid, tid;          /* tid: the thread that stopped (0 = none) */
+	int64_t vt;                /* trace instruction index, -1 = none */
+	char *point;               /* "attach", "at 0x401136", "after 100", "pc=0x...", "vt=5" */
+	char *kernel;              /* uname release */
+	char *arch, *platform;     /* "amd64", "linux" */
+};
+
+/* What NT_PRPSINFO says. */
+struct gb_snap_psinfo {
+	char state;                /* /proc state letter: 't' under ptrace */
+	int nice;
+	uint32_t uid, gid;
+	int32_t ppid, pgrp, sid;   /* 0 when outside the process's pid namespace */
+	char fname[16];            /* comm */
+	char psargs[80];           /* command line, NULs as spaces */
+};
+
+struct gb_snapshot {
+	struct gb_snap_meta meta;
+	struct gb_snap_psinfo ps;
+	char *exe;
+	struct gb_snap_thread *threads;      /* index order: [0] is the first thread */
+	size_t nthreads;
+	struct gb_snap_map *maps;            /* address order, non-overlapping */
+	size_t nmaps;
+	struct gb_snap_fd *fds;              /* fd order */
+	size_t nfds;
+	uint8_t *auxv;
+	size_t auxv_len;
+	struct gb_snap_var *vars;            /* free-form key/values ("vars") */
+	size_t nvars;
+	/* private: backing storage */
+	void *file_base;                     /* mmap of a loaded core */
+	size_t file_len;
+	bool owns_map_data;                  /* each map's data is its own mmap */
+};
+
+/* Where a capture happens. */
+struct gb_snap_point {
+	pid_t tid;                 /* host tid of the thread that stopped (0 = none) */
+	int64_t vt;                /* -1 = not in a trace */
+	const char *point;         /* see gb_snap_meta.point */
+};
+
+/* Capture every thread of t (all stopped) into a new snapshot.  The tracee is
+ * left exactly as it was (nothing is written to it).  On error *out is NULL. */
+int gb_snapshot_capture(struct gb_tracee *t, const struct gb_snap_point *pt,
+			struct gb_snapshot **out, char *err, size_t errlen);
+
+/* Copy len bytes at addr (may cross maps).  -EFAULT when a byte is in no map,
+ * -ENODATA when its map has no bytes (unreadable at capture). */
+int gb_snapshot_read_memory(const struct gb_snapshot *s, uint64_t addr, void *buf, size_t len,
+			    char *err, size_t errlen);
+int gb_snapshot_write_memory(struct gb_snapshot *s, uint64_t addr, const void *buf, size_t len,
+			     char *err, size_t errlen);
+/* Registers of thread index i, or NULL. */
+const struct user_regs_struct *gb_snapshot_regs(const struct gb_snapshot *s, size_t i);
+/* The map holding addr, or NULL. */
+const struct gb_snap_map *gb_snapshot_find_map(const struct gb_snapshot *s, uint64_t addr);
+
+/* Write as an ELF core: temporary name, fsync, rename; mode 0600. */
+int gb_snapshot_save(struct gb_snapshot *s, const char *path, char *err, size_t errlen);
+int gb_snapshot_load(const char *path, struct gb_snapshot **out, char *err, size_t errlen);
+void gb_snapshot_free(struct gb_snapshot *s);
+
+/* Set (or replace) a var. */
+int gb_snapshot_set_var(struct gb_snapshot *s, const char *key, const char *value);
+
+/* Internal helpers shared by the snap room. */
+struct gb_snapshot *gb_snapshot__alloc(void);
+/* Fill every thread's frames by unwinding the snapshot itself (libdw);
+ * threads that cannot be unwound keep the frames they could get. */
+void gb_snapshot__unwind(struct gb_snapshot *s);
+
+#endif

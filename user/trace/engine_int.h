@@ -1,0 +1,80 @@
+/* Engine internals shared by engine.c (the loop), estep.c (one step) and
+ * ethreads.c (thread and process events).  Not for other rooms. */
+#ifndef GB_TRACE_ENGINE_INT_H
+#define GB_TRACE_ENGINE_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "ptrace/wait.h"
+#include "trace/engine.h"
+#include "trace/icache.h"
+#include "trace/pagetrap.h"
+#include "trace/progress.h"
+
+enum tstate {
+	T_STOPPED,   /* in a ptrace-stop, ours to step or resume */
+	T_NATIVE,    /* running natively (PTRACE_CONT), page trap armed */
+	T_SYSCALL,   /* single-stepping through a syscall that may block */
+	T_GROUP,     /* in a group-stop (PTRACE_LISTEN) */
+	T_GONE,
+};
+
+struct ethread {
+	int vcpu;            /* -1 until its first in-range instruction */
+	enum tstate state;
+	bool want_entry;     /* stopped on the trapped pages, waiting to own them */
+};
+
+struct gb_engine {
+	struct gb_tracee *t;
+	struct gb_engine_opts o;
+	struct gb_jsonl *out;
+	struct gb_icache *ic;
+	struct gb_pagetrap *trap;   /* NULL in step-all mode */
+	bool vfork_window;          /* a vfork child shares the mm: trap lifted */
+	struct ethread *et;         /* parallel to t->threads */
+	size_t et_cap;
+	ssize_t owner;              /* thread stepping inside the range, or -1 */
+	pid_t *detached;            /* fork children we let go */
+	size_t ndetached, detached_cap;
+	uint32_t next_vcpu;
+	uint64_t vt;
+	size_t rr;
+	int exit_status;
+	bool *snap_pc_done;
+	size_t snap_vt_next;
+	struct timespec t0;
+	struct gb_progress progress;
+	struct gb_engine_stats st;
+	enum gb_end end;
+	bool ended;
+};
+
+/* engine.c */
+void eng_finish(struct gb_engine *e, enum gb_end why);
+struct ethread *eng_thread(struct gb_engine *e, size_t i);
+ssize_t eng_index(struct gb_engine *e, pid_t tid);
+size_t eng_live(const struct gb_engine *e);
+bool eng_inside(const struct gb_engine *e, uint64_t pc);
+void eng_set_state(struct gb_engine *e, size_t i, enum tstate s);
+
+/* estep.c: one instruction of stopped thread i (sets e->owner on entry). */
+void eng_step(struct gb_engine *e, size_t i);
+
+/* ethreads.c */
+void eng_new_task(struct gb_engine *e, pid_t nt);
+void eng_adopt(struct gb_engine *e, pid_t tid);
+void eng_on_exec(struct gb_engine *e, size_t i);
+void eng_on_exit(struct gb_engine *e, size_t i, const struct gb_stop *st);
+/* An event of a thread that was not being stepped synchronously. */
+void eng_async(struct gb_engine *e, const struct gb_stop *st);
+/* Stop every natively running thread (for an owner, a snapshot or the end). */
+void eng_hold_all(struct gb_engine *e);
+/* Page trap on/off through a stopped thread (any, if i < 0). */
+int eng_arm(struct gb_engine *e, ssize_t i);
+int eng_disarm(struct gb_engine *e, ssize_t i);
+
+#endif

@@ -1,0 +1,310 @@
+/* One single-step of one thread, and the lines it produces.
+ *
+ * - A step's lines are committed only when the step completes (a step trap,
+ *   or the exit of the process from exit/exit_group): a signal-delivery-stop
+ *   after a step means the instruction did not execute (it faulted, or a
+ *   signal was already pending); the next step delivers the signal and
+ *   stops before the handler's first instruction.
+ * - Stepping `syscall` reports the trap at syscall exit.  With other live
+ *   threads (or the page trap) a syscall is stepped asynchronously, as it may
+ *   block until another thread acts; its lines are committed when issued.
+ * - pushf pushes TF=1: bit 8 of the pushed word is cleared after the step.
+ * - cpuid runs to a breakpoint after it (a step over cpuid may run one more
+ *   instruction under KVM).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+
+#include "common/log.h"
+#include "ptrace/mem.h"
+#include "ptrace/regs.h"
+#include "ptrace/wait.h"
+#include "trace/cpu.h"
+#include "trace/engine_int.h"
+
+static int finish_step(struct gb_engine *e, size_t i, struct gb_stop *st);
+
+struct pending {
+	const struct gb_insn *insn;
+	uint64_t pc;
+	bool in_range;
+	struct gb_access acc[GB_MAX_ACCESSES];
+	int nacc;
+	uint64_t rflags_before;
+};
+
+static inline bool in_range(const struct gb_engine *e, uint64_t pc)
+{
+	return (!e->o.has_start || pc >= e->o.start) && (!e->o.has_end || pc <= e->o.end);
+}
+
+static void maybe_snap(struct gb_engine *e, size_t i, uint64_t pc, bool inr)
+{
+	bool take = false;
+	for (size_t k = 0; k < e->o.nsnap_pcs; k++)
+		if (!e->snap_pc_done[k] && e->o.snap_pcs[k] == pc) {
+			e->snap_pc_done[k] = true;
+			take = true;
+		}
+	while (inr && e->snap_vt_next < e->o.nsnap_vts && e->o.snap_vts[e->snap_vt_next] <= e->vt) {
+		take |= e->o.snap_vts[e->snap_vt_next] == e->vt;
+		e->snap_vt_next++;
+	}
+	if (!take || !e->o.snap_cb)
+		return;
+	/* A snapshot sees every thread stopped and the original protections. */
+	gb_jsonl__flush(e->out);
+	eng_hold_all(e);
+	bool was_armed = e->trap && gb_pagetrap__armed(e->trap);
+	if (was_armed)
+		eng_disarm(e, (ssize_t)i);
+	if (e->o.snap_cb(e->o.snap_ctx, e->t, e->t->threads[i].tid, e->vt, pc))
+		gb_warn("snapshot at vt %llu (pc 0x%llx) failed", (unsigned long long)e->vt,
+			(unsigned long long)pc);
+	if (was_armed && e->owner != (ssize_t)i)
+		eng_arm(e, (ssize_t)i);
+}
+
+static void commit(struct gb_engine *e, size_t i, const struct pending *p)
+{
+	for (int k = 0; k < p->nacc; k++)
+		if (p->acc[k].write)
+			gb_icache__note_write(e->ic, p->acc[k].addr, p->acc[k].size);
+	if (!p->in_range)
+		return;
+	struct ethread *t = &e->et[i];
+	if (t->vcpu < 0)
+		t->vcpu = (int)e->next_vcpu++;
+	gb_jsonl__exec(e->out, (uint32_t)t->vcpu, p->pc, e->vt);
+	for (int k = 0; k < p->nacc; k++)
+		gb_jsonl__mem(e->out, p->acc[k].write, (uint32_t)t->vcpu, p->acc[k].addr,
+			      p->acc[k].size, p->pc, e->vt);
+	if (e->o.faults_cb)
+		e->o.faults_cb(e->o.faults_ctx, e, e->t->threads[i].tid, (uint32_t)t->vcpu, p->pc, e->vt);
+	e->vt++;
+}
+
+/* After a completed step of pushf: the pushed copy of RFLAGS has TF set by
+ * our stepping; clear it unless the program had TF set itself. */
+static void fix_pushf(pid_t tid, const struct pending *p)
+{
+	struct user_regs_struct r;
+	uint16_t w;
+	if (p->rflags_before & 0x100 || gb_regs_get(tid, &r))
+		return;
+	if (gb_mem_read(tid, r.rsp, &w, 2) == 2 && (w & 0x100)) {
+		w &= (uint16_t)~0x100;
+		gb_mem_write(tid, r.rsp, &w, 2);
+	}
+}
+
+/* Run the cpuid at p->pc to an int3 planted after it. */
+static int run_over_cpuid(pid_t tid, const struct pending *p, struct gb_stop *st)
+{
+	uint64_t bp = p->pc + p->insn->len;
+	uint8_t orig, cc = 0xcc;
+	if (gb_mem_read(tid, bp, &orig, 1) != 1 || gb_mem_write(tid, bp, &cc, 1) != 1)
+		return -EFAULT;
+	ptrace(PTRACE_CONT, tid, 0, 0);
+	int r = gb_wait(tid, 0, st, false);
+	gb_mem_write(tid, bp, &orig, 1);
+	if (r)
+		return r;
+	if (st->kind == GB_STOP_SIGNAL && st->sig == SIGTRAP) {
+		struct user_regs_struct regs;
+		if (gb_regs_get(tid, &regs) == 0 && regs.rip == bp + 1) {
+			regs.rip = bp;
+			gb_regs_set(tid, &regs);
+			st->kind = GB_STOP_STEP;
+		}
+	}
+	return 0;
+}
+
+/* A thread stopped inside a syscall that will be restarted (seized or
+ * interrupted while blocked): rip is past the syscall instruction and rax
+ * holds -ERESTART*; resuming re-executes the syscall instruction. */
+static bool restarting_syscall(const struct user_regs_struct *r)
+{
+	long rax = (long)r->rax;
+	return (long)r->orig_rax >= 0 && (rax == -512 || rax == -513 || rax == -514 || rax == -516);
+}
+
+static void prepare(struct gb_engine *e, pid_t tid, const struct user_regs_struct *regs,
+		    struct pending *p)
+{
+	struct gb_cpu cpu;
+	struct gb_vec vec;
+	int err = 0;
+	p->nacc = 0;
+	p->insn = gb_icache__get(e->ic, tid, p->pc, &err);
+	if (!p->insn)
+		return;
+	gb_cpu_from_regs(&cpu, regs);
+	if (p->insn->flags & GB_INSN_NEEDS_VEC) {
+		if (!p->in_range) {
+			gb_icache__bump(e->ic); /* a scatter may write code: re-check */
+			return;
+		}
+		if (gb_vec_read(tid, &vec) == 0)
+			cpu.vec = &vec;
+	}
+	int n = gb_insn_accesses(p->insn, &cpu, p->acc, GB_MAX_ACCESSES);
+	p->nacc = n > 0 ? n : 0;
+}
+
+/* Wait for the end of the step of tid, following events on the way. */
+static int finish_step(struct gb_engine *e, size_t i, struct gb_stop *st)
+{
+	pid_t tid = e->t->threads[i].tid;
+	bool interrupted = false;
+	for (;;) {
+		int r = gb_wait(tid, 0, st, !interrupted);
+		if (r == -EINTR) {
+			/* Ctrl-C while a syscall blocks: stop the thread now. */
+			ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+			interrupted = true;
+			continue;
+		}
+		if (r) {
+			gb_err("trace: waiting for thread %d: %s", tid, strerror(-r));
+			eng_finish(e, GB_END_ERROR);
+			return r;
+		}
+		if (st->kind == GB_STOP_EVENT) {
+			if (st->event == PTRACE_EVENT_CLONE || st->event == PTRACE_EVENT_FORK ||
+			    st->event == PTRACE_EVENT_VFORK)
+				eng_new_task(e, (pid_t)st->msg);
+			else if (st->event == PTRACE_EVENT_EXEC)
+				eng_on_exec(e, i);
+			ptrace(PTRACE_SINGLESTEP, tid, 0, 0);
+			continue;
+		}
+		if (st->kind == GB_STOP_INTERRUPT && !interrupted) {
+			ptrace(PTRACE_SINGLESTEP, tid, 0, 0);
+			continue;
+		}
+		return 0;
+	}
+}
+
+/* The owner is about to make a syscall that may block: the range is given
+ * up for the others meanwhile.  Under the page trap the syscall instruction
+ * itself sits on the pages, so it is run to its syscall-entry stop first
+ * (fetched, now in the kernel), then the pages are re-protected through
+ * another, held thread.  false when the thread did not get there. */
+static bool give_up_range(struct gb_engine *e, size_t i)
+{
+	pid_t tid = e->t->threads[i].tid;
+	e->owner = -1;
+	if (!e->trap)
+		return true;
+	struct gb_stop st;
+	if (ptrace(PTRACE_SYSCALL, tid, 0, 0) || finish_step(e, i, &st))
+		return false;
+	if (st.kind != GB_STOP_SYSCALL) {
+		/* A signal came first (nothing executed) or the thread died. */
+		if (st.kind == GB_STOP_SIGNAL)
+			e->t->threads[i].pending_sig = st.sig;
+		else if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED)
+			eng_on_exit(e, i, &st);
+		e->owner = e->et[i].state == T_STOPPED ? (ssize_t)i : -1;
+		return false;
+	}
+	/* The loop re-protects the pages through a held thread before it lets
+	 * anyone run natively (threads stepping through syscalls stop on their
+	 * way out and cannot slip through). */
+	return true;
+}
+
+void eng_step(struct gb_engine *e, size_t i)
+{
+	struct gb_thread *th = &e->t->threads[i];
+	pid_t tid = th->tid;
+	struct user_regs_struct regs;
+	struct pending p;
+
+	if (gb_regs_get(tid, &regs)) {
+		/* Killed under us: its exit status comes through waitpid. */
+		eng_set_state(e, i, T_SYSCALL);
+		return;
+	}
+	p.pc = regs.rip;
+	if (restarting_syscall(&regs))
+		p.pc -= 2; /* the kernel rewinds to the syscall instruction on resume */
+	p.in_range = in_range(e, p.pc);
+	p.rflags_before = regs.eflags;
+
+	/* Ownership of the range: one thread inside at a time. */
+	bool inside = eng_inside(e, p.pc);
+	if (e->owner == (ssize_t)i && !inside) {
+		e->owner = -1;
+		if (e->trap) {
+			eng_arm(e, (ssize_t)i); /* left the pages: run natively again */
+			return;
+		}
+	} else if (e->owner < 0 && inside && !e->trap) {
+		e->owner = (ssize_t)i;
+	}
+
+	if (e->o.nsnap_pcs || (p.in_range && e->o.nsnap_vts))
+		maybe_snap(e, i, p.pc, p.in_range);
+	prepare(e, tid, &regs, &p);
+
+	int sig = th->pending_sig;
+	th->pending_sig = 0;
+	uint32_t fl = p.insn ? p.insn->flags : 0;
+	bool is_sys = fl & GB_INSN_SYSCALL;
+	struct gb_stop st;
+	e->st.steps++;
+
+	if (!sig && is_sys && eng_live(e) > 1) {
+		/* Asynchronous: it may block until another thread acts. */
+		if (e->owner == (ssize_t)i && !give_up_range(e, i))
+			return;
+		commit(e, i, &p);
+		gb_icache__bump(e->ic);
+		eng_set_state(e, i, T_SYSCALL);
+		ptrace(PTRACE_SINGLESTEP, tid, 0, 0);
+		return;
+	}
+	if (!sig && (fl & GB_INSN_CPUID)) {
+		if (run_over_cpuid(tid, &p, &st))
+			return;
+	} else {
+		ptrace(PTRACE_SINGLESTEP, tid, 0, sig);
+		if (finish_step(e, i, &st))
+			return;
+	}
+
+	switch (st.kind) {
+	case GB_STOP_STEP:
+		if (!sig) {
+			commit(e, i, &p);
+			if (fl & GB_INSN_PUSHF)
+				fix_pushf(tid, &p);
+			if (is_sys)
+				gb_icache__bump(e->ic);
+		}
+		break;
+	case GB_STOP_SIGNAL:
+		th->pending_sig = st.sig;
+		break;
+	case GB_STOP_GROUP:
+		eng_set_state(e, i, T_GROUP);
+		ptrace(PTRACE_LISTEN, tid, 0, 0);
+		break;
+	case GB_STOP_EXITED:
+	case GB_STOP_KILLED:
+		/* exit/exit_group executed (a fatal signal: nothing did). */
+		if (is_sys && !sig && st.kind == GB_STOP_EXITED)
+			commit(e, i, &p);
+		eng_on_exit(e, i, &st);
+		break;
+	default:
+		break;
+	}
+}

@@ -1,0 +1,252 @@
+/* Thread and process events of the engine: threads appearing and exiting,
+ * fork children let go, exec, and events of threads running on their own
+ * (natively under the page trap, or blocked in a syscall). */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <stdlib.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+
+#include "common/log.h"
+#include "ptrace/regs.h"
+#include "trace/engine_int.h"
+
+static bool is_thread_of(pid_t pid, pid_t tid)
+{
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d", pid, tid);
+	return stat(path, &st) == 0;
+}
+
+static bool was_detached(struct gb_engine *e, pid_t pid)
+{
+	for (size_t i = 0; i < e->ndetached; i++)
+		if (e->detached[i] == pid)
+			return true;
+	return false;
+}
+
+static void remember_detached(struct gb_engine *e, pid_t pid)
+{
+	if (e->ndetached == e->detached_cap) {
+		size_t cap = e->detached_cap ? e->detached_cap * 2 : 8;
+		pid_t *v = realloc(e->detached, cap * sizeof(*v));
+		if (!v)
+			return;
+		e->detached = v;
+		e->detached_cap = cap;
+	}
+	e->detached[e->ndetached++] = pid;
+}
+
+void eng_adopt(struct gb_engine *e, pid_t tid)
+{
+	if (is_thread_of(e->t->pid, tid)) {
+		struct gb_thread *th = gb_tracee_add_thread(e->t, tid);
+		if (!th)
+			return;
+		size_t i = (size_t)(th - e->t->threads);
+		eng_thread(e, i)->vcpu = -1;
+		eng_set_state(e, i, T_STOPPED);
+		gb_tracee_pin_thread(e->t, tid);
+		return;
+	}
+	/* A forked child: a copy of our page protections; give it back the
+	 * program's, then let it go untraced. */
+	if (e->trap && !e->vfork_window)
+		gb_pagetrap__fix_child(e->trap, tid);
+	ptrace(PTRACE_DETACH, tid, 0, 0);
+	remember_detached(e, tid);
+}
+
+void eng_new_task(struct gb_engine *e, pid_t nt)
+{
+	if (eng_index(e, nt) >= 0 || was_detached(e, nt))
+		return; /* its first stop was seen already */
+	int status;
+	while (waitpid(nt, &status, __WALL) < 0) {
+		if (errno != EINTR)
+			return;
+	}
+	if (WIFEXITED(status) || WIFSIGNALED(status))
+		return;
+	eng_adopt(e, nt);
+}
+
+void eng_on_exec(struct gb_engine *e, size_t i)
+{
+	/* Every other thread is gone; the exec'ing thread now has tid == pid. */
+	for (size_t k = 0; k < e->t->nthreads; k++)
+		if (k != i)
+			eng_set_state(e, k, T_GONE);
+	e->t->threads[i].tid = e->t->pid;
+	e->owner = -1;
+	gb_icache__clear(e->ic);
+	if (e->trap)
+		gb_pagetrap__drop(e->trap); /* the old image's protections died with it */
+	uint64_t s = e->o.start, en = e->o.end;
+	if (e->o.rerange_cb && e->o.rerange_cb(e->o.rerange_ctx, e->t->pid, &s, &en) == 0) {
+		e->o.start = s;
+		e->o.end = en;
+		if (e->trap) {
+			gb_pagetrap__free(e->trap);
+			e->trap = gb_pagetrap__new(e->t->pid, s, en);
+			if (!e->trap)
+				gb_warn("pid %d: page trap unavailable after exec; single-stepping everything",
+					e->t->pid);
+		}
+	}
+}
+
+void eng_on_exit(struct gb_engine *e, size_t i, const struct gb_stop *st)
+{
+	eng_set_state(e, i, T_GONE);
+	if (e->owner == (ssize_t)i)
+		e->owner = -1;
+	if (e->t->threads[i].tid == e->t->pid) {
+		e->exit_status = st->kind == GB_STOP_EXITED ? W_EXITCODE(st->code, 0) : st->sig;
+		e->t->exited = true;
+		e->t->exit_status = e->exit_status;
+	}
+}
+
+/* Where a stopped thread is: on the trapped pages it must own them first. */
+static void stopped_at(struct gb_engine *e, size_t i)
+{
+	struct user_regs_struct r;
+	eng_set_state(e, i, T_STOPPED);
+	if (e->trap && gb_regs_get(e->t->threads[i].tid, &r) == 0 && gb_pagetrap__covers(e->trap, r.rip))
+		e->et[i].want_entry = true;
+}
+
+void eng_async(struct gb_engine *e, const struct gb_stop *st)
+{
+	ssize_t i = eng_index(e, st->tid);
+	if (i < 0) {
+		if (st->kind != GB_STOP_EXITED && st->kind != GB_STOP_KILLED && !was_detached(e, st->tid))
+			eng_adopt(e, st->tid);
+		return;
+	}
+	struct gb_thread *th = &e->t->threads[i];
+	bool native = e->et[i].state == T_NATIVE;
+	struct user_regs_struct r;
+	switch (st->kind) {
+	case GB_STOP_EXITED:
+	case GB_STOP_KILLED:
+		eng_on_exit(e, (size_t)i, st);
+		return;
+	case GB_STOP_STEP:
+	case GB_STOP_INTERRUPT:
+		gb_icache__bump(e->ic); /* a syscall or native code may have written code */
+		stopped_at(e, (size_t)i);
+		return;
+	case GB_STOP_SIGNAL:
+		if (e->trap && gb_regs_get(th->tid, &r) == 0 && gb_pagetrap__is_entry(e->trap, st, r.rip)) {
+			/* Our trap: the fault is swallowed, the instruction re-runs. */
+			eng_set_state(e, (size_t)i, T_STOPPED);
+			e->et[i].want_entry = true;
+			return;
+		}
+		eng_set_state(e, (size_t)i, T_STOPPED);
+		th->pending_sig = st->sig;
+		return;
+	case GB_STOP_GROUP:
+		eng_set_state(e, (size_t)i, T_GROUP);
+		ptrace(PTRACE_LISTEN, st->tid, 0, 0);
+		return;
+	case GB_STOP_EVENT:
+		switch (st->event) {
+		case PTRACE_EVENT_CLONE:
+		case PTRACE_EVENT_FORK:
+			eng_new_task(e, (pid_t)st->msg);
+			break;
+		case PTRACE_EVENT_VFORK:
+			/* The child shares our mm: lift the trap until it execs or
+			 * exits (PTRACE_EVENT_VFORK_DONE), or it would fault. */
+			if (e->trap && gb_pagetrap__armed(e->trap))
+				gb_pagetrap__disarm(e->trap, st->tid, &th->pending_sig);
+			e->vfork_window = true;
+			eng_new_task(e, (pid_t)st->msg);
+			break;
+		case PTRACE_EVENT_VFORK_DONE:
+			e->vfork_window = false;
+			break;
+		case PTRACE_EVENT_EXEC:
+			eng_on_exec(e, (size_t)i);
+			break;
+		}
+		/* Carry on as it was going. */
+		ptrace(native ? PTRACE_CONT : PTRACE_SINGLESTEP, st->tid, 0, 0);
+		return;
+	case GB_STOP_SYSCALL:
+		ptrace(native ? PTRACE_CONT : PTRACE_SINGLESTEP, st->tid, 0, 0);
+		return;
+	}
+}
+
+void eng_hold_all(struct gb_engine *e)
+{
+	for (size_t i = 0; i < e->t->nthreads; i++)
+		if (e->et[i].state == T_NATIVE)
+			ptrace(PTRACE_INTERRUPT, e->t->threads[i].tid, 0, 0);
+	/* Wait until none runs natively.  Events on the way are handled; a
+	 * thread resumed after an event (clone, exec) still has the interrupt
+	 * pending and stops right after. */
+	for (;;) {
+		bool running = false;
+		for (size_t i = 0; i < e->t->nthreads; i++)
+			running |= e->et[i].state == T_NATIVE;
+		if (!running)
+			return;
+		struct gb_stop st;
+		if (gb_wait(-1, 0, &st, false))
+			return;
+		eng_async(e, &st);
+	}
+}
+
+static ssize_t any_stopped(struct gb_engine *e, ssize_t i)
+{
+	if (i >= 0 && e->et[i].state == T_STOPPED)
+		return i;
+	for (size_t k = 0; k < e->t->nthreads; k++)
+		if (e->et[k].state == T_STOPPED)
+			return (ssize_t)k;
+	return -1;
+}
+
+int eng_arm(struct gb_engine *e, ssize_t i)
+{
+	if (!e->trap || gb_pagetrap__armed(e->trap) || e->vfork_window)
+		return 0;
+	ssize_t k = any_stopped(e, i);
+	if (k < 0)
+		return -ESRCH;
+	int r = gb_pagetrap__arm(e->trap, e->t->threads[k].tid, &e->t->threads[k].pending_sig);
+	if (r && r != -ESRCH) {
+		gb_err("pid %d: cannot protect the range's pages: %s", e->t->pid, strerror(-r));
+		eng_finish(e, GB_END_ERROR);
+	}
+	return r;
+}
+
+int eng_disarm(struct gb_engine *e, ssize_t i)
+{
+	if (!e->trap || !gb_pagetrap__armed(e->trap))
+		return 0;
+	ssize_t k = any_stopped(e, i);
+	if (k < 0)
+		return -ESRCH;
+	int r = gb_pagetrap__disarm(e->trap, e->t->threads[k].tid, &e->t->threads[k].pending_sig);
+	if (r && r != -ESRCH) {
+		gb_err("pid %d: cannot restore the range's page protections: %s", e->t->pid,
+		       strerror(-r));
+		eng_finish(e, GB_END_ERROR);
+	}
+	return r;
+}

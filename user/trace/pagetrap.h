@@ -1,0 +1,48 @@
+/* The page trap (design.md "Page trap"): PROT_EXEC is removed from the pages
+ * that hold the range, so the process runs natively outside the range and
+ * faults (SIGSEGV, SEGV_ACCERR, si_addr == rip) when it enters; the engine
+ * then restores exec, single-steps while the PC stays on those pages, and
+ * re-protects on leaving.  The mprotect calls are injected into the tracee.
+ *
+ * The original protections are read from /proc/PID/maps and re-checked on
+ * every entry and before every restore, so a program that mprotects or
+ * unmaps the pages itself keeps what it set.
+ */
+#ifndef GB_TRACE_PAGETRAP_H
+#define GB_TRACE_PAGETRAP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ptrace/wait.h"
+
+struct gb_pagetrap;
+
+/* Pages [start & ~0xfff, end | 0xfff] of pid.  NULL with a message printed. */
+struct gb_pagetrap *gb_pagetrap__new(pid_t pid, uint64_t start, uint64_t end);
+void gb_pagetrap__free(struct gb_pagetrap *p);
+
+/* Remove / restore PROT_EXEC, injecting mprotect through stopped thread tid.
+ * *pending_sig receives a signal that arrived meanwhile.  0 or -errno. */
+int gb_pagetrap__arm(struct gb_pagetrap *p, pid_t tid, int *pending_sig);
+int gb_pagetrap__disarm(struct gb_pagetrap *p, pid_t tid, int *pending_sig);
+bool gb_pagetrap__armed(const struct gb_pagetrap *p);
+
+/* Is pc on the trapped pages? */
+bool gb_pagetrap__covers(const struct gb_pagetrap *p, uint64_t pc);
+/* Is this stop our entry fault (armed, SEGV_ACCERR at rip on our pages, and
+ * the pages still carry the protection we set)?  rip is the thread's rip. */
+bool gb_pagetrap__is_entry(struct gb_pagetrap *p, const struct gb_stop *st, uint64_t rip);
+
+/* A forked child (a copy of our protections): restore its protections
+ * before letting it go.  tid is the child, stopped. */
+int gb_pagetrap__fix_child(struct gb_pagetrap *p, pid_t child);
+
+/* Forget the trap without touching the process (after exec: a new image). */
+void gb_pagetrap__drop(struct gb_pagetrap *p);
+
+struct gb_pagetrap_stats { uint64_t arms, disarms, entries; };
+void gb_pagetrap__stats(const struct gb_pagetrap *p, struct gb_pagetrap_stats *s);
+
+#endif
