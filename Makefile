@@ -115,4 +115,4 @@ clean:
 	$(call msg,CLEAN)
 	$(Q)rm -rf $(OUTPUT) gebpf
 
--include $(shell find $(OUTPUT) -name '*.d' 2>/dev/null)
+-include $(shell find $(OUTPUT) -type f -name '*.d' 2>/dev/null)

@@ -1,6 +1,8 @@
 #include "ptrace/inject.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +52,12 @@ uint64_t gb_inject_find_syscall(pid_t pid, uint64_t avoid_start, uint64_t avoid_
 	return found;
 }
 
+static bool is_fault(const struct gb_stop *st)
+{
+	return st->code > 0 && (st->sig == SIGSEGV || st->sig == SIGBUS || st->sig == SIGILL ||
+				st->sig == SIGFPE);
+}
+
 int gb_inject_syscall(pid_t tid, uint64_t insn, long nr, const uint64_t args[6], long *ret,
 		      int *pending_sig)
 {
@@ -91,8 +99,11 @@ int gb_inject_syscall(pid_t tid, uint64_t insn, long nr, const uint64_t args[6],
 			}
 			continue;
 		}
-		if (st.kind == GB_STOP_SIGNAL && pending_sig && !*pending_sig)
-			*pending_sig = st.sig; /* arrived first: deliver it later */
+		/* A fault the thread took before it stopped (e.g. at an armed
+		 * page trap) is regenerated when its instruction re-runs: drop
+		 * it.  Anything sent to it is kept for later delivery. */
+		if (st.kind == GB_STOP_SIGNAL && !is_fault(&st) && pending_sig && !*pending_sig)
+			*pending_sig = st.sig;
 		/* Not executed yet (signal or interrupt stop): step again. */
 	}
 	e = gb_regs_set(tid, &saved);

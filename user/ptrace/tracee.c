@@ -377,17 +377,21 @@ void gb_tracee_kill(struct gb_tracee *t)
 	gb_tracee_free(t);
 }
 
-void gb_tracee_pin_thread(struct gb_tracee *t, pid_t tid)
+void gb_tracee_pin_thread(struct gb_tracee *t, pid_t tid, bool on)
 {
 	if (!t->affinity_saved)
 		return;
+	if (!on) {
+		sched_setaffinity(tid, sizeof(t->saved_affinity), &t->saved_affinity);
+		return;
+	}
 	cpu_set_t one;
 	CPU_ZERO(&one);
 	CPU_SET(t->pin_cpu, &one);
 	sched_setaffinity(tid, sizeof(one), &one);
 }
 
-void gb_tracee_pin(struct gb_tracee *t)
+void gb_tracee_pin(struct gb_tracee *t, bool all_threads)
 {
 	if (t->affinity_saved || !t->nthreads)
 		return;
@@ -408,7 +412,7 @@ void gb_tracee_pin(struct gb_tracee *t)
 		return;
 	t->pin_cpu = cpu;
 	t->affinity_saved = true;
-	for (size_t i = 0; i < t->nthreads; i++)
+	for (size_t i = 0; all_threads && i < t->nthreads; i++)
 		if (!t->threads[i].exited)
-			gb_tracee_pin_thread(t, t->threads[i].tid);
+			gb_tracee_pin_thread(t, t->threads[i].tid, true);
 }

@@ -53,11 +53,13 @@ struct gb_thread *gb_tracee_thread(struct gb_tracee *t, pid_t tid);
 struct gb_thread *gb_tracee_add_thread(struct gb_tracee *t, pid_t tid);
 void gb_tracee_free(struct gb_tracee *t);
 
-/* Pin the tracer and every thread to one CPU (the tracer's current one);
- * the target's own affinity is saved for detach. */
-void gb_tracee_pin(struct gb_tracee *t);
-/* Pin one (new) thread to the shared CPU, if pinning is on. */
-void gb_tracee_pin_thread(struct gb_tracee *t, pid_t tid);
+/* Pin the tracer to one CPU (its current one, if the target may run there)
+ * and, with all_threads, every thread of the target too.  The target's own
+ * affinity is saved: gb_tracee_detach restores it. */
+void gb_tracee_pin(struct gb_tracee *t, bool all_threads);
+/* Pin one thread to the tracer's CPU, or give it back the target's own
+ * affinity (on = false).  Nothing when pinning is off. */
+void gb_tracee_pin_thread(struct gb_tracee *t, pid_t tid, bool on);
 
 /* Why a pid cannot be traced, as text for "gebpf: pid N: <why>": checks
  * existence, zombie, kernel thread, permission, existing tracer.  NULL when

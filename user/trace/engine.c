@@ -219,7 +219,11 @@ static ssize_t pick(struct gb_engine *e)
  * entry, or let everyone run natively until something happens. */
 static void trap_schedule(struct gb_engine *e)
 {
-	for (size_t i = 0; i < e->t->nthreads; i++) {
+	size_t n = e->t->nthreads;
+	/* Round-robin among the threads waiting at the entry, starting after
+	 * the last owner, so a hot thread cannot starve the others. */
+	for (size_t k = 0; k < n; k++) {
+		size_t i = (e->rr + k) % n;
 		if (e->et[i].state != T_STOPPED || !e->et[i].want_entry)
 			continue;
 		eng_hold_all(e);
@@ -229,11 +233,20 @@ static void trap_schedule(struct gb_engine *e)
 		if (eng_disarm(e, (ssize_t)i))
 			return;
 		e->owner = (ssize_t)i;
+		e->rr = (i + 1) % n;
+		gb_info("trace: thread %d enters the range at vt %llu", e->t->threads[i].tid,
+			(unsigned long long)e->vt);
+		if (eng_live(e) > 1)
+			gb_tracee_pin_thread(e->t, e->t->threads[i].tid, true);
 		return;
 	}
-	if (eng_arm(e, -1) && !e->ended && !any_running(e))
+	/* Protect, then resume.  If the process is dying (arming fails with
+	 * ESRCH), resuming fails too and the exits are collected below. */
+	eng_arm(e, -1);
+	if (e->ended)
 		return;
-	for (size_t i = 0; i < e->t->nthreads; i++) {
+	for (size_t k = 0; k < n; k++) {
+		size_t i = (e->rr + k) % n;
 		if (e->et[i].state != T_STOPPED)
 			continue;
 		struct gb_thread *th = &e->t->threads[i];
@@ -241,6 +254,8 @@ static void trap_schedule(struct gb_engine *e)
 		th->pending_sig = 0;
 		if (ptrace(PTRACE_CONT, th->tid, 0, sig) == 0)
 			eng_set_state(e, i, T_NATIVE);
+		else
+			eng_set_state(e, i, T_SYSCALL); /* dying: its exit is on its way */
 	}
 	poll_events(e, true, 100);
 }
@@ -303,8 +318,11 @@ enum gb_end gb_engine__run(struct gb_engine *e)
 	sigprocmask(SIG_BLOCK, &chld, &old);
 	clock_gettime(CLOCK_MONOTONIC, &e->t0);
 	gb_progress_init(&e->progress);
+	/* Pinned: the thread being stepped shares the tracer's CPU.  Under the
+	 * page trap only the owner is stepped, and the other threads keep
+	 * their own CPUs so they run (and reach the range) in parallel. */
 	if (e->o.pin)
-		gb_tracee_pin(e->t);
+		gb_tracee_pin(e->t, !e->trap || eng_live(e) == 1);
 	uint64_t iter = 0;
 	while (!e->ended) {
 		check_limits(e, ++iter);

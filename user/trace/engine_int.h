@@ -26,7 +26,14 @@ struct ethread {
 	int vcpu;            /* -1 until its first in-range instruction */
 	enum tstate state;
 	bool want_entry;     /* stopped on the trapped pages, waiting to own them */
+	bool last_in_range;  /* as owner: its previous step was in the range */
+	uint32_t out_steps;  /* as owner: consecutive out-of-range steps on the pages */
+	uint64_t stale_pc;   /* pc of an entry fault already dropped once (0: none) */
 };
+
+/* Out-of-range steps on the range's pages after which an owner yields to the
+ * other threads (see estep.c). */
+#define GB_OWNER_OUT_BUDGET 1024
 
 struct gb_engine {
 	struct gb_tracee *t;

@@ -220,6 +220,19 @@ static bool give_up_range(struct gb_engine *e, size_t i)
 	return true;
 }
 
+/* A thread that faulted at the armed trap just before it was interrupted
+ * still has that SIGSEGV queued; it surfaces at its first step as owner.
+ * Dropped once per pc: a second one at the same pc is the program's own. */
+static bool stale_entry_fault(struct gb_engine *e, size_t i, const struct gb_stop *st, uint64_t pc)
+{
+	struct ethread *t = &e->et[i];
+	if (!e->trap || st->sig != SIGSEGV || st->code != 2 /* SEGV_ACCERR */ ||
+	    st->fault_addr != pc || !gb_pagetrap__covers(e->trap, pc) || t->stale_pc == pc)
+		return false;
+	t->stale_pc = pc;
+	return true;
+}
+
 void eng_step(struct gb_engine *e, size_t i)
 {
 	struct gb_thread *th = &e->t->threads[i];
@@ -238,12 +251,29 @@ void eng_step(struct gb_engine *e, size_t i)
 	p.in_range = in_range(e, p.pc);
 	p.rflags_before = regs.eflags;
 
-	/* Ownership of the range: one thread inside at a time. */
+	/* Ownership of the range: one thread inside at a time.  The owner gives
+	 * it up when it leaves the pages, and also, when other threads live,
+	 * when it steps out of the range itself while still on the pages (code
+	 * sharing a page with the range), or after GB_OWNER_OUT_BUDGET such
+	 * steps: re-protected, it faults again at once and queues behind the
+	 * threads already waiting, so a thread looping on the range's page
+	 * cannot starve the others.  Every turn steps at least one instruction. */
 	bool inside = eng_inside(e, p.pc);
+	struct ethread *et = &e->et[i];
+	if (e->owner == (ssize_t)i && inside && e->trap && !p.in_range && eng_live(e) > 1 &&
+	    (et->last_in_range || et->out_steps >= GB_OWNER_OUT_BUDGET))
+		inside = false;
+	et->last_in_range = p.in_range;
+	et->out_steps = p.in_range ? 0 : et->out_steps + 1;
 	if (e->owner == (ssize_t)i && !inside) {
+		et->last_in_range = false;
+		et->out_steps = 0;
 		e->owner = -1;
 		if (e->trap) {
-			eng_arm(e, (ssize_t)i); /* left the pages: run natively again */
+			/* Left the pages: run natively again, on its own CPUs. */
+			eng_arm(e, (ssize_t)i);
+			if (eng_live(e) > 1)
+				gb_tracee_pin_thread(e->t, tid, false);
 			return;
 		}
 	} else if (e->owner < 0 && inside && !e->trap) {
@@ -282,6 +312,7 @@ void eng_step(struct gb_engine *e, size_t i)
 
 	switch (st.kind) {
 	case GB_STOP_STEP:
+		e->et[i].stale_pc = 0;
 		if (!sig) {
 			commit(e, i, &p);
 			if (fl & GB_INSN_PUSHF)
@@ -291,7 +322,11 @@ void eng_step(struct gb_engine *e, size_t i)
 		}
 		break;
 	case GB_STOP_SIGNAL:
+		if (stale_entry_fault(e, i, &st, p.pc))
+			break; /* our own trap's fault, queued before it stopped */
 		th->pending_sig = st.sig;
+		gb_info("trace: thread %d: signal %d (code %d, addr 0x%llx) at pc 0x%llx while stepping",
+			tid, st.sig, st.code, (unsigned long long)st.fault_addr, (unsigned long long)p.pc);
 		break;
 	case GB_STOP_GROUP:
 		eng_set_state(e, i, T_GROUP);

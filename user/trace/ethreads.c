@@ -7,7 +7,6 @@
 #include <string.h>
 #include <stdlib.h>
 #include <sys/ptrace.h>
-#include <sys/stat.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 
@@ -15,12 +14,21 @@
 #include "ptrace/regs.h"
 #include "trace/engine_int.h"
 
+/* A new task is a thread of ours when its thread group is our process
+ * (/proc/TID/status Tgid; /proc/PID/task/TID may not list it yet). */
 static bool is_thread_of(pid_t pid, pid_t tid)
 {
-	char path[64];
-	struct stat st;
-	snprintf(path, sizeof(path), "/proc/%d/task/%d", pid, tid);
-	return stat(path, &st) == 0;
+	char path[64], line[128];
+	int tgid = -1;
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+			break;
+	fclose(f);
+	return tgid == pid;
 }
 
 static bool was_detached(struct gb_engine *e, pid_t pid)
@@ -51,13 +59,16 @@ void eng_adopt(struct gb_engine *e, pid_t tid)
 		if (!th)
 			return;
 		size_t i = (size_t)(th - e->t->threads);
+		gb_info("trace: new thread %d", tid);
 		eng_thread(e, i)->vcpu = -1;
 		eng_set_state(e, i, T_STOPPED);
-		gb_tracee_pin_thread(e->t, tid);
+		if (!e->trap)
+			gb_tracee_pin_thread(e->t, tid, true); /* every thread is stepped */
 		return;
 	}
 	/* A forked child: a copy of our page protections; give it back the
 	 * program's, then let it go untraced. */
+	gb_info("trace: forked child %d let go", tid);
 	if (e->trap && !e->vfork_window)
 		gb_pagetrap__fix_child(e->trap, tid);
 	ptrace(PTRACE_DETACH, tid, 0, 0);
@@ -105,6 +116,8 @@ void eng_on_exec(struct gb_engine *e, size_t i)
 
 void eng_on_exit(struct gb_engine *e, size_t i, const struct gb_stop *st)
 {
+	gb_info("trace: thread %d %s (%d)", e->t->threads[i].tid, gb_stop_kind_name(st->kind),
+		st->kind == GB_STOP_EXITED ? st->code : st->sig);
 	eng_set_state(e, i, T_GONE);
 	if (e->owner == (ssize_t)i)
 		e->owner = -1;
@@ -154,6 +167,8 @@ void eng_async(struct gb_engine *e, const struct gb_stop *st)
 		}
 		eng_set_state(e, (size_t)i, T_STOPPED);
 		th->pending_sig = st->sig;
+		gb_info("trace: thread %d: signal %d (code %d, addr 0x%llx) for the program", st->tid,
+			st->sig, st->code, (unsigned long long)st->fault_addr);
 		return;
 	case GB_STOP_GROUP:
 		eng_set_state(e, (size_t)i, T_GROUP);

@@ -128,21 +128,6 @@ static const char *signame(int sig)
 	return buf;
 }
 
-/* Launch mode: after the trace, let the command finish on its own. */
-static void wait_launched(struct session *s)
-{
-	int status;
-	for (;;) {
-		pid_t r = waitpid(s->t.pid, &status, 0);
-		if (r == s->t.pid || (r < 0 && errno == ECHILD))
-			return;
-		if (r < 0 && errno == EINTR && gb_sigflag_stop()) {
-			kill(s->t.pid, gb_sigflag_signo());
-			gb_sigflag_install();
-		}
-	}
-}
-
 static int report_end(struct session *s, enum gb_end why, const struct gb_jsonl_counts *c)
 {
 	pid_t pid = s->t.pid;
@@ -233,15 +218,13 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 		}
 	}
 	rc = report_end(&s, why, &c);
-	/* The target: attached -> detach (running as found); launched -> let
-	 * it finish, or kill it when we were told to stop. */
-	if (o->argv && !s.t.exited && why == GB_END_SIGNAL) {
+	/* The target: attached -> detached, running as found.  Launched -> it
+	 * ends with gebpf on Ctrl-C/SIGTERM (as under a shell's job control),
+	 * else (--duration, --max-insns) it is detached and runs on. */
+	if (o->argv && !s.t.exited && why == GB_END_SIGNAL)
 		gb_tracee_kill(&s.t);
-	} else if (!s.t.exited) {
+	else if (!s.t.exited)
 		gb_tracee_detach(&s.t);
-		if (o->argv)
-			wait_launched(&s);
-	}
 	s.have_target = false;
 
 cleanup:

@@ -1,0 +1,191 @@
+"""Tests of the kmatrix judge's verdicts (pass / skip / fail), on result
+directories written the way smoke.sh and the guest's serial channel write
+them.  Run: /usr/bin/python3 -m pytest -q scripts/kmatrix.d/test_judge.py
+"""
+import base64
+import hashlib
+import importlib.util
+import json
+import os
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+spec = importlib.util.spec_from_file_location("judge", os.path.join(HERE, "judge.py"))
+judge = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(judge)
+
+EXPECT = open(os.path.join(HERE, "expect", "kmtrace.jsonl")).read()
+ENV = {"WORK_START": 0x401016, "WORK_LAST": 0x401052, "AFTER_WORK": 0x40100c, "PATTERN": 0x402000,
+       "COUNTER": 0x402010, "PAGE1": 0x405000, "PAGE2": 0x406000, "SPIN_START": 0x40105f,
+       "SPIN_LAST": 0x401068}
+ELF_CORE_HEAD = "7f 45 4c 46 02 01 01 00 00 00 00 00 00 00 00 00 04 00 3e 00\n"
+
+
+def faults_output(faults=((1, "0x405000", "0x6"), (14, "0x402010", "0x7"), (18, "0x406000", "0x6"))):
+    """expect/kmtrace.jsonl with fault lines after their instruction's lines."""
+    lines = EXPECT.splitlines()
+    body, summ = lines[:-1], lines[-1]
+    out = []
+    for i, l in enumerate(body):
+        out.append(l)
+        o = json.loads(l)
+        if i + 1 == len(body) or json.loads(body[i + 1])["vt"] != o["vt"]:
+            out += ['{"t":"fault","vcpu":0,"addr":"%s","pc":"%s","err":"%s","vt":%d}' % (a, o["pc"], e, vt)
+                    for vt, a, e in faults if vt == o["vt"]]
+    out.append(summ[:-1] + ',"faults":%d}' % len(faults))
+    return "\n".join(out) + "\n"
+
+
+def write_good(d):
+    files = {
+        "kernel": "6.1.0-test\n",
+        "trace.rc": "0\n", "trace.err": "", "trace.jsonl": EXPECT,
+        "snap.rc": "0\n", "snap.err": "", "snap.head": ELF_CORE_HEAD,
+        "read.rc": "0\n", "read.err": "",
+        "read.out": "0x0000000000406000  67 65 62 70 66 2d 6b 6d 61 74 72 69 78 2d 6f 6b  |gebpf-kmatrix-ok|\n",
+        "faults.rc": "0\n", "faults.err": "", "faults.jsonl": faults_output(),
+        "sample.rc": "0\n", "sample.err": "",
+        "sample.jsonl": "".join('{"t":"sample","vcpu":0,"tid":9,"pc":"0x401064","ns":%d}\n' % i for i in range(500))
+        + '{"t":"summary","seen":600,"kept":500}\n',
+    }
+    for name, text in files.items():
+        with open(os.path.join(d, name), "w") as f:
+            f.write(text)
+    with open(os.path.join(d, "row.env"), "w") as f:
+        f.write("NAME=t\nSUITE=test\nMODE=host\n")
+
+
+def verdicts(d):
+    _, _, _, res = judge.judge_row(str(d), EXPECT.splitlines(), ENV)
+    return res
+
+
+def put(d, name, text):
+    with open(os.path.join(d, name), "w") as f:
+        f.write(text)
+
+
+@pytest.fixture
+def good(tmp_path):
+    write_good(tmp_path)
+    return tmp_path
+
+
+def test_good_results_pass(good):
+    assert {k: v[0] for k, v in verdicts(good).items()} == dict.fromkeys(judge.CHECKS, "pass")
+
+
+def test_one_wrong_trace_line_fails(good):
+    put(good, "trace.jsonl", EXPECT.replace('"size":16', '"size":8', 1))
+    v, why = verdicts(good)["trace"]
+    assert v == "fail" and "line 33" in why
+
+
+def test_not_built_yet_is_a_fail_not_a_skip(good):
+    put(good, "snap.rc", "1\n")
+    put(good, "snap.err", "gebpf: snap: not built yet\n")
+    assert verdicts(good)["snap"] == ("fail", "gebpf: snap: not built yet (exit 1)")
+
+
+def test_missing_kernel_feature_is_a_skip_with_gebpfs_line(good):
+    line = "gebpf: sample: perf_event_open cpu-clock: not supported by this kernel"
+    put(good, "sample.rc", "1\n")
+    put(good, "sample.err", "gebpf: warning: something else\n" + line + "\n")
+    assert verdicts(good)["sample"] == ("skip", line)
+
+
+def test_feature_warning_then_other_error_is_a_fail(good):
+    put(good, "sample.rc", "1\n")
+    put(good, "sample.err", "gebpf: warning: faults: kernel BTF lacks page_fault_user\n"
+                            "gebpf: sample: ring buffer: Cannot allocate memory\n")
+    assert verdicts(good)["sample"][0] == "fail"
+
+
+def test_degraded_faults_without_lines_skip_but_silent_zero_fails(good):
+    put(good, "faults.jsonl", faults_output(()))
+    v, why = verdicts(good)["faults"]
+    assert v == "fail" and "no fault lines" in why
+    put(good, "faults.err", "gebpf: warning: faults: page_fault_user tracepoint unavailable on this kernel\n")
+    assert verdicts(good)["faults"] == (
+        "skip", "gebpf: warning: faults: page_fault_user tracepoint unavailable on this kernel")
+
+
+def test_fault_outside_the_expected_ones_fails(good):
+    put(good, "faults.jsonl", faults_output(((1, "0x405000", "0x6"), (14, "0x402010", "0x7"),
+                                             (18, "0x406000", "0x6"), (12, "0x404ff0", "0x6"))))
+    v, why = verdicts(good)["faults"]
+    assert v == "fail" and "unexpected fault" in why
+
+
+def test_missing_expected_fault_fails(good):
+    put(good, "faults.jsonl", faults_output(((1, "0x405000", "0x6"), (18, "0x406000", "0x6"))))
+    v, why = verdicts(good)["faults"]
+    assert v == "fail" and "vt 14" in why
+
+
+def test_optional_read_fault_and_page_aligned_addresses_pass(good):
+    put(good, "faults.jsonl", faults_output(((0, "0x402000", "0x4"), (1, "0x405000", "0x6"),
+                                             (14, "0x402000", "0x7"), (18, "0x406000", "0x6"))))
+    assert verdicts(good)["faults"][0] == "pass"
+
+
+def test_sample_outside_range_or_too_few_fails(good):
+    put(good, "sample.jsonl", '{"t":"sample","vcpu":0,"tid":9,"pc":"0x401000","ns":1}\n{"t":"summary"}\n')
+    assert "outside the range" in verdicts(good)["sample"][1]
+    put(good, "sample.jsonl", '{"t":"sample","vcpu":0,"tid":9,"pc":"0x401060","ns":1}\n{"t":"summary","kept":1}\n')
+    assert "only 1 samples" in verdicts(good)["sample"][1]
+
+
+def test_read_showing_other_bytes_fails(good):
+    put(good, "read.out", "0x406000  00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n")
+    assert verdicts(good)["snap"][0] == "fail"
+
+
+def test_timeout_is_reported(good):
+    put(good, "trace.rc", "1\n")
+    put(good, "trace.timeout", "30\n")
+    put(good, "trace.err", "gebpf: trace: stopped by SIGTERM after 20 in-range instructions\n")
+    v, why = verdicts(good)["trace"]
+    assert v == "fail" and "still running after 30 s" in why
+
+
+def frame(d, names, done=True, corrupt=None):
+    out = []
+    for n in names:
+        data = open(os.path.join(d, n), "rb").read()
+        h = hashlib.sha256(data).hexdigest()
+        b = base64.encodebytes(data).decode()
+        if n == corrupt:
+            b = "AAAA" + b
+        out.append("@@KM-FILE %s %s\r\n%s@@KM-END %s\r\n" % (n, h, b.replace("\n", "\r\n"), n))
+    if done:
+        out.append("@@KM-DONE\r\n")
+    return "".join(out)
+
+
+def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    write_good(str(src))
+    vm = tmp_path / "vm"
+    vm.mkdir()
+    put(vm, "row.env", "NAME=9.9\nSUITE=test\nMODE=vm\nVM_RC=0\n")
+    put(vm, "console.log", "[    2.9] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\n")
+    put(vm, "serial.txt", frame(str(src), ["kernel", "trace.rc", "trace.err", "trace.jsonl"], done=False))
+    res = verdicts(vm)
+    assert res["trace"][0] == "pass"
+    for ck in ("snap", "faults", "sample"):
+        assert res[ck][0] == "fail" and "Oops: int3" in res[ck][1]
+
+
+def test_corrupt_channel_file_is_detected(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    write_good(str(src))
+    vm = tmp_path / "vm"
+    vm.mkdir()
+    put(vm, "row.env", "NAME=9.9\nSUITE=test\nMODE=vm\nVM_RC=0\n")
+    put(vm, "serial.txt", frame(str(src), sorted(os.listdir(src)), corrupt="trace.jsonl"))
+    res = verdicts(vm)
+    assert res["trace"][0] == "fail" and "corrupt" in res["trace"][1]
