@@ -80,6 +80,11 @@ void eng_on_exit(struct gb_engine *e, size_t i, const struct gb_stop *st);
 void eng_async(struct gb_engine *e, const struct gb_stop *st);
 /* Stop every natively running thread (for an owner, a snapshot or the end). */
 void eng_hold_all(struct gb_engine *e);
+/* Every live thread in a ptrace-stop (for a snapshot): natives are held,
+ * threads in a syscall or group-stop interrupted; eng_resume_world puts
+ * those back as they were (a syscall is not stepped twice). */
+void eng_stop_world(struct gb_engine *e, enum tstate *was);
+void eng_resume_world(struct gb_engine *e, const enum tstate *was);
 /* Page trap on/off through a stopped thread (any, if i < 0). */
 int eng_arm(struct gb_engine *e, ssize_t i);
 int eng_disarm(struct gb_engine *e, ssize_t i);

@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/user.h>
@@ -55,9 +56,13 @@ static void maybe_snap(struct gb_engine *e, size_t i, uint64_t pc, bool inr)
 	}
 	if (!take || !e->o.snap_cb)
 		return;
-	/* A snapshot sees every thread stopped and the original protections. */
+	/* A snapshot sees every thread stopped and the program's own page
+	 * protections. */
+	enum tstate *was = calloc(e->t->nthreads + 1, sizeof(*was));
+	if (!was)
+		return;
 	gb_jsonl__flush(e->out);
-	eng_hold_all(e);
+	eng_stop_world(e, was);
 	bool was_armed = e->trap && gb_pagetrap__armed(e->trap);
 	if (was_armed)
 		eng_disarm(e, (ssize_t)i);
@@ -66,6 +71,8 @@ static void maybe_snap(struct gb_engine *e, size_t i, uint64_t pc, bool inr)
 			(unsigned long long)pc);
 	if (was_armed && e->owner != (ssize_t)i)
 		eng_arm(e, (ssize_t)i);
+	eng_resume_world(e, was);
+	free(was);
 }
 
 static void commit(struct gb_engine *e, size_t i, const struct pending *p)

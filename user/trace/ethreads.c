@@ -265,3 +265,43 @@ int eng_disarm(struct gb_engine *e, ssize_t i)
 	}
 	return r;
 }
+
+void eng_stop_world(struct gb_engine *e, enum tstate *was)
+{
+	eng_hold_all(e);
+	for (size_t i = 0; i < e->t->nthreads; i++) {
+		was[i] = e->et[i].state;
+		if (was[i] != T_SYSCALL && was[i] != T_GROUP)
+			continue;
+		pid_t tid = e->t->threads[i].tid;
+		struct gb_stop st;
+		if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) || gb_wait(tid, 0, &st, false))
+			continue;
+		eng_async(e, &st);
+		if (e->et[i].state != T_STOPPED && e->et[i].state != T_GONE) {
+			/* Resumed by an event on the way (clone...): once more. */
+			if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0 && gb_wait(tid, 0, &st, false) == 0)
+				eng_async(e, &st);
+		}
+	}
+}
+
+void eng_resume_world(struct gb_engine *e, const enum tstate *was)
+{
+	for (size_t i = 0; i < e->t->nthreads; i++) {
+		if (e->et[i].state != T_STOPPED)
+			continue;
+		pid_t tid = e->t->threads[i].tid;
+		struct user_regs_struct r;
+		if (was[i] == T_GROUP) {
+			ptrace(PTRACE_LISTEN, tid, 0, 0);
+			eng_set_state(e, i, T_GROUP);
+		} else if (was[i] == T_SYSCALL && gb_regs_get(tid, &r) == 0 && (long)r.orig_rax >= 0 &&
+			   (long)r.rax <= -512 && (long)r.rax >= -516) {
+			/* Interrupted inside its syscall (already traced when it was
+			 * issued): let it go on as it was. */
+			ptrace(PTRACE_SINGLESTEP, tid, 0, 0);
+			eng_set_state(e, i, T_SYSCALL);
+		}
+	}
+}

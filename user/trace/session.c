@@ -15,8 +15,10 @@
 #include "common/sigflag.h"
 #include "out/jsonl.h"
 #include "out/recording.h"
+#include "probe/faults.h"
 #include "ptrace/runto.h"
 #include "ptrace/tracee.h"
+#include "snap/snapshot.h"
 #include "trace/engine.h"
 #include "trace/range.h"
 
@@ -29,6 +31,10 @@ struct session {
 	struct gb_recording *rec;
 	struct gb_jsonl *out;
 	struct gb_engine *eng;
+	struct gb_faults *faults;       /* --faults */
+	uint32_t fault_vcpu;            /* the instruction being merged */
+	uint64_t fault_pc, fault_vt;
+	pid_t fault_tid;
 	struct gb_range_spec range;     /* resolved */
 	char range_text[600];
 	const char *out_name;
@@ -120,6 +126,65 @@ static int rerange(void *ctx, pid_t pid, uint64_t *start, uint64_t *end)
 	return 0;
 }
 
+/* --faults: a fault belongs to the instruction just stepped when its
+ * thread and ip match; the rest (native code, out-of-range steps) are not
+ * in the trace. */
+static int on_fault(void *ctx, const struct gb_fault *f)
+{
+	struct session *s = ctx;
+	if (f->tid == s->fault_tid && f->ip == s->fault_pc)
+		gb_jsonl__fault(s->out, s->fault_vcpu, f->addr, f->ip, f->err, s->fault_vt);
+	return 0;
+}
+
+static void merge_faults(void *ctx, struct gb_engine *e, pid_t tid, uint32_t vcpu, uint64_t pc,
+			 uint64_t vt)
+{
+	struct session *s = ctx;
+	s->fault_tid = tid;
+	s->fault_vcpu = vcpu;
+	s->fault_pc = pc;
+	s->fault_vt = vt;
+	gb_faults__drain(s->faults, on_fault, s);
+	(void)e;
+}
+
+static int start_faults(struct session *s)
+{
+	struct gb_faults_opts fo = { .tgid = s->t.pid };
+	s->faults = gb_faults__new(&fo);
+	if (!s->faults)
+		return -1;
+	if (gb_faults__start(s->faults)) {
+		gb_faults__free(s->faults);
+		s->faults = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/* --snap-at: blobs/snap-<vt>.core in the recording directory. */
+static int take_snapshot(void *ctx, struct gb_tracee *t, pid_t tid, uint64_t vt, uint64_t pc)
+{
+	struct session *s = ctx;
+	char point[64], name[64], path[4200], err[512];
+	struct gb_snapshot *snap = NULL;
+	snprintf(point, sizeof(point), "pc=0x%llx", (unsigned long long)pc);
+	snprintf(name, sizeof(name), "snap-%llu.core", (unsigned long long)vt);
+	struct gb_snap_point pt = { .tid = tid, .vt = (int64_t)vt, .point = point };
+	int r = gb_snapshot_capture(t, &pt, &snap, err, sizeof(err));
+	if (!r)
+		r = gb_snapshot_save(snap, gb_recording__blob_path(s->rec, name, path, sizeof(path)), err,
+				     sizeof(err));
+	gb_snapshot_free(snap);
+	if (r) {
+		gb_err("snapshot at vt %llu: %s", (unsigned long long)vt, err);
+		return r;
+	}
+	gb_recording__add_snapshot(s->rec, vt, pc, tid, name);
+	return 0;
+}
+
 static const char *signame(int sig)
 {
 	const char *n = sigabbrev_np(sig);
@@ -179,6 +244,19 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 		goto cleanup;
 	}
 
+	if (!o->step_all && s.range.has_start && s.range.has_end) {
+		for (size_t k = 0; k < o->nsnap_pcs; k++)
+			if (o->snap_pcs[k] < s.range.start || o->snap_pcs[k] > s.range.end) {
+				gb_err("--snap-at pc=0x%llx: outside the range %s (only in-range code is "
+				       "stepped; add --step-all)", (unsigned long long)o->snap_pcs[k],
+				       s.range_text);
+				rc = GB_EXIT_USAGE;
+				goto cleanup;
+			}
+	}
+	if (o->faults && start_faults(&s))
+		goto cleanup;
+
 	struct gb_jsonl_opts jo = {
 		.exec = o->exec, .max_events = o->max_events, .faults = o->faults,
 		.has_start = s.range.has_start, .has_end = s.range.has_end,
@@ -193,6 +271,8 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 		.snap_pcs = o->snap_pcs, .nsnap_pcs = o->nsnap_pcs,
 		.snap_vts = o->snap_vts, .nsnap_vts = o->nsnap_vts,
 		.rerange_cb = rerange, .rerange_ctx = &s,
+		.snap_cb = take_snapshot, .snap_ctx = &s,
+		.faults_cb = s.faults ? merge_faults : NULL, .faults_ctx = &s,
 	};
 	if (!s.out || !(s.eng = gb_engine__new(&s.t, &eo, s.out))) {
 		gb_err("trace: out of memory");
@@ -200,6 +280,14 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	}
 
 	enum gb_end why = gb_engine__run(s.eng);
+	if (s.faults) {
+		struct gb_faults_stats fs;
+		gb_faults__stop(s.faults);
+		gb_faults__stats(s.faults, &fs);
+		if (fs.lost)
+			gb_warn("--faults: %llu page faults lost (ring buffer full); the fault lines "
+				"are incomplete", (unsigned long long)fs.lost);
+	}
 	int werr = gb_jsonl__finish(s.out);
 	if (werr && why != GB_END_OUTPUT)
 		why = GB_END_OUTPUT;
@@ -235,6 +323,7 @@ cleanup:
 			gb_tracee_detach(&s.t);
 	}
 	gb_tracee_free(&s.t);
+	gb_faults__free(s.faults);
 	gb_engine__free(s.eng);
 	gb_jsonl__free(s.out);
 	gb_recording__free(s.rec); /* removes the temporary trace if not finished */
