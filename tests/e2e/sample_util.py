@@ -2,6 +2,7 @@
 import json
 import os
 import subprocess
+import time
 
 import pytest
 from elftools.elf.elffile import ELFFile
@@ -69,11 +70,20 @@ def sample(args, timeout=120):
     return r
 
 
-def bpf_prog_ids():
-    """IDs of the BPF programs loaded now (bpftool prog show)."""
-    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
-                         check=True).stdout
-    return {p["id"] for p in json.loads(out or "[]")}
+def bpf_prog_ids(settle=False):
+    """IDs of gebpf's BPF programs (names gb_*) loaded now (bpftool prog
+    show); other tools' programs are not ours to count.  settle: the kernel
+    frees a closed program asynchronously, so poll for up to 3 s until none
+    is left."""
+    deadline = time.monotonic() + (3 if settle else 0)
+    while True:
+        out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
+                             check=True).stdout
+        ids = {p["id"] for p in json.loads(out or "[]")
+               if p.get("name", "").startswith("gb_")}
+        if not ids or time.monotonic() >= deadline:
+            return ids
+        time.sleep(0.1)
 
 
 def bpf_link_ids():

@@ -130,7 +130,7 @@ def test_signal_stops_cleanly_and_unloads(hotcold, tmp_path, sig):
     assert p.returncode == 0, err
     samples, _, summary = parse_jsonl(out.read_text())
     assert samples
-    assert not (bpf_prog_ids() & during), "programs left loaded"
+    assert not (bpf_prog_ids(settle=True) & during), "programs left loaded"
     assert bpf_link_ids() - before_l == set(), "links left behind"
 
 
@@ -150,7 +150,7 @@ def test_unloaded_after_every_exit_path(hotcold, tmp_path):
         if want is not None:
             assert r.returncode == want, (args, r.stderr)
         assert r.returncode == 0 or r.stderr.startswith("gebpf: "), r.stderr
-        assert bpf_prog_ids() - before == set(), "programs left after %s" % args
+        assert bpf_prog_ids(settle=True) - before == set(), "programs left after %s" % args
 
 
 def test_two_samplers_at_once(hotcold, tmp_path):
