@@ -202,9 +202,12 @@ def judge_faults(rdir, exp, env):
     if summ.get("t") != "summary" or summ.get("faults") != len(faults):
         return ("fail", "summary faults=%s but %d fault lines" % (summ.get("faults"), len(faults)))
     # Apart from the fault lines and the summary's trailing ,"faults":N the
-    # output is the plain trace (design.md).
+    # output is the plain trace (design.md); fault lines are lines, so the
+    # summary's "events" counts them too.
     if rest:
         rest[-1] = re.sub(r',"faults":\d+}$', "}", rest[-1])
+        rest[-1] = re.sub(r'"events":(\d+)', lambda m: '"events":%d' % (int(m.group(1)) - len(faults)),
+                          rest[-1])
     diff = first_diff(rest, exp)
     if diff:
         return ("fail", "non-fault lines differ from expect/kmtrace.jsonl: " + diff)

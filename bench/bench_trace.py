@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""Speed of `gebpf trace`, as ratios measured in one run (issues 2 and 3).
+
+    GEBPF_OUTPUT=.output /usr/bin/python3 bench/bench_trace.py [--reps N] [--quick] [-v]
+
+Every variant below runs once per round, rounds repeated --reps times
+(A B C ... A B C ...), so drift on a shared machine hits every variant alike;
+each number is a median over the rounds and each ratio is between medians of
+the same run.  The raw step cost comes from bench/rawstep (PTRACE_SINGLESTEP +
+waitpid + GETREGS, tracer and tracee pinned to one CPU, as gebpf pins).
+
+  2   full stepping: `gebpf trace --max-events 0 -o FILE -- loop ITER` (no
+      range: every instruction is in range, exec + memory lines to a file),
+      in-range steps/s against rawstep's steps/s on the same program.
+  3a  a range never entered (`--range cold` of hotcall, CPU-bound): gebpf
+      wall / native wall.
+  3b  the hot-function job (hotcall: CALLS calls of a 7-instruction `hot`
+      from a loop of ~4*CALLS*INNER instructions, `--range hot`): gebpf wall
+      / (native wall + in-range steps x raw step cost).
+  3c  the same job (scaled to --lackey-calls calls, same density): valgrind
+      lackey writing its trace to a file, wall / gebpf wall.
+  3d  entry+exit cost: (gebpf wall - native wall - steps x raw step cost) /
+      entries, entries = exec lines at `hot`'s first instruction.
+  ctx `--step-all` / page trap on a small hot-function job (and the two
+      traces must be identical); `--no-pin` / pinned on the full-stepping job.
+
+Needs root (ptrace).  valgrind is optional (3c is skipped with a note).
+"""
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.abspath(os.environ.get("GEBPF_OUTPUT", os.path.join(REPO, ".output")))
+GEBPF = os.path.join(OUT, "gebpf")
+RAWSTEP = os.path.join(OUT, "bench", "rawstep")
+LOOP = os.path.join(OUT, "bench", "loop")
+HOTCALL = os.path.join(OUT, "bench", "hotcall")
+HOT_INSNS = 7            # instructions of hotcall's `hot`, per call
+
+
+class Runner:
+    def __init__(self, tmp, verbose):
+        self.tmp = tmp
+        self.verbose = verbose
+
+    def timed(self, cmd, what):
+        """Run cmd; returns (wall seconds, stdout).  Fails the bench on a
+        non-zero exit."""
+        if self.verbose:
+            print("  $ " + " ".join(cmd), file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=1800)
+        dt = time.perf_counter() - t0
+        if r.returncode != 0:
+            raise SystemExit("bench_trace: %s: exit %d: %s" % (what, r.returncode,
+                                                              r.stderr.strip()[-500:]))
+        return dt, r.stdout
+
+    def native(self, argv):
+        return self.timed(argv, argv[0])[0]
+
+    def rawstep(self, argv):
+        _, out = self.timed([RAWSTEP] + argv, "rawstep")
+        steps, secs = out.split()
+        return int(steps), float(secs)
+
+    def gebpf(self, opts, argv, keep=None):
+        """gebpf trace ... -o FILE -- argv; returns (wall, summary dict, path)."""
+        path = keep or os.path.join(self.tmp, "trace.jsonl")
+        cmd = [GEBPF, "trace"] + opts + ["--max-events", "0", "-o", path, "--"] + argv
+        dt, _ = self.timed(cmd, "gebpf trace " + " ".join(opts))
+        summary = last_line(path)
+        if keep is None:
+            os.unlink(path)
+        return dt, summary, path
+
+    def lackey(self, argv):
+        log = os.path.join(self.tmp, "lackey.txt")
+        dt, _ = self.timed(["valgrind", "--tool=lackey", "--trace-mem=yes",
+                            "--vex-iropt-level=0", "--log-file=" + log] + argv, "valgrind lackey")
+        size = os.path.getsize(log)
+        os.unlink(log)
+        return dt, size
+
+
+def last_line(path):
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - 4096))
+        return json.loads(f.read().decode().strip().splitlines()[-1])
+
+
+def count_entries(path, pc):
+    """Exec lines at pc (the range's first instruction): one per entry."""
+    n = 0
+    with open(path) as f:
+        for line in f:
+            if line.startswith('{"t":"exec"') and json.loads(line)["pc"] == pc:
+                n += 1
+    return n
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def med(xs):
+    return statistics.median(xs)
+
+
+def verdict(ratio, target, higher_is_better):
+    ok = ratio >= target if higher_is_better else ratio <= target
+    return "ok" if ok else "MISS"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=5, help="interleaved rounds (default 5)")
+    ap.add_argument("--loop-iter", type=int, default=10000,
+                    help="issue 2: loop iterations (7 steps each; default 10000)")
+    ap.add_argument("--calls", type=int, default=10000, help="3b/3d: calls of hot (default 10000)")
+    ap.add_argument("--inner", type=int, default=2500,
+                    help="3b/3c/ctx: loop iterations between calls (4 insns each; default 2500)")
+    ap.add_argument("--cold-inner", type=int, default=300000,
+                    help="3a: iterations between calls for the CPU-bound run (default 300000)")
+    ap.add_argument("--lackey-calls", type=int, default=1000,
+                    help="3c: calls for the lackey comparison (default 1000; 10000 = the 3b job, "
+                         "~200 s per lackey run here)")
+    ap.add_argument("--lackey-reps", type=int, default=3, help="3c: lackey runs (default 3)")
+    ap.add_argument("--stepall-calls", type=int, default=20,
+                    help="ctx: calls for the --step-all comparison (default 20)")
+    ap.add_argument("--stepall-reps", type=int, default=3, help="ctx: --step-all runs (default 3)")
+    ap.add_argument("--quick", action="store_true", help="small sizes, 2 rounds (a smoke run)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print each command on stderr")
+    a = ap.parse_args()
+    if a.quick:
+        a.reps, a.loop_iter, a.calls, a.cold_inner = 2, 2000, 1000, 30000
+        a.lackey_calls, a.lackey_reps, a.stepall_calls, a.stepall_reps = 100, 1, 5, 1
+    if a.reps < 1 or min(a.loop_iter, a.calls, a.inner, a.cold_inner, a.lackey_calls,
+                         a.stepall_calls) < 1:
+        ap.error("counts must be positive")
+
+    if os.geteuid() != 0:
+        print("bench_trace: skipped: needs root (ptrace)")
+        return 0
+    for p in (GEBPF, RAWSTEP, LOOP, HOTCALL):
+        if not os.access(p, os.X_OK):
+            raise SystemExit("bench_trace: %s not built (make OUTPUT=%s bench)" % (p, OUT))
+    lackey = shutil.which("valgrind") is not None
+
+    tmp = tempfile.mkdtemp(prefix="gebpf-bench-trace-")
+    run = Runner(tmp, a.verbose)
+    loop = [LOOP, str(a.loop_iter)]
+    job = [HOTCALL, str(a.calls), str(a.inner)]
+    cpu_job = [HOTCALL, str(a.calls), str(a.cold_inner)]
+    small = [HOTCALL, str(a.lackey_calls), str(a.inner)]
+    tiny = [HOTCALL, str(a.stepall_calls), str(a.inner)]
+    m = {k: [] for k in ("raw_steps", "raw_s", "full_s", "full_insns", "nopin_s", "cold_native",
+                         "cold_gebpf", "hot_native", "hot_gebpf", "small_gebpf", "lackey",
+                         "lackey_bytes", "tiny_trap", "tiny_all")}
+    hot_summary = None
+    entries = None
+    identical = None
+    try:
+        for rnd in range(a.reps):
+            steps, secs = run.rawstep(loop)
+            m["raw_steps"].append(steps)
+            m["raw_s"].append(secs)
+            dt, s, _ = run.gebpf([], loop)
+            m["full_s"].append(dt)
+            m["full_insns"].append(s["insns"])
+            m["nopin_s"].append(run.gebpf(["--no-pin"], loop)[0])
+
+            m["cold_native"].append(run.native(cpu_job))
+            dt, s, _ = run.gebpf(["--range", "cold"], cpu_job)
+            m["cold_gebpf"].append(dt)
+            if s["insns"] != 0:
+                print("WARNING: --range cold traced %d instructions (expected 0)" % s["insns"])
+
+            m["hot_native"].append(run.native(job))
+            if rnd == 0:
+                keep = os.path.join(tmp, "hot.jsonl")
+                dt, hot_summary, _ = run.gebpf(["--range", "hot"], job, keep=keep)
+                entries = count_entries(keep, hot_summary["start"])
+                os.unlink(keep)
+            else:
+                dt, s, _ = run.gebpf(["--range", "hot"], job)
+                if s["insns"] != hot_summary["insns"]:
+                    print("WARNING: --range hot traced %d instructions, first round %d" %
+                          (s["insns"], hot_summary["insns"]))
+            m["hot_gebpf"].append(dt)
+
+            if lackey and rnd < a.lackey_reps:
+                m["small_gebpf"].append(run.gebpf(["--range", "hot"], small)[0])
+                dt, size = run.lackey(small)
+                m["lackey"].append(dt)
+                m["lackey_bytes"].append(size)
+
+            if rnd < a.stepall_reps:
+                pa, pb = os.path.join(tmp, "trap.jsonl"), os.path.join(tmp, "all.jsonl")
+                m["tiny_trap"].append(run.gebpf(["--range", "hot"], tiny, keep=pa)[0])
+                m["tiny_all"].append(run.gebpf(["--range", "hot", "--step-all"], tiny, keep=pb)[0])
+                same = sha256(pa) == sha256(pb)
+                identical = same if identical is None else identical and same
+                os.unlink(pa)
+                os.unlink(pb)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    raw_cost = med([s / n for s, n in zip(m["raw_s"], m["raw_steps"])])   # seconds per step
+    raw_rate = 1 / raw_cost
+    full_rate = med([n / s for n, s in zip(m["full_insns"], m["full_s"])])
+    hot_steps = hot_summary["insns"]
+    expected_hot = HOT_INSNS * a.calls
+    hot_native, hot_gebpf = med(m["hot_native"]), med(m["hot_gebpf"])
+    model = hot_native + hot_steps * raw_cost
+    transition = (hot_gebpf - model) / entries if entries else float("nan")
+
+    print("== bench_trace: %d interleaved rounds, medians; raw step = bench/rawstep %.1f us "
+          "(%.0f steps/s), same pinning ==" % (a.reps, raw_cost * 1e6, raw_rate))
+    fmt = "%-4s %-36s %14s %20s %9s %8s %s"
+    print(fmt % ("", "measure", "gebpf", "baseline", "ratio", "target", ""))
+
+    r2 = full_rate / raw_rate
+    print(fmt % ("2", "full stepping, steps/s (loop %d)" % a.loop_iter, "%.0f/s" % full_rate,
+                 "%.0f/s rawstep" % raw_rate, "%.3f" % r2, ">= 0.9", verdict(r2, 0.9, True)))
+    cn, cg = med(m["cold_native"]), med(m["cold_gebpf"])
+    r3a = cg / cn
+    print(fmt % ("3a", "range never entered, wall (cold)", "%.3f s" % cg, "%.3f s native" % cn,
+                 "%.3f" % r3a, "<= 1.05", verdict(r3a, 1.05, False)))
+    r3b = hot_gebpf / model
+    print(fmt % ("3b", "hot function, wall (%d calls)" % a.calls, "%.3f s" % hot_gebpf,
+                 "%.3f s model" % model, "%.3f" % r3b, "<= 1.2", verdict(r3b, 1.2, False)))
+    if m["lackey"]:
+        sg, lk = med(m["small_gebpf"]), med(m["lackey"])
+        r3c = lk / sg
+        print(fmt % ("3c", "vs lackey, wall (%d calls)" % a.lackey_calls, "%.3f s" % sg,
+                     "%.3f s lackey" % lk, "%.1fx" % r3c, ">= 10x", verdict(r3c, 10, True)))
+    else:
+        print("3c   vs lackey: skipped: valgrind not installed")
+    print(fmt % ("3d", "entry+exit cost per entry", "%.1f us" % (transition * 1e6),
+                 "%.1f us/step" % (raw_cost * 1e6), "%.1f steps" % (transition / raw_cost),
+                 "", "(context)"))
+    ta, tt = med(m["tiny_all"]), med(m["tiny_trap"])
+    print(fmt % ("ctx", "--step-all / trap, wall (%d calls)" % a.stepall_calls, "%.3f s trap" % tt,
+                 "%.3f s step-all" % ta, "%.1fx" % (ta / tt), "",
+                 "traces %s" % ("identical" if identical else "DIFFER")))
+    fp, nf = med(m["full_s"]), med(m["nopin_s"])
+    print(fmt % ("ctx", "--no-pin / pinned, wall (loop %d)" % a.loop_iter, "%.3f s pinned" % fp,
+                 "%.3f s no-pin" % nf, "%.3f" % (nf / fp), "", ""))
+    print("     model = native %.4f s + %d in-range steps x %.1f us; entries %d (exec lines at %s); "
+          "native %.0f insns" % (hot_native, hot_steps, raw_cost * 1e6, entries,
+                                 hot_summary["start"], a.calls * (4 * a.inner + 4) + HOT_INSNS * a.calls))
+    if m["lackey_bytes"]:
+        print("     lackey trace %.0f MB per run (--vex-iropt-level=0, --log-file)" %
+              (med(m["lackey_bytes"]) / 1e6))
+    bad = []
+    if hot_steps != expected_hot:
+        bad.append("--range hot traced %d instructions, expected %d" % (hot_steps, expected_hot))
+    if entries != a.calls:
+        bad.append("%d entries counted, expected %d" % (entries, a.calls))
+    if abs(med(m["full_insns"]) - med(m["raw_steps"])) > 2:
+        bad.append("gebpf traced %d instructions, rawstep stepped %d" %
+                   (med(m["full_insns"]), med(m["raw_steps"])))
+    if identical is False:
+        bad.append("--step-all and page-trap traces differ")
+    for b in bad:
+        print("WARNING: " + b)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
