@@ -231,7 +231,7 @@ def main():
 
     print("== bench_trace: %d interleaved rounds, medians; raw step = bench/rawstep %.1f us "
           "(%.0f steps/s), same pinning ==" % (a.reps, raw_cost * 1e6, raw_rate))
-    fmt = "%-4s %-36s %14s %20s %9s %8s %s"
+    fmt = "%-3s %-38s %15s %20s %10s %8s %s"
     print(fmt % ("", "measure", "gebpf", "baseline", "ratio", "target", ""))
 
     r2 = full_rate / raw_rate
@@ -255,11 +255,11 @@ def main():
                  "%.1f us/step" % (raw_cost * 1e6), "%.1f steps" % (transition / raw_cost),
                  "", "(context)"))
     ta, tt = med(m["tiny_all"]), med(m["tiny_trap"])
-    print(fmt % ("ctx", "--step-all / trap, wall (%d calls)" % a.stepall_calls, "%.3f s trap" % tt,
+    print(fmt % ("ctx", "--step-all / trap, wall (%d calls)" % a.stepall_calls, "%.3f s" % tt,
                  "%.3f s step-all" % ta, "%.1fx" % (ta / tt), "",
                  "traces %s" % ("identical" if identical else "DIFFER")))
     fp, nf = med(m["full_s"]), med(m["nopin_s"])
-    print(fmt % ("ctx", "--no-pin / pinned, wall (loop %d)" % a.loop_iter, "%.3f s pinned" % fp,
+    print(fmt % ("ctx", "--no-pin / pinned, wall (loop %d)" % a.loop_iter, "%.3f s" % fp,
                  "%.3f s no-pin" % nf, "%.3f" % (nf / fp), "", ""))
     print("     model = native %.4f s + %d in-range steps x %.1f us; entries %d (exec lines at %s); "
           "native %.0f insns" % (hot_native, hot_steps, raw_cost * 1e6, entries,

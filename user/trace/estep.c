@@ -140,8 +140,13 @@ static bool restarting_syscall(const struct user_regs_struct *r)
 	return (long)r->orig_rax >= 0 && (rax == -512 || rax == -513 || rax == -514 || rax == -516);
 }
 
-static void prepare(struct gb_engine *e, pid_t tid, const struct user_regs_struct *regs,
-		    struct pending *p)
+/* Decode the instruction at p->pc and compute its accesses.  An in-range
+ * instruction whose accesses cannot be known (vector registers unreadable,
+ * a decoder limit) ends the trace with an error: a silently incomplete
+ * trace would not be exact.  Undecodable bytes are not an error: the step
+ * raises SIGILL in the program, and no line is written for it. */
+static int prepare(struct gb_engine *e, pid_t tid, const struct user_regs_struct *regs,
+		   struct pending *p)
 {
 	struct gb_cpu cpu;
 	struct gb_vec vec;
@@ -149,18 +154,30 @@ static void prepare(struct gb_engine *e, pid_t tid, const struct user_regs_struc
 	p->nacc = 0;
 	p->insn = gb_icache__get(e->ic, tid, p->pc, &err);
 	if (!p->insn)
-		return;
+		return 0;
 	gb_cpu_from_regs(&cpu, regs);
 	if (p->insn->flags & GB_INSN_NEEDS_VEC) {
 		if (!p->in_range) {
 			gb_icache__bump(e->ic); /* a scatter may write code: re-check */
-			return;
+			return 0;
 		}
-		if (gb_vec_read(tid, &vec) == 0)
-			cpu.vec = &vec;
+		if ((err = gb_vec_read(tid, &vec))) {
+			gb_err("trace: thread %d at 0x%llx: cannot read its vector registers: %s", tid,
+			       (unsigned long long)p->pc, strerror(-err));
+			return err;
+		}
+		cpu.vec = &vec;
 	}
 	int n = gb_insn_accesses(p->insn, &cpu, p->acc, GB_MAX_ACCESSES);
+	if (n < 0 && p->in_range) {
+		char text[128];
+		gb_insn_format(p->insn, text, sizeof(text));
+		gb_err("trace: 0x%llx (%s): cannot compute its memory accesses: %s",
+		       (unsigned long long)p->pc, text, strerror(-n));
+		return n;
+	}
 	p->nacc = n > 0 ? n : 0;
+	return 0;
 }
 
 /* Wait for the end of the step of tid, following events on the way. */
@@ -289,7 +306,10 @@ void eng_step(struct gb_engine *e, size_t i)
 
 	if (e->o.nsnap_pcs || (p.in_range && e->o.nsnap_vts))
 		maybe_snap(e, i, p.pc, p.in_range);
-	prepare(e, tid, &regs, &p);
+	if (prepare(e, tid, &regs, &p)) {
+		eng_finish(e, GB_END_ERROR);
+		return;
+	}
 
 	int sig = th->pending_sig;
 	th->pending_sig = 0;
