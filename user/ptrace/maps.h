@@ -29,3 +29,20 @@ void gb_maps_free(struct gb_maps *m);
 const struct gb_map *gb_maps_find(const struct gb_maps *m, uint64_t addr);
 
 #endif
+
+/* Fast VMA queries on a live process: the PROCMAP_QUERY ioctl (Linux 6.11+)
+ * on a kept-open /proc/PID/maps (one ioctl, no text), falling back to
+ * parsing /proc/PID/maps on older kernels.  The descriptor follows the
+ * process's current address space until it execs: open a new one then. */
+struct gb_vmaq;
+
+struct gb_vma {
+	uint64_t start, end;        /* [start, end) */
+	int prot;                   /* PROT_READ | PROT_WRITE | PROT_EXEC */
+};
+
+struct gb_vmaq *gb_vmaq__open(pid_t pid);   /* NULL with errno */
+/* The VMA holding addr, or (next = true) the first one above it.
+ * 0, or -ENOENT when there is none. */
+int gb_vmaq__find(struct gb_vmaq *q, uint64_t addr, bool next, struct gb_vma *out);
+void gb_vmaq__close(struct gb_vmaq *q);

@@ -28,36 +28,32 @@ struct gb_pagetrap {
 	size_t nr;
 	bool armed;
 	uint64_t syscall_insn;
+	struct gb_vmaq *vq;    /* VMA queries on the process (PROCMAP_QUERY) */
 	struct gb_pagetrap_stats st;
 };
 
-/* Rebuild the regions from the maps: only executable file/anon mappings
- * intersecting [start, end) are trapped.  With expect_armed, a region whose
- * current protection is not orig & ~EXEC was changed by the program. */
+/* Rebuild the regions from the process's VMAs: only executable mappings
+ * intersecting [start, end) are trapped. */
 static int load_regions(struct gb_pagetrap *p)
 {
-	struct gb_maps m;
-	int e = gb_maps_read(p->pid, &m);
-	if (e)
-		return e;
-	free(p->r);
-	p->r = NULL;
+	struct gb_vma v;
 	p->nr = 0;
-	for (size_t i = 0; i < m.n; i++) {
-		const struct gb_map *mp = &m.v[i];
-		uint64_t s = mp->start > p->start ? mp->start : p->start;
-		uint64_t t = mp->end < p->end ? mp->end : p->end;
-		if (s >= t || !(mp->prot & PROT_EXEC))
+	for (uint64_t a = p->start; a < p->end; a = v.end) {
+		int e = gb_vmaq__find(p->vq, a, true, &v);
+		if (e == -ENOENT || (!e && v.start >= p->end))
+			break;
+		if (e)
+			return e;
+		uint64_t s = v.start > p->start ? v.start : p->start;
+		uint64_t t = v.end < p->end ? v.end : p->end;
+		if (!(v.prot & PROT_EXEC))
 			continue;
-		struct region *v = realloc(p->r, (p->nr + 1) * sizeof(*v));
-		if (!v) {
-			gb_maps_free(&m);
+		struct region *r = realloc(p->r, (p->nr + 1) * sizeof(*r));
+		if (!r)
 			return -ENOMEM;
-		}
-		p->r = v;
-		p->r[p->nr++] = (struct region){ s, t, mp->prot };
+		p->r = r;
+		p->r[p->nr++] = (struct region){ s, t, v.prot };
 	}
-	gb_maps_free(&m);
 	return 0;
 }
 
@@ -69,7 +65,8 @@ struct gb_pagetrap *gb_pagetrap__new(pid_t pid, uint64_t start, uint64_t end)
 	p->pid = pid;
 	p->start = start & ~0xfffull;
 	p->end = (end | 0xfffull) + 1;
-	if (load_regions(p) || !p->nr) {
+	p->vq = gb_vmaq__open(pid);
+	if (!p->vq || load_regions(p) || !p->nr) {
 		gb_err("range 0x%llx-0x%llx: not in an executable mapping of pid %d",
 		       (unsigned long long)start, (unsigned long long)end, pid);
 		gb_pagetrap__free(p);
@@ -88,6 +85,7 @@ void gb_pagetrap__free(struct gb_pagetrap *p)
 {
 	if (!p)
 		return;
+	gb_vmaq__close(p->vq);
 	free(p->r);
 	free(p);
 }
@@ -127,23 +125,24 @@ int gb_pagetrap__disarm(struct gb_pagetrap *p, pid_t tid, int *pending_sig)
 {
 	if (!p->armed)
 		return 0;
-	struct gb_maps m;
-	int e = gb_maps_read(p->pid, &m);
-	if (e)
-		return e;
+	int e = 0;
 	for (size_t i = 0; i < p->nr && !e; i++) {
 		struct region *r = &p->r[i];
 		/* Restore only what still carries our protection: pages the
 		 * program unmapped or re-protected keep what it did. */
-		for (uint64_t a = r->start; a < r->end && !e;) {
-			const struct gb_map *mp = gb_maps_find(&m, a);
-			uint64_t stop = mp ? (mp->end < r->end ? mp->end : r->end) : a + 4096;
-			if (mp && mp->prot == (r->orig_prot & ~PROT_EXEC))
-				e = mprotect_in(p, tid, a, stop - a, r->orig_prot, pending_sig);
-			a = stop;
+		struct gb_vma v;
+		for (uint64_t a = r->start; a < r->end && !e; a = v.end) {
+			int q = gb_vmaq__find(p->vq, a, true, &v);
+			if (q == -ENOENT || (!q && v.start >= r->end))
+				break;
+			if (q)
+				return q;
+			uint64_t s = v.start > a ? v.start : a;
+			uint64_t t = v.end < r->end ? v.end : r->end;
+			if (v.prot == (r->orig_prot & ~PROT_EXEC))
+				e = mprotect_in(p, tid, s, t - s, r->orig_prot, pending_sig);
 		}
 	}
-	gb_maps_free(&m);
 	if (e)
 		return e;
 	p->armed = false;
@@ -168,15 +167,13 @@ bool gb_pagetrap__is_entry(struct gb_pagetrap *p, const struct gb_stop *st, uint
 		return false;
 	/* Still our protection?  If the program made the page non-executable
 	 * itself, this fault is its own. */
-	struct gb_maps m;
-	if (gb_maps_read(p->pid, &m))
-		return false;
-	const struct gb_map *mp = gb_maps_find(&m, rip);
+	struct gb_vma v;
 	bool ours = false;
-	for (size_t i = 0; mp && i < p->nr; i++)
+	if (gb_vmaq__find(p->vq, rip, false, &v))
+		return false;
+	for (size_t i = 0; i < p->nr; i++)
 		if (rip >= p->r[i].start && rip < p->r[i].end)
-			ours = mp->prot == (p->r[i].orig_prot & ~PROT_EXEC);
-	gb_maps_free(&m);
+			ours = v.prot == (p->r[i].orig_prot & ~PROT_EXEC);
 	if (ours)
 		p->st.entries++;
 	return ours;
