@@ -122,6 +122,7 @@ def med(xs):
 
 
 def verdict(ratio, target, higher_is_better):
+    """ok when the ratio meets its target, MISS otherwise."""
     ok = ratio >= target if higher_is_better else ratio <= target
     return "ok" if ok else "MISS"
 
@@ -136,6 +137,8 @@ def main():
                     help="3b/3c/ctx: loop iterations between calls (4 insns each; default 2500)")
     ap.add_argument("--cold-inner", type=int, default=300000,
                     help="3a: iterations between calls for the CPU-bound run (default 300000)")
+    ap.add_argument("--cold-pairs", type=int, default=3,
+                    help="3a: native/gebpf pairs per round (default 3)")
     ap.add_argument("--lackey-calls", type=int, default=1000,
                     help="3c: calls for the lackey comparison (default 1000; 10000 = the 3b job, "
                          "~200 s per lackey run here)")
@@ -147,10 +150,10 @@ def main():
     ap.add_argument("-v", "--verbose", action="store_true", help="print each command on stderr")
     a = ap.parse_args()
     if a.quick:
-        a.reps, a.loop_iter, a.calls, a.cold_inner = 2, 2000, 1000, 30000
+        a.reps, a.loop_iter, a.calls, a.cold_inner, a.cold_pairs = 2, 2000, 1000, 30000, 1
         a.lackey_calls, a.lackey_reps, a.stepall_calls, a.stepall_reps = 100, 1, 5, 1
     if a.reps < 1 or min(a.loop_iter, a.calls, a.inner, a.cold_inner, a.lackey_calls,
-                         a.stepall_calls) < 1:
+                         a.stepall_calls, a.cold_pairs) < 1:
         ap.error("counts must be positive")
 
     if os.geteuid() != 0:
@@ -168,51 +171,75 @@ def main():
     cpu_job = [HOTCALL, str(a.calls), str(a.cold_inner)]
     small = [HOTCALL, str(a.lackey_calls), str(a.inner)]
     tiny = [HOTCALL, str(a.stepall_calls), str(a.inner)]
-    m = {k: [] for k in ("raw_steps", "raw_s", "full_s", "full_insns", "nopin_s", "cold_native",
-                         "cold_gebpf", "hot_native", "hot_gebpf", "small_gebpf", "lackey",
-                         "lackey_bytes", "tiny_trap", "tiny_all")}
-    hot_summary = None
+    # t: times (medians printed), r: one ratio per round (their median printed).
+    t = {k: [] for k in ("raw_cost", "raw_rate", "full_rate", "full_s", "nopin_s", "cold_native",
+                         "cold_gebpf", "hot_native", "hot_gebpf", "model", "small_gebpf",
+                         "lackey", "lackey_bytes", "tiny_trap", "tiny_all")}
+    r = {k: [] for k in ("2", "3a", "3b", "3c", "3d", "all", "pin")}
+    warn = []
+    hot = None                      # first round's summary of the hot job
     entries = None
     identical = None
     try:
         for rnd in range(a.reps):
             steps, secs = run.rawstep(loop)
-            m["raw_steps"].append(steps)
-            m["raw_s"].append(secs)
+            raw_cost = secs / steps
+            t["raw_cost"].append(raw_cost)
+            t["raw_rate"].append(steps / secs)
             dt, s, _ = run.gebpf([], loop)
-            m["full_s"].append(dt)
-            m["full_insns"].append(s["insns"])
-            m["nopin_s"].append(run.gebpf(["--no-pin"], loop)[0])
+            t["full_s"].append(dt)
+            t["full_rate"].append(s["insns"] / dt)
+            r["2"].append(s["insns"] / dt * raw_cost)
+            if abs(s["insns"] - steps) > 2:
+                warn.append("gebpf traced %d instructions of loop, rawstep stepped %d" %
+                            (s["insns"], steps))
+            nopin, _, _ = run.gebpf(["--no-pin"], loop)
+            t["nopin_s"].append(nopin)
+            r["pin"].append(nopin / dt)
 
-            m["cold_native"].append(run.native(cpu_job))
-            dt, s, _ = run.gebpf(["--range", "cold"], cpu_job)
-            m["cold_gebpf"].append(dt)
-            if s["insns"] != 0:
-                print("WARNING: --range cold traced %d instructions (expected 0)" % s["insns"])
+            for _ in range(a.cold_pairs):
+                cn = run.native(cpu_job)
+                cg, s, _ = run.gebpf(["--range", "cold"], cpu_job)
+                t["cold_native"].append(cn)
+                t["cold_gebpf"].append(cg)
+                r["3a"].append(cg / cn)
+                if s["insns"] != 0:
+                    warn.append("--range cold traced %d instructions, expected 0" % s["insns"])
 
-            m["hot_native"].append(run.native(job))
-            if rnd == 0:
+            hn = run.native(job)
+            if hot is None:
                 keep = os.path.join(tmp, "hot.jsonl")
-                dt, hot_summary, _ = run.gebpf(["--range", "hot"], job, keep=keep)
-                entries = count_entries(keep, hot_summary["start"])
+                hg, hot, _ = run.gebpf(["--range", "hot"], job, keep=keep)
+                entries = count_entries(keep, hot["start"])
                 os.unlink(keep)
+                s = hot
             else:
-                dt, s, _ = run.gebpf(["--range", "hot"], job)
-                if s["insns"] != hot_summary["insns"]:
-                    print("WARNING: --range hot traced %d instructions, first round %d" %
-                          (s["insns"], hot_summary["insns"]))
-            m["hot_gebpf"].append(dt)
+                hg, s, _ = run.gebpf(["--range", "hot"], job)
+            if s["insns"] != HOT_INSNS * a.calls:
+                warn.append("--range hot traced %d instructions, expected %d" %
+                            (s["insns"], HOT_INSNS * a.calls))
+            model = hn + s["insns"] * raw_cost
+            t["hot_native"].append(hn)
+            t["hot_gebpf"].append(hg)
+            t["model"].append(model)
+            r["3b"].append(hg / model)
+            r["3d"].append((hg - model) / entries)
 
             if lackey and rnd < a.lackey_reps:
-                m["small_gebpf"].append(run.gebpf(["--range", "hot"], small)[0])
-                dt, size = run.lackey(small)
-                m["lackey"].append(dt)
-                m["lackey_bytes"].append(size)
+                sg = run.gebpf(["--range", "hot"], small)[0]
+                lk, size = run.lackey(small)
+                t["small_gebpf"].append(sg)
+                t["lackey"].append(lk)
+                t["lackey_bytes"].append(size)
+                r["3c"].append(lk / sg)
 
             if rnd < a.stepall_reps:
                 pa, pb = os.path.join(tmp, "trap.jsonl"), os.path.join(tmp, "all.jsonl")
-                m["tiny_trap"].append(run.gebpf(["--range", "hot"], tiny, keep=pa)[0])
-                m["tiny_all"].append(run.gebpf(["--range", "hot", "--step-all"], tiny, keep=pb)[0])
+                tt = run.gebpf(["--range", "hot"], tiny, keep=pa)[0]
+                ta = run.gebpf(["--range", "hot", "--step-all"], tiny, keep=pb)[0]
+                t["tiny_trap"].append(tt)
+                t["tiny_all"].append(ta)
+                r["all"].append(ta / tt)
                 same = sha256(pa) == sha256(pb)
                 identical = same if identical is None else identical and same
                 os.unlink(pa)
@@ -220,66 +247,51 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    raw_cost = med([s / n for s, n in zip(m["raw_s"], m["raw_steps"])])   # seconds per step
-    raw_rate = 1 / raw_cost
-    full_rate = med([n / s for n, s in zip(m["full_insns"], m["full_s"])])
-    hot_steps = hot_summary["insns"]
-    expected_hot = HOT_INSNS * a.calls
-    hot_native, hot_gebpf = med(m["hot_native"]), med(m["hot_gebpf"])
-    model = hot_native + hot_steps * raw_cost
-    transition = (hot_gebpf - model) / entries if entries else float("nan")
-
-    print("== bench_trace: %d interleaved rounds, medians; raw step = bench/rawstep %.1f us "
-          "(%.0f steps/s), same pinning ==" % (a.reps, raw_cost * 1e6, raw_rate))
-    fmt = "%-3s %-38s %15s %20s %10s %8s %s"
+    T = {k: med(v) for k, v in t.items() if v}
+    R = {k: med(v) for k, v in r.items() if v}
+    print("== bench_trace: %d interleaved rounds; times are medians, each ratio the median of "
+          "per-round ratios ==" % a.reps)
+    print("   raw step (bench/rawstep, pinned like gebpf): %.1f us = %.0f steps/s" %
+          (T["raw_cost"] * 1e6, T["raw_rate"]))
+    fmt = "%-3s %-38s %14s %21s %9s %8s %s"
     print(fmt % ("", "measure", "gebpf", "baseline", "ratio", "target", ""))
-
-    r2 = full_rate / raw_rate
-    print(fmt % ("2", "full stepping, steps/s (loop %d)" % a.loop_iter, "%.0f/s" % full_rate,
-                 "%.0f/s rawstep" % raw_rate, "%.3f" % r2, ">= 0.9", verdict(r2, 0.9, True)))
-    cn, cg = med(m["cold_native"]), med(m["cold_gebpf"])
-    r3a = cg / cn
-    print(fmt % ("3a", "range never entered, wall (cold)", "%.3f s" % cg, "%.3f s native" % cn,
-                 "%.3f" % r3a, "<= 1.05", verdict(r3a, 1.05, False)))
-    r3b = hot_gebpf / model
-    print(fmt % ("3b", "hot function, wall (%d calls)" % a.calls, "%.3f s" % hot_gebpf,
-                 "%.3f s model" % model, "%.3f" % r3b, "<= 1.2", verdict(r3b, 1.2, False)))
-    if m["lackey"]:
-        sg, lk = med(m["small_gebpf"]), med(m["lackey"])
-        r3c = lk / sg
-        print(fmt % ("3c", "vs lackey, wall (%d calls)" % a.lackey_calls, "%.3f s" % sg,
-                     "%.3f s lackey" % lk, "%.1fx" % r3c, ">= 10x", verdict(r3c, 10, True)))
+    print(fmt % ("2", "full stepping, steps/s (loop %d)" % a.loop_iter, "%.0f/s" % T["full_rate"],
+                 "%.0f/s rawstep" % T["raw_rate"], "%.3f" % R["2"], ">= 0.9",
+                 verdict(R["2"], 0.9, True)))
+    print(fmt % ("3a", "range never entered, wall (%dx%d)" % (a.calls, a.cold_inner),
+                 "%.3f s" % T["cold_gebpf"], "%.3f s native" % T["cold_native"], "%.3f" % R["3a"],
+                 "<= 1.05", verdict(R["3a"], 1.05, False)))
+    print(fmt % ("3b", "hot function, wall (%d calls)" % a.calls, "%.3f s" % T["hot_gebpf"],
+                 "%.3f s model" % T["model"], "%.3f" % R["3b"], "<= 1.2",
+                 verdict(R["3b"], 1.2, False)))
+    if "3c" in R:
+        print(fmt % ("3c", "vs lackey, wall (%d calls)" % a.lackey_calls, "%.3f s" % T["small_gebpf"],
+                     "%.3f s lackey" % T["lackey"], "%.1fx" % R["3c"], ">= 10x",
+                     verdict(R["3c"], 10, True)))
     else:
-        print("3c   vs lackey: skipped: valgrind not installed")
-    print(fmt % ("3d", "entry+exit cost per entry", "%.1f us" % (transition * 1e6),
-                 "%.1f us/step" % (raw_cost * 1e6), "%.1f steps" % (transition / raw_cost),
-                 "", "(context)"))
-    ta, tt = med(m["tiny_all"]), med(m["tiny_trap"])
-    print(fmt % ("ctx", "--step-all / trap, wall (%d calls)" % a.stepall_calls, "%.3f s" % tt,
-                 "%.3f s step-all" % ta, "%.1fx" % (ta / tt), "",
-                 "traces %s" % ("identical" if identical else "DIFFER")))
-    fp, nf = med(m["full_s"]), med(m["nopin_s"])
-    print(fmt % ("ctx", "--no-pin / pinned, wall (loop %d)" % a.loop_iter, "%.3f s" % fp,
-                 "%.3f s no-pin" % nf, "%.3f" % (nf / fp), "", ""))
-    print("     model = native %.4f s + %d in-range steps x %.1f us; entries %d (exec lines at %s); "
-          "native %.0f insns" % (hot_native, hot_steps, raw_cost * 1e6, entries,
-                                 hot_summary["start"], a.calls * (4 * a.inner + 4) + HOT_INSNS * a.calls))
-    if m["lackey_bytes"]:
-        print("     lackey trace %.0f MB per run (--vex-iropt-level=0, --log-file)" %
-              (med(m["lackey_bytes"]) / 1e6))
-    bad = []
-    if hot_steps != expected_hot:
-        bad.append("--range hot traced %d instructions, expected %d" % (hot_steps, expected_hot))
+        print("3c  vs lackey: skipped: valgrind not installed")
+    print(fmt % ("3d", "entry+exit cost per entry", "%.1f us" % (R["3d"] * 1e6),
+                 "%.1f us/step" % (T["raw_cost"] * 1e6), "%.1f st" % (R["3d"] / T["raw_cost"]),
+                 "", "(context: in raw steps)"))
+    print(fmt % ("ctx", "--step-all / trap, wall (%d calls)" % a.stepall_calls,
+                 "%.3f s" % T["tiny_trap"], "%.3f s step-all" % T["tiny_all"], "%.1fx" % R["all"],
+                 "", "traces %s" % ("identical" if identical else "DIFFER")))
+    print(fmt % ("ctx", "--no-pin / pinned, wall (loop %d)" % a.loop_iter, "%.3f s" % T["full_s"],
+                 "%.3f s no-pin" % T["nopin_s"], "%.3f" % R["pin"], "", ""))
+    print("    3b model = native %.4f s + %d in-range steps x raw step; 3d entries = %d exec lines "
+          "at %s; hot job ~%.2g native insns" % (T["hot_native"], hot["insns"], entries, hot["start"],
+                                                 a.calls * (4 * a.inner + 4 + HOT_INSNS)))
+    if "lackey_bytes" in T:
+        print("    lackey writes %.0f MB per run (--trace-mem=yes --vex-iropt-level=0 --log-file)" %
+              (T["lackey_bytes"] / 1e6))
     if entries != a.calls:
-        bad.append("%d entries counted, expected %d" % (entries, a.calls))
-    if abs(med(m["full_insns"]) - med(m["raw_steps"])) > 2:
-        bad.append("gebpf traced %d instructions, rawstep stepped %d" %
-                   (med(m["full_insns"]), med(m["raw_steps"])))
+        warn.append("%d entries counted, expected %d" % (entries, a.calls))
     if identical is False:
-        bad.append("--step-all and page-trap traces differ")
-    for b in bad:
-        print("WARNING: " + b)
-    return 1 if bad else 0
+        warn.append("--step-all and page-trap traces differ")
+    for w in sorted(set(warn)):
+        print("WARNING: " + w)
+    sys.stdout.flush()
+    return 1 if warn else 0
 
 
 if __name__ == "__main__":

@@ -31,6 +31,12 @@ uint64_t gb_auxv_entry(pid_t pid)
 
 int gb_run_to(struct gb_tracee *t, pid_t tid, uint64_t addr)
 {
+	return gb_run_to_hooked(t, tid, addr, NULL, NULL);
+}
+
+int gb_run_to_hooked(struct gb_tracee *t, pid_t tid, uint64_t addr, gb_syscall_hook hook,
+		     void *ctx)
+{
 	struct user_regs_struct r;
 	uint8_t orig, cc = 0xcc;
 	struct gb_thread *th = gb_tracee_thread(t, tid);
@@ -45,7 +51,7 @@ int gb_run_to(struct gb_tracee *t, pid_t tid, uint64_t addr)
 	int ret = 0, sig = th->pending_sig;
 	th->pending_sig = 0;
 	for (;;) {
-		ptrace(PTRACE_CONT, tid, 0, sig);
+		ptrace(hook ? PTRACE_SYSCALL : PTRACE_CONT, tid, 0, sig);
 		sig = 0;
 		struct gb_stop st;
 		int w = gb_wait(tid, 0, &st, true);
@@ -73,9 +79,13 @@ int gb_run_to(struct gb_tracee *t, pid_t tid, uint64_t addr)
 			gb_regs_set(tid, &r);
 			break;
 		}
-		if (st.kind == GB_STOP_SIGNAL)
+		if (st.kind == GB_STOP_SYSCALL && hook)
+			hook(ctx, tid);
+		else if (st.kind == GB_STOP_SIGNAL)
 			sig = st.sig; /* the program's own signal: deliver it */
-		/* events (clone, exec ...) and interrupts: just continue */
+		else if (st.kind == GB_STOP_EVENT && st.event == PTRACE_EVENT_CLONE)
+			gb_tracee_adopt(t, (pid_t)st.msg);
+		/* other events (fork, exec ...) and interrupts: just continue */
 	}
 	gb_mem_write(tid, addr, &orig, 1);
 	return ret;

@@ -46,6 +46,20 @@ struct gb_thread *gb_tracee_add_thread(struct gb_tracee *t, pid_t tid)
 	return th;
 }
 
+void gb_tracee_adopt(struct gb_tracee *t, pid_t tid)
+{
+	if (gb_tracee_thread(t, tid))
+		return;
+	struct gb_thread *th = gb_tracee_add_thread(t, tid);
+	struct gb_stop st;
+	if (!th || gb_wait(tid, 0, &st, false))
+		return;
+	th->exited = st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED;
+	th->stopped = !th->exited;
+	if (st.kind == GB_STOP_SIGNAL)
+		th->pending_sig = st.sig;
+}
+
 void gb_tracee_free(struct gb_tracee *t)
 {
 	free(t->threads);

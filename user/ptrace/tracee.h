@@ -51,6 +51,9 @@ void gb_tracee_kill(struct gb_tracee *t);
 
 struct gb_thread *gb_tracee_thread(struct gb_tracee *t, pid_t tid);
 struct gb_thread *gb_tracee_add_thread(struct gb_tracee *t, pid_t tid);
+/* A thread created by a traced one (auto-attached, it starts in a
+ * ptrace-stop of its own): add it and wait for that stop. */
+void gb_tracee_adopt(struct gb_tracee *t, pid_t tid);
 void gb_tracee_free(struct gb_tracee *t);
 
 /* Pin the tracer to one CPU (its current one, if the target may run there)

@@ -14,28 +14,11 @@
 #include <sys/wait.h>
 
 #include "ptrace/mem.h"
+#include "ptrace/runto.h"
 #include "ptrace/regs.h"
 #include "ptrace/wait.h"
 
 /* A newly auto-attached thread: wait for its first stop. */
-static void adopt(struct gb_tracee *t, pid_t tid)
-{
-	if (gb_tracee_thread(t, tid))
-		return;
-	struct gb_thread *th = gb_tracee_add_thread(t, tid);
-	if (!th)
-		return;
-	struct gb_stop st;
-	if (gb_wait(tid, 0, &st, false) == 0) {
-		if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED)
-			th->exited = true;
-		else
-			th->stopped = true;
-		if (st.kind == GB_STOP_SIGNAL)
-			th->pending_sig = st.sig;
-	}
-}
-
 int gb_snap_collect_threads(struct gb_tracee *t)
 {
 	char path[64];
@@ -47,7 +30,7 @@ int gb_snap_collect_threads(struct gb_tracee *t)
 	while ((de = readdir(d))) {
 		pid_t tid = atoi(de->d_name);
 		if (tid > 0 && !gb_tracee_thread(t, tid))
-			adopt(t, tid);
+			gb_tracee_adopt(t, tid);
 	}
 	closedir(d);
 	return 0;
@@ -97,61 +80,14 @@ static void fix_getrandom(pid_t tid, struct gb_snap_rng *rng)
 	free(b);
 }
 
+static void getrandom_hook(void *ctx, pid_t tid)
+{
+	fix_getrandom(tid, ctx); /* entry stops have rax = -ENOSYS: ignored */
+}
+
 int gb_snap_run_to_det(struct gb_tracee *t, pid_t tid, uint64_t addr, struct gb_snap_rng *rng)
 {
-	struct user_regs_struct r;
-	uint8_t orig, cc = 0xcc;
-	struct gb_thread *th = gb_tracee_thread(t, tid);
-	if (!th)
-		return -ESRCH;
-	if (gb_regs_get(tid, &r))
-		return -ESRCH;
-	if (r.rip == addr)
-		return 0;
-	if (gb_mem_read(tid, addr, &orig, 1) != 1 || gb_mem_write(tid, addr, &cc, 1) != 1)
-		return -EFAULT;
-	int ret = 0, sig = th->pending_sig;
-	th->pending_sig = 0;
-	for (;;) {
-		ptrace(PTRACE_SYSCALL, tid, 0, sig);
-		sig = 0;
-		struct gb_stop st;
-		int w = gb_wait(tid, 0, &st, true);
-		if (w == -EINTR) {
-			ptrace(PTRACE_INTERRUPT, tid, 0, 0);
-			gb_wait(tid, 0, &st, false);
-			if (st.kind == GB_STOP_SIGNAL)
-				th->pending_sig = st.sig;
-			ret = -EINTR;
-			break;
-		}
-		if (w) {
-			ret = w;
-			break;
-		}
-		if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED) {
-			th->exited = true;
-			t->exited = true;
-			t->exit_status = st.kind == GB_STOP_EXITED ? W_EXITCODE(st.code, 0) : st.sig;
-			return -ESRCH;
-		}
-		if (st.kind == GB_STOP_SYSCALL) {
-			fix_getrandom(tid, rng); /* entry stops have rax = -ENOSYS: ignored */
-			continue;
-		}
-		if (st.kind == GB_STOP_SIGNAL && st.sig == SIGTRAP && gb_regs_get(tid, &r) == 0 &&
-		    r.rip == addr + 1) {
-			r.rip = addr;
-			gb_regs_set(tid, &r);
-			break;
-		}
-		if (st.kind == GB_STOP_SIGNAL)
-			sig = st.sig;
-		else if (st.kind == GB_STOP_EVENT && st.event == PTRACE_EVENT_CLONE)
-			adopt(t, (pid_t)st.msg);
-	}
-	gb_mem_write(tid, addr, &orig, 1);
-	return ret;
+	return gb_run_to_hooked(t, tid, addr, getrandom_hook, rng);
 }
 
 int gb_snap_step(struct gb_tracee *t, pid_t tid, uint64_t n, uint64_t *done)
@@ -214,7 +150,7 @@ int gb_snap_step_det(struct gb_tracee *t, pid_t tid, uint64_t n, uint64_t *done,
 			break;
 		case GB_STOP_EVENT:
 			if (st.event == PTRACE_EVENT_CLONE)
-				adopt(t, (pid_t)st.msg);
+				gb_tracee_adopt(t, (pid_t)st.msg);
 			break;
 		default:
 			break;
