@@ -109,3 +109,19 @@ def test_snap_at_pc_outside_range_is_usage_error(trace_ready, tmp_path):
 def test_snap_at_needs_out_dir(trace_ready, tmp_path):
     r = run_gebpf(["trace", "--range", "hot", "--snap-at", "vt=1", "--", prog_path("hot_loop")])
     assert r.returncode == 2 and "needs --out" in r.stderr
+
+
+def test_exec_keeps_tracing_new_images(trace_ready, tmp_path):
+    """exec: the range is resolved and trapped again in every new image; the
+    page trap and --step-all give the same trace, with traced's 3 calls."""
+    outs = []
+    for mode in ([], ["--step-all"]):
+        out = tmp_path / ("t%d.jsonl" % len(outs))
+        r = run_gebpf(["trace", "--range", "traced", "-o", out] + mode +
+                      ["--", prog_path("exec_self"), "2"])
+        assert r.returncode == 0, r.stderr
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+    lines, summary = read_trace(tmp_path / "t0.jsonl")
+    starts = [ln for ln in lines if ln["t"] == "exec" and ln["pc"] == summary["start"]]
+    assert len(starts) == 3

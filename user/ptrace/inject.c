@@ -90,13 +90,19 @@ int gb_inject_syscall(pid_t tid, uint64_t insn, long nr, const uint64_t args[6],
 		if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED)
 			return -ESRCH;
 		if (st.kind == GB_STOP_STEP) {
-			if ((e = gb_regs_get(tid, &r)))
+			struct user_regs_struct now;
+			if ((e = gb_regs_get(tid, &now)))
 				return e;
-			if (r.rip == insn + 2) {
-				*ret = (long)r.rax;
+			if (now.rip == insn + 2) {
+				*ret = (long)now.rax;
 				result = 0;
 				break;
 			}
+			/* The step only finished a syscall the thread was stopped
+			 * in (e.g. at an exec event), whose return value replaced
+			 * our rax: set our registers again. */
+			if ((e = gb_regs_set(tid, &r)))
+				return e;
 			continue;
 		}
 		/* A fault the thread took before it stopped (e.g. at an armed

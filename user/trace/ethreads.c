@@ -98,19 +98,19 @@ void eng_on_exec(struct gb_engine *e, size_t i)
 	e->t->threads[i].tid = e->t->pid;
 	e->owner = -1;
 	gb_icache__clear(e->ic);
-	if (e->trap)
-		gb_pagetrap__drop(e->trap); /* the old image's protections died with it */
 	uint64_t s = e->o.start, en = e->o.end;
 	if (e->o.rerange_cb && e->o.rerange_cb(e->o.rerange_ctx, e->t->pid, &s, &en) == 0) {
 		e->o.start = s;
 		e->o.end = en;
-		if (e->trap) {
-			gb_pagetrap__free(e->trap);
-			e->trap = gb_pagetrap__new(e->t->pid, s, en);
-			if (!e->trap)
-				gb_warn("pid %d: page trap unavailable after exec; single-stepping everything",
-					e->t->pid);
-		}
+	}
+	if (e->trap) {
+		/* The old image's protections died with it: trap the range again
+		 * in the new one (armed before anything runs natively). */
+		gb_pagetrap__free(e->trap);
+		e->trap = gb_pagetrap__new(e->t->pid, e->o.start, e->o.end);
+		if (!e->trap)
+			gb_warn("pid %d: after exec the range is not executable code; single-stepping "
+				"everything from here", e->t->pid);
 	}
 }
 
@@ -193,6 +193,12 @@ void eng_async(struct gb_engine *e, const struct gb_stop *st)
 			break;
 		case PTRACE_EVENT_EXEC:
 			eng_on_exec(e, (size_t)i);
+			if (native) {
+				/* A new image: stay stopped until its pages are
+				 * trapped (the scheduler arms before resuming). */
+				eng_set_state(e, (size_t)i, T_STOPPED);
+				return;
+			}
 			break;
 		}
 		/* Carry on as it was going. */

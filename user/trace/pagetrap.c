@@ -192,10 +192,4 @@ int gb_pagetrap__fix_child(struct gb_pagetrap *p, pid_t child)
 	return e;
 }
 
-void gb_pagetrap__drop(struct gb_pagetrap *p)
-{
-	p->armed = false;
-	p->nr = 0;
-}
-
 void gb_pagetrap__stats(const struct gb_pagetrap *p, struct gb_pagetrap_stats *s) { *s = p->st; }

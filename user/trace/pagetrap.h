@@ -39,9 +39,6 @@ bool gb_pagetrap__is_entry(struct gb_pagetrap *p, const struct gb_stop *st, uint
  * before letting it go.  tid is the child, stopped. */
 int gb_pagetrap__fix_child(struct gb_pagetrap *p, pid_t child);
 
-/* Forget the trap without touching the process (after exec: a new image). */
-void gb_pagetrap__drop(struct gb_pagetrap *p);
-
 struct gb_pagetrap_stats { uint64_t arms, disarms, entries; };
 void gb_pagetrap__stats(const struct gb_pagetrap *p, struct gb_pagetrap_stats *s);
 
