@@ -19,10 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/user.h>
 #include <time.h>
 
 #include "common/log.h"
 #include "common/sigflag.h"
+#include "ptrace/regs.h"
 #include "trace/engine_int.h"
 
 const char *gb_end_name(enum gb_end why)
@@ -215,6 +217,22 @@ static ssize_t pick(struct gb_engine *e)
 	return -1;
 }
 
+/* With one live thread, stopped and with no signal to deliver: arm on its
+ * way out.  Otherwise other threads could run before its mprotect. */
+static bool arm_on_resume(struct gb_engine *e)
+{
+	if (eng_live(e) != 1 || e->vfork_window || gb_pagetrap__armed(e->trap))
+		return false;
+	for (size_t i = 0; i < e->t->nthreads; i++) {
+		struct gb_thread *th = &e->t->threads[i];
+		struct user_regs_struct r;
+		if (e->et[i].state != T_STOPPED || th->pending_sig || gb_regs_get(th->tid, &r))
+			continue;
+		return gb_pagetrap__arm_on_resume(e->trap, th->tid, &r) == 1;
+	}
+	return false;
+}
+
 /* Page-trap mode with no owner: hand the range to a thread waiting at its
  * entry, or let everyone run natively until something happens. */
 static void trap_schedule(struct gb_engine *e)
@@ -240,9 +258,12 @@ static void trap_schedule(struct gb_engine *e)
 			gb_tracee_pin_thread(e->t, e->t->threads[i].tid, true);
 		return;
 	}
-	/* Protect, then resume.  If the process is dying (arming fails with
+	/* Protect, then resume.  A lone thread re-protects on its way out
+	 * through the trampoline (no stop); otherwise the mprotect is injected
+	 * before anyone runs.  If the process is dying (arming fails with
 	 * ESRCH), resuming fails too and the exits are collected below. */
-	eng_arm(e, -1);
+	if (!arm_on_resume(e))
+		eng_arm(e, -1);
 	if (e->ended)
 		return;
 	for (size_t k = 0; k < n; k++) {
@@ -306,6 +327,12 @@ static void teardown(struct gb_engine *e)
 		else
 			gb_err("pid %d: could not restore the range's page protections", e->t->pid);
 	}
+	/* The trampoline page goes too (hold_all settled anyone inside it). */
+	for (size_t i = 0; e->trap && i < e->t->nthreads; i++)
+		if (e->et[i].state == T_STOPPED) {
+			gb_pagetrap__release(e->trap, e->t->threads[i].tid, &e->t->threads[i].pending_sig);
+			break;
+		}
 	/* Threads stopped at our entry fault have no signal pending: they
 	 * re-run the instruction, now executable. */
 }

@@ -294,8 +294,8 @@ void eng_step(struct gb_engine *e, size_t i)
 		et->out_steps = 0;
 		e->owner = -1;
 		if (e->trap) {
-			/* Left the pages: run natively again, on its own CPUs. */
-			eng_arm(e, (ssize_t)i);
+			/* Left the pages: run natively again, on its own CPUs (the
+			 * scheduler re-protects the pages before anyone runs). */
 			if (eng_live(e) > 1)
 				gb_tracee_pin_thread(e->t, tid, false);
 			return;

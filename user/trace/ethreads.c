@@ -148,6 +148,8 @@ void eng_async(struct gb_engine *e, const struct gb_stop *st)
 	struct gb_thread *th = &e->t->threads[i];
 	bool native = e->et[i].state == T_NATIVE;
 	struct user_regs_struct r;
+	if (e->trap && st->kind != GB_STOP_EXITED && st->kind != GB_STOP_KILLED)
+		gb_pagetrap__settle(e->trap, st->tid); /* never seen inside the trampoline */
 	switch (st->kind) {
 	case GB_STOP_EXITED:
 	case GB_STOP_KILLED:

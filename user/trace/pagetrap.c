@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "ptrace/inject.h"
 #include "ptrace/maps.h"
+#include "trace/tramp.h"
 
 #ifndef SEGV_ACCERR
 #define SEGV_ACCERR 2
@@ -29,6 +30,8 @@ struct gb_pagetrap {
 	bool armed;
 	uint64_t syscall_insn;
 	struct gb_vmaq *vq;    /* VMA queries on the process (PROCMAP_QUERY) */
+	struct gb_tramp *tramp;  /* re-protect on the way out without a stop */
+	bool no_tramp;           /* mapping the trampoline failed once */
 	struct gb_pagetrap_stats st;
 };
 
@@ -85,6 +88,7 @@ void gb_pagetrap__free(struct gb_pagetrap *p)
 {
 	if (!p)
 		return;
+	gb_tramp__free(p->tramp);
 	gb_vmaq__close(p->vq);
 	free(p->r);
 	free(p);
@@ -150,6 +154,56 @@ int gb_pagetrap__disarm(struct gb_pagetrap *p, pid_t tid, int *pending_sig)
 	return 0;
 }
 
+int gb_pagetrap__arm_on_resume(struct gb_pagetrap *p, pid_t tid, const struct user_regs_struct *r)
+{
+	if (p->armed)
+		return 1;
+	if (p->no_tramp)
+		return 0;
+	int e = load_regions(p);
+	if (e)
+		return e;
+	if (p->nr != 1)
+		return 0; /* one mprotect per trip */
+	if (!p->tramp) {
+		int sig = 0;
+		p->tramp = gb_tramp__new(p->pid, tid, p->syscall_insn, &sig);
+		if (!p->tramp || sig) {
+			/* A signal arrived meanwhile: keep it simple, stop-based. */
+			if (sig)
+				kill(tid, sig);
+			p->no_tramp = !p->tramp;
+			return 0;
+		}
+	}
+	struct region *g = &p->r[0];
+	e = gb_tramp__launch(p->tramp, tid, r, SYS_mprotect, g->start, g->end - g->start,
+			     (uint64_t)(g->orig_prot & ~PROT_EXEC));
+	if (e)
+		return e;
+	p->armed = true;
+	p->st.arms++;
+	return 1;
+}
+
+void gb_pagetrap__settle(struct gb_pagetrap *p, pid_t tid)
+{
+	bool ran = false;
+	if (gb_tramp__settle(p->tramp, tid, &ran) == 1 && !ran) {
+		p->armed = false;
+		p->st.arms--;
+	}
+}
+
+void gb_pagetrap__release(struct gb_pagetrap *p, pid_t tid, int *pending_sig)
+{
+	if (!p->tramp)
+		return;
+	gb_tramp__unmap(p->tramp, tid, p->syscall_insn, pending_sig);
+	gb_tramp__free(p->tramp);
+	p->tramp = NULL;
+}
+
 bool gb_pagetrap__armed(const struct gb_pagetrap *p) { return p->armed; }
 
 bool gb_pagetrap__covers(const struct gb_pagetrap *p, uint64_t pc)
@@ -181,12 +235,12 @@ bool gb_pagetrap__is_entry(struct gb_pagetrap *p, const struct gb_stop *st, uint
 
 int gb_pagetrap__fix_child(struct gb_pagetrap *p, pid_t child)
 {
-	if (!p->armed)
-		return 0;
 	int sig = 0, e = 0;
-	for (size_t i = 0; i < p->nr && !e; i++)
+	for (size_t i = 0; p->armed && i < p->nr && !e; i++)
 		e = mprotect_in(p, child, p->r[i].start, p->r[i].end - p->r[i].start,
 				p->r[i].orig_prot, &sig);
+	if (p->tramp && !e)
+		gb_tramp__unmap(p->tramp, child, p->syscall_insn, &sig); /* its copy of the page */
 	if (sig)
 		kill(child, sig); /* re-queue what arrived meanwhile */
 	return e;

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/user.h>
 
 #include "ptrace/wait.h"
 
@@ -28,6 +29,18 @@ void gb_pagetrap__free(struct gb_pagetrap *p);
 int gb_pagetrap__arm(struct gb_pagetrap *p, pid_t tid, int *pending_sig);
 int gb_pagetrap__disarm(struct gb_pagetrap *p, pid_t tid, int *pending_sig);
 bool gb_pagetrap__armed(const struct gb_pagetrap *p);
+
+/* Arm through a trampoline (trace/tramp.h) on the way out of stopped
+ * thread tid (registers r), without a stop: returns 1 when done (the caller
+ * resumes tid with PTRACE_CONT and no signal), 0 when not possible here
+ * (use gb_pagetrap__arm), or -errno. */
+int gb_pagetrap__arm_on_resume(struct gb_pagetrap *p, pid_t tid, const struct user_regs_struct *r);
+/* At every stop of a thread: one stopped inside the trampoline gets its own
+ * registers back (and the trap counts as unarmed if its mprotect had not
+ * run yet). */
+void gb_pagetrap__settle(struct gb_pagetrap *p, pid_t tid);
+/* Unmap the trampoline page through stopped thread tid before detaching. */
+void gb_pagetrap__release(struct gb_pagetrap *p, pid_t tid, int *pending_sig);
 
 /* Is pc on the trapped pages? */
 bool gb_pagetrap__covers(const struct gb_pagetrap *p, uint64_t pc);
