@@ -148,6 +148,7 @@ void gb_engine__free(struct gb_engine *e)
 	gb_icache__free(e->ic);
 	free(e->et);
 	free(e->detached);
+	free(e->pending_kids);
 	free(e->snap_pc_done);
 	free((void *)(e->o.nsnap_vts ? e->o.snap_vts : NULL));
 	free(e);

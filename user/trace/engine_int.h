@@ -47,6 +47,8 @@ struct gb_engine {
 	ssize_t owner;              /* thread stepping inside the range, or -1 */
 	pid_t *detached;            /* fork children we let go */
 	size_t ndetached, detached_cap;
+	pid_t *pending_kids;        /* children stopped before their parent's event */
+	size_t npending_kids;
 	uint32_t next_vcpu;
 	uint64_t vt;
 	size_t rr;
@@ -72,7 +74,7 @@ void eng_set_state(struct gb_engine *e, size_t i, enum tstate s);
 void eng_step(struct gb_engine *e, size_t i);
 
 /* ethreads.c */
-void eng_new_task(struct gb_engine *e, pid_t nt);
+void eng_new_task(struct gb_engine *e, pid_t nt, int event);
 void eng_adopt(struct gb_engine *e, pid_t tid);
 void eng_on_exec(struct gb_engine *e, size_t i);
 void eng_on_exit(struct gb_engine *e, size_t i, const struct gb_stop *st);

@@ -201,7 +201,9 @@ static int finish_step(struct gb_engine *e, size_t i, struct gb_stop *st)
 		if (st->kind == GB_STOP_EVENT) {
 			if (st->event == PTRACE_EVENT_CLONE || st->event == PTRACE_EVENT_FORK ||
 			    st->event == PTRACE_EVENT_VFORK)
-				eng_new_task(e, (pid_t)st->msg);
+				eng_new_task(e, (pid_t)st->msg, st->event);
+			else if (st->event == PTRACE_EVENT_VFORK_DONE)
+				e->vfork_window = false;
 			else if (st->event == PTRACE_EVENT_EXEC)
 				eng_on_exec(e, i);
 			ptrace(PTRACE_SINGLESTEP, tid, 0, 0);

@@ -52,41 +52,85 @@ static void remember_detached(struct gb_engine *e, pid_t pid)
 	e->detached[e->ndetached++] = pid;
 }
 
-void eng_adopt(struct gb_engine *e, pid_t tid)
+static bool is_pending_kid(struct gb_engine *e, pid_t pid, bool take)
 {
-	if (is_thread_of(e->t->pid, tid)) {
-		struct gb_thread *th = gb_tracee_add_thread(e->t, tid);
-		if (!th)
-			return;
-		size_t i = (size_t)(th - e->t->threads);
-		gb_info("trace: new thread %d", tid);
-		eng_thread(e, i)->vcpu = -1;
-		eng_set_state(e, i, T_STOPPED);
-		if (!e->trap)
-			gb_tracee_pin_thread(e->t, tid, true); /* every thread is stepped */
-		return;
-	}
-	/* A forked child: a copy of our page protections; give it back the
-	 * program's, then let it go untraced. */
-	gb_info("trace: forked child %d let go", tid);
-	if (e->trap && !e->vfork_window)
-		gb_pagetrap__fix_child(e->trap, tid);
-	ptrace(PTRACE_DETACH, tid, 0, 0);
-	remember_detached(e, tid);
+	for (size_t i = 0; i < e->npending_kids; i++)
+		if (e->pending_kids[i] == pid) {
+			if (take)
+				e->pending_kids[i] = e->pending_kids[--e->npending_kids];
+			return true;
+		}
+	return false;
 }
 
-void eng_new_task(struct gb_engine *e, pid_t nt)
+static void add_thread(struct gb_engine *e, pid_t tid)
+{
+	struct gb_thread *th = gb_tracee_add_thread(e->t, tid);
+	if (!th)
+		return;
+	size_t i = (size_t)(th - e->t->threads);
+	gb_info("trace: new thread %d", tid);
+	eng_thread(e, i)->vcpu = -1;
+	eng_set_state(e, i, T_STOPPED);
+	if (!e->trap)
+		gb_tracee_pin_thread(e->t, tid, true); /* every thread is stepped */
+}
+
+/* A child process, stopped at its first stop: let it go untraced.  A forked
+ * child has a copy of our page protections (and trampoline page): it gets
+ * the program's back.  A vfork child shares our memory: the trap is lifted
+ * for both, through the child (the parent is inside vfork until the child
+ * execs or exits), until PTRACE_EVENT_VFORK_DONE. */
+static void let_go_child(struct gb_engine *e, pid_t child, bool vfork)
+{
+	gb_info("trace: %s child %d let go", vfork ? "vfork" : "forked", child);
+	if (e->trap && vfork) {
+		int sig = 0;
+		if (gb_pagetrap__armed(e->trap))
+			gb_pagetrap__disarm(e->trap, child, &sig);
+		e->vfork_window = true;
+		if (sig)
+			kill(child, sig);
+	} else if (e->trap) {
+		gb_pagetrap__fix_child(e->trap, child);
+	}
+	ptrace(PTRACE_DETACH, child, 0, 0);
+	remember_detached(e, child);
+}
+
+void eng_adopt(struct gb_engine *e, pid_t tid)
+{
+	if (is_thread_of(e->t->pid, tid))
+		add_thread(e, tid);
+	else if (!is_pending_kid(e, tid, false)) {
+		/* A child whose first stop came before its parent's event: the
+		 * event says fork or vfork; wait for it. */
+		pid_t *v = realloc(e->pending_kids, (e->npending_kids + 1) * sizeof(*v));
+		if (v) {
+			e->pending_kids = v;
+			e->pending_kids[e->npending_kids++] = tid;
+		}
+	}
+}
+
+void eng_new_task(struct gb_engine *e, pid_t nt, int event)
 {
 	if (eng_index(e, nt) >= 0 || was_detached(e, nt))
-		return; /* its first stop was seen already */
-	int status;
-	while (waitpid(nt, &status, __WALL) < 0) {
-		if (errno != EINTR)
+		return; /* a thread whose first stop was seen already */
+	if (!is_pending_kid(e, nt, true)) {
+		int status;
+		while (waitpid(nt, &status, __WALL) < 0) {
+			if (errno != EINTR)
+				return;
+		}
+		if (WIFEXITED(status) || WIFSIGNALED(status))
 			return;
+		if (is_thread_of(e->t->pid, nt)) {
+			add_thread(e, nt);
+			return;
+		}
 	}
-	if (WIFEXITED(status) || WIFSIGNALED(status))
-		return;
-	eng_adopt(e, nt);
+	let_go_child(e, nt, event == PTRACE_EVENT_VFORK);
 }
 
 void eng_on_exec(struct gb_engine *e, size_t i)
@@ -137,6 +181,24 @@ static void stopped_at(struct gb_engine *e, size_t i)
 		e->et[i].want_entry = true;
 }
 
+/* A native thread at an event stop inside a syscall (exec, vfork-done) must
+ * be left on an instruction boundary before anything is injected into it:
+ * one step finishes the syscall (its return value written), trapping
+ * before the next instruction.  Then it waits, stopped, for the scheduler
+ * to arm the trap. */
+static void finish_syscall_stopped(struct gb_engine *e, size_t i)
+{
+	pid_t tid = e->t->threads[i].tid;
+	struct gb_stop st;
+	eng_set_state(e, i, T_STOPPED);
+	if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0) || gb_wait(tid, 0, &st, false))
+		return;
+	if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED)
+		eng_on_exit(e, i, &st);
+	else if (st.kind == GB_STOP_SIGNAL)
+		e->t->threads[i].pending_sig = st.sig;
+}
+
 void eng_async(struct gb_engine *e, const struct gb_stop *st)
 {
 	ssize_t i = eng_index(e, st->tid);
@@ -180,25 +242,22 @@ void eng_async(struct gb_engine *e, const struct gb_stop *st)
 		switch (st->event) {
 		case PTRACE_EVENT_CLONE:
 		case PTRACE_EVENT_FORK:
-			eng_new_task(e, (pid_t)st->msg);
-			break;
 		case PTRACE_EVENT_VFORK:
-			/* The child shares our mm: lift the trap until it execs or
-			 * exits (PTRACE_EVENT_VFORK_DONE), or it would fault. */
-			if (e->trap && gb_pagetrap__armed(e->trap))
-				gb_pagetrap__disarm(e->trap, st->tid, &th->pending_sig);
-			e->vfork_window = true;
-			eng_new_task(e, (pid_t)st->msg);
+			eng_new_task(e, (pid_t)st->msg, st->event);
 			break;
 		case PTRACE_EVENT_VFORK_DONE:
 			e->vfork_window = false;
+			if (native) {
+				/* Stopped until the scheduler re-arms the trap. */
+				finish_syscall_stopped(e, (size_t)i);
+				return;
+			}
 			break;
 		case PTRACE_EVENT_EXEC:
 			eng_on_exec(e, (size_t)i);
 			if (native) {
-				/* A new image: stay stopped until its pages are
-				 * trapped (the scheduler arms before resuming). */
-				eng_set_state(e, (size_t)i, T_STOPPED);
+				/* A new image: stopped until its pages are trapped. */
+				finish_syscall_stopped(e, (size_t)i);
 				return;
 			}
 			break;

@@ -15,6 +15,10 @@
 
 #define PAGE 4096
 #define DATA_OFF 128            /* data after the code */
+#define TRAMP_HINT 0x200000000000ull   /* 32 TiB */
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
 
 enum { D_RAX, D_RCX, D_R11, D_RDI, D_RSI, D_RDX, D_RIP, D_N };
 
@@ -61,8 +65,12 @@ struct gb_tramp *gb_tramp__new(pid_t pid, pid_t tid, uint64_t syscall_insn, int 
 	t->pid = pid;
 	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
 	t->memfd = open(path, O_RDWR | O_CLOEXEC);
-	uint64_t args[6] = { 0, PAGE, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
-			     (uint64_t)-1, 0 };
+	/* Far from where the program's own mappings go (mmap allocates top-down
+	 * from below the stack, brk grows up from the executable), so the page
+	 * never moves a later mmap of the program: its address-space layout
+	 * stays what it is natively. */
+	uint64_t args[6] = { TRAMP_HINT, PAGE, PROT_READ | PROT_EXEC,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, (uint64_t)-1, 0 };
 	if (t->memfd < 0 ||
 	    gb_inject_syscall(tid, syscall_insn, SYS_mmap, args, &ret, pending_sig) ||
 	    (ret < 0 && ret > -4096)) {
@@ -72,6 +80,13 @@ struct gb_tramp *gb_tramp__new(pid_t pid, pid_t tid, uint64_t syscall_insn, int 
 		return NULL;
 	}
 	t->page = (uint64_t)ret;
+	if (t->page != TRAMP_HINT) {
+		/* Not where it belongs (taken, or an old kernel ignoring the
+		 * flag somewhere else): do without. */
+		gb_tramp__unmap(t, tid, syscall_insn, pending_sig);
+		gb_tramp__free(t);
+		return NULL;
+	}
 	size_t n = build_code(code);
 	t->code_end = t->page + n;
 	if (pwrite(t->memfd, code, n, (off_t)t->page) != (ssize_t)n) {
