@@ -29,7 +29,7 @@ ARGS = {
                         "quick": (["--reps", "1", "--work", "100"], {})},
     "bench_snap.py": {"full": ([], {"BENCH_MIB": "1024"}),
                       "quick": ([], {"BENCH_MIB": "128"})},
-    "bench_trace.py": {"full": (["--reps", "5"], {}),
+    "bench_trace.py": {"full": (["--reps", "7"], {}),
                        "quick": (["--quick"], {})},
 }
 TIMEOUT = 1500   # seconds, per benchmark

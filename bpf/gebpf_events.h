@@ -18,6 +18,7 @@ enum gb_ev_kind {
 	GB_EV_SAMPLE = 1,        /* struct gb_ev_sample */
 	GB_EV_SAMPLE_STACK = 2,  /* struct gb_ev_sample_stack */
 	GB_EV_FAULT = 3,         /* struct gb_ev_fault */
+	GB_EV_PROT = 4,          /* struct gb_ev_prot */
 };
 
 /* Every record starts with this. */
@@ -49,6 +50,19 @@ struct gb_ev_fault {
 	__u64 addr;              /* faulting data address (CR2) */
 	__u64 ip;                /* user ip of the faulting instruction */
 	__u64 err;               /* x86 page-fault error code (bit0 present, 1 write, 2 user, 4 fetch) */
+};
+
+/* A successful mprotect/pkey_mprotect/munmap/mmap/mremap of the watched
+ * process that touched the watched range (bpf/protwatch.bpf.c). */
+#define GB_PROT_UNMAPPED (-1)    /* prot: the range is no longer mapped */
+#define GB_PROT_REREAD (-2)      /* prot: unknown here (mremap's new range): re-read /proc/PID/maps */
+
+struct gb_ev_prot {
+	struct gb_ev_hdr h;
+	__u32 nr;                /* syscall number (orig_ax), e.g. 10 = mprotect */
+	__s32 prot;              /* PROT_* the range has now, or GB_PROT_UNMAPPED / GB_PROT_REREAD */
+	__u64 addr;              /* page-aligned start of the range */
+	__u64 len;               /* length, rounded up to whole pages */
 };
 
 /* Slots of the per-CPU "counters" array (summed over CPUs by user space).

@@ -17,3 +17,17 @@ $(OUTPUT)/progs/%: tests/progs/%.S
 	$(call msg,PROG,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -g -static -no-pie -nostdlib $< -o $@
+
+# trap_dyn: dynamically linked PIE against progs/lib/libtrapfoo.so (from
+# tests/progs/lib/trapfoo.c), found at run time through RUNPATH $ORIGIN/lib.
+# These explicit rules take precedence over the static pattern rule above.
+$(OUTPUT)/progs/lib/libtrapfoo.so: tests/progs/lib/trapfoo.c
+	$(call msg,LIB,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O1 -g -fPIC -shared -fno-omit-frame-pointer $< -o $@
+
+$(OUTPUT)/progs/trap_dyn: tests/progs/trap_dyn.c $(OUTPUT)/progs/lib/libtrapfoo.so
+	$(call msg,PROG,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O1 -g -fPIE -pie -fno-omit-frame-pointer $< -L$(OUTPUT)/progs/lib -ltrapfoo \
+		-Wl,-rpath,'$$ORIGIN/lib' -o $@

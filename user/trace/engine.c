@@ -85,6 +85,16 @@ bool eng_inside(const struct gb_engine *e, uint64_t pc)
 	return (!e->o.has_start || pc >= e->o.start) && (!e->o.has_end || pc <= e->o.end);
 }
 
+int eng_take_signal(struct gb_engine *e, size_t i)
+{
+	struct gb_thread *th = &e->t->threads[i];
+	int sig = th->pending_sig;
+	th->pending_sig = 0;
+	if (sig && e->trap && gb_pagetrap__claim_signal(e->trap, th->tid, sig))
+		sig = 0;
+	return sig;
+}
+
 /* The tracee's view (stopped/exited) follows the engine's state. */
 void eng_set_state(struct gb_engine *e, size_t i, enum tstate s)
 {
@@ -227,7 +237,10 @@ static bool arm_on_resume(struct gb_engine *e)
 	for (size_t i = 0; i < e->t->nthreads; i++) {
 		struct gb_thread *th = &e->t->threads[i];
 		struct user_regs_struct r;
-		if (e->et[i].state != T_STOPPED || th->pending_sig || gb_regs_get(th->tid, &r))
+		/* Not a thread inside a syscall the kernel will restart: the
+		 * trampoline would skip the restart. */
+		if (e->et[i].state != T_STOPPED || th->pending_sig || gb_regs_get(th->tid, &r) ||
+		    gb_regs_restarting_syscall(&r))
 			continue;
 		return gb_pagetrap__arm_on_resume(e->trap, th->tid, &r) == 1;
 	}
@@ -272,8 +285,7 @@ static void trap_schedule(struct gb_engine *e)
 		if (e->et[i].state != T_STOPPED)
 			continue;
 		struct gb_thread *th = &e->t->threads[i];
-		int sig = th->pending_sig;
-		th->pending_sig = 0;
+		int sig = eng_take_signal(e, i);
 		if (ptrace(PTRACE_CONT, th->tid, 0, sig) == 0)
 			eng_set_state(e, i, T_NATIVE);
 		else
@@ -304,7 +316,7 @@ static void check_limits(struct gb_engine *e, uint64_t iter)
 static void teardown(struct gb_engine *e)
 {
 	eng_hold_all(e);
-	if (e->trap && gb_pagetrap__armed(e->trap) && eng_live(e)) {
+	if (e->trap && gb_pagetrap__touched(e->trap) && eng_live(e)) {
 		ssize_t k = -1;
 		for (size_t i = 0; i < e->t->nthreads && k < 0; i++)
 			if (e->et[i].state == T_STOPPED)
@@ -328,6 +340,9 @@ static void teardown(struct gb_engine *e)
 		else
 			gb_err("pid %d: could not restore the range's page protections", e->t->pid);
 	}
+	/* No watcher signal is left for detach to deliver. */
+	for (size_t i = 0; e->trap && i < e->t->nthreads; i++)
+		e->t->threads[i].pending_sig = eng_take_signal(e, i);
 	/* The trampoline page goes too (hold_all settled anyone inside it). */
 	for (size_t i = 0; e->trap && i < e->t->nthreads; i++)
 		if (e->et[i].state == T_STOPPED) {

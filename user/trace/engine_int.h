@@ -70,6 +70,10 @@ size_t eng_live(const struct gb_engine *e);
 bool eng_inside(const struct gb_engine *e, uint64_t pc);
 void eng_set_state(struct gb_engine *e, size_t i, enum tstate s);
 
+/* The signal to deliver to thread i on its next resume (0: none), taken
+ * from its pending signal; the page trap's watcher signal is never one. */
+int eng_take_signal(struct gb_engine *e, size_t i);
+
 /* estep.c: one instruction of stopped thread i (sets e->owner on entry). */
 void eng_step(struct gb_engine *e, size_t i);
 

@@ -63,7 +63,7 @@ static void maybe_snap(struct gb_engine *e, size_t i, uint64_t pc, bool inr)
 		return;
 	gb_jsonl__flush(e->out);
 	eng_stop_world(e, was);
-	bool was_armed = e->trap && gb_pagetrap__armed(e->trap);
+	bool was_armed = e->trap && gb_pagetrap__touched(e->trap);
 	if (was_armed)
 		eng_disarm(e, (ssize_t)i);
 	if (e->o.snap_cb(e->o.snap_ctx, e->t, e->t->threads[i].tid, e->vt, pc))
@@ -131,20 +131,6 @@ static int run_over_cpuid(pid_t tid, const struct pending *p, struct gb_stop *st
 	return 0;
 }
 
-/* A thread stopped inside a syscall that will be restarted (seized or
- * interrupted while blocked): rip is past the syscall instruction and rax
- * holds -ERESTART*; resuming re-executes the syscall instruction. */
-static bool restarting_syscall(const struct user_regs_struct *r)
-{
-	long rax = (long)r->rax;
-	return (long)r->orig_rax >= 0 && (rax == -512 || rax == -513 || rax == -514 || rax == -516);
-}
-
-/* Decode the instruction at p->pc and compute its accesses.  An in-range
- * instruction whose accesses cannot be known (vector registers unreadable,
- * a decoder limit) ends the trace with an error: a silently incomplete
- * trace would not be exact.  Undecodable bytes are not an error: the step
- * raises SIGILL in the program, and no line is written for it. */
 static int prepare(struct gb_engine *e, pid_t tid, const struct user_regs_struct *regs,
 		   struct pending *p)
 {
@@ -272,7 +258,7 @@ void eng_step(struct gb_engine *e, size_t i)
 		return;
 	}
 	p.pc = regs.rip;
-	if (restarting_syscall(&regs))
+	if (gb_regs_restarting_syscall(&regs))
 		p.pc -= 2; /* the kernel rewinds to the syscall instruction on resume */
 	p.in_range = in_range(e, p.pc);
 	p.rflags_before = regs.eflags;
@@ -313,8 +299,7 @@ void eng_step(struct gb_engine *e, size_t i)
 		return;
 	}
 
-	int sig = th->pending_sig;
-	th->pending_sig = 0;
+	int sig = eng_take_signal(e, i);
 	uint32_t fl = p.insn ? p.insn->flags : 0;
 	bool is_sys = fl & GB_INSN_SYSCALL;
 	struct gb_stop st;
@@ -353,6 +338,8 @@ void eng_step(struct gb_engine *e, size_t i)
 	case GB_STOP_SIGNAL:
 		if (stale_entry_fault(e, i, &st, p.pc))
 			break; /* our own trap's fault, queued before it stopped */
+		if (e->trap && gb_pagetrap__claim_signal(e->trap, tid, st.sig))
+			break; /* it changed the range's protections: applied */
 		th->pending_sig = st.sig;
 		gb_info("trace: thread %d: signal %d (code %d, addr 0x%llx) at pc 0x%llx while stepping",
 			tid, st.sig, st.code, (unsigned long long)st.fault_addr, (unsigned long long)p.pc);

@@ -86,7 +86,7 @@ static void let_go_child(struct gb_engine *e, pid_t child, bool vfork)
 	gb_info("trace: %s child %d let go", vfork ? "vfork" : "forked", child);
 	if (e->trap && vfork) {
 		int sig = 0;
-		if (gb_pagetrap__armed(e->trap))
+		if (gb_pagetrap__touched(e->trap))
 			gb_pagetrap__disarm(e->trap, child, &sig);
 		e->vfork_window = true;
 		if (sig)
@@ -223,6 +223,11 @@ void eng_async(struct gb_engine *e, const struct gb_stop *st)
 		stopped_at(e, (size_t)i);
 		return;
 	case GB_STOP_SIGNAL:
+		if (e->trap && gb_pagetrap__claim_signal(e->trap, st->tid, st->sig)) {
+			/* The program changed the range's protections itself. */
+			eng_set_state(e, (size_t)i, T_STOPPED);
+			return;
+		}
 		if (e->trap && gb_regs_get(th->tid, &r) == 0 && gb_pagetrap__is_entry(e->trap, st, r.rip)) {
 			/* Our trap: the fault is swallowed, the instruction re-runs. */
 			eng_set_state(e, (size_t)i, T_STOPPED);
@@ -319,7 +324,7 @@ int eng_arm(struct gb_engine *e, ssize_t i)
 
 int eng_disarm(struct gb_engine *e, ssize_t i)
 {
-	if (!e->trap || !gb_pagetrap__armed(e->trap))
+	if (!e->trap || !gb_pagetrap__touched(e->trap))
 		return 0;
 	ssize_t k = any_stopped(e, i);
 	if (k < 0)
@@ -363,8 +368,8 @@ void eng_resume_world(struct gb_engine *e, const enum tstate *was)
 		if (was[i] == T_GROUP) {
 			ptrace(PTRACE_LISTEN, tid, 0, 0);
 			eng_set_state(e, i, T_GROUP);
-		} else if (was[i] == T_SYSCALL && gb_regs_get(tid, &r) == 0 && (long)r.orig_rax >= 0 &&
-			   (long)r.rax <= -512 && (long)r.rax >= -516) {
+		} else if (was[i] == T_SYSCALL && gb_regs_get(tid, &r) == 0 &&
+			   gb_regs_restarting_syscall(&r)) {
 			/* Interrupted inside its syscall (already traced when it was
 			 * issued): let it go on as it was. */
 			ptrace(PTRACE_SINGLESTEP, tid, 0, 0);

@@ -10,54 +10,58 @@
 #include "common/log.h"
 #include "ptrace/inject.h"
 #include "ptrace/maps.h"
+#include "probe/protwatch.h"
 #include "trace/tramp.h"
 
 #ifndef SEGV_ACCERR
 #define SEGV_ACCERR 2
 #endif
 
-/* A run of trapped pages with one original protection. */
-struct region {
-	uint64_t start, end;   /* [start, end), page aligned */
-	int orig_prot;         /* what the program has (with PROT_EXEC) */
+/* One page of the range: the protection the program gave it (what it has
+ * when we are not trapping it), and whether our PROT_EXEC-less copy of that
+ * protection is on it now. */
+struct page {
+	int orig;              /* PROT_*; -1 = not mapped */
+	bool ours;
 };
 
 struct gb_pagetrap {
 	pid_t pid;
 	uint64_t start, end;   /* [start, end) page-aligned cover of the range */
-	struct region *r;
-	size_t nr;
-	bool armed;
+	struct page *pg;       /* (end - start) / 4096 pages */
+	size_t npg;
+	bool armed;            /* every executable page carries our protection */
 	uint64_t syscall_insn;
 	struct gb_vmaq *vq;    /* VMA queries on the process (PROCMAP_QUERY) */
 	struct gb_tramp *tramp;  /* re-protect on the way out without a stop */
 	bool no_tramp;           /* mapping the trampoline failed once */
+	size_t inflight_k, inflight_kend;  /* pages the trampoline is protecting */
+	struct gb_protwatch *watch;  /* the program's own mprotect/munmap/... of the pages */
 	struct gb_pagetrap_stats st;
 };
 
-/* Rebuild the regions from the process's VMAs: only executable mappings
- * intersecting [start, end) are trapped. */
-static int load_regions(struct gb_pagetrap *p)
+#define PG(p, k) ((p)->start + (uint64_t)(k) * 4096)
+
+static bool trappable(const struct page *g) { return g->orig >= 0 && (g->orig & PROT_EXEC); }
+
+/* Read page k's current protection from the process (-1: unmapped). */
+static int current_prot(struct gb_pagetrap *p, size_t k)
 {
 	struct gb_vma v;
-	p->nr = 0;
-	for (uint64_t a = p->start; a < p->end; a = v.end) {
-		int e = gb_vmaq__find(p->vq, a, true, &v);
-		if (e == -ENOENT || (!e && v.start >= p->end))
-			break;
-		if (e)
-			return e;
-		uint64_t s = v.start > p->start ? v.start : p->start;
-		uint64_t t = v.end < p->end ? v.end : p->end;
-		if (!(v.prot & PROT_EXEC))
-			continue;
-		struct region *r = realloc(p->r, (p->nr + 1) * sizeof(*r));
-		if (!r)
-			return -ENOMEM;
-		p->r = r;
-		p->r[p->nr++] = (struct region){ s, t, v.prot };
-	}
-	return 0;
+	if (gb_vmaq__find(p->vq, PG(p, k), false, &v))
+		return -1;
+	return v.prot;
+}
+
+static void recompute_armed(struct gb_pagetrap *p)
+{
+	bool all = true, any = false;
+	for (size_t k = 0; k < p->npg; k++)
+		if (trappable(&p->pg[k])) {
+			any = true;
+			all &= p->pg[k].ours;
+		}
+	p->armed = any && all;
 }
 
 struct gb_pagetrap *gb_pagetrap__new(pid_t pid, uint64_t start, uint64_t end)
@@ -68,8 +72,15 @@ struct gb_pagetrap *gb_pagetrap__new(pid_t pid, uint64_t start, uint64_t end)
 	p->pid = pid;
 	p->start = start & ~0xfffull;
 	p->end = (end | 0xfffull) + 1;
+	p->npg = (size_t)((p->end - p->start) / 4096);
+	p->pg = calloc(p->npg, sizeof(*p->pg));
 	p->vq = gb_vmaq__open(pid);
-	if (!p->vq || load_regions(p) || !p->nr) {
+	bool any = false;
+	for (size_t k = 0; p->pg && p->vq && k < p->npg; k++) {
+		p->pg[k].orig = current_prot(p, k);
+		any |= trappable(&p->pg[k]);
+	}
+	if (!any) {
 		gb_err("range 0x%llx-0x%llx: not in an executable mapping of pid %d",
 		       (unsigned long long)start, (unsigned long long)end, pid);
 		gb_pagetrap__free(p);
@@ -81,6 +92,13 @@ struct gb_pagetrap *gb_pagetrap__new(pid_t pid, uint64_t start, uint64_t end)
 		gb_pagetrap__free(p);
 		return NULL;
 	}
+	/* Without the watcher a program changing the range's protections
+	 * itself goes unseen (its own line says why). */
+	struct gb_protwatch_opts wo = {
+		.tgid = pid, .start = p->start, .end = p->end, .signo = GB_PAGETRAP_SIGNAL,
+		.skip_ip = { p->syscall_insn + 2, GB_TRAMP_ADDR + 2 },
+	};
+	p->watch = gb_protwatch__new(&wo);
 	return p;
 }
 
@@ -88,9 +106,10 @@ void gb_pagetrap__free(struct gb_pagetrap *p)
 {
 	if (!p)
 		return;
+	gb_protwatch__free(p->watch);
 	gb_tramp__free(p->tramp);
 	gb_vmaq__close(p->vq);
-	free(p->r);
+	free(p->pg);
 	free(p);
 }
 
@@ -105,65 +124,98 @@ static int mprotect_in(struct gb_pagetrap *p, pid_t tid, uint64_t a, uint64_t le
 	return ret < 0 && ret > -4096 ? (int)ret : 0;
 }
 
+/* Runs of pages [k, *kend) that need the same change: arming (want_ours)
+ * takes trappable pages not yet ours; disarming takes pages that are ours
+ * and (checked against the process) still carry our protection. */
+static bool next_run(struct gb_pagetrap *p, size_t *k, size_t *kend, bool want_ours)
+{
+	for (; *k < p->npg; (*k)++) {
+		struct page *g = &p->pg[*k];
+		if (want_ours ? (trappable(g) && !g->ours) : g->ours)
+			break;
+	}
+	if (*k == p->npg)
+		return false;
+	int orig = p->pg[*k].orig;
+	*kend = *k + 1;
+	while (*kend < p->npg && p->pg[*kend].orig == orig &&
+	       (want_ours ? !p->pg[*kend].ours : p->pg[*kend].ours))
+		(*kend)++;
+	return true;
+}
+
 int gb_pagetrap__arm(struct gb_pagetrap *p, pid_t tid, int *pending_sig)
 {
-	if (p->armed)
-		return 0;
-	/* Re-read: the program may have changed the pages while they were
-	 * open (mprotect, munmap, a new mapping). */
-	int e = load_regions(p);
-	if (e)
-		return e;
-	for (size_t i = 0; i < p->nr; i++) {
-		struct region *r = &p->r[i];
-		e = mprotect_in(p, tid, r->start, r->end - r->start, r->orig_prot & ~PROT_EXEC, pending_sig);
+	size_t k = 0, kend;
+	bool did = false;
+	while (next_run(p, &k, &kend, true)) {
+		did = true;
+		int orig = p->pg[k].orig;
+		int e = mprotect_in(p, tid, PG(p, k), (kend - k) * 4096, orig & ~PROT_EXEC, pending_sig);
 		if (e)
 			return e;
+		for (; k < kend; k++)
+			p->pg[k].ours = true;
 	}
-	p->armed = true;
-	p->st.arms++;
+	if (did)
+		p->st.arms++;
+	recompute_armed(p);
 	return 0;
 }
 
 int gb_pagetrap__disarm(struct gb_pagetrap *p, pid_t tid, int *pending_sig)
 {
-	if (!p->armed)
-		return 0;
-	int e = 0;
-	for (size_t i = 0; i < p->nr && !e; i++) {
-		struct region *r = &p->r[i];
-		/* Restore only what still carries our protection: pages the
-		 * program unmapped or re-protected keep what it did. */
-		struct gb_vma v;
-		for (uint64_t a = r->start; a < r->end && !e; a = v.end) {
-			int q = gb_vmaq__find(p->vq, a, true, &v);
-			if (q == -ENOENT || (!q && v.start >= r->end))
-				break;
-			if (q)
-				return q;
-			uint64_t s = v.start > a ? v.start : a;
-			uint64_t t = v.end < r->end ? v.end : r->end;
-			if (v.prot == (r->orig_prot & ~PROT_EXEC))
-				e = mprotect_in(p, tid, s, t - s, r->orig_prot, pending_sig);
+	size_t k = 0, kend;
+	while (next_run(p, &k, &kend, false)) {
+		/* A page the program re-protected or unmapped behind our back
+		 * keeps what it did (and is no longer ours); the others are given
+		 * back their protection, one mprotect per contiguous stretch. */
+		size_t from = k;
+		for (size_t j = k; j <= kend; j++) {
+			bool ok = j < kend && current_prot(p, j) == (p->pg[j].orig & ~PROT_EXEC);
+			if (ok)
+				continue;
+			if (j > from) {
+				int e = mprotect_in(p, tid, PG(p, from), (j - from) * 4096, p->pg[from].orig,
+						    pending_sig);
+				if (e)
+					return e;
+				for (size_t x = from; x < j; x++)
+					p->pg[x].ours = false;
+			}
+			if (j < kend) {
+				p->pg[j].ours = false;
+				p->pg[j].orig = current_prot(p, j);
+			}
+			from = j + 1;
 		}
+		k = kend;
 	}
-	if (e)
-		return e;
 	p->armed = false;
 	p->st.disarms++;
 	return 0;
 }
 
+void gb_pagetrap__program_changed(struct gb_pagetrap *p, uint64_t addr, uint64_t len, int prot)
+{
+	uint64_t a = addr & ~0xfffull, b = addr + len;
+	for (uint64_t x = a > p->start ? a : p->start; x < b && x < p->end; x += 4096) {
+		struct page *g = &p->pg[(x - p->start) / 4096];
+		g->orig = prot == -2 ? current_prot(p, (size_t)((x - p->start) / 4096)) : prot;
+		g->ours = false;
+	}
+	recompute_armed(p);
+}
+
 int gb_pagetrap__arm_on_resume(struct gb_pagetrap *p, pid_t tid, const struct user_regs_struct *r)
 {
+	size_t k = 0, kend, k2, k2end;
 	if (p->armed)
 		return 1;
-	if (p->no_tramp)
+	if (p->no_tramp || !next_run(p, &k, &kend, true))
 		return 0;
-	int e = load_regions(p);
-	if (e)
-		return e;
-	if (p->nr != 1)
+	k2 = kend;
+	if (next_run(p, &k2, &k2end, true))
 		return 0; /* one mprotect per trip */
 	if (!p->tramp) {
 		int sig = 0;
@@ -176,13 +228,17 @@ int gb_pagetrap__arm_on_resume(struct gb_pagetrap *p, pid_t tid, const struct us
 			return 0;
 		}
 	}
-	struct region *g = &p->r[0];
-	e = gb_tramp__launch(p->tramp, tid, r, SYS_mprotect, g->start, g->end - g->start,
-			     (uint64_t)(g->orig_prot & ~PROT_EXEC));
+	int orig = p->pg[k].orig;
+	int e = gb_tramp__launch(p->tramp, tid, r, SYS_mprotect, PG(p, k), (kend - k) * 4096,
+				 (uint64_t)(orig & ~PROT_EXEC));
 	if (e)
 		return e;
-	p->armed = true;
+	for (size_t j = k; j < kend; j++)
+		p->pg[j].ours = true;
+	p->inflight_k = k;
+	p->inflight_kend = kend;
 	p->st.arms++;
+	recompute_armed(p);
 	return 1;
 }
 
@@ -190,8 +246,11 @@ void gb_pagetrap__settle(struct gb_pagetrap *p, pid_t tid)
 {
 	bool ran = false;
 	if (gb_tramp__settle(p->tramp, tid, &ran) == 1 && !ran) {
-		p->armed = false;
+		/* Its mprotect never ran: those pages are not ours after all. */
+		for (size_t j = p->inflight_k; j < p->inflight_kend; j++)
+			p->pg[j].ours = false;
 		p->st.arms--;
+		recompute_armed(p);
 	}
 }
 
@@ -204,41 +263,71 @@ void gb_pagetrap__release(struct gb_pagetrap *p, pid_t tid, int *pending_sig)
 	p->tramp = NULL;
 }
 
+static void apply_change(void *ctx, const struct gb_prot_change *c)
+{
+	struct gb_pagetrap *p = ctx;
+	if (c->tid == 0 && c->nr == 0) /* records were lost: re-read everything */
+		gb_pagetrap__program_changed(p, p->start, p->end - p->start, GB_PROT_REREAD);
+	else
+		gb_pagetrap__program_changed(p, c->addr, c->len, c->prot);
+}
+
+bool gb_pagetrap__claim_signal(struct gb_pagetrap *p, pid_t tid, int sig)
+{
+	if (!p->watch || sig != GB_PAGETRAP_SIGNAL || !gb_protwatch__claim(p->watch, tid))
+		return false;
+	gb_protwatch__drain(p->watch, apply_change, p);
+	return true;
+}
+
 bool gb_pagetrap__armed(const struct gb_pagetrap *p) { return p->armed; }
 
-bool gb_pagetrap__covers(const struct gb_pagetrap *p, uint64_t pc)
+bool gb_pagetrap__touched(const struct gb_pagetrap *p)
 {
-	for (size_t i = 0; i < p->nr; i++)
-		if (pc >= p->r[i].start && pc < p->r[i].end)
+	for (size_t k = 0; k < p->npg; k++)
+		if (p->pg[k].ours)
 			return true;
 	return false;
 }
 
+static struct page *page_of(const struct gb_pagetrap *p, uint64_t a)
+{
+	if (a < p->start || a >= p->end)
+		return NULL;
+	return &p->pg[(a - p->start) / 4096];
+}
+
+bool gb_pagetrap__covers(const struct gb_pagetrap *p, uint64_t pc)
+{
+	struct page *g = page_of(p, pc);
+	return g && trappable(g);
+}
+
 bool gb_pagetrap__is_entry(struct gb_pagetrap *p, const struct gb_stop *st, uint64_t rip)
 {
-	if (!p->armed || st->kind != GB_STOP_SIGNAL || st->sig != SIGSEGV ||
-	    st->code != SEGV_ACCERR || st->fault_addr != rip || !gb_pagetrap__covers(p, rip))
+	struct page *g = page_of(p, rip);
+	if (!g || !g->ours || st->kind != GB_STOP_SIGNAL || st->sig != SIGSEGV ||
+	    st->code != SEGV_ACCERR || st->fault_addr != rip)
 		return false;
 	/* Still our protection?  If the program made the page non-executable
-	 * itself, this fault is its own. */
-	struct gb_vma v;
-	bool ours = false;
-	if (gb_vmaq__find(p->vq, rip, false, &v))
+	 * itself (unseen: no watcher), this fault is its own. */
+	int cur = current_prot(p, (size_t)((rip - p->start) / 4096));
+	if (cur != (g->orig & ~PROT_EXEC)) {
+		g->ours = false;
+		g->orig = cur;
+		recompute_armed(p);
 		return false;
-	for (size_t i = 0; i < p->nr; i++)
-		if (rip >= p->r[i].start && rip < p->r[i].end)
-			ours = v.prot == (p->r[i].orig_prot & ~PROT_EXEC);
-	if (ours)
-		p->st.entries++;
-	return ours;
+	}
+	p->st.entries++;
+	return true;
 }
 
 int gb_pagetrap__fix_child(struct gb_pagetrap *p, pid_t child)
 {
 	int sig = 0, e = 0;
-	for (size_t i = 0; p->armed && i < p->nr && !e; i++)
-		e = mprotect_in(p, child, p->r[i].start, p->r[i].end - p->r[i].start,
-				p->r[i].orig_prot, &sig);
+	for (size_t k = 0; k < p->npg && !e; k++)
+		if (p->pg[k].ours)
+			e = mprotect_in(p, child, PG(p, k), 4096, p->pg[k].orig, &sig);
 	if (p->tramp && !e)
 		gb_tramp__unmap(p->tramp, child, p->syscall_insn, &sig); /* its copy of the page */
 	if (sig)

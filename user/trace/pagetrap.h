@@ -11,6 +11,7 @@
 #ifndef GB_TRACE_PAGETRAP_H
 #define GB_TRACE_PAGETRAP_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -28,7 +29,10 @@ void gb_pagetrap__free(struct gb_pagetrap *p);
  * *pending_sig receives a signal that arrived meanwhile.  0 or -errno. */
 int gb_pagetrap__arm(struct gb_pagetrap *p, pid_t tid, int *pending_sig);
 int gb_pagetrap__disarm(struct gb_pagetrap *p, pid_t tid, int *pending_sig);
+/* Every executable page of the range carries our protection. */
 bool gb_pagetrap__armed(const struct gb_pagetrap *p);
+/* Some page does (it must be given back before detaching). */
+bool gb_pagetrap__touched(const struct gb_pagetrap *p);
 
 /* Arm through a trampoline (trace/tramp.h) on the way out of stopped
  * thread tid (registers r), without a stop: returns 1 when done (the caller
@@ -41,6 +45,18 @@ int gb_pagetrap__arm_on_resume(struct gb_pagetrap *p, pid_t tid, const struct us
 void gb_pagetrap__settle(struct gb_pagetrap *p, pid_t tid);
 /* Unmap the trampoline page through stopped thread tid before detaching. */
 void gb_pagetrap__release(struct gb_pagetrap *p, pid_t tid, int *pending_sig);
+
+/* The program itself changed [addr, addr+len) to prot (-1: unmapped, -2:
+ * unknown, re-read it): those pages are the program's again until armed. */
+void gb_pagetrap__program_changed(struct gb_pagetrap *p, uint64_t addr, uint64_t len, int prot);
+
+/* The signal the protection watcher (probe/protwatch.h) stops a thread
+ * with right after the program changed the range's protections itself. */
+#define GB_PAGETRAP_SIGNAL SIGRTMAX
+/* A signal stop of tid: true when it is the watcher's (not to be delivered);
+ * the changes it reports are applied first (the trap is re-armed before
+ * anyone runs natively again). */
+bool gb_pagetrap__claim_signal(struct gb_pagetrap *p, pid_t tid, int sig);
 
 /* Is pc on the trapped pages? */
 bool gb_pagetrap__covers(const struct gb_pagetrap *p, uint64_t pc);

@@ -15,7 +15,6 @@
 
 #define PAGE 4096
 #define DATA_OFF 128            /* data after the code */
-#define TRAMP_HINT 0x200000000000ull   /* 32 TiB */
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
@@ -69,7 +68,7 @@ struct gb_tramp *gb_tramp__new(pid_t pid, pid_t tid, uint64_t syscall_insn, int 
 	 * from below the stack, brk grows up from the executable), so the page
 	 * never moves a later mmap of the program: its address-space layout
 	 * stays what it is natively. */
-	uint64_t args[6] = { TRAMP_HINT, PAGE, PROT_READ | PROT_EXEC,
+	uint64_t args[6] = { GB_TRAMP_ADDR, PAGE, PROT_READ | PROT_EXEC,
 			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, (uint64_t)-1, 0 };
 	if (t->memfd < 0 ||
 	    gb_inject_syscall(tid, syscall_insn, SYS_mmap, args, &ret, pending_sig) ||
@@ -80,7 +79,7 @@ struct gb_tramp *gb_tramp__new(pid_t pid, pid_t tid, uint64_t syscall_insn, int 
 		return NULL;
 	}
 	t->page = (uint64_t)ret;
-	if (t->page != TRAMP_HINT) {
+	if (t->page != GB_TRAMP_ADDR) {
 		/* Not where it belongs (taken, or an old kernel ignoring the
 		 * flag somewhere else): do without. */
 		gb_tramp__unmap(t, tid, syscall_insn, pending_sig);

@@ -21,6 +21,9 @@
 
 struct gb_tramp;
 
+/* Where the page goes: far from where the program's own mappings go. */
+#define GB_TRAMP_ADDR 0x200000000000ull   /* 32 TiB */
+
 /* Map the page into pid through stopped thread tid (an injected mmap through
  * the syscall instruction at syscall_insn).  NULL on failure. */
 struct gb_tramp *gb_tramp__new(pid_t pid, pid_t tid, uint64_t syscall_insn, int *pending_sig);
