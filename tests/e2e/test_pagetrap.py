@@ -572,16 +572,26 @@ def test_attach_server_duration(server, tmp_path):
 @pytest.mark.parametrize("tick_us", [0, 300000], ids=["poll-forever", "poll-300ms"])
 def test_attach_to_idle_server(tick_us, server, tmp_path):
     """Attach to a server blocked in poll() (no timeout: -ERESTARTNOHAND on
-    the interrupt; 300 ms: -ERESTART_RESTARTBLOCK), trace 1 s, detach.  The
+    the interrupt; 300 ms: -ERESTART_RESTARTBLOCK), trace 1 s, Ctrl-C.  The
     interrupted syscall must resume as if nothing happened: no "poll: errno"
     line (natively impossible), then the right answers."""
     srv = server(tick_us)
     first = srv.ask(5)
     time.sleep(0.2)
     out = tmp_path / "out.jsonl"
-    r = run_gebpf(["trace", "-p", str(srv.pid), "--range", "handle", "--duration", "1",
-                   "-o", str(out)], timeout=30)
-    assert r.returncode == 0, r.stderr
+    # ended by SIGINT after 1 s (test_duration_on_idle_target checks
+    # --duration on an idle target)
+    g = subprocess.Popen([gebpf_path(), "trace", "-p", str(srv.pid), "--range", "handle",
+                          "-o", str(out)], stderr=subprocess.PIPE, env=stable_env())
+    time.sleep(1)
+    g.send_signal(signal.SIGINT)
+    try:
+        _, err = g.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        g.kill()
+        g.communicate()
+        pytest.fail("gebpf did not end within 20 s of SIGINT")
+    assert g.returncode == 0, err
     read_trace(out)
     got = [srv.ask(n) for n in (7, 300)]
     rest = srv.finish()

@@ -212,6 +212,8 @@ static bool give_up_range(struct gb_engine *e, size_t i)
 {
 	pid_t tid = e->t->threads[i].tid;
 	e->owner = -1;
+	e->et[i].last_in_range = false;
+	e->et[i].out_steps = 0;
 	if (!e->trap)
 		return true;
 	struct gb_stop st;
@@ -305,9 +307,11 @@ void eng_step(struct gb_engine *e, size_t i)
 	struct gb_stop st;
 	e->st.steps++;
 
-	if (!sig && is_sys && eng_live(e) > 1) {
-		/* Asynchronous: it may block until another thread acts. */
-		if (e->owner == (ssize_t)i && !give_up_range(e, i))
+	if (!sig && is_sys) {
+		/* Asynchronous: it may block (until another thread acts, or for
+		 * ever), and the loop must still see Ctrl-C and --duration.  Other
+		 * threads may use the range meanwhile. */
+		if (e->owner == (ssize_t)i && eng_live(e) > 1 && !give_up_range(e, i))
 			return;
 		commit(e, i, &p);
 		gb_icache__bump(e->ic);
