@@ -36,6 +36,8 @@ UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 UNIT_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(UNIT_SRCS))
 
 .DELETE_ON_ERROR:
+# BPF objects are inputs of the skeletons, not throw-away intermediates.
+.SECONDARY: $(BPF_OBJS)
 .PHONY: all clean test unit e2e bench kmatrix progs gebpf
 
 BIN       := $(OUTPUT)/gebpf

@@ -143,8 +143,11 @@ struct gb_engine *gb_engine__new(struct gb_tracee *t, const struct gb_engine_opt
 	if (!o->step_all && o->has_start && o->has_end) {
 		e->trap = gb_pagetrap__new(t->pid, o->start, o->end);
 		if (!e->trap) {
-			gb_engine__free(e);
-			return NULL;
+			/* Nothing to trap (no code in the range yet, or the range
+			 * covers every syscall instruction we could inject through):
+			 * single-step everything instead; the trace is the same. */
+			gb_warn("pid %d: no page trap for 0x%llx-0x%llx; single-stepping everything "
+				"(slow)", t->pid, (unsigned long long)o->start, (unsigned long long)o->end);
 		}
 	}
 	return e;

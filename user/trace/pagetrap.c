@@ -71,6 +71,13 @@ struct gb_pagetrap *gb_pagetrap__new(pid_t pid, uint64_t start, uint64_t end)
 		return NULL;
 	p->pid = pid;
 	p->start = start & ~0xfffull;
+	/* User space ends below 2^47: clamp so the page count cannot wrap. */
+	if (end > 0x7fffffffffffull)
+		end = 0x7fffffffffffull;
+	if (p->start > end) {
+		gb_pagetrap__free(p);
+		return NULL;
+	}
 	p->end = (end | 0xfffull) + 1;
 	p->npg = (size_t)((p->end - p->start) / 4096);
 	p->pg = calloc(p->npg, sizeof(*p->pg));
@@ -81,14 +88,15 @@ struct gb_pagetrap *gb_pagetrap__new(pid_t pid, uint64_t start, uint64_t end)
 		any |= trappable(&p->pg[k]);
 	}
 	if (!any) {
-		gb_err("range 0x%llx-0x%llx: not in an executable mapping of pid %d",
-		       (unsigned long long)start, (unsigned long long)end, pid);
+		gb_info("range 0x%llx-0x%llx: not in an executable mapping of pid %d",
+			(unsigned long long)start, (unsigned long long)end, pid);
 		gb_pagetrap__free(p);
 		return NULL;
 	}
 	p->syscall_insn = gb_inject_find_syscall(pid, p->start, p->end);
 	if (!p->syscall_insn) {
-		gb_err("pid %d: no syscall instruction to inject mprotect through (no vDSO?)", pid);
+		gb_info("pid %d: no syscall instruction outside the range to inject mprotect through",
+			pid);
 		gb_pagetrap__free(p);
 		return NULL;
 	}

@@ -275,7 +275,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 		.faults_cb = s.faults ? merge_faults : NULL, .faults_ctx = &s,
 	};
 	if (!s.out || !(s.eng = gb_engine__new(&s.t, &eo, s.out))) {
-		gb_err("trace: out of memory");
+		gb_err("trace: pid %d: cannot set up the trace: %s", s.t.pid, strerror(errno ? errno : ENOMEM));
 		goto cleanup;
 	}
 
