@@ -107,13 +107,14 @@ struct gb_protwatch *gb_protwatch__new(const struct gb_protwatch_opts *o)
 		say(o, "opening BPF object: %s", strerror(errno));
 		goto fail;
 	}
-	/* tp_btf where the kernel has the tracepoint's BTF, else the raw
-	 * tracepoint (same arguments, no BTF needed). */
-	raw = !gb_feat_btf_typedef("btf_trace_sys_exit");
-	if (raw) {
+	/* The raw tracepoint: same arguments as tp_btf/sys_exit, but it needs
+	 * no kernel BTF, and parsing that (to probe and to load the tp_btf
+	 * program) cost every trace ~100 ms of start-up.  The tp_btf program
+	 * stays for GEBPF_PROTWATCH_BTF=1 (typed loads checked by the
+	 * verifier). */
+	raw = !getenv("GEBPF_PROTWATCH_BTF") || !gb_feat_btf_typedef("btf_trace_sys_exit");
+	if (raw)
 		kind = "raw_tp";
-		gb_info("protwatch: kernel BTF lacks tracepoint sys_exit: using raw_tp/sys_exit");
-	}
 	bpf_program__set_autoload(raw ? w->skel->progs.gb_prot_btf : w->skel->progs.gb_prot_raw,
 				  false);
 	w->skel->rodata->targ_tgid = (__u32)o->tgid;
