@@ -156,6 +156,17 @@ static inline bool admit(struct gb_jsonl *w)
 
 #define PUT(lit) do { memcpy(p, lit, sizeof(lit) - 1); p += sizeof(lit) - 1; } while (0)
 
+/* `,"pc":"0x..","vt":N}` and the newline: the end of exec and access lines. */
+static void end_pc_vt(struct gb_jsonl *w, char *p, uint64_t pc, uint64_t vt)
+{
+	PUT(",\"pc\":\"");
+	p += gb_fmt_hex(p, pc);
+	PUT("\",\"vt\":");
+	p += fmt_dec(p, vt);
+	PUT("}\n");
+	w->len = (size_t)(p - w->buf);
+}
+
 void gb_jsonl__exec(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, uint64_t vt)
 {
 	if (!w->o.exec)
@@ -166,12 +177,7 @@ void gb_jsonl__exec(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, uint64_t vt)
 	char *p = w->buf + w->len;
 	PUT("{\"t\":\"exec\",\"vcpu\":");
 	p += fmt_dec(p, vcpu);
-	PUT(",\"pc\":\"");
-	p += gb_fmt_hex(p, pc);
-	PUT("\",\"vt\":");
-	p += fmt_dec(p, vt);
-	PUT("}\n");
-	w->len = (size_t)(p - w->buf);
+	end_pc_vt(w, p, pc, vt);
 }
 
 void gb_jsonl__mem(struct gb_jsonl *w, bool write, uint32_t vcpu, uint64_t addr, uint32_t size,
@@ -193,12 +199,7 @@ void gb_jsonl__mem(struct gb_jsonl *w, bool write, uint32_t vcpu, uint64_t addr,
 	p += gb_fmt_hex(p, addr);
 	PUT("\",\"size\":");
 	p += fmt_dec(p, size);
-	PUT(",\"pc\":\"");
-	p += gb_fmt_hex(p, pc);
-	PUT("\",\"vt\":");
-	p += fmt_dec(p, vt);
-	PUT("}\n");
-	w->len = (size_t)(p - w->buf);
+	end_pc_vt(w, p, pc, vt);
 }
 
 void gb_jsonl__fault(struct gb_jsonl *w, uint32_t vcpu, uint64_t addr, uint64_t pc, uint64_t err,
