@@ -367,3 +367,15 @@ def test_children_run_range_code(which, tmp_path):
                                             timeout=15, want_stdout=want)
     assert summary["insns"] == 6 * 5 * 2, "the parent's 10 calls only: %s" % summary
     assert {ln["vcpu"] for ln in lines} == {0}, "a child's calls in the trace"
+
+
+def test_self_modifying_code_on_a_writable_range_page(tmp_path):
+    """Code rewritten natively on a writable (rwx) range page between calls
+    (a load, then a store, at the same pc): the decodes cached at one entry
+    are re-checked at the next, so the trap traces exactly what --step-all
+    does, and each call shows the access its current instruction makes."""
+    lines, summary, _, _ = trap_vs_step_all("trap_smc", "jit", tmp_path)
+    first = summary["start"]
+    kinds = [ln["t"] for i, ln in enumerate(lines)
+             if ln["t"] in ("read", "write") and ln["pc"] == first]
+    assert kinds == ["read", "write"] * 3

@@ -31,3 +31,6 @@ $(OUTPUT)/progs/trap_dyn: tests/progs/trap_dyn.c $(OUTPUT)/progs/lib/libtrapfoo.
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O1 -g -fPIE -pie -fno-omit-frame-pointer $< -L$(OUTPUT)/progs/lib -ltrapfoo \
 		-Wl,-rpath,'$$ORIGIN/lib' -o $@
+
+# trap_smc's code page is writable and executable on purpose.
+$(OUTPUT)/progs/trap_smc: PROG_CFLAGS += -Wl,--no-warn-rwx-segments

@@ -5,7 +5,6 @@
 static bool verbose;
 
 void gb_log_set_verbose(bool on) { verbose = on; }
-bool gb_log_verbose(void) { return verbose; }
 
 static void vlog(const char *prefix, const char *fmt, va_list ap)
 {

@@ -19,7 +19,6 @@ void gb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void gb_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 void gb_log_set_verbose(bool on);
-bool gb_log_verbose(void);
 
 /* The libbpf print callback (routes libbpf's messages through gb_info). */
 int gb_libbpf_print(int level, const char *fmt, va_list ap);

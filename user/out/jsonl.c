@@ -302,11 +302,6 @@ int gb_jsonl__finish(struct gb_jsonl *w)
 
 int gb_jsonl__error(const struct gb_jsonl *w) { return w->err; }
 
-bool gb_jsonl__full(const struct gb_jsonl *w)
-{
-	return w->o.max_events && w->written >= w->o.max_events;
-}
-
 void gb_jsonl__counts(const struct gb_jsonl *w, struct gb_jsonl_counts *c) { *c = w->c; }
 
 void gb_jsonl__free(struct gb_jsonl *w)

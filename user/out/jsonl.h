@@ -53,8 +53,6 @@ int gb_jsonl__finish(struct gb_jsonl *w);
 int gb_jsonl__flush(struct gb_jsonl *w);
 /* Sticky -errno of the first write error, 0 if none. */
 int gb_jsonl__error(const struct gb_jsonl *w);
-/* True once the budget is exhausted (further lines are only counted). */
-bool gb_jsonl__full(const struct gb_jsonl *w);
 void gb_jsonl__counts(const struct gb_jsonl *w, struct gb_jsonl_counts *c);
 void gb_jsonl__free(struct gb_jsonl *w);
 

@@ -30,12 +30,6 @@ int gb_xstate_get(pid_t tid, void *buf, size_t *len)
 	return 0;
 }
 
-int gb_xstate_set(pid_t tid, const void *buf, size_t len)
-{
-	struct iovec iov = { (void *)buf, len };
-	return ptrace(PTRACE_SETREGSET, tid, (void *)NT_X86_XSTATE, &iov) ? -errno : 0;
-}
-
 size_t gb_xstate_size(void)
 {
 	unsigned a, b, c, d;

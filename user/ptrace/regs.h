@@ -13,7 +13,6 @@ int gb_regs_set(pid_t tid, const struct user_regs_struct *r);
 int gb_fpregs_get(pid_t tid, struct user_fpregs_struct *f);
 /* The XSAVE area (NT_X86_XSTATE).  *len in: buffer size; out: bytes filled. */
 int gb_xstate_get(pid_t tid, void *buf, size_t *len);
-int gb_xstate_set(pid_t tid, const void *buf, size_t len);
 /* A thread stopped inside a syscall that the kernel will restart when it
  * resumes (interrupted while blocked): rip is past the syscall instruction,
  * rax holds -ERESTART*, and resuming re-executes the syscall instruction. */

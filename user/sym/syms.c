@@ -306,12 +306,3 @@ int gb_sym_resolve(pid_t pid, const char *module, const char *name, uint64_t *st
 	return r;
 }
 
-int gb_sym_lookup(pid_t pid, uint64_t addr, char *name, size_t len, uint64_t *off)
-{
-	struct gb_syms *s = gb_syms__new(pid);
-	if (!s)
-		return -errno;
-	int r = gb_syms__lookup(s, addr, name, len, off);
-	gb_syms__free(s);
-	return r;
-}

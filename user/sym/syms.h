@@ -30,9 +30,8 @@ int gb_syms__resolve(struct gb_syms *s, const char *module, const char *name,
  * (name then holds "module+0xoff" when addr is in a mapped file). */
 int gb_syms__lookup(struct gb_syms *s, uint64_t addr, char *name, size_t len, uint64_t *off);
 
-/* One-shot helpers. */
+/* One-shot helper. */
 int gb_sym_resolve(pid_t pid, const char *module, const char *name, uint64_t *start,
 		   uint64_t *end, char *err, size_t errlen);
-int gb_sym_lookup(pid_t pid, uint64_t addr, char *name, size_t len, uint64_t *off);
 
 #endif

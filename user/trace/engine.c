@@ -90,8 +90,10 @@ int eng_take_signal(struct gb_engine *e, size_t i)
 	struct gb_thread *th = &e->t->threads[i];
 	int sig = th->pending_sig;
 	th->pending_sig = 0;
-	if (sig && e->trap && gb_pagetrap__claim_signal(e->trap, th->tid, sig))
+	if (sig && e->trap && gb_pagetrap__claim_signal(e->trap, th->tid, sig)) {
+		gb_icache__bump(e->ic); /* the program changed the range's pages */
 		sig = 0;
+	}
 	return sig;
 }
 
@@ -169,12 +171,15 @@ void gb_engine__free(struct gb_engine *e)
 
 int gb_engine__exit_status(const struct gb_engine *e) { return e->exit_status; }
 uint64_t gb_engine__vt(const struct gb_engine *e) { return e->vt; }
-struct gb_jsonl *gb_engine__out(struct gb_engine *e) { return e->out; }
 
 void gb_engine__stats(const struct gb_engine *e, struct gb_engine_stats *s)
 {
+	struct gb_icache_stats ic;
 	*s = e->st;
 	s->in_range = e->vt;
+	gb_icache__stats(e->ic, &ic);
+	s->decodes = ic.decodes;
+	s->revalidations = ic.validations;
 	if (e->trap) {
 		struct gb_pagetrap_stats ps;
 		gb_pagetrap__stats(e->trap, &ps);
@@ -269,6 +274,11 @@ static void trap_schedule(struct gb_engine *e)
 			return;
 		e->owner = (ssize_t)i;
 		e->rr = (i + 1) % n;
+		/* Code on a writable page may have changed while the program ran
+		 * natively: re-check cached decodes (read-only pages change only
+		 * through mprotect, which the watcher reports). */
+		if (gb_pagetrap__writable(e->trap))
+			gb_icache__bump(e->ic);
 		gb_info("trace: thread %d enters the range at vt %llu", e->t->threads[i].tid,
 			(unsigned long long)e->vt);
 		if (eng_live(e) > 1)

@@ -63,7 +63,6 @@ enum gb_end gb_engine__run(struct gb_engine *e);
 /* Exit status of the process when run() returned GB_END_EXITED (wait status). */
 int gb_engine__exit_status(const struct gb_engine *e);
 uint64_t gb_engine__vt(const struct gb_engine *e);
-struct gb_jsonl *gb_engine__out(struct gb_engine *e);
 void gb_engine__free(struct gb_engine *e);
 const char *gb_end_name(enum gb_end why);
 
@@ -71,6 +70,8 @@ struct gb_engine_stats {
 	uint64_t steps;          /* single-steps issued */
 	uint64_t in_range;       /* in-range instructions traced (vt) */
 	uint64_t entries;        /* page-trap entries into the range */
+	uint64_t decodes;        /* instructions decoded (decode-cache misses) */
+	uint64_t revalidations;  /* cached decodes whose bytes were read again */
 };
 void gb_engine__stats(const struct gb_engine *e, struct gb_engine_stats *s);
 

@@ -342,8 +342,10 @@ void eng_step(struct gb_engine *e, size_t i)
 	case GB_STOP_SIGNAL:
 		if (stale_entry_fault(e, i, &st, p.pc))
 			break; /* our own trap's fault, queued before it stopped */
-		if (e->trap && gb_pagetrap__claim_signal(e->trap, tid, st.sig))
-			break; /* it changed the range's protections: applied */
+		if (e->trap && gb_pagetrap__claim_signal(e->trap, tid, st.sig)) {
+			gb_icache__bump(e->ic); /* it changed the range's pages: applied */
+			break;
+		}
 		th->pending_sig = st.sig;
 		gb_info("trace: thread %d: signal %d (code %d, addr 0x%llx) at pc 0x%llx while stepping",
 			tid, st.sig, st.code, (unsigned long long)st.fault_addr, (unsigned long long)p.pc);

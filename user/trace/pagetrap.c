@@ -290,6 +290,14 @@ bool gb_pagetrap__claim_signal(struct gb_pagetrap *p, pid_t tid, int sig)
 
 bool gb_pagetrap__armed(const struct gb_pagetrap *p) { return p->armed; }
 
+bool gb_pagetrap__writable(const struct gb_pagetrap *p)
+{
+	for (size_t k = 0; k < p->npg; k++)
+		if (trappable(&p->pg[k]) && (p->pg[k].orig & PROT_WRITE))
+			return true;
+	return false;
+}
+
 bool gb_pagetrap__touched(const struct gb_pagetrap *p)
 {
 	for (size_t k = 0; k < p->npg; k++)

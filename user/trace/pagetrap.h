@@ -58,6 +58,10 @@ void gb_pagetrap__program_changed(struct gb_pagetrap *p, uint64_t addr, uint64_t
  * anyone runs natively again). */
 bool gb_pagetrap__claim_signal(struct gb_pagetrap *p, pid_t tid, int sig);
 
+/* Some trapped page is writable: its code may change while the program
+ * runs natively (decodes must be re-checked at each entry). */
+bool gb_pagetrap__writable(const struct gb_pagetrap *p);
+
 /* Is pc on the trapped pages? */
 bool gb_pagetrap__covers(const struct gb_pagetrap *p, uint64_t pc);
 /* Is this stop our entry fault (armed, SEGV_ACCERR at rip on our pages, and

@@ -280,6 +280,12 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	}
 
 	enum gb_end why = gb_engine__run(s.eng);
+	struct gb_engine_stats es;
+	gb_engine__stats(s.eng, &es);
+	gb_info("trace: %llu single-steps, %llu in-range instructions, %llu range entries, "
+		"%llu decodes, %llu re-validated", (unsigned long long)es.steps,
+		(unsigned long long)es.in_range, (unsigned long long)es.entries,
+		(unsigned long long)es.decodes, (unsigned long long)es.revalidations);
 	if (s.faults) {
 		struct gb_faults_stats fs;
 		gb_faults__stop(s.faults);
