@@ -125,3 +125,19 @@ def test_exec_keeps_tracing_new_images(trace_ready, tmp_path):
     lines, summary = read_trace(tmp_path / "t0.jsonl")
     starts = [ln for ln in lines if ln["t"] == "exec" and ln["pc"] == summary["start"]]
     assert len(starts) == 3
+
+
+@pytest.mark.parametrize("rng", ["0-ffffffffffffffff", "0-7fffffffffff"])
+def test_untrappable_range_falls_back_to_stepping(trace_ready, tmp_path, rng):
+    """A range that covers every executable mapping (nothing left to inject
+    mprotect through) is traced by stepping everything: one warning, exit 0,
+    and the same lines as a trace with no range at all."""
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    r = run_gebpf(["trace", "--range", rng, "-o", a, "--", prog_path("mem_sizes")])
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("\n") == 1 and "single-stepping everything" in r.stderr
+    r2 = run_gebpf(["trace", "-o", b, "--", prog_path("mem_sizes")])
+    assert r2.returncode == 0, r2.stderr
+    la, sa = read_trace(a)
+    lb, sb = read_trace(b)
+    assert la == lb and sa["insns"] == sb["insns"] > 0
