@@ -85,16 +85,20 @@ bool eng_inside(const struct gb_engine *e, uint64_t pc)
 	return (!e->o.has_start || pc >= e->o.start) && (!e->o.has_end || pc <= e->o.end);
 }
 
+bool eng_claim_watch(struct gb_engine *e, pid_t tid, int sig)
+{
+	if (!e->trap || !gb_pagetrap__claim_signal(e->trap, tid, sig))
+		return false;
+	gb_icache__bump(e->ic); /* the program changed the range's pages */
+	return true;
+}
+
 int eng_take_signal(struct gb_engine *e, size_t i)
 {
 	struct gb_thread *th = &e->t->threads[i];
 	int sig = th->pending_sig;
 	th->pending_sig = 0;
-	if (sig && e->trap && gb_pagetrap__claim_signal(e->trap, th->tid, sig)) {
-		gb_icache__bump(e->ic); /* the program changed the range's pages */
-		sig = 0;
-	}
-	return sig;
+	return sig && eng_claim_watch(e, th->tid, sig) ? 0 : sig;
 }
 
 /* The tracee's view (stopped/exited) follows the engine's state. */

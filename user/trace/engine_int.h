@@ -70,6 +70,9 @@ size_t eng_live(const struct gb_engine *e);
 bool eng_inside(const struct gb_engine *e, uint64_t pc);
 void eng_set_state(struct gb_engine *e, size_t i, enum tstate s);
 
+/* A signal stop of tid for sig that is the page trap's protection watcher's
+ * (never delivered): its changes are applied, cached decodes re-checked. */
+bool eng_claim_watch(struct gb_engine *e, pid_t tid, int sig);
 /* The signal to deliver to thread i on its next resume (0: none), taken
  * from its pending signal; the page trap's watcher signal is never one. */
 int eng_take_signal(struct gb_engine *e, size_t i);

@@ -5,9 +5,10 @@
  *   after a step means the instruction did not execute (it faulted, or a
  *   signal was already pending); the next step delivers the signal and
  *   stops before the handler's first instruction.
- * - Stepping `syscall` reports the trap at syscall exit.  With other live
- *   threads (or the page trap) a syscall is stepped asynchronously, as it may
- *   block until another thread acts; its lines are committed when issued.
+ * - Stepping `syscall` reports the trap at syscall exit.  Syscalls are
+ *   stepped asynchronously (they may block until another thread acts, and
+ *   Ctrl-C and --duration must still be seen); their lines are committed
+ *   when issued.
  * - pushf pushes TF=1: bit 8 of the pushed word is cleared after the step.
  * - cpuid runs to a breakpoint after it (a step over cpuid may run one more
  *   instruction under KVM).
@@ -330,22 +331,19 @@ void eng_step(struct gb_engine *e, size_t i)
 
 	switch (st.kind) {
 	case GB_STOP_STEP:
+		/* With a signal the step only delivered it (no instruction ran). */
 		e->et[i].stale_pc = 0;
 		if (!sig) {
 			commit(e, i, &p);
 			if (fl & GB_INSN_PUSHF)
 				fix_pushf(tid, &p);
-			if (is_sys)
-				gb_icache__bump(e->ic);
 		}
 		break;
 	case GB_STOP_SIGNAL:
 		if (stale_entry_fault(e, i, &st, p.pc))
 			break; /* our own trap's fault, queued before it stopped */
-		if (e->trap && gb_pagetrap__claim_signal(e->trap, tid, st.sig)) {
-			gb_icache__bump(e->ic); /* it changed the range's pages: applied */
-			break;
-		}
+		if (eng_claim_watch(e, tid, st.sig))
+			break; /* it changed the range's pages: applied */
 		th->pending_sig = st.sig;
 		gb_info("trace: thread %d: signal %d (code %d, addr 0x%llx) at pc 0x%llx while stepping",
 			tid, st.sig, st.code, (unsigned long long)st.fault_addr, (unsigned long long)p.pc);
@@ -356,10 +354,7 @@ void eng_step(struct gb_engine *e, size_t i)
 		break;
 	case GB_STOP_EXITED:
 	case GB_STOP_KILLED:
-		/* exit/exit_group executed (a fatal signal: nothing did). */
-		if (is_sys && !sig && st.kind == GB_STOP_EXITED)
-			commit(e, i, &p);
-		eng_on_exit(e, i, &st);
+		eng_on_exit(e, i, &st); /* (syscalls, exit among them, went the async way) */
 		break;
 	default:
 		break;

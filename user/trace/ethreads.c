@@ -223,9 +223,8 @@ void eng_async(struct gb_engine *e, const struct gb_stop *st)
 		stopped_at(e, (size_t)i);
 		return;
 	case GB_STOP_SIGNAL:
-		if (e->trap && gb_pagetrap__claim_signal(e->trap, st->tid, st->sig)) {
+		if (eng_claim_watch(e, st->tid, st->sig)) {
 			/* The program changed the range's protections itself. */
-			gb_icache__bump(e->ic);
 			eng_set_state(e, (size_t)i, T_STOPPED);
 			return;
 		}
