@@ -1,11 +1,11 @@
 /* gebpf read FILE ADDR LEN [--raw]: bytes of a snapshot's memory. */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/args.h"
 #include "cli/cmds.h"
 #include "common/log.h"
 #include "common/parse.h"
@@ -40,23 +40,10 @@ static void hexdump(uint64_t addr, const uint8_t *p, size_t n)
 
 int cmd_read(int argc, char **argv)
 {
-	static const struct option lo[] = { { "raw", no_argument, NULL, 'r' },
-					    { "help", no_argument, NULL, 'h' }, { 0 } };
-	bool raw = false;
-	int c;
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (c == 'r') {
-			raw = true;
-		} else if (c == 'h') {
-			usage(stdout);
-			return GB_EXIT_OK;
-		} else {
-			gb_err("read: unknown option '%s' (see gebpf read --help)", argv[optind - 1]);
-			return GB_EXIT_USAGE;
-		}
-	}
+	bool raw;
+	int rc = cli_one_flag(argc, argv, "read", "raw", &raw, usage);
+	if (rc >= 0)
+		return rc;
 	if (argc - optind != 3) {
 		gb_err("read: expected FILE ADDR LEN (see gebpf read --help)");
 		return GB_EXIT_USAGE;

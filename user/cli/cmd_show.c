@@ -1,11 +1,11 @@
 /* gebpf show FILE [--json]: a snapshot's JSON view (vtrace's keys). */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
+#include "cli/args.h"
 #include "cli/cmds.h"
 #include "common/log.h"
 #include "snap/note_json.h"
@@ -21,23 +21,10 @@ static void usage(FILE *f)
 
 int cmd_show(int argc, char **argv)
 {
-	static const struct option lo[] = { { "json", no_argument, NULL, 'j' },
-					    { "help", no_argument, NULL, 'h' }, { 0 } };
-	bool raw = false;
-	int c;
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		if (c == 'j') {
-			raw = true;
-		} else if (c == 'h') {
-			usage(stdout);
-			return GB_EXIT_OK;
-		} else {
-			gb_err("show: unknown option '%s' (see gebpf show --help)", argv[optind - 1]);
-			return GB_EXIT_USAGE;
-		}
-	}
+	bool raw;
+	int rc = cli_one_flag(argc, argv, "show", "json", &raw, usage);
+	if (rc >= 0)
+		return rc;
 	if (argc - optind != 1) {
 		gb_err("show: expected one snapshot FILE (see gebpf show --help)");
 		return GB_EXIT_USAGE;
