@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/cmds.h"
