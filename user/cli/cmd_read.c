@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/cmds.h"
