@@ -7,7 +7,7 @@
 #include "cli/cmds.h"
 #include "common/log.h"
 #include "common/parse.h"
-#include "out/jsonl.h"
+#include "record/jsonl.h"
 #include "trace/session.h"
 
 static void usage(FILE *f)

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "out/jsonl.h"
+#include "record/jsonl.h"
 #include "ptrace/tracee.h"
 
 struct gb_engine;

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "out/jsonl.h"
+#include "record/jsonl.h"
 
 struct gb_progress {
 	bool on, shown;

@@ -13,8 +13,8 @@
 
 #include "common/log.h"
 #include "common/sigflag.h"
-#include "out/jsonl.h"
-#include "out/recording.h"
+#include "record/jsonl.h"
+#include "record/recording.h"
 #include "probe/faults.h"
 #include "ptrace/runto.h"
 #include "ptrace/tracee.h"

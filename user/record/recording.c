@@ -1,4 +1,4 @@
-#include "out/recording.h"
+#include "record/recording.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

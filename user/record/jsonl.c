@@ -1,5 +1,5 @@
 /* JSONL trace writer: see jsonl.h and docs/trace-format.md. */
-#include "out/jsonl.h"
+#include "record/jsonl.h"
 
 #include <errno.h>
 #include <stdlib.h>

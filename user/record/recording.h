@@ -8,15 +8,15 @@
  * Every file is written under a temporary name and renamed when complete,
  * so a crash never leaves a half-written file under a final name.
  */
-#ifndef GB_OUT_RECORDING_H
-#define GB_OUT_RECORDING_H
+#ifndef GB_RECORD_RECORDING_H
+#define GB_RECORD_RECORDING_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "out/jsonl.h"
+#include "record/jsonl.h"
 
 struct gb_recording;
 

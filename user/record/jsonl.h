@@ -18,8 +18,8 @@
  * removed to make room for it are counted as dropped), and gb_jsonl__error()
  * reports the errno so the caller can stop.
  */
-#ifndef GB_OUT_JSONL_H
-#define GB_OUT_JSONL_H
+#ifndef GB_RECORD_JSONL_H
+#define GB_RECORD_JSONL_H
 
 #include <stdbool.h>
 #include <stdint.h>
