@@ -19,6 +19,7 @@ enum gb_ev_kind {
 	GB_EV_SAMPLE_STACK = 2,  /* struct gb_ev_sample_stack */
 	GB_EV_FAULT = 3,         /* struct gb_ev_fault */
 	GB_EV_PROT = 4,          /* struct gb_ev_prot */
+	GB_EV_PROBE = 5,         /* struct gb_ev_probe */
 };
 
 /* Every record starts with this. */
@@ -63,6 +64,36 @@ struct gb_ev_prot {
 	__s32 prot;              /* PROT_* the range has now, or GB_PROT_UNMAPPED / GB_PROT_REREAD */
 	__u64 addr;              /* page-aligned start of the range */
 	__u64 len;               /* length, rounded up to whole pages */
+};
+
+/* A uprobe hit of the probe trap (bpf/probetrap.bpf.c): the user registers
+ * the program saw, i.e. the state BEFORE the probed instruction (ip is the
+ * probe's address).  Field order: the x86-64 struct pt_regs (asm/ptrace.h,
+ * also ptrace's user_regs_struct up to ss). */
+#define GB_PROBE_F_SIGSTOP 1u    /* signo was blocked by the thread: SIGSTOP sent instead */
+#define GB_PROBE_F_NOSIGNAL 2u   /* no room to count the signal: none sent (the thread ran on) */
+
+struct gb_ev_probe {
+	struct gb_ev_hdr h;
+	__u64 r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
+	__u64 ax, cx, dx, si, di, orig_ax;
+	__u64 ip, cs, flags, sp, ss;
+	__u32 signo;             /* the signal sent (0 with GB_PROBE_F_NOSIGNAL) */
+	__u32 pflags;            /* GB_PROBE_F_* */
+	__u64 blocked;           /* the thread's blocked mask (task->blocked, signals 1..64) */
+};
+
+/* Slots of the probe trap's own "pt_counters" array (summed over CPUs). */
+enum gb_probe_counter {
+	GB_PCNT_HITS = 0,        /* probe hits of the traced process (any thread) */
+	GB_PCNT_STEPPING,        /* of those: by a thread in "stepping" (nothing done) */
+	GB_PCNT_RECORDS,         /* records written */
+	GB_PCNT_LOST,            /* ring buffer full: record lost (the signal is still sent) */
+	GB_PCNT_SIGNALS,         /* signals sent (signo or SIGSTOP) */
+	GB_PCNT_SIGSTOP,         /* of those: SIGSTOP because signo was blocked */
+	GB_PCNT_NOSIGNAL,        /* hits that sent no signal (no room in pt_pending) */
+	GB_PCNT_OTHER,           /* hits of another process (the file's other users) */
+	GB_PCNT__MAX,
 };
 
 /* Slots of the per-CPU "counters" array (summed over CPUs by user space).

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Probe trap: one uprobe program attached to many uprobes (one per entry
+ * address of a traced range), for one process (rodata tgid).  On a hit by a
+ * thread gebpf is not already single-stepping (map "stepping") it
+ *   1. writes one struct gb_ev_probe to pt_events: the user registers as the
+ *      program sees them, i.e. BEFORE the probed instruction (ip == the
+ *      probe's address),
+ *   2. counts the signal in pt_pending[tid] (which signal: signo or SIGSTOP),
+ *   3. stops the thread with bpf_send_signal_thread(signo), or SIGSTOP when
+ *      the thread blocks signo or already has it pending (a blocked signal
+ *      would stay pending while the thread ran on through the range; a
+ *      second pending standard signal would merge with the first).
+ * API and the engine's contract: user/probe/probetrap.h; docs/bpf.md.
+ * CO-RE: task->blocked and task->pending are read with BPF_CORE_READ from
+ * bpf_get_current_task() (Linux 5.10 has no bpf_get_current_task_btf for
+ * this program type); no bpf cookies (5.15+).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "gebpf_events.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set by user space before load. */
+const volatile __u32 tgid = 0;
+const volatile __u32 signo = 23;        /* SIGURG */
+
+#define GB_SIGSTOP 19
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} pt_events SEC(".maps");
+
+/* tid -> signals sent and not yet claimed, per kind. */
+struct gb_pt_pending {
+	__u32 sig;       /* signo */
+	__u32 stop;      /* SIGSTOP */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct gb_pt_pending);
+} pt_pending SEC(".maps");
+
+/* tid -> 1: threads gebpf single-steps; their hits do nothing. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u8);
+} stepping SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, GB_PCNT__MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} pt_counters SEC(".maps");
+
+static __always_inline void count(__u32 slot)
+{
+	__u64 *v = bpf_map_lookup_elem(&pt_counters, &slot);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline bool sig_in(__u64 mask, __u32 sig)
+{
+	return sig >= 1 && sig <= 64 && (mask & (1ull << (sig - 1)));
+}
+
+/* Count the signal about to be sent; false if there is no room (then none
+ * may be sent: the tracer could not tell it from the program's own). */
+static __always_inline bool count_pending(__u32 tid, bool stop)
+{
+	struct gb_pt_pending one = { .sig = !stop, .stop = stop }, *v;
+
+	v = bpf_map_lookup_elem(&pt_pending, &tid);
+	if (v) {
+		if (stop)
+			__sync_fetch_and_add(&v->stop, 1);
+		else
+			__sync_fetch_and_add(&v->sig, 1);
+		return true;
+	}
+	return bpf_map_update_elem(&pt_pending, &tid, &one, BPF_NOEXIST) == 0;
+}
+
+SEC("uprobe")
+int gb_probe_hit(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
+	struct task_struct *task;
+	struct gb_ev_probe *e;
+	__u64 blocked, pending;
+	__u32 sig = signo, pflags = 0;
+
+	if ((pid_tgid >> 32) != tgid) {
+		count(GB_PCNT_OTHER);
+		return 0;
+	}
+	count(GB_PCNT_HITS);
+	if (bpf_map_lookup_elem(&stepping, &tid)) {
+		count(GB_PCNT_STEPPING);
+		return 0;
+	}
+	task = (struct task_struct *)bpf_get_current_task();
+	blocked = BPF_CORE_READ(task, blocked.sig[0]);
+	pending = BPF_CORE_READ(task, pending.signal.sig[0]);
+	if (sig_in(blocked, sig) || sig_in(pending, sig)) {
+		sig = GB_SIGSTOP;
+		pflags |= GB_PROBE_F_SIGSTOP;
+	}
+	if (!count_pending(tid, sig == GB_SIGSTOP)) {
+		pflags |= GB_PROBE_F_NOSIGNAL;
+		sig = 0;
+	}
+
+	e = bpf_ringbuf_reserve(&pt_events, sizeof(*e), 0);
+	if (e) {
+		e->h.kind = GB_EV_PROBE;
+		e->h.tid = tid;
+		e->h.tgid = pid_tgid >> 32;
+		e->h.ns = bpf_ktime_get_ns();
+		e->h.cpu = bpf_get_smp_processor_id();
+		e->r15 = ctx->r15;
+		e->r14 = ctx->r14;
+		e->r13 = ctx->r13;
+		e->r12 = ctx->r12;
+		e->bp = ctx->bp;
+		e->bx = ctx->bx;
+		e->r11 = ctx->r11;
+		e->r10 = ctx->r10;
+		e->r9 = ctx->r9;
+		e->r8 = ctx->r8;
+		e->ax = ctx->ax;
+		e->cx = ctx->cx;
+		e->dx = ctx->dx;
+		e->si = ctx->si;
+		e->di = ctx->di;
+		e->orig_ax = ctx->orig_ax;
+		e->ip = ctx->ip;
+		e->cs = ctx->cs;
+		e->flags = ctx->flags;
+		e->sp = ctx->sp;
+		e->ss = ctx->ss;
+		e->signo = sig;
+		e->pflags = pflags;
+		e->blocked = blocked;
+		bpf_ringbuf_submit(e, 0);
+		count(GB_PCNT_RECORDS);
+	} else {
+		count(GB_PCNT_LOST);
+	}
+	if (!sig) {
+		count(GB_PCNT_NOSIGNAL);
+		return 0;
+	}
+	/* The kernel delivers it after the probed instruction ran (stepped
+	 * out of line or emulated): the thread stops at the next one. */
+	bpf_send_signal_thread(sig);
+	count(GB_PCNT_SIGNALS);
+	if (sig == GB_SIGSTOP)
+		count(GB_PCNT_SIGSTOP);
+	return 0;
+}

@@ -1,0 +1,159 @@
+/* The probe trap: uprobes with a BPF program (bpf/probetrap.bpf.c) that stop
+ * a thread of one process when it enters a traced range at one of the
+ * probed addresses, and hand its registers from BEFORE the probed
+ * instruction to the tracer.  docs/bpf.md ("The probe trap") says what the
+ * program records; this comment is the engine's contract, measured on
+ * Linux 5.10, 6.1, 6.12 and 6.18 by tests/unit/test_probetrap.c and the
+ * kernel matrix.
+ *
+ *   struct gb_probetrap *p = gb_probetrap__new(&(struct gb_probetrap_opts){
+ *           .tgid = pid });                       // loads; no probes yet
+ *   gb_probetrap__add(p, "/usr/lib/x86_64-linux-gnu/libc.so.6", 0xa5120);
+ *   ... PTRACE_CONT the threads; at a signal-delivery-stop of tid with sig:
+ *   struct gb_probe_hit hit;
+ *   if (gb_probetrap__claim(p, tid, sig, &si, &hit)) {
+ *           // gebpf's: suppress sig (restart with signal 0).  The thread
+ *           // already ran the probed instruction: hit.regs is the state
+ *           // before it, the stop's registers the state after it.
+ *   }
+ *   gb_probetrap__free(p);                       // every uprobe gone
+ *
+ * THE CONTRACT (what the engine can rely on)
+ *
+ * 1. A thread not in "stepping" that reaches a probed address f, running
+ *    natively (PTRACE_CONT, or no tracer stop in between), is stopped by a
+ *    signal-delivery-stop for opts.signo (default SIGURG), si_code SI_KERNEL,
+ *    AFTER the probed instruction completed: at f + its length, or at the
+ *    branch/call target (the kernel stepped it out of line, or emulated it:
+ *    both look the same to the tracer; the stop's registers are the state
+ *    after the instruction, including its memory writes, e.g. the pushed
+ *    return address of a call).  The hit's regs.rip == f == hit.addr.  If the
+ *    thread blocks signo or has it pending already, the stop is a
+ *    signal-delivery-stop for SIGSTOP instead (GB_PROBE_HIT_SIGSTOP), same
+ *    place.  claim() returns true for exactly these stops; the engine must
+ *    restart the thread with signal 0 (never deliver them).
+ * 2. A thread in "stepping" (gb_probetrap__set_stepping) that is
+ *    PTRACE_SINGLESTEPped from a probed address f gets no record and no
+ *    signal; its single step ends in ONE stop, at the state after the
+ *    instruction (as for any other step), but that stop is a SIGTRAP sent by
+ *    uprobes (si_code SI_USER, si_pid = the thread's own tgid), not the
+ *    debug trap's TRAP_TRACE/TRAP_BRKPT.  The engine treats it as the step's
+ *    stop and never delivers it: gb_probetrap__is_step_artifact() says so.
+ *    No second SIGTRAP follows.
+ * 3. Memory read at a probed address (process_vm_readv, /proc/PID/mem)
+ *    shows the int3 (0xCC); gb_probetrap__orig_bytes() puts the file's
+ *    original bytes back into such a buffer.
+ * 4. Probes fire only for threads of opts.tgid: a fork or vfork child of it
+ *    hitting a probed address runs on untouched (the kernel removes the
+ *    breakpoint from the child's copy), as does any other process mapping
+ *    the file.  The probes attach by path and offset: adding one before
+ *    the file is mapped (a library dlopened later, an image exec'd later)
+ *    works, and the probe fires once the process maps the file.
+ * 5. Crash safety: every uprobe belongs to a file descriptor of this
+ *    process; when gebpf dies (even by SIGKILL) they vanish and the target
+ *    runs on natively.  A signal already sent and not yet delivered then
+ *    reaches the program: signo (SIGURG: default action ignore) is harmless
+ *    unless the program has a SIGURG handler; the SIGSTOP fallback stops
+ *    the process (a `kill -CONT` resumes it).
+ *
+ * Needs root (CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN for uprobes), uprobes
+ * (CONFIG_UPROBE_EVENTS), kernel BTF and bpf_send_signal_thread (Linux 5.5).
+ */
+#ifndef GB_PROBE_PROBETRAP_H
+#define GB_PROBE_PROBETRAP_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+struct gb_probetrap_opts {
+	pid_t tgid;              /* the process whose threads are stopped */
+	int signo;               /* stop signal; 0 = SIGURG */
+	bool quiet;              /* no "gebpf: warning: ..." line when unavailable */
+};
+
+#define GB_PROBE_HIT_SIGSTOP 1u  /* the stop was SIGSTOP (signo blocked or pending) */
+#define GB_PROBE_HIT_LOST 2u     /* the record was lost (ring full): regs unknown, addr 0 */
+
+struct gb_probe_hit {
+	uint64_t addr;           /* the probe's runtime address (= regs.rip) */
+	/* The state before the probed instruction: the 16 GPRs, orig_rax, rip,
+	 * cs, eflags, rsp, ss.  fs_base, gs_base, ds, es, fs, gs are 0 (the
+	 * program cannot read them): gb_probe_hit__complete() copies them
+	 * from the stop's registers. */
+	struct user_regs_struct regs;
+	uint32_t flags;          /* GB_PROBE_HIT_* */
+	uint64_t ns;             /* CLOCK_MONOTONIC of the hit */
+	uint32_t cpu;
+};
+
+struct gb_probetrap_stats {
+	uint64_t hits;           /* hits by the process's threads */
+	uint64_t stepping;       /* of those, by threads in "stepping" (ignored) */
+	uint64_t records;        /* records written */
+	uint64_t lost;           /* records lost (ring buffer full) */
+	uint64_t signals;        /* stop signals sent */
+	uint64_t sigstops;       /* of those, SIGSTOP */
+	uint64_t nosignal;       /* hits that sent no signal (pending map full) */
+	uint64_t other;          /* hits of other processes (filtered out) */
+	uint64_t claimed;        /* stops claim() owned */
+	unsigned probes;         /* probes attached now */
+};
+
+struct gb_probetrap;
+
+/* Load the program (no probes yet).  NULL when BPF or uprobes are
+ * unavailable; a "gebpf: warning: probe trap: ..." line says why unless
+ * quiet. */
+struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o);
+/* Probe the instruction at file_offset of the file at path (for the
+ * process's threads only).  The file need not be mapped yet.  0, -EEXIST
+ * (already probed), or -errno from the kernel; -EMFILE raises the soft
+ * open-file limit to the hard one once and retries (each probe holds one
+ * perf-event descriptor).  A file that is mapped now and whose instruction
+ * the kernel cannot probe fails here with -ENOTSUP/-EINVAL; when mapped
+ * later the kernel refuses silently: probe only instruction starts. */
+int gb_probetrap__add(struct gb_probetrap *p, const char *path, uint64_t file_offset);
+/* Remove one probe: 0 or -ENOENT. */
+int gb_probetrap__remove(struct gb_probetrap *p, const char *path, uint64_t file_offset);
+/* Thread tid is (on) or is no longer (off) single-stepped by gebpf: its
+ * hits do nothing while on. */
+void gb_probetrap__set_stepping(struct gb_probetrap *p, pid_t tid, bool on);
+/* At a signal-delivery-stop of thread tid with signal sig (si from
+ * PTRACE_GETSIGINFO, or NULL): true when the stop is gebpf's (contract 1),
+ * with hit filled.  The engine then suppresses sig. */
+bool gb_probetrap__claim(struct gb_probetrap *p, pid_t tid, int sig, const siginfo_t *si,
+			 struct gb_probe_hit *hit);
+/* The stop after PTRACE_SINGLESTEP of a thread from rip_before: true when
+ * it is uprobes' SIGTRAP that ends a step over a probed address (contract
+ * 2), i.e. the step's own stop: do not deliver it. */
+bool gb_probetrap__is_step_artifact(struct gb_probetrap *p, pid_t tid, uint64_t rip_before,
+				    int sig, const siginfo_t *si);
+/* Copy from regs at the stop what the BPF program cannot see
+ * (fs_base, gs_base, ds, es, fs, gs): no probed instruction changes them
+ * except wrfsbase/wrgsbase/mov-to-segment, which the engine must not take
+ * from a probe. */
+void gb_probe_hit__complete(struct gb_probe_hit *hit, const struct user_regs_struct *at_stop);
+/* buf holds len bytes read from the process at runtime address addr: put
+ * back the original byte at every probed address inside.  Returns how many
+ * bytes were restored (0 when none is probed), or -errno. */
+int gb_probetrap__orig_bytes(struct gb_probetrap *p, uint64_t addr, uint8_t *buf, size_t len);
+/* The process's mappings changed (exec, dlopen, munmap): runtime addresses
+ * are looked up again at the next need.  Hits at unknown addresses do this
+ * by themselves. */
+void gb_probetrap__maps_changed(struct gb_probetrap *p);
+/* Thread tid exited: forget its stepping mark, queued records, counts. */
+void gb_probetrap__forget(struct gb_probetrap *p, pid_t tid);
+/* Descriptor that becomes readable when records are queued in the
+ * kernel, and the drain that moves them to user space (claim drains by
+ * itself).  drain returns the number of records moved, or -errno. */
+int gb_probetrap__poll_fd(const struct gb_probetrap *p);
+int gb_probetrap__drain(struct gb_probetrap *p);
+void gb_probetrap__stats(const struct gb_probetrap *p, struct gb_probetrap_stats *s);
+/* Detach every probe and unload. */
+void gb_probetrap__free(struct gb_probetrap *p);
+
+#endif
