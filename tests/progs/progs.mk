@@ -1,9 +1,13 @@
 # Test programs: tests/progs/NAME.c -> .output/progs/NAME (static, no PIE);
+# tests/progs/NAME.cc -> the same with g++ (C++ exceptions);
 # tests/progs/NAME.S -> .output/progs/NAME (static, -nostdlib: exact counts).
 PROG_C    := $(sort $(wildcard tests/progs/*.c))
+PROG_CC   := $(sort $(wildcard tests/progs/*.cc))
 PROG_S    := $(sort $(wildcard tests/progs/*.S))
 PROG_BINS := $(patsubst tests/progs/%.c,$(OUTPUT)/progs/%,$(PROG_C)) \
+             $(patsubst tests/progs/%.cc,$(OUTPUT)/progs/%,$(PROG_CC)) \
              $(patsubst tests/progs/%.S,$(OUTPUT)/progs/%,$(PROG_S))
+CXX       ?= g++
 PROG_CFLAGS := -O1 -g -static -no-pie -fno-pie -pthread -fno-omit-frame-pointer
 
 progs: $(PROG_BINS)
@@ -12,6 +16,11 @@ $(OUTPUT)/progs/%: tests/progs/%.c
 	$(call msg,PROG,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(PROG_CFLAGS) $< -o $@
+
+$(OUTPUT)/progs/%: tests/progs/%.cc
+	$(call msg,PROG,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) $(filter-out -pthread,$(PROG_CFLAGS)) $< -o $@
 
 $(OUTPUT)/progs/%: tests/progs/%.S
 	$(call msg,PROG,$@)
@@ -34,3 +43,18 @@ $(OUTPUT)/progs/trap_dyn: tests/progs/trap_dyn.c $(OUTPUT)/progs/lib/libtrapfoo.
 
 # trap_smc's code page is writable and executable on purpose.
 $(OUTPUT)/progs/trap_smc: PROG_CFLAGS += -Wl,--no-warn-rwx-segments
+
+# pt_cold: -O2, so gcc splits `traced` into traced and traced.cold.
+$(OUTPUT)/progs/pt_cold: PROG_CFLAGS += -O2
+
+# pt_dlopen: dynamic PIE that dlopens progs/lib/libptdl.so (RUNPATH
+# $ORIGIN/lib) after it starts; not linked against it.
+$(OUTPUT)/progs/lib/libptdl.so: tests/progs/lib/ptdl.c
+	$(call msg,LIB,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O1 -g -fPIC -shared -fno-omit-frame-pointer $< -o $@
+
+$(OUTPUT)/progs/pt_dlopen: tests/progs/pt_dlopen.c $(OUTPUT)/progs/lib/libptdl.so
+	$(call msg,PROG,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O1 -g -fPIE -pie -fno-omit-frame-pointer $< -ldl -Wl,-rpath,'$$ORIGIN/lib' -o $@

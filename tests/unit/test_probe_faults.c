@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "probe/faults.h"
+#include "unit_progs.h"
 
 #define NPAGES 16
 #define MAXF 4096
@@ -29,16 +30,9 @@ static int on_fault(void *ctx, const struct gb_fault *f)
 	return 0;
 }
 
-/* <dir of this binary>/progs/NAME (the unit tests live in the output dir). */
 static void prog_path(const char *name, char *buf, size_t len)
 {
-	char self[PATH_MAX - 64];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	cr_assert(n > 0);
-	self[n] = 0;
-	*strrchr(self, '/') = 0;
-	snprintf(buf, len, "%s/progs/%s", self, name);
-	if (access(buf, X_OK))
+	if (unit_prog_path(name, buf, len))
 		cr_skip_test("%s not built (make progs)", buf);
 }
 

@@ -30,6 +30,13 @@ int gb_syms__resolve(struct gb_syms *s, const char *module, const char *name,
  * (name then holds "module+0xoff" when addr is in a mapped file). */
 int gb_syms__lookup(struct gb_syms *s, uint64_t addr, char *name, size_t len, uint64_t *off);
 
+/* Run-time address -> the file mapped there, its link-time virtual
+ * address and file offset (for a uprobe) through /proc/PID/maps and the
+ * file's PT_LOADs.  0, or -ENOENT when addr is not in file-backed code or
+ * data of a regular file. */
+int gb_syms__to_file(struct gb_syms *s, uint64_t addr, char *path, size_t len,
+		     uint64_t *vaddr, uint64_t *offset);
+
 /* One-shot helper. */
 int gb_sym_resolve(pid_t pid, const char *module, const char *name, uint64_t *start,
 		   uint64_t *end, char *err, size_t errlen);

@@ -1,0 +1,181 @@
+#include "sym/elfsyms.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libelf.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int cmp_sym(const void *a, const void *b)
+{
+	const struct gb_elfsym *x = a, *y = b;
+	return x->value < y->value ? -1 : x->value > y->value;
+}
+
+static int read_symtab(struct gb_elfsyms *m, Elf *e, Elf_Scn *scn, const GElf_Shdr *sh)
+{
+	Elf_Data *d = elf_getdata(scn, NULL);
+	if (!d || !sh->sh_entsize)
+		return 0;
+	size_t n = sh->sh_size / sh->sh_entsize;
+	struct gb_elfsym *v = realloc(m->syms, (m->nsyms + n + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	m->syms = v;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Sym s;
+		if (!gelf_getsym(d, (int)i, &s))
+			continue;
+		int type = GELF_ST_TYPE(s.st_info);
+		if ((type != STT_FUNC && type != STT_OBJECT && type != STT_GNU_IFUNC &&
+		     type != STT_NOTYPE) || s.st_shndx == SHN_UNDEF || !s.st_value)
+			continue;
+		const char *name = elf_strptr(e, sh->sh_link, s.st_name);
+		if (!name || !*name)
+			continue;
+		if (type == STT_NOTYPE && s.st_size == 0 && GELF_ST_BIND(s.st_info) == STB_LOCAL)
+			continue; /* local labels ($x, .L...) */
+		char *copy = strdup(name);
+		if (!copy)
+			return -ENOMEM;
+		m->syms[m->nsyms++] = (struct gb_elfsym){
+			.value = s.st_value, .size = s.st_size, .name = copy,
+			.global = GELF_ST_BIND(s.st_info) != STB_LOCAL,
+			.func = type == STT_FUNC || type == STT_GNU_IFUNC,
+		};
+	}
+	return 0;
+}
+
+int gb_elfsyms_read(Elf *e, struct gb_elfsyms *m)
+{
+	memset(m, 0, sizeof(*m));
+	size_t nph = 0;
+	if (elf_getphdrnum(e, &nph))
+		return -ENOEXEC;
+	m->loads = calloc(nph ? nph : 1, sizeof(*m->loads));
+	if (!m->loads)
+		return -ENOMEM;
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+		if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD)
+			m->loads[m->nloads++] = (struct gb_elfload){
+				ph.p_vaddr, ph.p_memsz, ph.p_offset, ph.p_filesz, ph.p_flags };
+	}
+	/* .symtab when present (static test programs, unstripped binaries),
+	 * else .dynsym (stripped shared libraries). */
+	Elf_Scn *scn = NULL, *dyn = NULL;
+	bool have_symtab = false;
+	GElf_Shdr sh, dynsh;
+	int err = 0;
+	while (!err && (scn = elf_nextscn(e, scn))) {
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_SYMTAB) {
+			err = read_symtab(m, e, scn, &sh);
+			have_symtab = true;
+		} else if (sh.sh_type == SHT_DYNSYM) {
+			dyn = scn;
+			dynsh = sh;
+		}
+	}
+	if (!err && !have_symtab && dyn)
+		err = read_symtab(m, e, dyn, &dynsh);
+	if (m->syms)
+		qsort(m->syms, m->nsyms, sizeof(*m->syms), cmp_sym);
+	return err;
+}
+
+int gb_elfsyms_load(const char *path, struct gb_elfsyms *out)
+{
+	memset(out, 0, sizeof(*out));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf_version(EV_CURRENT);
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	int err = -ENOEXEC;
+	if (e && elf_kind(e) == ELF_K_ELF)
+		err = gb_elfsyms_read(e, out);
+	elf_end(e);
+	close(fd);
+	return err;
+}
+
+void gb_elfsyms_free(struct gb_elfsyms *s)
+{
+	for (size_t j = 0; j < s->nsyms; j++)
+		free(s->syms[j].name);
+	free(s->syms);
+	free(s->loads);
+	memset(s, 0, sizeof(*s));
+}
+
+const struct gb_elfsym *gb_elfsyms_find(const struct gb_elfsyms *s, const char *name)
+{
+	const struct gb_elfsym *best = NULL;
+	for (size_t j = 0; j < s->nsyms; j++)
+		if (!strcmp(s->syms[j].name, name) && (!best || (s->syms[j].global && !best->global)))
+			best = &s->syms[j];
+	return best;
+}
+
+const struct gb_elfsym *gb_elfsyms_at(const struct gb_elfsyms *s, uint64_t va, uint64_t *off)
+{
+	/* Last symbol whose value <= va (binary search), then back over
+	 * sized symbols that end before va. */
+	size_t lo = 0, hi = s->nsyms;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (s->syms[mid].value <= va)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t j = lo; j-- > 0;) {
+		const struct gb_elfsym *y = &s->syms[j];
+		if (va < y->value + (y->size ? y->size : 1) || (!y->size && j + 1 == lo)) {
+			*off = va - y->value;
+			return y;
+		}
+		if (y->size)
+			break;
+	}
+	return NULL;
+}
+
+int gb_elfsyms_to_offset(const struct gb_elfsyms *s, uint64_t vaddr, uint64_t *off)
+{
+	for (size_t i = 0; i < s->nloads; i++) {
+		const struct gb_elfload *l = &s->loads[i];
+		if (vaddr >= l->vaddr && vaddr < l->vaddr + l->filesz) {
+			*off = vaddr - l->vaddr + l->offset;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int gb_elfsyms_to_vaddr(const struct gb_elfsyms *s, uint64_t off, uint64_t *vaddr)
+{
+	for (size_t i = 0; i < s->nloads; i++) {
+		const struct gb_elfload *l = &s->loads[i];
+		if (off >= l->offset && off < l->offset + l->filesz) {
+			*vaddr = off - l->offset + l->vaddr;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+bool gb_module_matches(const char *path, const char *want)
+{
+	if (!*want || !strcmp(path, want))
+		return true;
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	size_t l = strlen(want);
+	return !strcmp(base, want) ||
+	       (!strncmp(base, want, l) && (base[l] == '.' || base[l] == '-'));
+}

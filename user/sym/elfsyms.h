@@ -1,0 +1,53 @@
+/* The symbols and PT_LOAD segments of one ELF file, at link-time (file)
+ * virtual addresses: the one symbol reader behind gb_syms (a live
+ * process's modules) and the file-based resolution and entry scan.
+ * .symtab when present, else .dynsym. */
+#ifndef GB_SYM_ELFSYMS_H
+#define GB_SYM_ELFSYMS_H
+
+#include <gelf.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct gb_elfsym {
+	uint64_t value, size;   /* link-time virtual address */
+	char *name;
+	bool global;
+	bool func;              /* STT_FUNC / STT_GNU_IFUNC */
+};
+
+struct gb_elfload {
+	uint64_t vaddr, memsz, offset, filesz;
+	uint32_t flags;         /* PF_X | PF_W | PF_R */
+};
+
+struct gb_elfsyms {
+	struct gb_elfsym *syms;  /* sorted by value */
+	size_t nsyms;
+	struct gb_elfload *loads;
+	size_t nloads;
+};
+
+/* 0 or -errno.  From an open ELF handle, or from a path (-ENOEXEC when
+ * the file is not ELF).  Free with gb_elfsyms_free() even on error. */
+int gb_elfsyms_read(Elf *e, struct gb_elfsyms *out);
+int gb_elfsyms_load(const char *path, struct gb_elfsyms *out);
+void gb_elfsyms_free(struct gb_elfsyms *s);
+
+/* The symbol called name (a global one wins over a local), or NULL. */
+const struct gb_elfsym *gb_elfsyms_find(const struct gb_elfsyms *s, const char *name);
+/* The symbol containing vaddr (*off = vaddr - its value), or NULL. */
+const struct gb_elfsym *gb_elfsyms_at(const struct gb_elfsyms *s, uint64_t vaddr, uint64_t *off);
+
+/* Link-time vaddr <-> file offset through the PT_LOADs.  0, or -ENOENT
+ * when no segment holds it (file-backed bytes only). */
+int gb_elfsyms_to_offset(const struct gb_elfsyms *s, uint64_t vaddr, uint64_t *off);
+int gb_elfsyms_to_vaddr(const struct gb_elfsyms *s, uint64_t off, uint64_t *vaddr);
+
+/* Does the module spelling want ("" = any, a path, a file name, or a
+ * file-name prefix followed by '.' or '-' in the name: "libc" matches
+ * libc.so.6 and libc-2.31.so) name the file at path? */
+bool gb_module_matches(const char *path, const char *want);
+
+#endif

@@ -1,0 +1,59 @@
+/* Where execution can enter an address range of an ELF file from outside
+ * it: the places a probe trap must watch (docs/entries.md).
+ * Read from the file alone (no process): link-time virtual addresses, each
+ * with its file offset (what a uprobe takes) and its original bytes (a
+ * probed process shows 0xcc there).
+ *
+ *   struct gb_entries en;
+ *   if (gb_entries_find("/lib/x86_64-linux-gnu/libc.so.6", lo, hi, &en, err, sizeof(err)) == 0) {
+ *       for (size_t i = 0; i < en.n; i++) ... en.v[i].vaddr, .offset, .why, .len, .bytes
+ *       for (size_t i = 0; i < en.nwarn; i++) ... en.warn[i]
+ *   }
+ *   gb_entries_free(&en);
+ */
+#ifndef GB_SYM_ENTRIES_H
+#define GB_SYM_ENTRIES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum gb_entry_why {
+	GB_ENTRY_START   = 1u << 0, /* the range's first address */
+	GB_ENTRY_RETURN  = 1u << 1, /* after a call inside the range (also where longjmp lands) */
+	GB_ENTRY_BRANCH  = 1u << 2, /* target of a direct jmp/jcc/call from outside (foo.cold) */
+	GB_ENTRY_LANDING = 1u << 3, /* C++ landing pad (.gcc_except_table) */
+	GB_ENTRY_SYMBOL  = 1u << 4, /* a function symbol starts here (indirect calls, handlers) */
+};
+
+struct gb_entry {
+	uint64_t vaddr;            /* link-time virtual address */
+	uint64_t offset;           /* file offset (uprobe) */
+	uint32_t why;              /* enum gb_entry_why, or-ed */
+	uint8_t len;               /* instruction length */
+	uint8_t bytes[15];         /* its bytes in the file */
+};
+
+struct gb_entries {
+	struct gb_entry *v;        /* sorted by vaddr, unique */
+	size_t n;
+	char **warn;               /* one line each, no "gebpf:" prefix */
+	size_t nwarn;
+	/* What the scan did (for -v and tests). */
+	size_t range_insns;        /* instructions of the range's linear decode */
+	size_t code_bytes;         /* executable bytes scanned for branches */
+	size_t candidates;         /* byte patterns of a branch into the range from outside */
+	size_t branches;           /* of which confirmed as decoded instructions */
+	size_t pads;               /* landing pads in the module */
+};
+
+/* Entries of the inclusive link-time range [lo, hi] of the ELF file at
+ * path.  0, or -errno with the reason in err (not ELF, the range not in
+ * the file's executable code, ...). */
+int gb_entries_find(const char *path, uint64_t lo, uint64_t hi, struct gb_entries *out,
+		    char *err, size_t errlen);
+void gb_entries_free(struct gb_entries *en);
+
+/* "start|return" for why. */
+const char *gb_entry_why_str(uint32_t why, char *buf, size_t len);
+
+#endif
