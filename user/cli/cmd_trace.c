@@ -32,7 +32,13 @@ static void usage(FILE *f)
 "      --snap-at pc=ADDR|vt=N  snapshot into DIR/blobs/snap-<vt>.core (repeatable;\n"
 "                         needs --out)\n"
 "      --faults           merge page faults (BPF) as fault lines\n"
-"      --step-all         single-step out-of-range code too (no page trap)\n"
+"      --trap probes|pages|none  how a natively running thread is stopped when it\n"
+"                         enters the range (docs/trace.md \"Entry traps\"): probes\n"
+"                         (uprobes + BPF at each entry address; the default for\n"
+"                         code in a file), pages (PROT_EXEC removed from the\n"
+"                         range's pages; the default for anonymous code), none\n"
+"                         (single-step everything); the trace is the same\n"
+"      --step-all         the same as --trap none\n"
 "      --aslr             keep ASLR on in launch mode\n"
 "      --no-pin           do not pin tracer and target to one CPU while stepping\n"
 "  -v, --verbose          diagnostics on stderr\n"
@@ -40,13 +46,14 @@ static void usage(FILE *f)
 "\n"
 "The trace ends when the launched command exits, after --duration or --max-insns,\n"
 "or on Ctrl-C/SIGTERM; the summary line is always written.  An attached target is\n"
-"left running as it was found.  If gebpf itself is SIGKILLed while the page trap\n"
-"has removed PROT_EXEC from the range, the target faults when it next enters it\n"
-"(launch mode kills the target with gebpf: PTRACE_O_EXITKILL).\n");
+"left running as it was found, also when gebpf itself is SIGKILLed under the probe\n"
+"trap (the uprobes go with gebpf).  Under --trap pages a SIGKILLed gebpf leaves\n"
+"the range's pages without PROT_EXEC: the target faults when it next enters it.\n"
+"Launch mode kills the target with gebpf (PTRACE_O_EXITKILL).\n");
 }
 
 enum { O_START = 256, O_END, O_EXEC, O_MAX_EVENTS, O_MAX_INSNS, O_DURATION, O_OUT, O_SNAP_AT,
-       O_FAULTS, O_STEP_ALL, O_ASLR, O_NO_PIN };
+       O_FAULTS, O_STEP_ALL, O_TRAP, O_ASLR, O_NO_PIN };
 
 static const struct option longopts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -62,6 +69,7 @@ static const struct option longopts[] = {
 	{ "snap-at", required_argument, NULL, O_SNAP_AT },
 	{ "faults", no_argument, NULL, O_FAULTS },
 	{ "step-all", no_argument, NULL, O_STEP_ALL },
+	{ "trap", required_argument, NULL, O_TRAP },
 	{ "aslr", no_argument, NULL, O_ASLR },
 	{ "no-pin", no_argument, NULL, O_NO_PIN },
 	{ "verbose", no_argument, NULL, 'v' },
@@ -143,7 +151,17 @@ int cmd_trace(int argc, char **argv)
 				return bad(optarg, "expected --snap-at pc=HEXADDR or vt=N (at most 64)");
 			break;
 		case O_FAULTS: o.faults = true; break;
-		case O_STEP_ALL: o.step_all = true; break;
+		case O_STEP_ALL: o.trap = GB_TRAP_NONE; break;
+		case O_TRAP:
+			if (!strcmp(optarg, "probes"))
+				o.trap = GB_TRAP_PROBES;
+			else if (!strcmp(optarg, "pages"))
+				o.trap = GB_TRAP_PAGES;
+			else if (!strcmp(optarg, "none"))
+				o.trap = GB_TRAP_NONE;
+			else
+				return bad("--trap", "expected probes, pages or none");
+			break;
 		case O_ASLR: o.aslr = true; break;
 		case O_NO_PIN: o.pin = false; break;
 		case 'v': gb_log_set_verbose(true); break;

@@ -11,6 +11,9 @@
 #ifndef TRAP_TRACE
 #define TRAP_TRACE 2
 #endif
+#define GB_PTRACE_GET_SYSCALL_INFO 0x420e
+#define GB_SYSCALL_INFO_EXIT 2
+
 #ifndef TRAP_BRKPT
 #define TRAP_BRKPT 1
 #endif
@@ -45,8 +48,12 @@ void gb_stop_classify(pid_t tid, int status, struct gb_stop *out)
 	int event = (unsigned)status >> 16;
 	out->sig = sig;
 	if (sig == (SIGTRAP | 0x80)) {
+		/* Entry or exit: PTRACE_GET_SYSCALL_INFO (Linux 5.3) says which. */
+		struct { uint8_t op; uint8_t pad[7]; uint64_t rest[10]; } info;
 		out->kind = GB_STOP_SYSCALL;
 		out->sig = SIGTRAP;
+		if (ptrace(GB_PTRACE_GET_SYSCALL_INFO, tid, sizeof(info), &info) > 0)
+			out->sys_exit = info.op == GB_SYSCALL_INFO_EXIT;
 		return;
 	}
 	if (event == PTRACE_EVENT_STOP) {
@@ -67,6 +74,7 @@ void gb_stop_classify(pid_t tid, int status, struct gb_stop *out)
 	memset(&si, 0, sizeof(si));
 	if (ptrace(PTRACE_GETSIGINFO, tid, 0, &si) == 0) {
 		out->code = si.si_code;
+		out->sender = si.si_pid;
 		if (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP)
 			out->fault_addr = (uint64_t)(uintptr_t)si.si_addr;
 	}

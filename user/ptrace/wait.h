@@ -26,6 +26,8 @@ struct gb_stop {
 	int code;           /* exit status, or si_code of the signal */
 	uint64_t fault_addr; /* siginfo si_addr for fault signals */
 	unsigned long msg;  /* PTRACE_GETEVENTMSG for events (new tid, exit status) */
+	bool sys_exit;      /* GB_STOP_SYSCALL: a syscall-exit stop (else entry) */
+	pid_t sender;       /* GB_STOP_SIGNAL: siginfo si_pid (the sender, for SI_USER) */
 };
 
 /* Classify a waitpid status of tid (reads siginfo / event message as needed). */

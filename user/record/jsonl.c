@@ -266,6 +266,15 @@ int gb_jsonl__flush(struct gb_jsonl *w)
 	return flush_buf(w);
 }
 
+void gb_jsonl__set_range(struct gb_jsonl *w, bool has_start, uint64_t start, bool has_end,
+			 uint64_t end)
+{
+	w->o.has_start = has_start;
+	w->o.start = start;
+	w->o.has_end = has_end;
+	w->o.end = end;
+}
+
 int gb_jsonl__finish(struct gb_jsonl *w)
 {
 	flush_buf(w);

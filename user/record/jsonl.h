@@ -47,6 +47,10 @@ void gb_jsonl__mem(struct gb_jsonl *w, bool write, uint32_t vcpu, uint64_t addr,
 		   uint64_t pc, uint64_t vt);
 void gb_jsonl__fault(struct gb_jsonl *w, uint32_t vcpu, uint64_t addr, uint64_t pc, uint64_t err,
 		     uint64_t vt);
+/* The range the summary shows, once known (a probe-trap range pending
+ * until its module is mapped). */
+void gb_jsonl__set_range(struct gb_jsonl *w, bool has_start, uint64_t start, bool has_end,
+			 uint64_t end);
 /* Write the summary line and flush.  0, or -errno of the first write error. */
 int gb_jsonl__finish(struct gb_jsonl *w);
 /* Flush buffered lines (e.g. before a snapshot or on a timer). */

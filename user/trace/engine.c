@@ -1,16 +1,21 @@
 /* The engine's loop: see engine.h.
  *
- * One thread at a time owns the range: while it is inside (its PC on the
- * trapped pages, or in the range with --step-all), only it is stepped and
- * the others are held, so in-range stretches are never interleaved and the
- * output is the same with or without the page trap.
+ * One thread at a time owns the range: while it is inside (its PC in the
+ * range, or on the trapped pages under the page trap), only it is stepped
+ * through the range, so in-range stretches are never interleaved and the
+ * output is the same whatever the trap.
  *
- * - step-all mode: every thread is single-stepped, round-robin, one
+ * - no trap (--trap none): every thread is single-stepped, round-robin, one
  *   instruction each while nobody owns the range.
- * - page-trap mode: threads run natively (PTRACE_CONT) with PROT_EXEC removed
- *   from the range's pages; an entry fault makes the thread the owner (the
- *   others are stopped, exec restored), it is stepped until its PC leaves
- *   the pages, then the pages are re-protected and everyone runs again.
+ * - probe trap: threads run natively (PTRACE_CONT); a probe at an entry
+ *   stops a thread after the entry instruction (emitted from the registers
+ *   the BPF program recorded); it owns the range and is stepped until its
+ *   PC leaves the range, then runs natively again.  The others run on and
+ *   queue at the entries meanwhile.
+ * - page trap: threads run natively with PROT_EXEC removed from the range's
+ *   pages; an entry fault makes the thread the owner (the others are
+ *   stopped, exec restored), it is stepped until its PC leaves the pages,
+ *   then the pages are re-protected and everyone runs again.
  */
 #include "trace/engine.h"
 
@@ -82,7 +87,48 @@ bool eng_inside(const struct gb_engine *e, uint64_t pc)
 {
 	if (e->trap)
 		return gb_pagetrap__covers(e->trap, pc);
+	if (e->range_pending)
+		return false;
 	return (!e->o.has_start || pc >= e->o.start) && (!e->o.has_end || pc <= e->o.end);
+}
+
+void eng_sync_range(struct gb_engine *e)
+{
+	uint64_t s, en;
+	if (!e->probes)
+		return;
+	bool known = gb_probes__range(e->probes, &s, &en);
+	if (known && (e->range_pending || s != e->o.start || en != e->o.end)) {
+		e->o.start = s;
+		e->o.end = en;
+		gb_jsonl__set_range(e->out, true, s, true, en);
+		gb_icache__clear(e->ic); /* decodes from before the probes' bytes were known */
+	}
+	e->range_pending = !known;
+}
+
+void eng_set_owner(struct gb_engine *e, ssize_t i)
+{
+	ssize_t was = e->owner;
+	if (was == i)
+		return;
+	e->owner = i;
+	if (was >= 0) {
+		struct ethread *t = &e->et[was];
+		t->last_in_range = false;
+		t->out_steps = 0;
+		if (e->probes)
+			gb_probes__stepping(e->probes, e->t->threads[was].tid, false);
+		/* Back to running natively, on its own CPUs. */
+		if (eng_trapped(e) && eng_live(e) > 1)
+			gb_tracee_pin_thread(e->t, e->t->threads[was].tid, false);
+	}
+	if (i >= 0) {
+		if (e->probes)
+			gb_probes__stepping(e->probes, e->t->threads[i].tid, true);
+		if (eng_trapped(e) && eng_live(e) > 1)
+			gb_tracee_pin_thread(e->t, e->t->threads[i].tid, true);
+	}
 }
 
 bool eng_claim_watch(struct gb_engine *e, pid_t tid, int sig)
@@ -95,6 +141,7 @@ bool eng_claim_watch(struct gb_engine *e, pid_t tid, int sig)
 
 int eng_take_signal(struct gb_engine *e, size_t i)
 {
+	/* (A probe's signal never gets here: it is claimed at its stop.) */
 	struct gb_thread *th = &e->t->threads[i];
 	int sig = th->pending_sig;
 	th->pending_sig = 0;
@@ -144,9 +191,20 @@ struct gb_engine *gb_engine__new(struct gb_tracee *t, const struct gb_engine_opt
 	}
 	for (size_t i = 0; i < t->nthreads; i++)
 		eng_set_state(e, i, t->threads[i].exited ? T_GONE : T_STOPPED);
-	/* The page trap needs a bounded range; without one everything is in
-	 * range and is stepped anyway. */
-	if (!o->step_all && o->has_start && o->has_end) {
+	/* The probe trap comes set up by the caller; the page trap needs a
+	 * bounded range; without one everything is in range and is stepped
+	 * anyway. */
+	e->probes = o->trap == GB_TRAP_PROBES ? o->probes : NULL;
+	if (e->probes) {
+		gb_icache__set_patch(e->ic, gb_probes__patch, e->probes);
+		eng_sync_range(e);
+		/* Threads stopped inside the range (attach) own it in turn. */
+		struct user_regs_struct r;
+		for (size_t i = 0; i < t->nthreads; i++)
+			if (e->et[i].state == T_STOPPED && gb_regs_get(t->threads[i].tid, &r) == 0 &&
+			    eng_inside(e, r.rip))
+				e->et[i].want_entry = true;
+	} else if (o->trap != GB_TRAP_NONE && o->has_start && o->has_end) {
 		e->trap = gb_pagetrap__new(t->pid, o->start, o->end);
 		if (!e->trap) {
 			/* Nothing to trap (no code in the range yet, or the range
@@ -276,7 +334,7 @@ static void trap_schedule(struct gb_engine *e)
 		e->et[i].want_entry = false;
 		if (eng_disarm(e, (ssize_t)i))
 			return;
-		e->owner = (ssize_t)i;
+		eng_set_owner(e, (ssize_t)i);
 		e->rr = (i + 1) % n;
 		/* Code on a writable page may have changed while the program ran
 		 * natively: re-check cached decodes (read-only pages change only
@@ -285,8 +343,6 @@ static void trap_schedule(struct gb_engine *e)
 			gb_icache__bump(e->ic);
 		gb_info("trace: thread %d enters the range at vt %llu", e->t->threads[i].tid,
 			(unsigned long long)e->vt);
-		if (eng_live(e) > 1)
-			gb_tracee_pin_thread(e->t, e->t->threads[i].tid, true);
 		return;
 	}
 	/* Protect, then resume.  A lone thread re-protects on its way out
@@ -308,6 +364,42 @@ static void trap_schedule(struct gb_engine *e)
 		else
 			eng_set_state(e, i, T_SYSCALL); /* dying: its exit is on its way */
 	}
+	poll_events(e, true, 100);
+}
+
+/* Resume every stopped thread that is not waiting for the range. */
+static void run_natives(struct gb_engine *e)
+{
+	for (size_t i = 0; i < e->t->nthreads; i++) {
+		if (e->et[i].state != T_STOPPED || e->et[i].want_entry || (ssize_t)i == e->owner)
+			continue;
+		int sig = eng_take_signal(e, i);
+		if (ptrace(PTRACE_CONT, e->t->threads[i].tid, 0, sig) == 0)
+			eng_set_state(e, i, T_NATIVE);
+		else
+			eng_set_state(e, i, T_SYSCALL); /* dying: its exit is on its way */
+	}
+}
+
+/* Probe-trap mode with no owner: hand the range to a thread stopped at an
+ * entry (round-robin), or let everyone run until something happens. */
+static void probe_schedule(struct gb_engine *e)
+{
+	size_t n = e->t->nthreads;
+	for (size_t k = 0; k < n; k++) {
+		size_t i = (e->rr + k) % n;
+		if (e->et[i].state != T_STOPPED || !e->et[i].want_entry)
+			continue;
+		e->et[i].want_entry = false;
+		e->rr = (i + 1) % n;
+		e->st.entries++;
+		eng_set_owner(e, (ssize_t)i);
+		gb_info("trace: thread %d enters the range at vt %llu", e->t->threads[i].tid,
+			(unsigned long long)e->vt);
+		eng_emit_hit(e, i);
+		return;
+	}
+	run_natives(e);
 	poll_events(e, true, 100);
 }
 
@@ -359,6 +451,13 @@ static void teardown(struct gb_engine *e)
 	/* No watcher signal is left for detach to deliver. */
 	for (size_t i = 0; e->trap && i < e->t->nthreads; i++)
 		e->t->threads[i].pending_sig = eng_take_signal(e, i);
+	/* Probe hits of threads stopped at an entry after the end are not in
+	 * the trace (their instruction ran after it ended); no probe signal is
+	 * left for detach to deliver. */
+	for (size_t i = 0; e->probes && i < e->t->nthreads; i++) {
+		e->et[i].want_entry = e->et[i].has_hit = false;
+		e->t->threads[i].pending_sig = eng_take_signal(e, i);
+	}
 	/* The trampoline page goes too (hold_all settled anyone inside it). */
 	for (size_t i = 0; e->trap && i < e->t->nthreads; i++)
 		if (e->et[i].state == T_STOPPED) {
@@ -381,7 +480,7 @@ enum gb_end gb_engine__run(struct gb_engine *e)
 	 * page trap only the owner is stepped, and the other threads keep
 	 * their own CPUs so they run (and reach the range) in parallel. */
 	if (e->o.pin)
-		gb_tracee_pin(e->t, !e->trap || eng_live(e) == 1);
+		gb_tracee_pin(e->t, !eng_trapped(e) || eng_live(e) == 1);
 	uint64_t iter = 0;
 	while (!e->ended) {
 		check_limits(e, ++iter);
@@ -390,15 +489,21 @@ enum gb_end gb_engine__run(struct gb_engine *e)
 		if (any_running(e))
 			poll_events(e, false, 0);
 		if (e->owner >= 0 && e->et[e->owner].state == T_STOPPED) {
+			if (e->probes)
+				run_natives(e); /* the others run on meanwhile */
 			eng_step(e, (size_t)e->owner);
 			continue;
 		}
 		if (e->owner >= 0) {
 			/* The owner is blocked (group-stop) or gone. */
 			if (e->et[e->owner].state == T_GONE)
-				e->owner = -1;
+				eng_set_owner(e, -1);
 			else
 				poll_events(e, true, 100);
+			continue;
+		}
+		if (e->probes) {
+			probe_schedule(e);
 			continue;
 		}
 		if (e->trap) {

@@ -33,12 +33,25 @@ typedef int (*gb_rerange_cb)(void *ctx, pid_t pid, uint64_t *start, uint64_t *en
 typedef void (*gb_faults_cb)(void *ctx, struct gb_engine *e, pid_t tid, uint32_t vcpu,
 			     uint64_t pc, uint64_t vt);
 
+/* How a thread that runs natively is stopped when it enters the range
+ * (docs/trace.md "Entry traps"). */
+enum gb_trap_kind {
+	GB_TRAP_AUTO = 0,   /* probes for file-backed code, else pages */
+	GB_TRAP_PROBES,     /* uprobes + BPF at every entry address (trace/probes.h) */
+	GB_TRAP_PAGES,      /* PROT_EXEC removed from the range's pages (trace/pagetrap.h) */
+	GB_TRAP_NONE,       /* single-step everything */
+};
+
+struct gb_probes;
+
 struct gb_engine_opts {
 	bool has_start, has_end;      /* in-range: start <= pc <= end (open bounds allowed) */
 	uint64_t start, end;
 	uint64_t max_insns;           /* 0 = unlimited */
 	double duration;              /* seconds, 0 = unlimited */
-	bool step_all;                /* single-step out-of-range code too (no page trap) */
+	enum gb_trap_kind trap;       /* GB_TRAP_NONE: single-step out-of-range code too */
+	struct gb_probes *probes;     /* GB_TRAP_PROBES: the probe trap, set up by the
+				       * caller (the engine uses it, the caller frees it) */
 	bool pin;                     /* pin tracer + tracee to one CPU */
 	/* Snapshot points. */
 	const uint64_t *snap_pcs;  size_t nsnap_pcs;
@@ -69,7 +82,7 @@ const char *gb_end_name(enum gb_end why);
 struct gb_engine_stats {
 	uint64_t steps;          /* single-steps issued */
 	uint64_t in_range;       /* in-range instructions traced (vt) */
-	uint64_t entries;        /* page-trap entries into the range */
+	uint64_t entries;        /* trap entries into the range (page faults or probe hits) */
 	uint64_t decodes;        /* instructions decoded (decode-cache misses) */
 	uint64_t revalidations;  /* cached decodes whose bytes were read again */
 };

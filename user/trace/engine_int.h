@@ -12,12 +12,13 @@
 #include "trace/engine.h"
 #include "trace/icache.h"
 #include "trace/pagetrap.h"
+#include "trace/probes.h"
 #include "trace/progress.h"
 
 enum tstate {
 	T_STOPPED,   /* in a ptrace-stop, ours to step or resume */
-	T_NATIVE,    /* running natively (PTRACE_CONT), page trap armed */
-	T_SYSCALL,   /* single-stepping through a syscall that may block */
+	T_NATIVE,    /* running natively (PTRACE_CONT), entry trap armed */
+	T_SYSCALL,   /* inside a syscall (PTRACE_SYSCALL to its exit stop), or dying */
 	T_GROUP,     /* in a group-stop (PTRACE_LISTEN) */
 	T_GONE,
 };
@@ -25,7 +26,10 @@ enum tstate {
 struct ethread {
 	int vcpu;            /* -1 until its first in-range instruction */
 	enum tstate state;
-	bool want_entry;     /* stopped on the trapped pages, waiting to own them */
+	bool want_entry;     /* stopped at the range's entry, waiting to own it */
+	bool has_hit;        /* want_entry through a probe: hit's instruction ran
+			      * natively and is emitted when the thread gets the range */
+	struct gb_probe_hit hit;
 	bool last_in_range;  /* as owner: its previous step was in the range */
 	uint32_t out_steps;  /* as owner: consecutive out-of-range steps on the pages */
 	uint64_t stale_pc;   /* pc of an entry fault already dropped once (0: none) */
@@ -40,7 +44,9 @@ struct gb_engine {
 	struct gb_engine_opts o;
 	struct gb_jsonl *out;
 	struct gb_icache *ic;
-	struct gb_pagetrap *trap;   /* NULL in step-all mode */
+	struct gb_pagetrap *trap;   /* page trap, or NULL */
+	struct gb_probes *probes;   /* probe trap, or NULL (not owned) */
+	bool range_pending;         /* probe trap: the range's module is not mapped */
 	bool vfork_window;          /* a vfork child shares the mm: trap lifted */
 	struct ethread *et;         /* parallel to t->threads */
 	size_t et_cap;
@@ -68,7 +74,13 @@ struct ethread *eng_thread(struct gb_engine *e, size_t i);
 ssize_t eng_index(struct gb_engine *e, pid_t tid);
 size_t eng_live(const struct gb_engine *e);
 bool eng_inside(const struct gb_engine *e, uint64_t pc);
+/* Probe trap: take the range's run-time bounds (known, or pending). */
+void eng_sync_range(struct gb_engine *e);
 void eng_set_state(struct gb_engine *e, size_t i, enum tstate s);
+/* The one place that changes who owns the range (-1: nobody). */
+void eng_set_owner(struct gb_engine *e, ssize_t i);
+/* Threads run natively between entries (page or probe trap). */
+static inline bool eng_trapped(const struct gb_engine *e) { return e->trap || e->probes; }
 
 /* A signal stop of tid for sig that is the page trap's protection watcher's
  * (never delivered): its changes are applied, cached decodes re-checked. */
@@ -79,10 +91,14 @@ int eng_take_signal(struct gb_engine *e, size_t i);
 
 /* estep.c: one instruction of stopped thread i (sets e->owner on entry). */
 void eng_step(struct gb_engine *e, size_t i);
+/* The instruction a probe hit ran natively, emitted from the registers the
+ * BPF program saw before it (thread i has just become the owner). */
+void eng_emit_hit(struct gb_engine *e, size_t i);
 
 /* ethreads.c */
-void eng_new_task(struct gb_engine *e, pid_t nt, int event);
-void eng_adopt(struct gb_engine *e, pid_t tid);
+/* The one handler of ptrace events (clone, fork, vfork, vfork-done, exec)
+ * of thread i, whether it was stepped or running; the caller resumes it. */
+void eng_event(struct gb_engine *e, size_t i, const struct gb_stop *st);
 void eng_on_exec(struct gb_engine *e, size_t i);
 void eng_on_exit(struct gb_engine *e, size_t i, const struct gb_stop *st);
 /* An event of a thread that was not being stepped synchronously. */

@@ -40,7 +40,8 @@ struct pending {
 
 static inline bool in_range(const struct gb_engine *e, uint64_t pc)
 {
-	return (!e->o.has_start || pc >= e->o.start) && (!e->o.has_end || pc <= e->o.end);
+	return !e->range_pending && (!e->o.has_start || pc >= e->o.start) &&
+	       (!e->o.has_end || pc <= e->o.end);
 }
 
 static void maybe_snap(struct gb_engine *e, size_t i, uint64_t pc, bool inr)
@@ -186,13 +187,7 @@ static int finish_step(struct gb_engine *e, size_t i, struct gb_stop *st)
 			return r;
 		}
 		if (st->kind == GB_STOP_EVENT) {
-			if (st->event == PTRACE_EVENT_CLONE || st->event == PTRACE_EVENT_FORK ||
-			    st->event == PTRACE_EVENT_VFORK)
-				eng_new_task(e, (pid_t)st->msg, st->event);
-			else if (st->event == PTRACE_EVENT_VFORK_DONE)
-				e->vfork_window = false;
-			else if (st->event == PTRACE_EVENT_EXEC)
-				eng_on_exec(e, i);
+			eng_event(e, i, st);
 			ptrace(PTRACE_SINGLESTEP, tid, 0, 0);
 			continue;
 		}
@@ -212,9 +207,7 @@ static int finish_step(struct gb_engine *e, size_t i, struct gb_stop *st)
 static bool give_up_range(struct gb_engine *e, size_t i)
 {
 	pid_t tid = e->t->threads[i].tid;
-	e->owner = -1;
-	e->et[i].last_in_range = false;
-	e->et[i].out_steps = 0;
+	eng_set_owner(e, -1);
 	if (!e->trap)
 		return true;
 	struct gb_stop st;
@@ -226,7 +219,8 @@ static bool give_up_range(struct gb_engine *e, size_t i)
 			e->t->threads[i].pending_sig = st.sig;
 		else if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED)
 			eng_on_exit(e, i, &st);
-		e->owner = e->et[i].state == T_STOPPED ? (ssize_t)i : -1;
+		if (e->et[i].state == T_STOPPED)
+			eng_set_owner(e, (ssize_t)i);
 		return false;
 	}
 	/* The loop re-protects the pages through a held thread before it lets
@@ -248,6 +242,95 @@ static bool stale_entry_fault(struct gb_engine *e, size_t i, const struct gb_sto
 	return true;
 }
 
+/* After a step that ended in a signal-delivery-stop with no signal given:
+ * did the instruction itself raise it (a synchronous exception: ud2,
+ * int3, a faulting access, a divide error, a general-protection fault)?
+ * Then it was executed: its exec line is written, with the lines of the
+ * accesses it completed before the fault (docs/trace-format.md).  Returns
+ * how many of p's accesses completed, or -1 when the signal is not the
+ * instruction's (it came from outside, or the fetch itself faulted). */
+static int faulted_accesses(const struct pending *p, const struct gb_stop *st, uint64_t rip)
+{
+	if (!p->insn || st->code <= 0) /* SI_USER, SI_TKILL, SI_QUEUE: sent, not raised */
+		return -1;
+	switch (st->sig) {
+	case SIGTRAP: /* int3 (SI_KERNEL): a trap, rip is past it */
+		return rip == p->pc + p->insn->len ? 0 : -1;
+	case SIGILL:
+		return rip == p->pc ? 0 : -1;
+	case SIGFPE: /* #DE after the divisor was read */
+		return rip == p->pc ? p->nacc : -1;
+	case SIGSEGV:
+	case SIGBUS:
+		if (rip != p->pc)
+			return -1;
+		if (st->fault_addr >= p->pc && st->fault_addr < p->pc + p->insn->len) {
+			/* The fetch faulted, unless an access covers it too. */
+			bool data = false;
+			for (int k = 0; k < p->nacc; k++)
+				data |= st->fault_addr >= p->acc[k].addr &&
+					st->fault_addr < p->acc[k].addr + p->acc[k].size;
+			if (!data)
+				return -1;
+		}
+		for (int k = 0; k < p->nacc; k++)
+			if (st->fault_addr >= p->acc[k].addr &&
+			    st->fault_addr < p->acc[k].addr + p->acc[k].size)
+				return k;
+		return 0; /* #GP (si_addr 0), alignment: before any access */
+	default:
+		return -1;
+	}
+}
+
+void eng_emit_hit(struct gb_engine *e, size_t i)
+{
+	struct ethread *t = &e->et[i];
+	struct pending p;
+	struct user_regs_struct now;
+	struct gb_cpu cpu;
+	int err = 0;
+	if (!t->has_hit)
+		return;
+	t->has_hit = false;
+	p.pc = t->hit.addr;
+	p.in_range = in_range(e, p.pc);
+	p.nacc = 0;
+	if (!p.in_range)
+		return;
+	p.insn = gb_icache__get(e->ic, e->t->threads[i].tid, p.pc, &err);
+	if (!p.insn || gb_regs_get(e->t->threads[i].tid, &now)) {
+		gb_err("trace: thread %d: the entry at 0x%llx cannot be decoded: %s",
+		       e->t->threads[i].tid, (unsigned long long)p.pc, strerror(err ? -err : ESRCH));
+		eng_finish(e, GB_END_ERROR);
+		return;
+	}
+	/* The BPF program saw the registers before the instruction; the
+	 * segment bases cannot have changed since (entries are checked). */
+	struct user_regs_struct before = t->hit.regs;
+	before.fs_base = now.fs_base;
+	before.gs_base = now.gs_base;
+	gb_cpu_from_regs(&cpu, &before);
+	int n = gb_insn_accesses(p.insn, &cpu, p.acc, GB_MAX_ACCESSES);
+	if (n < 0) {
+		gb_err("trace: entry at 0x%llx: cannot compute its memory accesses: %s",
+		       (unsigned long long)p.pc, strerror(-n));
+		eng_finish(e, GB_END_ERROR);
+		return;
+	}
+	p.nacc = n;
+	commit(e, i, &p);
+}
+
+/* Under the probe trap, a signal delivered to the owner inside the range
+ * may run a handler outside it that returns into the range's middle: that
+ * return becomes an entry too. */
+static void entry_after_handler(struct gb_engine *e, const struct pending *p, int sig)
+{
+	if (sig && e->probes && p->in_range)
+		gb_probes__add_entry(e->probes, p->pc);
+}
+
 void eng_step(struct gb_engine *e, size_t i)
 {
 	struct gb_thread *th = &e->t->threads[i];
@@ -267,12 +350,14 @@ void eng_step(struct gb_engine *e, size_t i)
 	p.rflags_before = regs.eflags;
 
 	/* Ownership of the range: one thread inside at a time.  The owner gives
-	 * it up when it leaves the pages, and also, when other threads live,
-	 * when it steps out of the range itself while still on the pages (code
-	 * sharing a page with the range), or after GB_OWNER_OUT_BUDGET such
-	 * steps: re-protected, it faults again at once and queues behind the
-	 * threads already waiting, so a thread looping on the range's page
-	 * cannot starve the others.  Every turn steps at least one instruction. */
+	 * it up when it leaves (the range itself under the probe trap; the
+	 * trapped pages under the page trap), and under the page trap also,
+	 * when other threads live, when it steps out of the range itself while
+	 * still on the pages (code sharing a page with the range), or after
+	 * GB_OWNER_OUT_BUDGET such steps: re-protected, it faults again at once
+	 * and queues behind the threads already waiting, so a thread looping on
+	 * the range's page cannot starve the others.  Every turn steps at least
+	 * one instruction. */
 	bool inside = eng_inside(e, p.pc);
 	struct ethread *et = &e->et[i];
 	if (e->owner == (ssize_t)i && inside && e->trap && !p.in_range && eng_live(e) > 1 &&
@@ -281,18 +366,11 @@ void eng_step(struct gb_engine *e, size_t i)
 	et->last_in_range = p.in_range;
 	et->out_steps = p.in_range ? 0 : et->out_steps + 1;
 	if (e->owner == (ssize_t)i && !inside) {
-		et->last_in_range = false;
-		et->out_steps = 0;
-		e->owner = -1;
-		if (e->trap) {
-			/* Left the pages: run natively again, on its own CPUs (the
-			 * scheduler re-protects the pages before anyone runs). */
-			if (eng_live(e) > 1)
-				gb_tracee_pin_thread(e->t, tid, false);
-			return;
-		}
-	} else if (e->owner < 0 && inside && !e->trap) {
-		e->owner = (ssize_t)i;
+		eng_set_owner(e, -1);
+		if (eng_trapped(e))
+			return; /* runs natively again (the scheduler re-arms first) */
+	} else if (e->owner < 0 && inside && !eng_trapped(e)) {
+		eng_set_owner(e, (ssize_t)i);
 	}
 
 	if (e->o.nsnap_pcs || (p.in_range && e->o.nsnap_vts))
@@ -311,15 +389,19 @@ void eng_step(struct gb_engine *e, size_t i)
 	if (!sig && is_sys) {
 		/* Asynchronous: it may block (until another thread acts, or for
 		 * ever), and the loop must still see Ctrl-C and --duration.  Other
-		 * threads may use the range meanwhile. */
+		 * threads may use the range meanwhile.  PTRACE_SYSCALL, not a
+		 * step: a thread blocked in the kernel then carries no pending
+		 * step trap that a detach could leave behind (it would kill the
+		 * program with SIGTRAP).  Its exit stop completes it (ethreads.c). */
 		if (e->owner == (ssize_t)i && eng_live(e) > 1 && !give_up_range(e, i))
 			return;
 		commit(e, i, &p);
 		gb_icache__bump(e->ic);
 		eng_set_state(e, i, T_SYSCALL);
-		ptrace(PTRACE_SINGLESTEP, tid, 0, 0);
+		ptrace(PTRACE_SYSCALL, tid, 0, 0);
 		return;
 	}
+	entry_after_handler(e, &p, sig);
 	if (!sig && (fl & GB_INSN_CPUID)) {
 		if (run_over_cpuid(tid, &p, &st))
 			return;
@@ -327,6 +409,10 @@ void eng_step(struct gb_engine *e, size_t i)
 		ptrace(PTRACE_SINGLESTEP, tid, 0, sig);
 		if (finish_step(e, i, &st))
 			return;
+		/* Over a probed address uprobes end the step with a SIGTRAP of
+		 * their own: it is the step's stop. */
+		if (e->probes && gb_probes__step_artifact(e->probes, &st, p.pc))
+			st.kind = GB_STOP_STEP;
 	}
 
 	switch (st.kind) {
@@ -339,15 +425,23 @@ void eng_step(struct gb_engine *e, size_t i)
 				fix_pushf(tid, &p);
 		}
 		break;
-	case GB_STOP_SIGNAL:
+	case GB_STOP_SIGNAL: {
 		if (stale_entry_fault(e, i, &st, p.pc))
 			break; /* our own trap's fault, queued before it stopped */
 		if (eng_claim_watch(e, tid, st.sig))
 			break; /* it changed the range's pages: applied */
 		th->pending_sig = st.sig;
-		gb_info("trace: thread %d: signal %d (code %d, addr 0x%llx) at pc 0x%llx while stepping",
-			tid, st.sig, st.code, (unsigned long long)st.fault_addr, (unsigned long long)p.pc);
+		struct user_regs_struct after;
+		int done = sig || gb_regs_get(tid, &after) ? -1 : faulted_accesses(&p, &st, after.rip);
+		if (done >= 0) {
+			p.nacc = done;
+			commit(e, i, &p);
+		}
+		gb_info("trace: thread %d: signal %d (code %d, addr 0x%llx) at pc 0x%llx while stepping%s",
+			tid, st.sig, st.code, (unsigned long long)st.fault_addr, (unsigned long long)p.pc,
+			done >= 0 ? " (raised by the instruction)" : "");
 		break;
+	}
 	case GB_STOP_GROUP:
 		eng_set_state(e, i, T_GROUP);
 		ptrace(PTRACE_LISTEN, tid, 0, 0);

@@ -72,7 +72,7 @@ static void add_thread(struct gb_engine *e, pid_t tid)
 	gb_info("trace: new thread %d", tid);
 	eng_thread(e, i)->vcpu = -1;
 	eng_set_state(e, i, T_STOPPED);
-	if (!e->trap)
+	if (!eng_trapped(e))
 		gb_tracee_pin_thread(e->t, tid, true); /* every thread is stepped */
 }
 
@@ -98,7 +98,7 @@ static void let_go_child(struct gb_engine *e, pid_t child, bool vfork)
 	remember_detached(e, child);
 }
 
-void eng_adopt(struct gb_engine *e, pid_t tid)
+static void adopt(struct gb_engine *e, pid_t tid)
 {
 	if (is_thread_of(e->t->pid, tid))
 		add_thread(e, tid);
@@ -113,7 +113,7 @@ void eng_adopt(struct gb_engine *e, pid_t tid)
 	}
 }
 
-void eng_new_task(struct gb_engine *e, pid_t nt, int event)
+static void new_task(struct gb_engine *e, pid_t nt, int event)
 {
 	if (eng_index(e, nt) >= 0 || was_detached(e, nt))
 		return; /* a thread whose first stop was seen already */
@@ -140,8 +140,15 @@ void eng_on_exec(struct gb_engine *e, size_t i)
 		if (k != i)
 			eng_set_state(e, k, T_GONE);
 	e->t->threads[i].tid = e->t->pid;
-	e->owner = -1;
+	eng_set_owner(e, -1);
 	gb_icache__clear(e->ic);
+	if (e->probes) {
+		/* The probes stay on the file: the range is known again at the
+		 * first hit in the new image (if it maps the file at all). */
+		gb_probes__exec(e->probes);
+		eng_sync_range(e);
+		return;
+	}
 	uint64_t s = e->o.start, en = e->o.end;
 	if (e->o.rerange_cb && e->o.rerange_cb(e->o.rerange_ctx, e->t->pid, &s, &en) == 0) {
 		e->o.start = s;
@@ -162,9 +169,11 @@ void eng_on_exit(struct gb_engine *e, size_t i, const struct gb_stop *st)
 {
 	gb_info("trace: thread %d %s (%d)", e->t->threads[i].tid, gb_stop_kind_name(st->kind),
 		st->kind == GB_STOP_EXITED ? st->code : st->sig);
-	eng_set_state(e, i, T_GONE);
 	if (e->owner == (ssize_t)i)
-		e->owner = -1;
+		eng_set_owner(e, -1);
+	if (e->probes)
+		gb_probes__forget(e->probes, e->t->threads[i].tid);
+	eng_set_state(e, i, T_GONE);
 	if (e->t->threads[i].tid == e->t->pid) {
 		e->exit_status = st->kind == GB_STOP_EXITED ? W_EXITCODE(st->code, 0) : st->sig;
 		e->t->exited = true;
@@ -172,26 +181,27 @@ void eng_on_exit(struct gb_engine *e, size_t i, const struct gb_stop *st)
 	}
 }
 
-/* Where a stopped thread is: on the trapped pages it must own them first. */
+/* Where a stopped thread is: inside (the range, or the trapped pages) it
+ * must own the range first. */
 static void stopped_at(struct gb_engine *e, size_t i)
 {
 	struct user_regs_struct r;
 	eng_set_state(e, i, T_STOPPED);
-	if (e->trap && gb_regs_get(e->t->threads[i].tid, &r) == 0 && gb_pagetrap__covers(e->trap, r.rip))
+	if (eng_trapped(e) && gb_regs_get(e->t->threads[i].tid, &r) == 0 && eng_inside(e, r.rip))
 		e->et[i].want_entry = true;
 }
 
 /* A native thread at an event stop inside a syscall (exec, vfork-done) must
  * be left on an instruction boundary before anything is injected into it:
- * one step finishes the syscall (its return value written), trapping
- * before the next instruction.  Then it waits, stopped, for the scheduler
- * to arm the trap. */
+ * it runs to its syscall-exit stop (its return value written), before the
+ * next instruction.  Then it waits, stopped, for the scheduler to arm the
+ * trap. */
 static void finish_syscall_stopped(struct gb_engine *e, size_t i)
 {
 	pid_t tid = e->t->threads[i].tid;
 	struct gb_stop st;
 	eng_set_state(e, i, T_STOPPED);
-	if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0) || gb_wait(tid, 0, &st, false))
+	if (ptrace(PTRACE_SYSCALL, tid, 0, 0) || gb_wait(tid, 0, &st, false))
 		return;
 	if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED)
 		eng_on_exit(e, i, &st);
@@ -199,12 +209,40 @@ static void finish_syscall_stopped(struct gb_engine *e, size_t i)
 		e->t->threads[i].pending_sig = st.sig;
 }
 
+void eng_event(struct gb_engine *e, size_t i, const struct gb_stop *st)
+{
+	switch (st->event) {
+	case PTRACE_EVENT_CLONE:
+	case PTRACE_EVENT_FORK:
+	case PTRACE_EVENT_VFORK:
+		new_task(e, (pid_t)st->msg, st->event);
+		break;
+	case PTRACE_EVENT_VFORK_DONE:
+		e->vfork_window = false;
+		break;
+	case PTRACE_EVENT_EXEC:
+		eng_on_exec(e, i);
+		break;
+	}
+}
+
+/* How a running thread goes on after a stop on its way (an event, a
+ * syscall-entry stop): as it was going. */
+static void carry_on(struct gb_engine *e, size_t i)
+{
+	pid_t tid = e->t->threads[i].tid;
+	if (e->et[i].state == T_NATIVE)
+		ptrace(PTRACE_CONT, tid, 0, 0);
+	else
+		ptrace(PTRACE_SYSCALL, tid, 0, 0);
+}
+
 void eng_async(struct gb_engine *e, const struct gb_stop *st)
 {
 	ssize_t i = eng_index(e, st->tid);
 	if (i < 0) {
 		if (st->kind != GB_STOP_EXITED && st->kind != GB_STOP_KILLED && !was_detached(e, st->tid))
-			eng_adopt(e, st->tid);
+			adopt(e, st->tid);
 		return;
 	}
 	struct gb_thread *th = &e->t->threads[i];
@@ -228,6 +266,15 @@ void eng_async(struct gb_engine *e, const struct gb_stop *st)
 			eng_set_state(e, (size_t)i, T_STOPPED);
 			return;
 		}
+		if (e->probes && gb_probes__claim(e->probes, st, &e->et[i].hit)) {
+			/* A probe: the probed instruction ran, the thread stopped
+			 * after it.  Never delivered. */
+			eng_set_state(e, (size_t)i, T_STOPPED);
+			e->et[i].want_entry = true;
+			e->et[i].has_hit = true;
+			eng_sync_range(e);
+			return;
+		}
 		if (e->trap && gb_regs_get(th->tid, &r) == 0 && gb_pagetrap__is_entry(e->trap, st, r.rip)) {
 			/* Our trap: the fault is swallowed, the instruction re-runs. */
 			eng_set_state(e, (size_t)i, T_STOPPED);
@@ -244,34 +291,25 @@ void eng_async(struct gb_engine *e, const struct gb_stop *st)
 		ptrace(PTRACE_LISTEN, st->tid, 0, 0);
 		return;
 	case GB_STOP_EVENT:
-		switch (st->event) {
-		case PTRACE_EVENT_CLONE:
-		case PTRACE_EVENT_FORK:
-		case PTRACE_EVENT_VFORK:
-			eng_new_task(e, (pid_t)st->msg, st->event);
-			break;
-		case PTRACE_EVENT_VFORK_DONE:
-			e->vfork_window = false;
-			if (native) {
-				/* Stopped until the scheduler re-arms the trap. */
-				finish_syscall_stopped(e, (size_t)i);
-				return;
-			}
-			break;
-		case PTRACE_EVENT_EXEC:
-			eng_on_exec(e, (size_t)i);
-			if (native) {
-				/* A new image: stopped until its pages are trapped. */
-				finish_syscall_stopped(e, (size_t)i);
-				return;
-			}
-			break;
+		eng_event(e, (size_t)i, st);
+		if (native && (st->event == PTRACE_EVENT_VFORK_DONE || st->event == PTRACE_EVENT_EXEC)) {
+			/* Stopped until the scheduler re-arms the trap (a new
+			 * image: until its pages are trapped). */
+			finish_syscall_stopped(e, (size_t)i);
+			return;
 		}
-		/* Carry on as it was going. */
-		ptrace(native ? PTRACE_CONT : PTRACE_SINGLESTEP, st->tid, 0, 0);
+		if (e->et[i].state == T_NATIVE || e->et[i].state == T_SYSCALL)
+			carry_on(e, (size_t)i);
 		return;
 	case GB_STOP_SYSCALL:
-		ptrace(native ? PTRACE_CONT : PTRACE_SINGLESTEP, st->tid, 0, 0);
+		if (e->et[i].state == T_SYSCALL && st->sys_exit) {
+			/* The syscall is done: the thread is before its next
+			 * instruction, as after a step. */
+			gb_icache__bump(e->ic);
+			stopped_at(e, (size_t)i);
+			return;
+		}
+		carry_on(e, (size_t)i);
 		return;
 	}
 }
@@ -372,7 +410,7 @@ void eng_resume_world(struct gb_engine *e, const enum tstate *was)
 			   gb_regs_restarting_syscall(&r)) {
 			/* Interrupted inside its syscall (already traced when it was
 			 * issued): let it go on as it was. */
-			ptrace(PTRACE_SINGLESTEP, tid, 0, 0);
+			ptrace(PTRACE_SYSCALL, tid, 0, 0);
 			eng_set_state(e, i, T_SYSCALL);
 		}
 	}

@@ -20,7 +20,16 @@ struct gb_icache {
 	uint64_t pages[NPAGES];    /* page number + 1 of pages holding cached code */
 	uint64_t epoch;
 	struct gb_icache_stats st;
+	gb_icache_patch_fn patch;
+	void *patch_ctx;
 };
+
+void gb_icache__set_patch(struct gb_icache *c, gb_icache_patch_fn fn, void *ctx)
+{
+	c->patch = fn;
+	c->patch_ctx = ctx;
+	gb_icache__clear(c);
+}
 
 static inline uint32_t hash_pc(uint64_t pc)
 {
@@ -82,9 +91,11 @@ void gb_icache__note_write(struct gb_icache *c, uint64_t addr, uint64_t len)
 }
 
 /* Read up to 15 code bytes at pc (fewer at the end of a readable region). */
-static ssize_t read_code(pid_t pid, uint64_t pc, uint8_t *buf)
+static ssize_t read_code(const struct gb_icache *c, pid_t pid, uint64_t pc, uint8_t *buf)
 {
 	ssize_t n = gb_mem_read(pid, pc, buf, GB_INSN_MAX_LEN);
+	if (n > 0 && c->patch)
+		c->patch(c->patch_ctx, pc, buf, (size_t)n);
 	return n;
 }
 
@@ -100,7 +111,7 @@ const struct gb_insn *gb_icache__get(struct gb_icache *c, pid_t pid, uint64_t pc
 		return &e->insn;
 	}
 	uint8_t bytes[GB_INSN_MAX_LEN];
-	ssize_t n = read_code(pid, pc, bytes);
+	ssize_t n = read_code(c, pid, pc, bytes);
 	if (n <= 0) {
 		*err = n < 0 ? (int)n : -EFAULT;
 		return NULL;

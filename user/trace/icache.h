@@ -25,6 +25,11 @@ void gb_icache__free(struct gb_icache *c);
  * read or decoded (*err = -errno / -EINVAL). */
 const struct gb_insn *gb_icache__get(struct gb_icache *c, pid_t pid, uint64_t pc, int *err);
 
+/* Bytes the process shows that are not its code (a probe's int3): patch
+ * is called on every read of code bytes to put the originals back. */
+typedef void (*gb_icache_patch_fn)(void *ctx, uint64_t addr, uint8_t *buf, size_t len);
+void gb_icache__set_patch(struct gb_icache *c, gb_icache_patch_fn fn, void *ctx);
+
 /* Code may have changed anywhere: re-validate entries on next use. */
 void gb_icache__bump(struct gb_icache *c);
 /* A write of len bytes at addr happened: bump when it touches a code page. */

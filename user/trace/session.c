@@ -19,7 +19,10 @@
 #include "ptrace/runto.h"
 #include "ptrace/tracee.h"
 #include "snap/snapshot.h"
+#include "sym/modfile.h"
+#include "sym/syms.h"
 #include "trace/engine.h"
+#include "trace/probes.h"
 #include "trace/range.h"
 
 struct session {
@@ -36,6 +39,11 @@ struct session {
 	uint64_t fault_pc, fault_vt;
 	pid_t fault_tid;
 	struct gb_range_spec range;     /* resolved */
+	bool range_pending;             /* MODULE:SYMBOL of a module not mapped yet */
+	char pending_path[4096];        /* its file, and the symbol's link-time range */
+	uint64_t pending_lo, pending_hi;
+	struct gb_probes *probes;       /* the probe trap, when it is used */
+	enum gb_trap_kind trap;         /* the trap used */
 	char range_text[600];
 	const char *out_name;
 };
@@ -87,25 +95,127 @@ static int start_target(struct session *s)
 	return 0;
 }
 
-/* Resolve the range; a symbol of a shared library may need the dynamic
- * loader to have run first (launch mode: run to the entry point). */
+/* The target's executable (for its RUNPATH), or NULL. */
+static const char *target_exe(const struct session *s, char *buf, size_t len)
+{
+	char link[64];
+	snprintf(link, sizeof(link), "/proc/%d/exe", s->t.pid);
+	ssize_t n = readlink(link, buf, len - 1);
+	if (n <= 0)
+		return NULL;
+	buf[n] = 0;
+	return buf;
+}
+
+/* Resolve the range in the live process.  A MODULE:SYMBOL whose module is
+ * not mapped yet (a library an exec chain or dlopen maps later) is pending:
+ * resolved from the file, and traced by the probe trap once mapped.
+ * Without the probe trap, launch mode runs to the entry point first (the
+ * dynamic loader maps the direct dependencies). */
 static int resolve_range(struct session *s)
 {
 	char err[512];
-	gb_range_describe(&s->o->range, s->range_text, sizeof(s->range_text));
-	int r = gb_range_resolve(&s->o->range, s->t.pid, &s->range, err, sizeof(err));
-	if (r && s->o->argv && s->o->range.kind == GB_RANGE_SYM) {
+	const struct gb_range_spec *spec = &s->o->range;
+	gb_range_describe(spec, s->range_text, sizeof(s->range_text));
+	int r = gb_range_resolve(spec, s->t.pid, &s->range, err, sizeof(err));
+	bool may_probe = s->o->trap == GB_TRAP_AUTO || s->o->trap == GB_TRAP_PROBES;
+	char exe[4096], ferr[512];
+	if (r && spec->kind == GB_RANGE_SYM && spec->module[0] && may_probe &&
+	    gb_modfile_resolve(spec->module, spec->symbol, target_exe(s, exe, sizeof(exe)),
+			       s->pending_path, sizeof(s->pending_path), &s->pending_lo,
+			       &s->pending_hi, ferr, sizeof(ferr)) == 0) {
+		s->range_pending = true;
+		s->range.has_start = s->range.has_end = true;
+		s->range.start = s->range.end = 0;
+		gb_warn("range %s: %s is not mapped in pid %d yet; tracing it once it is (%s)",
+			s->range_text, s->pending_path, s->t.pid, "probe trap");
+		return 0;
+	}
+	if (r && s->o->argv && spec->kind == GB_RANGE_SYM) {
 		uint64_t entry = gb_auxv_entry(s->t.pid);
 		if (entry && gb_run_to(&s->t, s->t.pid, entry) == 0)
-			r = gb_range_resolve(&s->o->range, s->t.pid, &s->range, err, sizeof(err));
+			r = gb_range_resolve(spec, s->t.pid, &s->range, err, sizeof(err));
 	}
 	if (r) {
 		gb_err("range %s: %s", s->range_text, err);
 		return -1;
 	}
-	if (s->o->range.kind == GB_RANGE_SYM)
+	if (spec->kind == GB_RANGE_SYM)
 		gb_info("range %s = 0x%llx-0x%llx", s->range_text, (unsigned long long)s->range.start,
 			(unsigned long long)s->range.end);
+	return 0;
+}
+
+/* The probe trap for the range, or NULL (with the reason said when it
+ * was asked for) when the page trap must do: the range must lie in one
+ * file's code. */
+static struct gb_probes *setup_probes(struct session *s)
+{
+	struct gb_probes_opts po = { .tgid = s->t.pid, .quiet = false };
+	char path[4096];
+	uint64_t vlo, vhi, off;
+	if (s->range_pending) {
+		po.path = s->pending_path;
+		po.lo = s->pending_lo;
+		po.hi = s->pending_hi;
+		return gb_probes__new(&po);
+	}
+	struct gb_syms *sy = gb_syms__new(s->t.pid);
+	if (!sy)
+		return NULL;
+	int r = gb_syms__to_file(sy, s->range.start, path, sizeof(path), &vlo, &off);
+	if (!r) {
+		char path2[4096];
+		r = gb_syms__to_file(sy, s->range.end, path2, sizeof(path2), &vhi, &off);
+		if (!r && (strcmp(path, path2) || vhi - vlo != s->range.end - s->range.start))
+			r = -EXDEV;
+	}
+	gb_syms__free(sy);
+	if (r) {
+		gb_info("range %s: not in one file's code (%s): page trap", s->range_text,
+			r == -EXDEV ? "it spans several mappings" : "anonymous memory");
+		return NULL;
+	}
+	po.path = path;
+	po.lo = vlo;
+	po.hi = vhi;
+	po.mapped = true;
+	po.bias = s->range.start - vlo;
+	return gb_probes__new(&po);
+}
+
+/* Which trap stops threads at the range's entry: the probe trap where the
+ * range is code of a file (unless --trap says otherwise), else the page
+ * trap; none without a bounded range. */
+static int choose_trap(struct session *s)
+{
+	const struct gb_trace_opts *o = s->o;
+	bool bounded = s->range.has_start && s->range.has_end;
+	s->trap = o->trap;
+	if (s->trap == GB_TRAP_NONE || !bounded) {
+		s->trap = GB_TRAP_NONE;
+		return 0;
+	}
+	/* --snap-at vt=N must stop before instruction N; a probe reports an
+	 * entry instruction after it ran. */
+	if (s->trap == GB_TRAP_AUTO && o->nsnap_vts)
+		s->trap = GB_TRAP_PAGES;
+	if (s->trap == GB_TRAP_AUTO || s->trap == GB_TRAP_PROBES) {
+		s->probes = setup_probes(s);
+		if (s->probes) {
+			s->trap = GB_TRAP_PROBES;
+			return 0;
+		}
+		if (s->range_pending) {
+			gb_err("range %s: the probe trap is needed for a module that is not mapped yet",
+			       s->range_text);
+			return -1;
+		}
+		if (s->trap == GB_TRAP_PROBES)
+			gb_warn("range %s: the probe trap cannot be used; using the page trap",
+				s->range_text);
+	}
+	s->trap = GB_TRAP_PAGES;
 	return 0;
 }
 
@@ -244,11 +354,14 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 		goto cleanup;
 	}
 
-	if (!o->step_all && s.range.has_start && s.range.has_end) {
+	if (choose_trap(&s))
+		goto cleanup;
+	if (s.trap != GB_TRAP_NONE) {
 		for (size_t k = 0; k < o->nsnap_pcs; k++)
-			if (o->snap_pcs[k] < s.range.start || o->snap_pcs[k] > s.range.end) {
+			if (s.range_pending || o->snap_pcs[k] < s.range.start ||
+			    o->snap_pcs[k] > s.range.end) {
 				gb_err("--snap-at pc=0x%llx: outside the range %s (only in-range code is "
-				       "stepped; add --step-all)", (unsigned long long)o->snap_pcs[k],
+				       "stepped; add --trap none)", (unsigned long long)o->snap_pcs[k],
 				       s.range_text);
 				rc = GB_EXIT_USAGE;
 				goto cleanup;
@@ -267,7 +380,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 		.has_start = s.range.has_start, .has_end = s.range.has_end,
 		.start = s.range.start, .end = s.range.end,
 		.max_insns = o->max_insns, .duration = o->duration,
-		.step_all = o->step_all, .pin = o->pin,
+		.trap = s.trap, .probes = s.probes, .pin = o->pin,
 		.snap_pcs = o->snap_pcs, .nsnap_pcs = o->nsnap_pcs,
 		.snap_vts = o->snap_vts, .nsnap_vts = o->nsnap_vts,
 		.rerange_cb = rerange, .rerange_ctx = &s,
@@ -280,10 +393,16 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	}
 
 	enum gb_end why = gb_engine__run(s.eng);
+	/* Every thread is held: the uprobes go before any of them runs
+	 * untraced again. */
+	gb_probes__free(s.probes);
+	s.probes = NULL;
 	struct gb_engine_stats es;
 	gb_engine__stats(s.eng, &es);
-	gb_info("trace: %llu single-steps, %llu in-range instructions, %llu range entries, "
-		"%llu decodes, %llu re-validated", (unsigned long long)es.steps,
+	gb_info("trace: %s trap: %llu single-steps, %llu in-range instructions, %llu range entries, "
+		"%llu decodes, %llu re-validated",
+		s.trap == GB_TRAP_PROBES ? "probe" : s.trap == GB_TRAP_PAGES ? "page" : "no",
+		(unsigned long long)es.steps,
 		(unsigned long long)es.in_range, (unsigned long long)es.entries,
 		(unsigned long long)es.decodes, (unsigned long long)es.revalidations);
 	if (s.faults) {
@@ -331,6 +450,7 @@ cleanup:
 	gb_tracee_free(&s.t);
 	gb_faults__free(s.faults);
 	gb_engine__free(s.eng);
+	gb_probes__free(s.probes);
 	gb_jsonl__free(s.out);
 	gb_recording__free(s.rec); /* removes the temporary trace if not finished */
 	if (s.fd >= 0 && o->out_file) {

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "common/parse.h"
+#include "trace/engine.h"
 
 #define GB_MAX_SNAP_POINTS 64
 
@@ -21,7 +22,7 @@ struct gb_trace_opts {
 	uint64_t max_events;
 	uint64_t max_insns;
 	double duration;
-	bool step_all;
+	enum gb_trap_kind trap;     /* GB_TRAP_AUTO unless --trap / --step-all */
 	bool faults;
 	bool pin;
 	const char *out_file;       /* -o FILE, or NULL for stdout */

@@ -1,0 +1,276 @@
+/* The probe trap: see probes.h. */
+#include "trace/probes.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "decode/decode.h"
+#include "ptrace/maps.h"
+#include "sym/entries.h"
+
+struct probe {
+	uint64_t vaddr;            /* link-time address */
+	uint64_t off;              /* file offset (the uprobe's) */
+};
+
+struct gb_probes {
+	pid_t tgid;
+	char *path;
+	dev_t dev;
+	ino_t ino;
+	uint64_t lo, hi;
+	bool mapped;
+	uint64_t bias;
+	struct gb_probetrap *pt;
+	struct probe *v;           /* sorted by vaddr */
+	size_t n, cap;
+	struct gb_probes_stats st;
+	uint64_t lost;
+};
+
+static int cmp_probe(const void *a, const void *b)
+{
+	const struct probe *x = a, *y = b;
+	return x->vaddr < y->vaddr ? -1 : x->vaddr > y->vaddr;
+}
+
+static const struct probe *find_probe(const struct gb_probes *p, uint64_t vaddr)
+{
+	struct probe key = { .vaddr = vaddr };
+	return bsearch(&key, p->v, p->n, sizeof(*p->v), cmp_probe);
+}
+
+/* Can the instruction at an entry be emitted exactly from the registers
+ * before it, once it has run natively?  Not when its accesses depend on
+ * vector registers it may change (gathers, masked moves), when it is a REP
+ * string instruction (one line per iteration: the count is gone), or a
+ * syscall (uprobes cannot run it out of line). */
+static const char *unrebuildable(const uint8_t *bytes, size_t len, uint64_t vaddr)
+{
+	struct gb_insn in;
+	if (gb_decode(vaddr, bytes, len, &in))
+		return "cannot be decoded";
+	if (in.flags & GB_INSN_NEEDS_VEC)
+		return "its accesses depend on vector registers";
+	if (in.flags & GB_INSN_REP)
+		return "is a REP string instruction";
+	if (in.flags & GB_INSN_SYSCALL)
+		return "is a system call";
+	return NULL;
+}
+
+static int add_probe(struct gb_probes *p, uint64_t vaddr, uint64_t off)
+{
+	if (find_probe(p, vaddr))
+		return 0;
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 64;
+		struct probe *v = realloc(p->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		p->v = v;
+		p->cap = cap;
+	}
+	int r = gb_probetrap__add(p->pt, p->path, off);
+	if (r)
+		return r;
+	p->v[p->n++] = (struct probe){ .vaddr = vaddr, .off = off };
+	qsort(p->v, p->n, sizeof(*p->v), cmp_probe);
+	p->st.entries++;
+	return 0;
+}
+
+struct gb_probes *gb_probes__new(const struct gb_probes_opts *o)
+{
+	struct gb_probes *p = calloc(1, sizeof(*p));
+	struct gb_entries ents = { 0 };
+	struct stat sb;
+	if (!p)
+		return NULL;
+	p->tgid = o->tgid;
+	p->lo = o->lo;
+	p->hi = o->hi;
+	p->mapped = o->mapped;
+	p->bias = o->bias;
+	p->path = strdup(o->path);
+	if (!p->path || stat(o->path, &sb))
+		goto fail;
+	p->dev = sb.st_dev;
+	p->ino = sb.st_ino;
+	char err[512];
+	int r = gb_entries_find(o->path, o->lo, o->hi, &ents, err, sizeof(err));
+	if (r) {
+		if (!o->quiet)
+			gb_warn("probe trap: %s: cannot find the range's entries: %s", o->path, err);
+		goto fail;
+	}
+	for (size_t k = 0; k < ents.nwarn; k++)
+		gb_info("probe trap: %s", ents.warn[k]);
+	for (size_t k = 0; k < ents.n; k++) {
+		const char *why = unrebuildable(ents.v[k].bytes, ents.v[k].len, ents.v[k].vaddr);
+		if (why) {
+			if (!o->quiet)
+				gb_warn("probe trap: the entry at %s+0x%llx %s; using the page trap",
+					o->path, (unsigned long long)ents.v[k].vaddr, why);
+			goto fail;
+		}
+	}
+	struct gb_probetrap_opts po = { .tgid = o->tgid, .quiet = o->quiet };
+	p->pt = gb_probetrap__new(&po);
+	if (!p->pt)
+		goto fail;
+	for (size_t k = 0; k < ents.n; k++) {
+		r = add_probe(p, ents.v[k].vaddr, ents.v[k].offset);
+		if (r) {
+			if (!o->quiet)
+				gb_warn("probe trap: cannot probe %s+0x%llx: %s; using the page trap",
+					o->path, (unsigned long long)ents.v[k].vaddr, strerror(-r));
+			goto fail;
+		}
+	}
+	gb_info("probe trap: %zu entries in %s 0x%llx-0x%llx%s", p->n, o->path,
+		(unsigned long long)o->lo, (unsigned long long)o->hi,
+		p->mapped ? "" : " (pending: not mapped yet)");
+	gb_entries_free(&ents);
+	return p;
+fail:
+	gb_entries_free(&ents);
+	gb_probes__free(p);
+	return NULL;
+}
+
+void gb_probes__free(struct gb_probes *p)
+{
+	if (!p)
+		return;
+	gb_probetrap__free(p->pt);
+	free(p->v);
+	free(p->path);
+	free(p);
+}
+
+bool gb_probes__range(const struct gb_probes *p, uint64_t *start, uint64_t *end)
+{
+	if (!p->mapped)
+		return false;
+	*start = p->lo + p->bias;
+	*end = p->hi + p->bias;
+	return true;
+}
+
+/* The mapping of our file that holds run-time address addr: the file
+ * offset of addr.  -ENOENT when addr is not in our file. */
+static int file_offset(const struct gb_probes *p, uint64_t addr, uint64_t *off)
+{
+	struct gb_maps m;
+	int r = gb_maps_read(p->tgid, &m);
+	if (r)
+		return r;
+	const struct gb_map *mp = gb_maps_find(&m, addr);
+	r = -ENOENT;
+	if (mp && mp->inode == p->ino && makedev(mp->dev_major, mp->dev_minor) == p->dev) {
+		*off = mp->offset + (addr - mp->start);
+		r = 0;
+	}
+	gb_maps_free(&m);
+	return r;
+}
+
+/* The first hit after the module was mapped: its bias. */
+static void learn_bias(struct gb_probes *p, uint64_t addr)
+{
+	uint64_t off;
+	if (file_offset(p, addr, &off))
+		return;
+	for (size_t k = 0; k < p->n; k++)
+		if (p->v[k].off == off) {
+			p->bias = addr - p->v[k].vaddr;
+			p->mapped = true;
+			gb_info("probe trap: %s mapped; range 0x%llx-0x%llx", p->path,
+				(unsigned long long)(p->lo + p->bias),
+				(unsigned long long)(p->hi + p->bias));
+			return;
+		}
+}
+
+static siginfo_t stop_siginfo(const struct gb_stop *st)
+{
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	si.si_signo = st->sig;
+	si.si_code = st->code;
+	si.si_pid = st->sender;
+	return si;
+}
+
+bool gb_probes__claim(struct gb_probes *p, const struct gb_stop *st, struct gb_probe_hit *hit)
+{
+	siginfo_t si = stop_siginfo(st);
+	if (st->kind != GB_STOP_SIGNAL || !gb_probetrap__claim(p->pt, st->tid, st->sig, &si, hit))
+		return false;
+	if (hit->flags & GB_PROBE_HIT_LOST) {
+		gb_err("probe trap: thread %d: a probe's record was lost (ring buffer full): the "
+		       "trace would miss an instruction", st->tid);
+		p->lost++;
+	}
+	if (!p->mapped)
+		learn_bias(p, hit->addr);
+	p->st.hits++;
+	return true;
+}
+
+bool gb_probes__step_artifact(struct gb_probes *p, const struct gb_stop *st, uint64_t pc)
+{
+	siginfo_t si = stop_siginfo(st);
+	return st->kind == GB_STOP_SIGNAL &&
+	       gb_probetrap__is_step_artifact(p->pt, st->tid, pc, st->sig, &si);
+}
+
+void gb_probes__stepping(struct gb_probes *p, pid_t tid, bool on)
+{
+	gb_probetrap__set_stepping(p->pt, tid, on);
+}
+
+int gb_probes__add_entry(struct gb_probes *p, uint64_t addr)
+{
+	uint64_t off;
+	if (!p->mapped || addr < p->lo + p->bias || addr > p->hi + p->bias)
+		return -EINVAL;
+	if (find_probe(p, addr - p->bias))
+		return 0;
+	int r = file_offset(p, addr, &off);
+	if (r)
+		return r;
+	r = add_probe(p, addr - p->bias, off);
+	if (!r)
+		gb_info("probe trap: entry added at 0x%llx (a handler's return into the range)",
+			(unsigned long long)addr);
+	return r;
+}
+
+void gb_probes__patch(void *ctx, uint64_t addr, uint8_t *buf, size_t len)
+{
+	struct gb_probes *p = ctx;
+	gb_probetrap__orig_bytes(p->pt, addr, buf, len);
+}
+
+void gb_probes__exec(struct gb_probes *p)
+{
+	p->mapped = false;
+	p->bias = 0;
+	gb_probetrap__maps_changed(p->pt);
+}
+
+void gb_probes__forget(struct gb_probes *p, pid_t tid)
+{
+	gb_probetrap__forget(p->pt, tid);
+}
+
+void gb_probes__stats(const struct gb_probes *p, struct gb_probes_stats *s) { *s = p->st; }
