@@ -128,7 +128,6 @@ void pt_run(struct pt_run *r, void (*fn)(void *), void *arg)
 	r->trap = p;
 	if (r->before_gate)
 		r->before_gate(r, pid);
-	r->trap = NULL;
 	cr_assert(write(gate[1], &b, 1) == 1);
 	close(gate[1]);
 
@@ -161,11 +160,14 @@ void pt_run(struct pt_run *r, void (*fn)(void *), void *arg)
 		s->claimed = gb_probetrap__claim(p, t, sig, &si, &s->hit);
 		if (s->claimed)
 			gb_probe_hit__complete(&s->hit, &s->regs);
+		if (s->claimed && r->on_claim)
+			r->on_claim(r, t, s);
 		if (s->claimed && r->step_from && s->hit.addr == r->step_from)
 			step_stretch(r, t, p, s);
 		cr_assert(ptrace(PTRACE_CONT, t, 0, s->claimed ? 0 : sig) == 0);
 	}
 	gb_probetrap__stats(p, &r->stats);
+	r->trap = NULL;
 	gb_probetrap__free(p);
 }
 

@@ -41,10 +41,12 @@ struct pt_run {
 	int signo;                      /* 0 = SIGURG */
 	unsigned ptrace_opts;           /* PTRACE_SEIZE options */
 	pt_hook before_gate;            /* probes attached, child waiting */
+	/* at every claimed stop, before the thread resumes */
+	void (*on_claim)(struct pt_run *r, pid_t tid, struct pt_stop *s);
 	void *ctx;
 	uint64_t step_from, step_until; /* step this stretch (0: never) */
 	/* results */
-	struct gb_probetrap *trap;      /* valid in before_gate only */
+	struct gb_probetrap *trap;      /* valid in the hooks only */
 	struct pt_stop stops[PT_MAXSTOPS];
 	int nstops;
 	struct pt_step steps[PT_MAXSTEPS];

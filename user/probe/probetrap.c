@@ -542,6 +542,10 @@ void gb_probetrap__stats(const struct gb_probetrap *p, struct gb_probetrap_stats
 	s->other = gb_counter_sum(fd, GB_PCNT_OTHER);
 	s->claimed = p->claimed;
 	s->probes = (unsigned)p->npr;
+	struct bpf_prog_info info = { 0 };
+	__u32 len = sizeof(info);
+	if (bpf_obj_get_info_by_fd(bpf_program__fd(p->skel->progs.gb_probe_hit), &info, &len) == 0)
+		s->prog_id = info.id;
 }
 
 void gb_probetrap__free(struct gb_probetrap *p)

@@ -101,6 +101,7 @@ struct gb_probetrap_stats {
 	uint64_t other;          /* hits of other processes (filtered out) */
 	uint64_t claimed;        /* stops claim() owned */
 	unsigned probes;         /* probes attached now */
+	uint32_t prog_id;        /* the BPF program's id (bpftool prog show id N) */
 };
 
 struct gb_probetrap;
