@@ -29,6 +29,11 @@ const volatile __u32 signo = 23;        /* SIGURG */
 
 #define GB_SIGSTOP 19
 
+/* Set by user space (memory-mapped .bss) before it detaches the probes:
+ * each detach waits for the kernel's grace periods, and hits meanwhile
+ * must not signal a thread whose tracer is gone. */
+__u32 disarmed = 0;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
@@ -101,6 +106,8 @@ int gb_probe_hit(struct pt_regs *ctx)
 	__u64 blocked, pending;
 	__u32 sig = signo, pflags = 0;
 
+	if (disarmed)
+		return 0;
 	if ((pid_tgid >> 32) != tgid) {
 		count(GB_PCNT_OTHER);
 		return 0;

@@ -113,7 +113,8 @@ void pt_run(struct pt_run *r, void (*fn)(void *), void *arg)
 	close(gate[0]);
 	cr_assert(ptrace(PTRACE_SEIZE, pid, 0, r->ptrace_opts) == 0, "PTRACE_SEIZE: %s",
 		  strerror(errno));
-	struct gb_probetrap *p = gb_probetrap__new(&(struct gb_probetrap_opts){
+	struct gb_probetrap *p;
+	p = gb_probetrap__new(&(struct gb_probetrap_opts){
 		.tgid = pid, .signo = r->signo });
 	if (!p)
 		kill(pid, SIGKILL);
@@ -128,6 +129,7 @@ void pt_run(struct pt_run *r, void (*fn)(void *), void *arg)
 	r->trap = p;
 	if (r->before_gate)
 		r->before_gate(r, pid);
+	p = r->trap;                    /* the hook may have freed it */
 	cr_assert(write(gate[1], &b, 1) == 1);
 	close(gate[1]);
 
@@ -147,8 +149,9 @@ void pt_run(struct pt_run *r, void (*fn)(void *), void *arg)
 			cr_assert(ptrace(PTRACE_CONT, t, 0, 0) == 0);
 			continue;
 		}
-		cr_assert(r->nstops < PT_MAXSTOPS);
-		struct pt_stop *s = &r->stops[r->nstops++];
+		struct pt_stop spare, *s = r->nstops < PT_MAXSTOPS ? &r->stops[r->nstops] : &spare;
+		r->nstops++;      /* only the first PT_MAXSTOPS are kept */
+		memset(s, 0, sizeof(*s));
 		siginfo_t si;
 		int sig;
 		s->tid = t;

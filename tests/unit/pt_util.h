@@ -48,7 +48,7 @@ struct pt_run {
 	/* results */
 	struct gb_probetrap *trap;      /* valid in the hooks only */
 	struct pt_stop stops[PT_MAXSTOPS];
-	int nstops;
+	int nstops;                     /* all of them; the first PT_MAXSTOPS kept */
 	struct pt_step steps[PT_MAXSTEPS];
 	int nsteps;
 	int exit_code, term_sig;

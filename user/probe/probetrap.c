@@ -526,6 +526,12 @@ void gb_probetrap__forget(struct gb_probetrap *p, pid_t tid)
 	p->nq = j;
 }
 
+void gb_probetrap__disarm(struct gb_probetrap *p)
+{
+	if (p && p->skel->bss)
+		__atomic_store_n(&p->skel->bss->disarmed, 1, __ATOMIC_RELEASE);
+}
+
 void gb_probetrap__stats(const struct gb_probetrap *p, struct gb_probetrap_stats *s)
 {
 	memset(s, 0, sizeof(*s));
@@ -552,6 +558,7 @@ void gb_probetrap__free(struct gb_probetrap *p)
 {
 	if (!p)
 		return;
+	gb_probetrap__disarm(p);
 	for (size_t i = 0; i < p->npr; i++) {
 		bpf_link__destroy(p->pr[i].link);
 		free(p->pr[i].path);

@@ -118,7 +118,7 @@ struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o);
  * the kernel cannot probe fails here with -ENOTSUP/-EINVAL; when mapped
  * later the kernel refuses silently: probe only instruction starts. */
 int gb_probetrap__add(struct gb_probetrap *p, const char *path, uint64_t file_offset);
-/* Remove one probe: 0 or -ENOENT. */
+/* Remove one probe: 0 or -ENOENT.  Slow (see free). */
 int gb_probetrap__remove(struct gb_probetrap *p, const char *path, uint64_t file_offset);
 /* Thread tid is (on) or is no longer (off) single-stepped by gebpf: its
  * hits do nothing while on. */
@@ -154,7 +154,14 @@ void gb_probetrap__forget(struct gb_probetrap *p, pid_t tid);
 int gb_probetrap__poll_fd(const struct gb_probetrap *p);
 int gb_probetrap__drain(struct gb_probetrap *p);
 void gb_probetrap__stats(const struct gb_probetrap *p, struct gb_probetrap_stats *s);
-/* Detach every probe and unload. */
+/* From now on hits do nothing (no record, no signal); the int3s stay until
+ * free.  free disarms first; call it yourself before PTRACE_DETACH if the
+ * free comes later. */
+void gb_probetrap__disarm(struct gb_probetrap *p);
+/* Disarm, detach every probe and unload.  Slow with many probes: the
+ * kernel waits for RCU grace periods at each uprobe's removal (about 0.1 s
+ * per probe on the 2-CPU test VM, serialised in the kernel; detaching from
+ * several threads at once did not help). */
 void gb_probetrap__free(struct gb_probetrap *p);
 
 #endif
