@@ -118,7 +118,7 @@ struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o)
 		return NULL;
 	}
 	if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_KPROBE, BPF_FUNC_send_signal_thread, NULL) != 1) {
-		say(o, "the kernel has no bpf_send_signal_thread (Linux 5.5)%s",
+		say(o, "the kernel lacks bpf_send_signal_thread (Linux 5.5)%s",
 		    geteuid() ? " or this is not root" : "");
 		return NULL;
 	}
