@@ -145,6 +145,12 @@ static struct gb_probetrap *attach(pid_t pid, bool with_kinds, bool with_zone)
 			     strerror(-err));
 	}
 	gb_maps_free(&maps);
+	struct gb_probetrap_stats st;
+	gb_probetrap__stats(p, &st);
+	static bool said;
+	if (!said)
+		printf("attach: %s\n", st.multi ? "uprobe_multi links" : "perf-event uprobes");
+	said = true;
 	return p;
 }
 

@@ -99,8 +99,10 @@ struct gb_probetrap_stats {
 	uint64_t sigstops;       /* of those, SIGSTOP */
 	uint64_t nosignal;       /* hits that sent no signal (pending map full) */
 	uint64_t other;          /* hits of other processes (filtered out) */
+	uint64_t muted;          /* hits of removed probes still installed */
 	uint64_t claimed;        /* stops claim() owned */
-	unsigned probes;         /* probes attached now */
+	unsigned probes;         /* probes attached now (not removed) */
+	bool multi;              /* attached as uprobe_multi links */
 	uint32_t prog_id;        /* the BPF program's id (bpftool prog show id N) */
 };
 
@@ -118,7 +120,16 @@ struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o);
  * the kernel cannot probe fails here with -ENOTSUP/-EINVAL; when mapped
  * later the kernel refuses silently: probe only instruction starts. */
 int gb_probetrap__add(struct gb_probetrap *p, const char *path, uint64_t file_offset);
-/* Remove one probe: 0 or -ENOENT.  Slow (see free). */
+/* Probe n offsets of one file at once (the engine's entries of a range):
+ * all or none.  With uprobe_multi (Linux 6.6+) they share one link, which
+ * the kernel removes in one go (see free); the kernel's error then names
+ * no offset: add them one by one to find a refused instruction. */
+int gb_probetrap__add_many(struct gb_probetrap *p, const char *path, const uint64_t *offs,
+			   size_t n);
+/* Remove one probe: 0 or -ENOENT.  Its hits stop at once.  With
+ * uprobe_multi its int3 stays (hits do nothing) until every probe of its
+ * add call is removed, or free; adding it again re-enables it at no cost.
+ * Without uprobe_multi it is detached (slow: see free). */
 int gb_probetrap__remove(struct gb_probetrap *p, const char *path, uint64_t file_offset);
 /* Thread tid is (on) or is no longer (off) single-stepped by gebpf: its
  * hits do nothing while on. */
@@ -158,10 +169,11 @@ void gb_probetrap__stats(const struct gb_probetrap *p, struct gb_probetrap_stats
  * free.  free disarms first; call it yourself before PTRACE_DETACH if the
  * free comes later. */
 void gb_probetrap__disarm(struct gb_probetrap *p);
-/* Disarm, detach every probe and unload.  Slow with many probes: the
- * kernel waits for RCU grace periods at each uprobe's removal (about 0.1 s
- * per probe on the 2-CPU test VM, serialised in the kernel; detaching from
- * several threads at once did not help). */
+/* Disarm, detach every probe and unload.  Each detach waits for the
+ * kernel's grace periods: without uprobe_multi (before 6.6) about 0.1 s per
+ * probe on the 2-CPU test VM (serialised in the kernel: detaching from
+ * several threads at once did not help); with it, about the same per
+ * add/add_many call, however many probes it added. */
 void gb_probetrap__free(struct gb_probetrap *p);
 
 #endif
