@@ -79,11 +79,15 @@ __asm__(
 	"	.globl pt_cmp, pt_cmp_n\n"
 	"pt_cmp: cmpq $0, pt_cmp_zero(%rip)\n"
 	"pt_cmp_n: mov $10, %eax\n	ret\n"
+	"	.globl pt_int3, pt_syscall, pt_lock\n"
+	"pt_int3: int3\n"                  /* never run: probed to see refusals */
+	"pt_syscall: syscall\n"
+	"pt_lock: lock addl $1, (%rsp)\n"
 	"	.section .rodata\n"
 	"pt_cmp_zero: .quad 0\n"
 	"	.text\n");
 
-extern char pt_zone_end[];
+extern char pt_zone_end[], pt_int3[], pt_syscall[], pt_lock[];
 extern char pt_endbr[], pt_endbr_n[], pt_push[], pt_push_n[], pt_mov[], pt_mov_n[], pt_sub[],
 	pt_sub_n[], pt_call[], pt_leaf[], pt_jmp[], pt_leaf2[], pt_nop[], pt_nop_n[], pt_lea[],
 	pt_lea_n[], pt_cmp[], pt_cmp_n[];
@@ -403,4 +407,39 @@ Test(probetrap, programs_own_sigurg_not_claimed)
 	cr_assert_eq(own, 3);
 	cr_assert_eq(kernel, 1, "the TCP urgent-data SIGURG has si_code SI_KERNEL");
 	cr_assert_eq(r.nstops - own, NKINDS);
+}
+
+/* Instructions the kernel will not probe, in a file the process maps: add
+ * fails, and says so (which errno).  Others are accepted. */
+static void try_refused(struct pt_run *r, pid_t pid)
+{
+	static const struct { const char *name; char *at; bool ok; } v[] = {
+		{ "int3", pt_int3, false },
+		{ "syscall", pt_syscall, true },
+		{ "lock add", pt_lock, false },   /* uprobes refuse a LOCK prefix */
+	};
+	(void)pid;
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		struct pt_run one;
+		pt_run_init(&one);
+		pt_probe_self(&one, (uintptr_t)v[i].at);
+		int err = gb_probetrap__add(r->trap, one.probe[0].path, one.probe[0].off);
+		cr_log_info("add on %s: %s", v[i].name, err ? strerror(-err) : "accepted");
+		if (v[i].ok)
+			cr_assert_eq(err, 0, "%s refused: %s", v[i].name, strerror(-err));
+		else
+			cr_assert(err < 0, "%s accepted", v[i].name);
+	}
+}
+
+Test(probetrap, refused_instruction_fails_add)
+{
+	struct pt_run r;
+
+	pt_need();
+	pt_run_init(&r);
+	r.before_gate = try_refused;
+	pt_run(&r, child_zone, NULL);
+	cr_assert_eq(r.exit_code, 0);
+	cr_assert_eq(r.nstops, 0);
 }
