@@ -355,30 +355,46 @@ static size_t rt_lower(const struct gb_probetrap *p, uint64_t addr)
 	return lo;
 }
 
+static bool in_rt(const struct gb_probetrap *p, uint64_t addr)
+{
+	size_t i = rt_lower(p, addr);
+	return i < p->nrt && p->rt[i].addr == addr;
+}
+
 bool gb_pt_is_probed(struct gb_probetrap *p, uint64_t addr)
 {
-	size_t i;
-
 	if (!p->rt_valid && refresh_rt(p) != 0)
 		return false;
-	i = rt_lower(p, addr);
-	return i < p->nrt && p->rt[i].addr == addr;
+	if (in_rt(p, addr))
+		return true;
+	/* perhaps in a module mapped since the last look */
+	return refresh_rt(p) == 0 && in_rt(p, addr);
 }
 
 void gb_probetrap__maps_changed(struct gb_probetrap *p)
 {
-	if (p)
-		p->rt_valid = false;
+	if (!p)
+		return;
+	p->rt_valid = false;
+	p->nplain = 0;
 }
 
-int gb_probetrap__orig_bytes(struct gb_probetrap *p, uint64_t addr, uint8_t *buf, size_t len)
-{
-	int fixed = 0, err;
+/* 0xCC bytes of the program's own (no probe there after a fresh look at
+ * the maps): remembered, so that they cost one re-read of the maps each. */
+#define PLAIN_MAX 4096
 
-	if (!p || !buf)
-		return -EINVAL;
-	if (!p->rt_valid && (err = refresh_rt(p)) != 0)
-		return err;
+static bool is_plain(const struct gb_probetrap *p, uint64_t a)
+{
+	for (size_t i = 0; i < p->nplain; i++)
+		if (p->plain[i] == a)
+			return true;
+	return false;
+}
+
+static size_t restore(struct gb_probetrap *p, uint64_t addr, uint8_t *buf, size_t len)
+{
+	size_t fixed = 0;
+
 	for (size_t i = rt_lower(p, addr); i < p->nrt && p->rt[i].addr - addr < len; i++) {
 		uint8_t *b = &buf[p->rt[i].addr - addr];
 		if (*b == 0xCC && p->rt[i].orig != 0xCC) {
@@ -387,5 +403,33 @@ int gb_probetrap__orig_bytes(struct gb_probetrap *p, uint64_t addr, uint8_t *buf
 		}
 	}
 	return fixed;
+}
+
+int gb_probetrap__orig_bytes(struct gb_probetrap *p, uint64_t addr, uint8_t *buf, size_t len)
+{
+	size_t fixed;
+	int err;
+
+	if (!p || !buf)
+		return -EINVAL;
+	if (!p->rt_valid && (err = refresh_rt(p)) != 0)
+		return err;
+	fixed = restore(p, addr, buf, len);
+	/* An int3 the cache does not explain: a module mapped since the last
+	 * look may hold a probe there.  Look again, once. */
+	for (size_t i = 0; i < len; i++) {
+		if (buf[i] != 0xCC || is_plain(p, addr + i))
+			continue;
+		if ((err = refresh_rt(p)) != 0)
+			return err;
+		fixed += restore(p, addr, buf, len);
+		for (size_t j = i; j < len && p->nplain < PLAIN_MAX; j++)
+			if (buf[j] == 0xCC && !is_plain(p, addr + j) &&
+			    grow((void **)&p->plain, &p->capplain, p->nplain + 1,
+				 sizeof(*p->plain)) == 0)
+				p->plain[p->nplain++] = addr + j;
+		break;
+	}
+	return (int)fixed;
 }
 

@@ -238,11 +238,8 @@ bool gb_probetrap__claim(struct gb_probetrap *p, pid_t tid, int sig, const sigin
 		const struct gb_ev_probe *e = &p->q[i];
 		if ((pid_t)e->h.tid != tid || (int)e->signo != (stop ? SIGSTOP : p->signo))
 			continue;
-		if (hit) {
+		if (hit)
 			fill_hit(hit, e);
-			if (!gb_pt_is_probed(p, hit->addr))
-				p->rt_valid = false; /* a new mapping: look again when needed */
-		}
 		memmove(&p->q[i], &p->q[i + 1], (p->nq - i - 1) * sizeof(*p->q));
 		p->nq--;
 		return true;
@@ -329,6 +326,7 @@ void gb_probetrap__free(struct gb_probetrap *p)
 	gb_probetrap__disarm(p);
 	gb_pt_detach_all(p);
 	free(p->rt);
+	free(p->plain);
 	free(p->q);
 	ring_buffer__free(p->rb);
 	probetrap_bpf__destroy(p->skel);

@@ -55,6 +55,8 @@ struct gb_probetrap {
 	struct rt *rt;               /* sorted by addr; valid while rt_valid */
 	size_t nrt;
 	bool rt_valid;
+	uint64_t *plain;             /* int3s of the program's own (orig_bytes) */
+	size_t nplain, capplain;
 	struct gb_ev_probe *q;       /* drained records not yet claimed, oldest first */
 	size_t nq, capq;
 	uint64_t claimed;
