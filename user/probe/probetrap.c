@@ -26,21 +26,7 @@ struct pending {
 	uint32_t sig, stop;
 };
 
-static void say(const struct gb_probetrap_opts *o, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void say(const struct gb_probetrap_opts *o, const char *fmt, ...)
-{
-	char buf[512];
-	va_list ap;
-
-	if (o->quiet)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	gb_warn("probe trap: pid %d: %s", (int)o->tgid, buf);
-}
+#define say(o, ...) gb_probe_warn((o)->quiet, "probe trap", (int)(o)->tgid, __VA_ARGS__)
 
 static int on_record(void *ctx, void *data, size_t len)
 {
