@@ -13,7 +13,7 @@
  * API and the engine's contract: user/probe/probetrap.h; docs/bpf.md.
  * CO-RE: task->blocked and task->pending are read with BPF_CORE_READ from
  * bpf_get_current_task() (Linux 5.10 has no bpf_get_current_task_btf for
- * this program type); bpf cookies only with uprobe_multi (6.6+, rodata
+ * this program type); bpf cookies only with uprobe_multi (6.10+, rodata
  * has_cookie), so the object loads on 5.10.
  */
 #include "vmlinux.h"
@@ -27,7 +27,7 @@ char LICENSE[] SEC("license") = "GPL";
 /* Set by user space before load. */
 const volatile __u32 tgid = 0;
 const volatile __u32 signo = 23;        /* SIGURG */
-/* Attached as uprobe_multi links (Linux 6.6+), whose cookies are probe ids:
+/* Attached as uprobe_multi links (Linux 6.10+), whose cookies are probe ids:
  * only then is bpf_get_attach_cookie called (the verifier drops the call
  * on older kernels, where the flag is false). */
 const volatile bool has_cookie = false;

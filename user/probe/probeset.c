@@ -1,6 +1,6 @@
 /* The probe trap's probes: which file offsets are probed, the bytes the
  * int3s hide, where they are in the process now, and their uprobes
- * (uprobe_multi links on 6.6+, one perf event each before).  API:
+ * (uprobe_multi links on 6.10+, one perf event each before).  API:
  * probetrap.h; shared state: probetrap_int.h. */
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>

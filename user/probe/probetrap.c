@@ -86,7 +86,7 @@ struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o)
 	}
 	p->skel->rodata->tgid = (__u32)o->tgid;
 	p->skel->rodata->signo = (__u32)p->signo;
-	/* uprobe_multi links where the kernel has them (6.6+): a link of many
+	/* uprobe_multi links where the kernel has them (6.10+): a link of many
 	 * probes is removed with one wait for the kernel's grace periods
 	 * instead of one per probe.  GEBPF_PROBETRAP_PERF=1 forces the perf
 	 * events (the 5.10 path) for tests. */

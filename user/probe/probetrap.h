@@ -129,7 +129,7 @@ struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o);
  * later the kernel refuses silently: probe only instruction starts. */
 int gb_probetrap__add(struct gb_probetrap *p, const char *path, uint64_t file_offset);
 /* Probe n offsets of one file at once (the engine's entries of a range):
- * all or none.  With uprobe_multi (Linux 6.6+) they share one link, which
+ * all or none.  With uprobe_multi (Linux 6.10+) they share one link, which
  * the kernel removes in one go (see free); the kernel's error then names
  * no offset: add them one by one to find a refused instruction. */
 int gb_probetrap__add_many(struct gb_probetrap *p, const char *path, const uint64_t *offs,
@@ -178,7 +178,7 @@ void gb_probetrap__stats(const struct gb_probetrap *p, struct gb_probetrap_stats
  * free comes later. */
 void gb_probetrap__disarm(struct gb_probetrap *p);
 /* Disarm, detach every probe and unload.  Each detach waits for the
- * kernel's grace periods: without uprobe_multi (before 6.6) about 0.1 s per
+ * kernel's grace periods: without uprobe_multi (before 6.10) about 0.1 s per
  * probe on the 2-CPU test VM (serialised in the kernel: detaching from
  * several threads at once did not help); with it, about the same per
  * add/add_many call, however many probes it added. */

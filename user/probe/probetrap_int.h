@@ -46,7 +46,7 @@ struct gb_probetrap {
 	struct ring_buffer *rb;
 	pid_t tgid;
 	int signo;
-	bool multi;                  /* uprobe_multi links (6.6+), else perf events */
+	bool multi;                  /* uprobe_multi links (6.10+), else perf events */
 	struct probe *pr;
 	size_t npr, capr;
 	struct group *gr;

@@ -5,7 +5,9 @@
 #include <errno.h>
 #include <linux/bpf.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 /* The BPF_LINK_CREATE part of union bpf_attr with its uprobe_multi member
@@ -58,6 +60,14 @@ bool gb_umulti_supported(void)
 
 	if (known >= 0)
 		return known;
+	/* Before 6.10 a uprobe_multi link's pid filter ran the program for
+	 * the process's main thread only (fixed by "bpf: fix multi-uprobe PID
+	 * filtering logic", v6.10): the other threads would enter unseen. */
+	struct utsname u;
+	int maj = 0, min = 0;
+	if (uname(&u) || sscanf(u.release, "%d.%d", &maj, &min) != 2 ||
+	    maj * 1000 + min < 6010)
+		return (known = 0);
 	prog = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "gb_umulti_probe", "GPL", ret0, 2, &o);
 	if (prog < 0)
 		return (known = 0);
