@@ -11,13 +11,16 @@
  *      SIGTRAP stop after the instruction that is_step_artifact() accepts,
  *      and nothing else;
  *   3. with every signal blocked, the stops are SIGSTOP at the same places;
- *   4. memory shows the int3 and orig_bytes restores the file's byte.
+ *   4. memory shows the int3 and orig_bytes restores the file's byte;
+ *   5. three threads of the child running the functions each stop at every
+ *      probe (the process filter passes every thread, not only the main one).
  * One line per fact on stdout, "probecheck: ok ..." last; exit 0, 1 when a
  * check failed (the line says which), and the probe trap's own
  * "gebpf: warning: probe trap: ..." line with exit 1 when the kernel lacks
  * what it needs.  Built by the Makefile (.output/probecheck) with gebpf's
  * objects. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -73,10 +76,11 @@ long pc_zone_call(void) __asm__("pc_zone");
 static const struct kind {
 	const char *name;
 	char *at, *next;
+	long dsp;                /* rsp after - rsp before */
 } kinds[] = {
-	{ "endbr64", pc_endbr, pc_endbr_n }, { "push", pc_push, pc_push_n },
-	{ "mov", pc_mov, pc_mov_n },         { "call", pc_call, pc_leaf },
-	{ "jmp", pc_jmp, pc_leaf2 },         { "nop", pc_nop, pc_nop_n },
+	{ "endbr64", pc_endbr, pc_endbr_n, 0 }, { "push", pc_push, pc_push_n, -8 },
+	{ "mov", pc_mov, pc_mov_n, 0 },         { "call", pc_call, pc_leaf, -8 },
+	{ "jmp", pc_jmp, pc_leaf2, 0 },         { "nop", pc_nop, pc_nop_n, 0 },
 };
 #define NK (sizeof(kinds) / sizeof(kinds[0]))
 
@@ -105,7 +109,14 @@ static const struct kind *kind_at(uint64_t a)
 	return NULL;
 }
 
-enum mode { NATIVE, STEP, BLOCKED };
+enum mode { NATIVE, STEP, BLOCKED, THREADS };
+#define NTHREADS 3
+
+static void *thread_zone(void *arg)
+{
+	(void)arg;
+	return (void *)(long)(pc_zone_call() == ZONE_SUM);
+}
 
 static void child_main(int gate, enum mode m)
 {
@@ -118,6 +129,17 @@ static void child_main(int gate, enum mode m)
 	}
 	if (read(gate, &b, 1) != 1)
 		_exit(90);
+	if (m == THREADS) {
+		pthread_t t[NTHREADS];
+		void *ok;
+		int bad = 0;
+		for (int i = 0; i < NTHREADS; i++)
+			if (pthread_create(&t[i], NULL, thread_zone, NULL))
+				_exit(91);
+		for (int i = 0; i < NTHREADS; i++)
+			bad += pthread_join(t[i], &ok) || !ok;
+		_exit(bad);
+	}
 	_exit(pc_zone_call() == ZONE_SUM ? 0 : 1);
 }
 
@@ -217,8 +239,9 @@ static void check_bytes(struct gb_probetrap *p, pid_t pid)
 
 static void run(enum mode m)
 {
-	static const char *names[] = { "native", "step", "blocked" };
-	int gate[2], status, claimed = 0, steps = 0;
+	static const char *names[] = { "native", "step", "blocked", "threads" };
+	int gate[2], status, claimed = 0, steps = 0, ntids = 0;
+	pid_t tids[NTHREADS + 1], tid;
 	struct user_regs_struct r;
 	struct gb_probe_hit hit;
 	siginfo_t si;
@@ -232,7 +255,7 @@ static void run(enum mode m)
 	if (child == 0)
 		child_main(gate[0], m);
 	close(gate[0]);
-	if (ptrace(PTRACE_SEIZE, child, 0, 0))
+	if (ptrace(PTRACE_SEIZE, child, 0, m == THREADS ? PTRACE_O_TRACECLONE : 0))
 		fail("PTRACE_SEIZE: %s", strerror(errno));
 	struct gb_probetrap *p = attach(child, true, m == STEP);
 	if (m == NATIVE)
@@ -240,20 +263,29 @@ static void run(enum mode m)
 	if (write(gate[1], &b, 1) != 1)
 		fail("gate: %s", strerror(errno));
 	for (;;) {
-		if (waitpid(child, &status, __WALL) != child)
+		tid = waitpid(-1, &status, __WALL);
+		if (tid <= 0)
 			fail("waitpid: %s", strerror(errno));
-		if (WIFEXITED(status) || WIFSIGNALED(status))
-			break;
-		if (status >> 16) {
-			ptrace(PTRACE_CONT, child, 0, 0);
+		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			if (tid == child)
+				break;
 			continue;
 		}
-		getstop(child, &si, &r);
+		if (status >> 16) {
+			ptrace(PTRACE_CONT, tid, 0, 0);
+			continue;
+		}
+		getstop(tid, &si, &r);
 		int sig = si.si_signo;
-		if (!gb_probetrap__claim(p, child, sig, &si, &hit))
+		if (!gb_probetrap__claim(p, tid, sig, &si, &hit))
 			fail("%s: unclaimed stop: signal %d si_code %d at %#lx", names[m], sig,
 			     si.si_code, (unsigned long)r.rip);
 		claimed++;
+		bool seen = false;
+		for (int i = 0; i < ntids; i++)
+			seen |= tids[i] == tid;
+		if (!seen && ntids <= NTHREADS)
+			tids[ntids++] = tid;
 		if (m == STEP && hit.addr == (uintptr_t)pc_zone) {
 			steps = step_zone(p, child, &r);
 		} else {
@@ -269,15 +301,28 @@ static void run(enum mode m)
 				fail("%s %s: stopped at %+ld, expected %+ld (after the instruction)",
 				     names[m], k->name, (long)(r.rip - hit.addr),
 				     (long)((uintptr_t)k->next - hit.addr));
-			printf("%s %s: stop %s at %+ld, record rip == probe\n", names[m], k->name,
-			       m == BLOCKED ? "SIGSTOP" : "SIGURG", (long)(r.rip - hit.addr));
+			if ((long)(r.rsp - hit.regs.rsp) != k->dsp)
+				fail("%s %s: rsp moved by %ld, expected %ld (another thread's record?)",
+				     names[m], k->name, (long)(r.rsp - hit.regs.rsp), k->dsp);
+			if (m != THREADS)
+				printf("%s %s: stop %s at %+ld, record rip == probe\n", names[m],
+				       k->name, m == BLOCKED ? "SIGSTOP" : "SIGURG",
+				       (long)(r.rip - hit.addr));
 		}
-		ptrace(PTRACE_CONT, child, 0, 0);
+		ptrace(PTRACE_CONT, tid, 0, 0);
 	}
 	if (!WIFEXITED(status) || WEXITSTATUS(status))
 		fail("%s: the child ended with status %#x (wrong result or killed)", names[m], status);
-	if (m == STEP ? claimed != 1 || steps != (int)NK : claimed != (int)NK)
-		fail("%s: %d claimed stops, %d steps over probes", names[m], claimed, steps);
+	int want = m == STEP ? 1 : m == THREADS ? NTHREADS * (int)NK : (int)NK;
+	if (claimed != want || (m == STEP && steps != (int)NK))
+		fail("%s: %d claimed stops (expected %d), %d steps over probes", names[m], claimed,
+		     want, steps);
+	if (m == THREADS) {
+		if (ntids != NTHREADS)
+			fail("threads: stops of %d threads, expected %d", ntids, NTHREADS);
+		printf("threads: %d threads, %d stops, each claimed with its own record\n", ntids,
+		       claimed);
+	}
 	child = -1;
 	gb_probetrap__free(p);
 	close(gate[1]);
@@ -293,7 +338,8 @@ int main(void)
 	run(NATIVE);
 	run(STEP);
 	run(BLOCKED);
+	run(THREADS);
 	printf("probecheck: ok: %zu kinds stop after the instruction; steps over probes end in "
-	       "one SIGTRAP; blocked -> SIGSTOP\n", NK);
+	       "one SIGTRAP; blocked -> SIGSTOP; %d threads all stopped\n", NK, NTHREADS);
 	return 0;
 }
