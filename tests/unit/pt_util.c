@@ -84,6 +84,7 @@ static void step_stretch(struct pt_run *r, pid_t pid, struct gb_probetrap *p,
 		getsig(pid, &sig, &si);
 		cr_assert(ptrace(PTRACE_GETREGS, pid, 0, &regs) == 0);
 		st->rip_after = regs.rip;
+		st->regs = regs;
 		st->sig = sig;
 		st->code = si.si_code;
 		st->from_pid = si.si_pid;

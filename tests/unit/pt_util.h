@@ -30,6 +30,7 @@ struct pt_step {
 	uint64_t rip_before, rip_after;
 	int sig, code, from_pid;
 	bool artifact;                  /* gb_probetrap__is_step_artifact */
+	struct user_regs_struct regs;   /* after the step */
 };
 
 struct pt_run;

@@ -94,21 +94,42 @@ extern char pt_endbr[], pt_endbr_n[], pt_push[], pt_push_n[], pt_mov[], pt_mov_n
 long pt_zone(void);
 #define ZONE_SUM 50
 
+/* Registers an instruction writes (besides rip). */
+enum { W_RAX = 1, W_RSP = 2, W_FLAGS = 4 };
+
 /* probe -> where the thread is once the probed instruction ran */
 static const struct kind {
 	const char *name;
 	char *at, *next;
+	unsigned writes;
 } kinds[] = {
-	{ "endbr64", pt_endbr, pt_endbr_n },
-	{ "push rbp", pt_push, pt_push_n },
-	{ "mov imm", pt_mov, pt_mov_n },
-	{ "sub rsp", pt_sub, pt_sub_n },
-	{ "call", pt_call, pt_leaf },
-	{ "jmp", pt_jmp, pt_leaf2 },
-	{ "nop", pt_nop, pt_nop_n },
-	{ "lea rip", pt_lea, pt_lea_n },
-	{ "cmp rip-mem", pt_cmp, pt_cmp_n },
+	{ "endbr64", pt_endbr, pt_endbr_n, 0 },
+	{ "push rbp", pt_push, pt_push_n, W_RSP },
+	{ "mov imm", pt_mov, pt_mov_n, W_RAX },
+	{ "sub rsp", pt_sub, pt_sub_n, W_RSP | W_FLAGS },
+	{ "call", pt_call, pt_leaf, W_RSP },
+	{ "jmp", pt_jmp, pt_leaf2, 0 },
+	{ "nop", pt_nop, pt_nop_n, 0 },
+	{ "lea rip", pt_lea, pt_lea_n, W_RAX },
+	{ "cmp rip-mem", pt_cmp, pt_cmp_n, W_FLAGS },
 };
+
+static void same_but(const struct user_regs_struct *a, const struct user_regs_struct *b,
+		     unsigned writes, const char *name)
+{
+#define SAME(f) cr_assert_eq(a->f, b->f, "%s changed " #f ": %#llx -> %#llx", name, \
+			     (unsigned long long)a->f, (unsigned long long)b->f)
+	SAME(r15); SAME(r14); SAME(r13); SAME(r12); SAME(rbp); SAME(rbx); SAME(r11);
+	SAME(r10); SAME(r9); SAME(r8); SAME(rcx); SAME(rdx); SAME(rsi); SAME(rdi);
+	SAME(cs); SAME(ss); SAME(fs_base); SAME(gs_base);
+	if (!(writes & W_RAX))
+		SAME(rax);
+	if (!(writes & W_RSP))
+		SAME(rsp);
+	if (!(writes & W_FLAGS))
+		SAME(eflags);
+#undef SAME
+}
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 
 static void child_zone(void *arg)
@@ -143,11 +164,10 @@ Test(probetrap, native_stop_after_probed_instruction)
 			     (long)(s->regs.rip - s->hit.addr),
 			     (long)((uintptr_t)kinds[k].next - (uintptr_t)kinds[k].at));
 		cr_assert_eq(s->hit.flags, 0);
-		/* Registers the instruction does not touch are the same. */
-		cr_assert_eq(s->hit.regs.rbx, s->regs.rbx);
-		cr_assert_eq(s->hit.regs.r12, s->regs.r12);
-		cr_assert_eq(s->hit.regs.cs, s->regs.cs);
-		cr_assert_eq(s->hit.regs.ss, s->regs.ss);
+		/* Every register the instruction does not write is the same
+		 * before and after: the out-of-line step's scratch register (for
+		 * RIP-relative operands) is restored. */
+		same_but(&s->hit.regs, &s->regs, kinds[k].writes, kinds[k].name);
 		cr_log_info("native %-12s probe at +0: stop at %+ld", kinds[k].name,
 			    (long)(s->regs.rip - s->hit.addr));
 	}
@@ -157,6 +177,8 @@ Test(probetrap, native_stop_after_probed_instruction)
 	cr_assert_eq(r.stops[4].regs.rsp, r.stops[4].hit.regs.rsp - 8);
 	cr_assert_eq(r.stops[2].regs.rsp, r.stops[2].hit.regs.rsp);
 	cr_assert_eq(r.stops[2].regs.rax & 0xffffffff, 3);   /* the mov ran */
+	cr_assert_eq(r.stops[7].regs.rax, (uintptr_t)pt_zone); /* lea pt_zone(%rip) */
+	cr_assert(r.stops[8].regs.eflags & 0x40, "cmp $0 with 0: ZF");
 	cr_assert_eq(r.stats.hits, NKINDS);
 	cr_assert_eq(r.stats.records, NKINDS);
 	cr_assert_eq(r.stats.signals, NKINDS);
@@ -184,7 +206,7 @@ static void probe_kinds(struct pt_run *r)
  * (is_step_artifact); no extra stop follows. */
 Test(probetrap, stepping_thread_steps_over_probes)
 {
-	struct pt_run base, probed;
+	static struct pt_run base, probed;
 
 	pt_need();
 	for (int pass = 0; pass < 2; pass++) {
@@ -209,6 +231,19 @@ Test(probetrap, stepping_thread_steps_over_probes)
 		cr_assert_eq(p->rip_before, b->rip_before, "step %d", i);
 		cr_assert_eq(p->rip_after, b->rip_after, "step %d from %#lx", i,
 			     (unsigned long)p->rip_before);
+		/* A step over a probe changes only what the instruction writes,
+		 * and that as without the probe (the runs started from other
+		 * caller-saved values, so only those are compared). */
+		if (k && i > 0) {
+			const struct user_regs_struct *p0 = &probed.steps[i - 1].regs;
+			const struct user_regs_struct *b0 = &base.steps[i - 1].regs;
+			same_but(p0, &p->regs, k->writes, k->name);
+			if (k->writes & W_RAX)
+				cr_assert_eq(p->regs.rax, b->regs.rax, "%s: rax", k->name);
+			if (k->writes & W_RSP)
+				cr_assert_eq(p->regs.rsp - p0->rsp, b->regs.rsp - b0->rsp, "%s: rsp",
+					     k->name);
+		}
 		cr_assert(!b->artifact);
 		if (!k) {
 			cr_assert_eq(p->code, b->code, "step %d: si_code %d, %d unprobed", i, p->code,
