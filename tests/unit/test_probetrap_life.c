@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/uio.h>
@@ -204,7 +205,7 @@ Test(probetrap_life, concurrent_threads_each_get_their_record)
 
 /* The tracer of the kill test, in its own process: seize, probe, report
  * the program id on `rep`, then claim stops forever. */
-static void tracer_main(const struct pt_run *pr, pid_t target, int rep)
+static void tracer_main(const struct pt_run *pr, pid_t target, int rep, long kill_after)
 {
 	struct gb_probetrap *p;
 	struct gb_probetrap_stats st;
@@ -233,7 +234,7 @@ static void tracer_main(const struct pt_run *pr, pid_t target, int rep)
 		    gb_probetrap__claim(p, target, sig, &si, &hit))
 			sig = 0;
 		ptrace(PTRACE_CONT, target, 0, sig);
-		if (n == 100 && write(rep, "h", 1) != 1)
+		if (n == kill_after && write(rep, "h", 1) != 1)
 			_exit(35);
 	}
 }
@@ -265,7 +266,7 @@ static bool int3_at(pid_t pid, const struct pt_run *r)
 }
 
 /* Part e: SIGKILL the tracer while the target runs through probes. */
-Test(probetrap_life, sigkill_of_tracer_leaves_target_running_and_nothing_behind)
+static void sigkill_tracer(long kill_after, bool quiet)
 {
 	struct pt_run r;
 	int gate[2], rep[2], status;
@@ -289,7 +290,7 @@ Test(probetrap_life, sigkill_of_tracer_leaves_target_running_and_nothing_behind)
 	pid_t tr = fork();
 	cr_assert(tr >= 0);
 	if (tr == 0)
-		tracer_main(&r, t, rep[1]);
+		tracer_main(&r, t, rep[1], kill_after);
 	close(rep[1]);
 	if (read(rep[0], &prog_id, sizeof(prog_id)) != sizeof(prog_id)) {
 		kill(t, SIGKILL);
@@ -298,7 +299,7 @@ Test(probetrap_life, sigkill_of_tracer_leaves_target_running_and_nothing_behind)
 	}
 	cr_assert(int3_at(t, &r), "no int3 in the target with probes attached");
 	cr_assert(write(gate[1], &b, 1) == 1);
-	cr_assert_eq(read(rep[0], &b, 1), 1, "the tracer did not claim 100 stops");
+	cr_assert_eq(read(rep[0], &b, 1), 1, "the tracer did not claim %ld stops", kill_after);
 	double t0 = now();
 	cr_assert_eq(kill(tr, SIGKILL), 0);
 	cr_assert_eq(waitpid(tr, &status, 0), tr);
@@ -307,8 +308,9 @@ Test(probetrap_life, sigkill_of_tracer_leaves_target_running_and_nothing_behind)
 
 	/* The target finishes natively with the right sum. */
 	cr_assert_eq(waitpid(t, &status, 0), t);
-	cr_log_info("kill: tracer with %d probes gone after %.2f s, target done %.2f s later",
-		    KILL_NPROBES + KILL_EXTRA, t1 - t0, now() - t1);
+	if (!quiet)
+		cr_log_info("kill: tracer with %d probes gone after %.2f s, target done %.2f s later",
+			    KILL_NPROBES + KILL_EXTRA, t1 - t0, now() - t1);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		  "target status %#x after the tracer died", status);
 	/* Nothing of gebpf stays: no program, no legacy uprobe event. */
@@ -324,6 +326,27 @@ Test(probetrap_life, sigkill_of_tracer_leaves_target_running_and_nothing_behind)
 		  prog_id);
 	long legacy = pt_legacy_uprobes(tr);
 	cr_assert(legacy <= 0, "%ld uprobe_events lines of the dead tracer", legacy);
+}
+
+Test(probetrap_life, sigkill_of_tracer_leaves_target_running_and_nothing_behind)
+{
+	sigkill_tracer(100, false);
+}
+
+/* 20 kills at pseudo-random moments (after 1 to 150 claimed stops: the
+ * target may be stopped, running, or inside the kernel's uprobe path). */
+Test(probetrap_life, sigkill_of_tracer_at_random_moments)
+{
+	srand(4242);
+	for (int i = 0; i < 20; i++)
+		sigkill_tracer(1 + rand() % 150, true);
+}
+
+/* The same with one perf-event uprobe per probe (kernels before 6.10). */
+Test(probetrap_life, sigkill_of_tracer_perf_events)
+{
+	setenv("GEBPF_PROBETRAP_PERF", "1", 1);   /* this test's own process and its tracer */
+	sigkill_tracer(100, false);
 }
 
 /* The same, checked on a target still running: its code bytes are the
@@ -346,7 +369,7 @@ Test(probetrap_life, sigkill_of_tracer_removes_int3_from_live_target)
 	pid_t tr = fork();
 	cr_assert(tr >= 0);
 	if (tr == 0)
-		tracer_main(&r, t, rep[1]);
+		tracer_main(&r, t, rep[1], 1);
 	close(rep[1]);
 	cr_assert_eq(read(rep[0], &prog_id, sizeof(prog_id)), (ssize_t)sizeof(prog_id));
 	cr_assert(int3_at(t, &r));
