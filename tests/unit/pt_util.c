@@ -9,6 +9,7 @@
 #include <libelf.h>
 #include <signal.h>
 #include <stdio.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
@@ -161,6 +162,13 @@ void pt_run(struct pt_run *r, void (*fn)(void *), void *arg)
 		s->code = si.si_code;
 		s->from_pid = si.si_pid;
 		cr_assert(ptrace(PTRACE_GETREGS, t, 0, &s->regs) == 0);
+		if (r->drain_first && p) {
+			struct pollfd pf = { .fd = gb_probetrap__poll_fd(p), .events = POLLIN };
+			cr_assert_eq(poll(&pf, 1, 1000), 1, "poll fd not readable at a stop");
+			int n = gb_probetrap__drain(p);
+			cr_assert(n >= 0, "drain: %s", strerror(-n));
+			r->drained += n;
+		}
 		s->claimed = gb_probetrap__claim(p, t, sig, &si, &s->hit);
 		if (s->claimed)
 			gb_probe_hit__complete(&s->hit, &s->regs);

@@ -46,6 +46,8 @@ struct pt_run {
 	void (*on_claim)(struct pt_run *r, pid_t tid, struct pt_stop *s);
 	void *ctx;
 	uint64_t step_from, step_until; /* step this stretch (0: never) */
+	bool drain_first;               /* poll + drain before each claim */
+	int drained;                    /* records those drains moved */
 	/* results */
 	struct gb_probetrap *trap;      /* valid in the hooks only */
 	struct pt_stop stops[PT_MAXSTOPS];

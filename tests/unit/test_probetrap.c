@@ -478,3 +478,30 @@ Test(probetrap, refused_instruction_fails_add)
 	cr_assert_eq(r.exit_code, 0);
 	cr_assert_eq(r.nstops, 0);
 }
+
+/* The poll descriptor is readable at a stop, drain moves the record, and
+ * claim still finds it; bad options give NULL and one warning. */
+Test(probetrap, poll_drain_then_claim)
+{
+	struct pt_run r;
+
+	pt_need();
+	pt_run_init(&r);
+	probe_kinds(&r);
+	r.drain_first = true;
+	pt_run(&r, child_zone, NULL);
+	cr_assert_eq(r.exit_code, 0);
+	cr_assert_eq(r.nstops, NKINDS);
+	cr_assert_eq(r.drained, NKINDS);
+	for (int i = 0; i < r.nstops; i++)
+		cr_assert(r.stops[i].claimed && r.stops[i].hit.addr == (uintptr_t)kinds[i].at);
+}
+
+Test(probetrap, bad_options_give_null)
+{
+	cr_assert_null(gb_probetrap__new(&(struct gb_probetrap_opts){ .tgid = 0, .quiet = true }));
+	cr_assert_null(gb_probetrap__new(&(struct gb_probetrap_opts){ .tgid = 1, .signo = SIGKILL,
+								     .quiet = true }));
+	gb_probetrap__free(NULL);
+	cr_assert(!gb_probetrap__claim(NULL, 1, SIGURG, NULL, NULL));
+}
