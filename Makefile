@@ -42,7 +42,7 @@ UNIT_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(UNIT_SRCS))
 
 BIN       := $(OUTPUT)/gebpf
 
-all: gebpf progs
+all: gebpf progs $(OUTPUT)/probecheck
 
 # ./gebpf is a link to the binary of the default output directory; a build
 # with OUTPUT=.output-x (used to build side by side) leaves it alone.
@@ -71,6 +71,12 @@ $(OUTPUT)/bpf/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) vmlinux/vmlinux.h
 $(OUTPUT)/%.skel.h: $(OUTPUT)/bpf/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@
+
+# The kernel matrix's probe-trap check (scripts/kmatrix.d/probecheck.c),
+# shipped into the guests beside gebpf.
+$(OUTPUT)/probecheck: scripts/kmatrix.d/probecheck.c $(LIB_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $(INCLUDES) $^ $(LDLIBS) -o $@
 
 # The README demo's tracee.
 $(OUTPUT)/demo: scripts/demo.c
@@ -107,7 +113,7 @@ test: unit e2e
 bench: gebpf progs $(BENCH_BINS)
 	GEBPF_OUTPUT=$(abspath $(OUTPUT)) $(PYTHON) bench/run.py
 
-kmatrix: gebpf progs
+kmatrix: gebpf progs $(OUTPUT)/probecheck
 	scripts/kmatrix
 
 # Static test programs (rules and flags live with the programs).

@@ -13,7 +13,8 @@
  * API and the engine's contract: user/probe/probetrap.h; docs/bpf.md.
  * CO-RE: task->blocked and task->pending are read with BPF_CORE_READ from
  * bpf_get_current_task() (Linux 5.10 has no bpf_get_current_task_btf for
- * this program type); no bpf cookies (5.15+).
+ * this program type); bpf cookies only with uprobe_multi (6.10+, rodata
+ * has_cookie), so the object loads on 5.10.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
@@ -26,8 +27,17 @@ char LICENSE[] SEC("license") = "GPL";
 /* Set by user space before load. */
 const volatile __u32 tgid = 0;
 const volatile __u32 signo = 23;        /* SIGURG */
+/* Attached as uprobe_multi links (Linux 6.10+), whose cookies are probe ids:
+ * only then is bpf_get_attach_cookie called (the verifier drops the call
+ * on older kernels, where the flag is false). */
+const volatile bool has_cookie = false;
 
 #define GB_SIGSTOP 19
+
+/* Set by user space (memory-mapped .bss) before it detaches the probes:
+ * each detach waits for the kernel's grace periods, and hits meanwhile
+ * must not signal a thread whose tracer is gone. */
+__u32 disarmed = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -54,6 +64,15 @@ struct {
 	__type(key, __u32);
 	__type(value, __u8);
 } stepping SEC(".maps");
+
+/* probe id (cookie) -> 1: removed probes whose int3 is still installed
+ * (a uprobe_multi link is detached whole, when all its probes are gone). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u8);
+} muted SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -101,9 +120,18 @@ int gb_probe_hit(struct pt_regs *ctx)
 	__u64 blocked, pending;
 	__u32 sig = signo, pflags = 0;
 
+	if (disarmed)
+		return 0;
 	if ((pid_tgid >> 32) != tgid) {
 		count(GB_PCNT_OTHER);
 		return 0;
+	}
+	if (has_cookie) {
+		__u64 id = bpf_get_attach_cookie(ctx);
+		if (bpf_map_lookup_elem(&muted, &id)) {
+			count(GB_PCNT_MUTED);
+			return 0;
+		}
 	}
 	count(GB_PCNT_HITS);
 	if (bpf_map_lookup_elem(&stepping, &tid)) {

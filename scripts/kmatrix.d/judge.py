@@ -22,7 +22,7 @@ import os
 import re
 import sys
 
-CHECKS = ("trace", "snap", "faults", "sample")
+CHECKS = ("trace", "snap", "faults", "sample", "probe")
 
 # A gebpf line that reports a kernel feature the kernel lacks.  gebpf's rooms
 # phrase these as "gebpf: <what>: <feature> not supported by this kernel ..."
@@ -291,7 +291,24 @@ def judge_sample(rdir, exp, env):
     return ("pass", "%d samples in range" % len(samples))
 
 
-JUDGES = {"trace": judge_trace, "snap": judge_snap, "faults": judge_faults, "sample": judge_sample}
+def judge_probe(rdir, exp, env):
+    """probecheck (scripts/kmatrix.d/probecheck.c): its own verdict lines."""
+    c = Check(rdir, "probe")
+    out = (read(os.path.join(rdir, "probe.out"), "") or "").splitlines()
+    fails = [l for l in out if l.startswith("probecheck: FAIL")]
+    if fails and not c.timeout:
+        return ("fail", fails[0][len("probecheck: "):])
+    bad = c.failed_run()
+    if bad:
+        return bad
+    ok = [l for l in out if l.startswith("probecheck: ok")]
+    if not ok:
+        return ("fail", "probecheck exited 0 without its ok line")
+    return ("pass", ok[-1][len("probecheck: "):])
+
+
+JUDGES = {"trace": judge_trace, "snap": judge_snap, "faults": judge_faults, "sample": judge_sample,
+          "probe": judge_probe}
 
 
 def judge_row(rdir, exp, env):

@@ -81,5 +81,10 @@ run faults 30 "$G" trace --faults --range "$WORK_START-$WORK_LAST" -o "$O/faults
 # (4) BPF sampling of a busy loop (kmbusy spins ~1.5 s, then exits)
 run sample 30 "$G" sample --range "$SPIN_START-$SPIN_LAST" -F 997 --duration 20 -o "$O/sample.jsonl" -- "$P/kmbusy"
 
+# (5) the probe trap's kernel contract: uprobe + BPF stop after the probed
+# instruction, steps over probes, SIGSTOP when SIGURG is blocked
+# (probecheck sits beside gebpf; scripts/kmatrix.d/probecheck.c)
+run probe 60 "${G%/*}/probecheck"
+
 echo "kmatrix: smoke suite done" >&2
 [ -z "${KM_CHANNEL:-}" ] || echo "@@KM-DONE" >>"$KM_CHANNEL"

@@ -52,6 +52,9 @@ def write_good(d):
         "sample.rc": "0\n", "sample.err": "",
         "sample.jsonl": "".join('{"t":"sample","vcpu":0,"tid":9,"pc":"0x401064","ns":%d}\n' % i for i in range(500))
         + '{"t":"summary","seen":600,"kept":500}\n',
+        "probe.rc": "0\n", "probe.err": "",
+        "probe.out": "native push: stop SIGURG at +1, record rip == probe\n"
+                     "probecheck: ok: 6 kinds stop after the instruction\n",
     }
     for name, text in files.items():
         with open(os.path.join(d, name), "w") as f:
@@ -154,6 +157,20 @@ def test_timeout_is_reported(good):
     assert v == "fail" and "still running after 30 s" in why
 
 
+def test_probe_fail_line_and_missing_uprobes(good):
+    put(good, "probe.rc", "1\n")
+    put(good, "probe.out", "probecheck: FAIL: native push: stopped at +0, expected +1 (after the instruction)\n")
+    v, why = verdicts(good)["probe"]
+    assert v == "fail" and why.startswith("FAIL: native push: stopped at +0")
+    put(good, "probe.out", "")
+    line = "gebpf: warning: probe trap: pid 9: uprobes are not available (no uprobe PMU, no tracefs uprobe_events)"
+    put(good, "probe.err", line + "\n")
+    assert verdicts(good)["probe"] == ("skip", line)
+    put(good, "probe.rc", "0\n")
+    put(good, "probe.err", "")
+    assert verdicts(good)["probe"][0] == "fail"
+
+
 def frame(d, names, done=True, corrupt=None):
     out = []
     for n in names:
@@ -179,7 +196,7 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
     put(vm, "serial.txt", frame(str(src), ["kernel", "trace.rc", "trace.err", "trace.jsonl"], done=False))
     res = verdicts(vm)
     assert res["trace"][0] == "pass"
-    for ck in ("snap", "faults", "sample"):
+    for ck in ("snap", "faults", "sample", "probe"):
         assert res[ck][0] == "fail" and "Oops: int3" in res[ck][1]
 
 

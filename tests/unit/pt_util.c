@@ -9,6 +9,7 @@
 #include <libelf.h>
 #include <signal.h>
 #include <stdio.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
@@ -84,6 +85,7 @@ static void step_stretch(struct pt_run *r, pid_t pid, struct gb_probetrap *p,
 		getsig(pid, &sig, &si);
 		cr_assert(ptrace(PTRACE_GETREGS, pid, 0, &regs) == 0);
 		st->rip_after = regs.rip;
+		st->regs = regs;
 		st->sig = sig;
 		st->code = si.si_code;
 		st->from_pid = si.si_pid;
@@ -113,7 +115,8 @@ void pt_run(struct pt_run *r, void (*fn)(void *), void *arg)
 	close(gate[0]);
 	cr_assert(ptrace(PTRACE_SEIZE, pid, 0, r->ptrace_opts) == 0, "PTRACE_SEIZE: %s",
 		  strerror(errno));
-	struct gb_probetrap *p = gb_probetrap__new(&(struct gb_probetrap_opts){
+	struct gb_probetrap *p;
+	p = gb_probetrap__new(&(struct gb_probetrap_opts){
 		.tgid = pid, .signo = r->signo });
 	if (!p)
 		kill(pid, SIGKILL);
@@ -128,7 +131,7 @@ void pt_run(struct pt_run *r, void (*fn)(void *), void *arg)
 	r->trap = p;
 	if (r->before_gate)
 		r->before_gate(r, pid);
-	r->trap = NULL;
+	p = r->trap;                    /* the hook may have freed it */
 	cr_assert(write(gate[1], &b, 1) == 1);
 	close(gate[1]);
 
@@ -148,8 +151,9 @@ void pt_run(struct pt_run *r, void (*fn)(void *), void *arg)
 			cr_assert(ptrace(PTRACE_CONT, t, 0, 0) == 0);
 			continue;
 		}
-		cr_assert(r->nstops < PT_MAXSTOPS);
-		struct pt_stop *s = &r->stops[r->nstops++];
+		struct pt_stop spare, *s = r->nstops < PT_MAXSTOPS ? &r->stops[r->nstops] : &spare;
+		r->nstops++;      /* only the first PT_MAXSTOPS are kept */
+		memset(s, 0, sizeof(*s));
 		siginfo_t si;
 		int sig;
 		s->tid = t;
@@ -158,14 +162,24 @@ void pt_run(struct pt_run *r, void (*fn)(void *), void *arg)
 		s->code = si.si_code;
 		s->from_pid = si.si_pid;
 		cr_assert(ptrace(PTRACE_GETREGS, t, 0, &s->regs) == 0);
+		if (r->drain_first && p) {
+			struct pollfd pf = { .fd = gb_probetrap__poll_fd(p), .events = POLLIN };
+			cr_assert_eq(poll(&pf, 1, 1000), 1, "poll fd not readable at a stop");
+			int n = gb_probetrap__drain(p);
+			cr_assert(n >= 0, "drain: %s", strerror(-n));
+			r->drained += n;
+		}
 		s->claimed = gb_probetrap__claim(p, t, sig, &si, &s->hit);
 		if (s->claimed)
 			gb_probe_hit__complete(&s->hit, &s->regs);
+		if (s->claimed && r->on_claim)
+			r->on_claim(r, t, s);
 		if (s->claimed && r->step_from && s->hit.addr == r->step_from)
 			step_stretch(r, t, p, s);
 		cr_assert(ptrace(PTRACE_CONT, t, 0, s->claimed ? 0 : sig) == 0);
 	}
 	gb_probetrap__stats(p, &r->stats);
+	r->trap = NULL;
 	gb_probetrap__free(p);
 }
 

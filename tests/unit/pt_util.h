@@ -30,6 +30,7 @@ struct pt_step {
 	uint64_t rip_before, rip_after;
 	int sig, code, from_pid;
 	bool artifact;                  /* gb_probetrap__is_step_artifact */
+	struct user_regs_struct regs;   /* after the step */
 };
 
 struct pt_run;
@@ -41,12 +42,16 @@ struct pt_run {
 	int signo;                      /* 0 = SIGURG */
 	unsigned ptrace_opts;           /* PTRACE_SEIZE options */
 	pt_hook before_gate;            /* probes attached, child waiting */
+	/* at every claimed stop, before the thread resumes */
+	void (*on_claim)(struct pt_run *r, pid_t tid, struct pt_stop *s);
 	void *ctx;
 	uint64_t step_from, step_until; /* step this stretch (0: never) */
+	bool drain_first;               /* poll + drain before each claim */
+	int drained;                    /* records those drains moved */
 	/* results */
-	struct gb_probetrap *trap;      /* valid in before_gate only */
+	struct gb_probetrap *trap;      /* valid in the hooks only */
 	struct pt_stop stops[PT_MAXSTOPS];
-	int nstops;
+	int nstops;                     /* all of them; the first PT_MAXSTOPS kept */
 	struct pt_step steps[PT_MAXSTEPS];
 	int nsteps;
 	int exit_code, term_sig;

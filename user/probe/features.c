@@ -5,6 +5,8 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <linux/perf_event.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -14,6 +16,19 @@ void gb_probe_libbpf_init(void)
 {
 	/* gb_libbpf_print takes the level as int; libbpf passes the enum. */
 	libbpf_set_print((libbpf_print_fn_t)gb_libbpf_print);
+}
+
+void gb_probe_warn(bool quiet, const char *who, int pid, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+
+	if (quiet)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	gb_warn("%s: pid %d: %s", who, pid, buf);
 }
 
 bool gb_feat_kernel_btf(void)

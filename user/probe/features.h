@@ -13,6 +13,11 @@
  * only in verbose mode.  Idempotent; called by every probe constructor. */
 void gb_probe_libbpf_init(void);
 
+/* "gebpf: warning: WHO: pid PID: <fmt>" unless quiet: why a probe
+ * constructor returns NULL. */
+void gb_probe_warn(bool quiet, const char *who, int pid, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
 /* The running kernel exposes its BTF (/sys/kernel/btf/vmlinux). */
 bool gb_feat_kernel_btf(void);
 /* Kernel BTF has a typedef named name (e.g. "btf_trace_page_fault_user":

@@ -1,82 +1,32 @@
-/* Probe trap: the probetrap.bpf.c skeleton and its uprobes behind an opaque
- * type.  API and the engine's contract: probetrap.h.  The program: docs/bpf.md. */
+/* Probe trap: the probetrap.bpf.c skeleton behind an opaque type, and the
+ * stops it causes (the probes themselves: probeset.c).  API and the engine's
+ * contract: probetrap.h.  The program: docs/bpf.md. */
 #include "probe/probetrap.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "common/log.h"
 #include "gebpf_events.h"
 #include "probe/counters.h"
 #include "probe/features.h"
-#include "ptrace/maps.h"
+#include "probe/probetrap_int.h"
+#include "probe/umulti.h"
 #include "probetrap.skel.h"
-
-#define ORIG_MAX 16
-
-struct probe {
-	char *path;                  /* as given */
-	char *real;                  /* realpath (matched against /proc/PID/maps) */
-	dev_t dev;
-	ino_t ino;
-	uint64_t off;
-	uint8_t orig;                /* the file's byte at off (the int3 replaces it) */
-	struct bpf_link *link;
-};
-
-/* A probe's runtime address in the current address space. */
-struct rt {
-	uint64_t addr;
-	uint8_t orig;
-};
 
 /* The pending-signal counts of one thread (pt_pending's value). */
 struct pending {
 	uint32_t sig, stop;
 };
 
-struct gb_probetrap {
-	struct probetrap_bpf *skel;
-	struct ring_buffer *rb;
-	pid_t tgid;
-	int signo;
-	struct probe *pr;
-	size_t npr, capr;
-	struct rt *rt;               /* sorted by addr; valid while rt_valid */
-	size_t nrt;
-	bool rt_valid;
-	struct gb_ev_probe *q;       /* drained records not yet claimed, oldest first */
-	size_t nq, capq;
-	uint64_t claimed;
-	bool nofile_raised;
-};
-
-static void say(const struct gb_probetrap_opts *o, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void say(const struct gb_probetrap_opts *o, const char *fmt, ...)
-{
-	char buf[512];
-	va_list ap;
-
-	if (o->quiet)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	gb_warn("probe trap: pid %d: %s", (int)o->tgid, buf);
-}
+#define say(o, ...) gb_probe_warn((o)->quiet, "probe trap", (int)(o)->tgid, __VA_ARGS__)
 
 static int on_record(void *ctx, void *data, size_t len)
 {
@@ -118,7 +68,7 @@ struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o)
 		return NULL;
 	}
 	if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_KPROBE, BPF_FUNC_send_signal_thread, NULL) != 1) {
-		say(o, "the kernel has no bpf_send_signal_thread (Linux 5.5)%s",
+		say(o, "the kernel lacks bpf_send_signal_thread (Linux 5.5)%s",
 		    geteuid() ? " or this is not root" : "");
 		return NULL;
 	}
@@ -136,6 +86,15 @@ struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o)
 	}
 	p->skel->rodata->tgid = (__u32)o->tgid;
 	p->skel->rodata->signo = (__u32)p->signo;
+	/* uprobe_multi links where the kernel has them (6.10+): a link of many
+	 * probes is removed with one wait for the kernel's grace periods
+	 * instead of one per probe.  GEBPF_PROBETRAP_PERF=1 forces the perf
+	 * events (the 5.10 path) for tests. */
+	p->multi = gb_umulti_supported() && !getenv("GEBPF_PROBETRAP_PERF");
+	p->skel->rodata->has_cookie = p->multi;
+	if (p->multi)
+		bpf_program__set_expected_attach_type(
+			p->skel->progs.gb_probe_hit, (enum bpf_attach_type)GB_BPF_TRACE_UPROBE_MULTI);
 	err = probetrap_bpf__load(p->skel);
 	if (err) {
 		say(o, "loading the uprobe program: %s%s", strerror(-err),
@@ -151,105 +110,6 @@ struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o)
 fail:
 	gb_probetrap__free(p);
 	return NULL;
-}
-
-static struct probe *find_probe(struct gb_probetrap *p, dev_t dev, ino_t ino, uint64_t off)
-{
-	for (size_t i = 0; i < p->npr; i++)
-		if (p->pr[i].ino == ino && p->pr[i].dev == dev && p->pr[i].off == off)
-			return &p->pr[i];
-	return NULL;
-}
-
-static struct bpf_link *attach(struct gb_probetrap *p, const char *path, uint64_t off)
-{
-	struct bpf_link *l = bpf_program__attach_uprobe(p->skel->progs.gb_probe_hit, false,
-							p->tgid, path, (size_t)off);
-	struct rlimit r;
-
-	/* One perf-event descriptor per probe: hundreds exceed the usual soft
-	 * limit of 1024 descriptors. */
-	if (!l && errno == EMFILE && !p->nofile_raised && getrlimit(RLIMIT_NOFILE, &r) == 0 &&
-	    r.rlim_cur < r.rlim_max) {
-		p->nofile_raised = true;
-		r.rlim_cur = r.rlim_max;
-		if (setrlimit(RLIMIT_NOFILE, &r) == 0)
-			l = bpf_program__attach_uprobe(p->skel->progs.gb_probe_hit, false, p->tgid,
-						       path, (size_t)off);
-	}
-	return l;
-}
-
-int gb_probetrap__add(struct gb_probetrap *p, const char *path, uint64_t file_offset)
-{
-	struct probe pr = { .off = file_offset };
-	char real[PATH_MAX];
-	struct stat st;
-	int fd, err;
-
-	if (!p || !path)
-		return -EINVAL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) != 0 || pread(fd, &pr.orig, 1, (off_t)file_offset) != 1) {
-		err = errno ? -errno : -EINVAL;
-		close(fd);
-		return err;
-	}
-	close(fd);
-	if (find_probe(p, st.st_dev, st.st_ino, file_offset))
-		return -EEXIST;
-	pr.dev = st.st_dev;
-	pr.ino = st.st_ino;
-	pr.path = strdup(path);
-	pr.real = realpath(path, real) ? strdup(real) : strdup(path);
-	if (!pr.path || !pr.real) {
-		err = -ENOMEM;
-		goto fail;
-	}
-	if (p->npr == p->capr) {
-		size_t cap = p->capr ? 2 * p->capr : 16;
-		struct probe *v = realloc(p->pr, cap * sizeof(*v));
-		if (!v) {
-			err = -ENOMEM;
-			goto fail;
-		}
-		p->pr = v;
-		p->capr = cap;
-	}
-	pr.link = attach(p, path, file_offset);
-	if (!pr.link) {
-		err = errno ? -errno : -EINVAL;
-		goto fail;
-	}
-	p->pr[p->npr++] = pr;
-	p->rt_valid = false;
-	return 0;
-fail:
-	free(pr.path);
-	free(pr.real);
-	return err;
-}
-
-int gb_probetrap__remove(struct gb_probetrap *p, const char *path, uint64_t file_offset)
-{
-	struct probe *pr;
-	struct stat st;
-
-	if (!p || !path)
-		return -EINVAL;
-	if (stat(path, &st) != 0)
-		return -errno;
-	pr = find_probe(p, st.st_dev, st.st_ino, file_offset);
-	if (!pr)
-		return -ENOENT;
-	bpf_link__destroy(pr->link);
-	free(pr->path);
-	free(pr->real);
-	*pr = p->pr[--p->npr];
-	p->rt_valid = false;
-	return 0;
 }
 
 void gb_probetrap__set_stepping(struct gb_probetrap *p, pid_t tid, bool on)
@@ -282,114 +142,6 @@ int gb_probetrap__drain(struct gb_probetrap *p)
 int gb_probetrap__poll_fd(const struct gb_probetrap *p)
 {
 	return p ? ring_buffer__epoll_fd(p->rb) : -1;
-}
-
-/* --- runtime addresses --------------------------------------------------- */
-
-static int cmp_rt(const void *a, const void *b)
-{
-	const struct rt *x = a, *y = b;
-	return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
-static bool same_file(const struct probe *pr, const struct gb_map *m)
-{
-	if (m->inode != (uint64_t)pr->ino)
-		return false;
-	/* overlayfs shows the underlying device in maps: the path decides. */
-	return (m->dev_major == major(pr->dev) && m->dev_minor == minor(pr->dev)) ||
-	       !strcmp(m->path, pr->real);
-}
-
-/* Every probe's runtime address(es), from /proc/PID/maps. */
-static int refresh_rt(struct gb_probetrap *p)
-{
-	struct gb_maps m = { 0 };
-	struct rt *v = NULL;
-	size_t n = 0, cap = 0;
-	int err = gb_maps_read(p->tgid, &m);
-
-	if (err)
-		return err;
-	for (size_t i = 0; i < m.n; i++) {
-		const struct gb_map *mp = &m.v[i];
-		for (size_t j = 0; j < p->npr; j++) {
-			const struct probe *pr = &p->pr[j];
-			if (pr->off < mp->offset || pr->off - mp->offset >= mp->end - mp->start ||
-			    !same_file(pr, mp))
-				continue;
-			if (n == cap) {
-				struct rt *nv;
-				cap = cap ? 2 * cap : 64;
-				nv = realloc(v, cap * sizeof(*v));
-				if (!nv) {
-					free(v);
-					gb_maps_free(&m);
-					return -ENOMEM;
-				}
-				v = nv;
-			}
-			v[n].addr = mp->start + (pr->off - mp->offset);
-			v[n].orig = pr->orig;
-			n++;
-		}
-	}
-	gb_maps_free(&m);
-	qsort(v, n, sizeof(*v), cmp_rt);
-	free(p->rt);
-	p->rt = v;
-	p->nrt = n;
-	p->rt_valid = true;
-	return 0;
-}
-
-/* Index of the first runtime address >= addr. */
-static size_t rt_lower(const struct gb_probetrap *p, uint64_t addr)
-{
-	size_t lo = 0, hi = p->nrt;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (p->rt[mid].addr < addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-static bool is_probed(struct gb_probetrap *p, uint64_t addr)
-{
-	size_t i;
-
-	if (!p->rt_valid && refresh_rt(p) != 0)
-		return false;
-	i = rt_lower(p, addr);
-	return i < p->nrt && p->rt[i].addr == addr;
-}
-
-void gb_probetrap__maps_changed(struct gb_probetrap *p)
-{
-	if (p)
-		p->rt_valid = false;
-}
-
-int gb_probetrap__orig_bytes(struct gb_probetrap *p, uint64_t addr, uint8_t *buf, size_t len)
-{
-	int fixed = 0, err;
-
-	if (!p || !buf)
-		return -EINVAL;
-	if (!p->rt_valid && (err = refresh_rt(p)) != 0)
-		return err;
-	for (size_t i = rt_lower(p, addr); i < p->nrt && p->rt[i].addr - addr < len; i++) {
-		uint8_t *b = &buf[p->rt[i].addr - addr];
-		if (*b == 0xCC && p->rt[i].orig != 0xCC) {
-			*b = p->rt[i].orig;
-			fixed++;
-		}
-	}
-	return fixed;
 }
 
 /* --- claiming stops ------------------------------------------------------ */
@@ -472,11 +224,8 @@ bool gb_probetrap__claim(struct gb_probetrap *p, pid_t tid, int sig, const sigin
 		const struct gb_ev_probe *e = &p->q[i];
 		if ((pid_t)e->h.tid != tid || (int)e->signo != (stop ? SIGSTOP : p->signo))
 			continue;
-		if (hit) {
+		if (hit)
 			fill_hit(hit, e);
-			if (!is_probed(p, hit->addr))
-				p->rt_valid = false; /* a new mapping: look again when needed */
-		}
 		memmove(&p->q[i], &p->q[i + 1], (p->nq - i - 1) * sizeof(*p->q));
 		p->nq--;
 		return true;
@@ -497,7 +246,7 @@ bool gb_probetrap__is_step_artifact(struct gb_probetrap *p, pid_t tid, uint64_t 
 	/* uprobes' post-xol / emulation path: send_sig(SIGTRAP, current, 0). */
 	if (si->si_code != SI_USER || si->si_pid != p->tgid)
 		return false;
-	return is_probed(p, rip_before);
+	return gb_pt_is_probed(p, rip_before);
 }
 
 void gb_probe_hit__complete(struct gb_probe_hit *hit, const struct user_regs_struct *at_stop)
@@ -526,6 +275,12 @@ void gb_probetrap__forget(struct gb_probetrap *p, pid_t tid)
 	p->nq = j;
 }
 
+void gb_probetrap__disarm(struct gb_probetrap *p)
+{
+	if (p && p->skel->bss)
+		__atomic_store_n(&p->skel->bss->disarmed, 1, __ATOMIC_RELEASE);
+}
+
 void gb_probetrap__stats(const struct gb_probetrap *p, struct gb_probetrap_stats *s)
 {
 	memset(s, 0, sizeof(*s));
@@ -540,21 +295,24 @@ void gb_probetrap__stats(const struct gb_probetrap *p, struct gb_probetrap_stats
 	s->sigstops = gb_counter_sum(fd, GB_PCNT_SIGSTOP);
 	s->nosignal = gb_counter_sum(fd, GB_PCNT_NOSIGNAL);
 	s->other = gb_counter_sum(fd, GB_PCNT_OTHER);
+	s->muted = gb_counter_sum(fd, GB_PCNT_MUTED);
+	s->multi = p->multi;
 	s->claimed = p->claimed;
-	s->probes = (unsigned)p->npr;
+	s->probes = gb_pt_live_probes(p);
+	struct bpf_prog_info info = { 0 };
+	__u32 len = sizeof(info);
+	if (bpf_obj_get_info_by_fd(bpf_program__fd(p->skel->progs.gb_probe_hit), &info, &len) == 0)
+		s->prog_id = info.id;
 }
 
 void gb_probetrap__free(struct gb_probetrap *p)
 {
 	if (!p)
 		return;
-	for (size_t i = 0; i < p->npr; i++) {
-		bpf_link__destroy(p->pr[i].link);
-		free(p->pr[i].path);
-		free(p->pr[i].real);
-	}
-	free(p->pr);
+	gb_probetrap__disarm(p);
+	gb_pt_detach_all(p);
 	free(p->rt);
+	free(p->plain);
 	free(p->q);
 	ring_buffer__free(p->rb);
 	probetrap_bpf__destroy(p->skel);

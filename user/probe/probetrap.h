@@ -2,62 +2,70 @@
  * a thread of one process when it enters a traced range at one of the
  * probed addresses, and hand its registers from BEFORE the probed
  * instruction to the tracer.  docs/bpf.md ("The probe trap") says what the
- * program records; this comment is the engine's contract, measured on
- * Linux 5.10, 6.1, 6.12 and 6.18 by tests/unit/test_probetrap.c and the
- * kernel matrix.
+ * program records and what it costs; this comment is the engine's contract.
+ * Proved on 6.18 by tests/unit/test_probetrap.c and test_probetrap_life.c;
+ * points 1-3 (endbr64, push, mov, call, jmp, nop entries) also on 5.10, 6.1
+ * and 6.12 by the kernel matrix's probe check (scripts/kmatrix.d/probecheck.c).
  *
  *   struct gb_probetrap *p = gb_probetrap__new(&(struct gb_probetrap_opts){
  *           .tgid = pid });                       // loads; no probes yet
- *   gb_probetrap__add(p, "/usr/lib/x86_64-linux-gnu/libc.so.6", 0xa5120);
+ *   gb_probetrap__add_many(p, "/usr/lib/x86_64-linux-gnu/libc.so.6", offs, n);
  *   ... PTRACE_CONT the threads; at a signal-delivery-stop of tid with sig:
  *   struct gb_probe_hit hit;
  *   if (gb_probetrap__claim(p, tid, sig, &si, &hit)) {
  *           // gebpf's: suppress sig (restart with signal 0).  The thread
  *           // already ran the probed instruction: hit.regs is the state
  *           // before it, the stop's registers the state after it.
+ *           gb_probe_hit__complete(&hit, &regs_at_stop);
+ *           gb_probetrap__set_stepping(p, tid, true);   // before stepping on
  *   }
  *   gb_probetrap__free(p);                       // every uprobe gone
  *
  * THE CONTRACT (what the engine can rely on)
  *
- * 1. A thread not in "stepping" that reaches a probed address f, running
- *    natively (PTRACE_CONT, or no tracer stop in between), is stopped by a
- *    signal-delivery-stop for opts.signo (default SIGURG), si_code SI_KERNEL,
- *    AFTER the probed instruction completed: at f + its length, or at the
- *    branch/call target (the kernel stepped it out of line, or emulated it:
- *    both look the same to the tracer; the stop's registers are the state
- *    after the instruction, including its memory writes, e.g. the pushed
- *    return address of a call).  The hit's regs.rip == f == hit.addr.  If the
- *    thread blocks signo or has it pending already, the stop is a
- *    signal-delivery-stop for SIGSTOP instead (GB_PROBE_HIT_SIGSTOP), same
- *    place.  claim() returns true for exactly these stops; the engine must
- *    restart the thread with signal 0 (never deliver them).
- * 2. A thread in "stepping" (gb_probetrap__set_stepping) that is
- *    PTRACE_SINGLESTEPped from a probed address f gets no record and no
- *    signal; its single step ends in ONE stop, at the state after the
- *    instruction (as for any other step), but that stop is a SIGTRAP sent by
- *    uprobes (si_code SI_USER, si_pid = the thread's own tgid), not the
- *    debug trap's TRAP_TRACE/TRAP_BRKPT.  The engine treats it as the step's
- *    stop and never delivers it: gb_probetrap__is_step_artifact() says so.
- *    No second SIGTRAP follows.
+ * 1. A thread NOT in "stepping" that reaches a probed address f, running
+ *    natively (PTRACE_CONT), is stopped by a signal-delivery-stop for
+ *    opts.signo (default SIGURG), si_code SI_KERNEL, AFTER the probed
+ *    instruction completed: at f + its length, or at the call/jmp target
+ *    (the kernel stepped it out of line or emulated it: the tracer cannot
+ *    tell which; the stop's registers and memory are the state after the
+ *    instruction, e.g. a call's return address is pushed).  No other stop
+ *    comes between.  hit.addr == hit.regs.rip == f.  If the thread blocks
+ *    signo or has it pending already, the stop is a signal-delivery-stop
+ *    for SIGSTOP instead (hit.flags GB_PROBE_HIT_SIGSTOP), same place.
+ *    claim() returns true for exactly these stops; the engine restarts the
+ *    thread with signal 0 (never delivers them).  Signals it returns false
+ *    for are the program's: deliver them as usual.
+ * 2. A thread IN "stepping" gets no record and no signal from any probe.
+ *    PTRACE_SINGLESTEP from a probed address f ends in ONE stop, after the
+ *    instruction (the same place and state as without the probe), but that
+ *    stop is a SIGTRAP which uprobes sends itself (si_code SI_USER, si_pid
+ *    = the tracee's tgid) instead of the debug trap (si_code TRAP_TRACE,
+ *    2).  gb_probetrap__is_step_artifact() says true for it: treat it as
+ *    the step's stop and never deliver it.  No second stop follows.  So:
+ *    mark a thread stepping before the first PTRACE_SINGLESTEP of a
+ *    stretch and unmark it before PTRACE_CONT; a thread left marked runs
+ *    through probes unseen.
  * 3. Memory read at a probed address (process_vm_readv, /proc/PID/mem)
- *    shows the int3 (0xCC); gb_probetrap__orig_bytes() puts the file's
- *    original bytes back into such a buffer.
- * 4. Probes fire only for threads of opts.tgid: a fork or vfork child of it
- *    hitting a probed address runs on untouched (the kernel removes the
- *    breakpoint from the child's copy), as does any other process mapping
- *    the file.  The probes attach by path and offset: adding one before
- *    the file is mapped (a library dlopened later, an image exec'd later)
- *    works, and the probe fires once the process maps the file.
- * 5. Crash safety: every uprobe belongs to a file descriptor of this
- *    process; when gebpf dies (even by SIGKILL) they vanish and the target
- *    runs on natively.  A signal already sent and not yet delivered then
- *    reaches the program: signo (SIGURG: default action ignore) is harmless
- *    unless the program has a SIGURG handler; the SIGSTOP fallback stops
- *    the process (a `kill -CONT` resumes it).
+ *    shows the int3 (0xCC): decode from a buffer passed through
+ *    gb_probetrap__orig_bytes(), which puts the file's bytes back.
+ * 4. Probes fire only for threads of opts.tgid: a fork or vfork child
+ *    hitting a probed address runs on untouched, as does any other process
+ *    mapping the file.  Probes attach by path and file offset: added
+ *    before the file is mapped (a library dlopened later, an image exec'd
+ *    later, through env), they fire once the process maps it.
+ * 5. The kernel refuses some instructions (int3, LOCK-prefixed ones):
+ *    add() on a mapped file fails with -ENOTSUP; on a file mapped later the
+ *    kernel skips the probe silently.  Use the page trap for such entries.
+ * 6. Crash safety: every uprobe hangs on a descriptor of this process;
+ *    when gebpf dies (even by SIGKILL) they vanish and the target runs on
+ *    natively.  A signal already sent and not yet delivered then reaches
+ *    the program: SIGURG's default action is to ignore it (harmless unless
+ *    the program handles SIGURG); the SIGSTOP fallback stops the process
+ *    (`kill -CONT` resumes it).
  *
- * Needs root (CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN for uprobes), uprobes
- * (CONFIG_UPROBE_EVENTS), kernel BTF and bpf_send_signal_thread (Linux 5.5).
+ * Needs root (CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN for uprobes), uprobes,
+ * kernel BTF, BPF ring buffers and bpf_send_signal_thread (Linux 5.8).
  */
 #ifndef GB_PROBE_PROBETRAP_H
 #define GB_PROBE_PROBETRAP_H
@@ -99,8 +107,11 @@ struct gb_probetrap_stats {
 	uint64_t sigstops;       /* of those, SIGSTOP */
 	uint64_t nosignal;       /* hits that sent no signal (pending map full) */
 	uint64_t other;          /* hits of other processes (filtered out) */
+	uint64_t muted;          /* hits of removed probes still installed */
 	uint64_t claimed;        /* stops claim() owned */
-	unsigned probes;         /* probes attached now */
+	unsigned probes;         /* probes attached now (not removed) */
+	bool multi;              /* attached as uprobe_multi links */
+	uint32_t prog_id;        /* the BPF program's id (bpftool prog show id N) */
 };
 
 struct gb_probetrap;
@@ -117,7 +128,16 @@ struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o);
  * the kernel cannot probe fails here with -ENOTSUP/-EINVAL; when mapped
  * later the kernel refuses silently: probe only instruction starts. */
 int gb_probetrap__add(struct gb_probetrap *p, const char *path, uint64_t file_offset);
-/* Remove one probe: 0 or -ENOENT. */
+/* Probe n offsets of one file at once (the engine's entries of a range):
+ * all or none.  With uprobe_multi (Linux 6.10+) they share one link, which
+ * the kernel removes in one go (see free); the kernel's error then names
+ * no offset: add them one by one to find a refused instruction. */
+int gb_probetrap__add_many(struct gb_probetrap *p, const char *path, const uint64_t *offs,
+			   size_t n);
+/* Remove one probe: 0 or -ENOENT.  Its hits stop at once.  With
+ * uprobe_multi its int3 stays (hits do nothing) until every probe of its
+ * add call is removed, or free; adding it again re-enables it at no cost.
+ * Without uprobe_multi it is detached (slow: see free). */
 int gb_probetrap__remove(struct gb_probetrap *p, const char *path, uint64_t file_offset);
 /* Thread tid is (on) or is no longer (off) single-stepped by gebpf: its
  * hits do nothing while on. */
@@ -153,7 +173,15 @@ void gb_probetrap__forget(struct gb_probetrap *p, pid_t tid);
 int gb_probetrap__poll_fd(const struct gb_probetrap *p);
 int gb_probetrap__drain(struct gb_probetrap *p);
 void gb_probetrap__stats(const struct gb_probetrap *p, struct gb_probetrap_stats *s);
-/* Detach every probe and unload. */
+/* From now on hits do nothing (no record, no signal); the int3s stay until
+ * free.  free disarms first; call it yourself before PTRACE_DETACH if the
+ * free comes later. */
+void gb_probetrap__disarm(struct gb_probetrap *p);
+/* Disarm, detach every probe and unload.  Each detach waits for the
+ * kernel's grace periods: without uprobe_multi (before 6.10) about 0.1 s per
+ * probe on the 2-CPU test VM (serialised in the kernel: detaching from
+ * several threads at once did not help); with it, about the same per
+ * add/add_many call, however many probes it added. */
 void gb_probetrap__free(struct gb_probetrap *p);
 
 #endif

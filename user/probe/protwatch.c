@@ -30,21 +30,7 @@ struct gb_protwatch {
 	int delivered;
 };
 
-static void say(const struct gb_protwatch_opts *o, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void say(const struct gb_protwatch_opts *o, const char *fmt, ...)
-{
-	char buf[512];
-	va_list ap;
-
-	if (o->quiet)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	gb_warn("protwatch: pid %d: %s", (int)o->tgid, buf);
-}
+#define say(o, ...) gb_probe_warn((o)->quiet, "protwatch", (int)(o)->tgid, __VA_ARGS__)
 
 static const char *hint(int err)
 {
