@@ -67,7 +67,7 @@ int cmd_resume(int argc, char **argv)
 	int rc = GB_EXIT_FAIL;
 	memset(&t, 0, sizeof(t));
 	if (gb_snapshot_load(path, &s, err, sizeof(err))) {
-		gb_err("%s: %s", path, err);
+		gb_err("resume: %s", err);
 		goto cleanup;
 	}
 	for (size_t i = 0; i < nsets + npokes; i++) {

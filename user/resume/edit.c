@@ -78,10 +78,10 @@ int gb_resume_start(const char *path, struct gb_tracee *t, uint64_t *vt)
 	char err[512];
 	struct gb_snapshot *s = NULL;
 	int r = gb_snapshot_load(path, &s, err, sizeof(err));
-	if (!r)
-		r = gb_resume_restore(s, t, err, sizeof(err));
 	if (r)
-		gb_err("%s: %s", path, err);
+		gb_err("--from: %s", err);
+	else if ((r = gb_resume_restore(s, t, err, sizeof(err))))
+		gb_err("--from %s: %s", path, err);
 	else
 		*vt = s->meta.vt > 0 ? (uint64_t)s->meta.vt : 0;
 	gb_snapshot_free(s);
