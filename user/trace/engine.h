@@ -37,6 +37,7 @@ struct gb_engine_opts {
 	bool has_start, has_end;      /* in-range: start <= pc <= end (open bounds allowed) */
 	uint64_t start, end;
 	uint64_t max_insns;           /* 0 = unlimited */
+	uint64_t first_vt;            /* vt of the first instruction (trace --from SNAP) */
 	double duration;              /* seconds, 0 = unlimited */
 	bool step_all;                /* single-step out-of-range code too (no page trap) */
 	bool pin;                     /* pin tracer + tracee to one CPU */
