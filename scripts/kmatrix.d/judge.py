@@ -22,7 +22,7 @@ import os
 import re
 import sys
 
-CHECKS = ("trace", "snap", "faults", "sample")
+CHECKS = ("trace", "snap", "resume", "faults", "sample")
 
 # A gebpf line that reports a kernel feature the kernel lacks.  gebpf's rooms
 # phrase these as "gebpf: <what>: <feature> not supported by this kernel ..."
@@ -257,6 +257,27 @@ def judge_snap(rdir, exp, env):
             % (env["PAGE2"], out, want.decode()))
 
 
+def judge_resume(rdir, exp, env):
+    c = Check(rdir, "resume")
+    bad = c.failed_run()
+    if bad:
+        return bad
+    try:
+        objs, _lines = jsonl(os.path.join(rdir, "resume.jsonl"))
+    except ValueError as e:
+        return ("fail", str(e))
+    # after_work: nop (1 byte); mov $60,%eax (5); xor %edi,%edi (2); syscall.
+    a = env["AFTER_WORK"]
+    want = [a, a + 1, a + 6, a + 8]
+    got = [int(o["pc"], 16) for o in objs if o.get("t") == "exec"]
+    if got != want or [o.get("vt") for o in objs if o.get("t") == "exec"] != [0, 1, 2, 3]:
+        return ("fail", "resumed trace ran %s, expected %s (vt 0-3)"
+                % (" ".join("0x%x" % p for p in got[:6]), " ".join("0x%x" % p for p in want)))
+    if not objs or objs[-1].get("t") != "summary":
+        return ("fail", "resume: no summary line at the end")
+    return ("pass", "4 instructions from after_work to exit")
+
+
 def judge_sample(rdir, exp, env):
     c = Check(rdir, "sample")
     bad = c.failed_run()
@@ -291,7 +312,8 @@ def judge_sample(rdir, exp, env):
     return ("pass", "%d samples in range" % len(samples))
 
 
-JUDGES = {"trace": judge_trace, "snap": judge_snap, "faults": judge_faults, "sample": judge_sample}
+JUDGES = {"trace": judge_trace, "snap": judge_snap, "resume": judge_resume, "faults": judge_faults,
+          "sample": judge_sample}
 
 
 def judge_row(rdir, exp, env):
