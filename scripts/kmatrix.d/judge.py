@@ -180,15 +180,24 @@ def judge_trace(rdir, exp, env):
     return ("pass", "%d lines exact" % len(got))
 
 
-def judge_faults(rdir, exp, env):
-    c = Check(rdir, "faults")
+def ran_jsonl(rdir, name):
+    """(check, verdict, None) when check NAME did not exit 0 or NAME.jsonl
+    is not JSON lines, else (check, None, (objs, lines))."""
+    c = Check(rdir, name)
     bad = c.failed_run()
     if bad:
-        return bad
+        return c, bad, None
     try:
-        objs, lines = jsonl(os.path.join(rdir, "faults.jsonl"))
+        return c, None, jsonl(os.path.join(rdir, name + ".jsonl"))
     except ValueError as e:
-        return ("fail", str(e))
+        return c, ("fail", str(e)), None
+
+
+def judge_faults(rdir, exp, env):
+    c, bad, out = ran_jsonl(rdir, "faults")
+    if bad:
+        return bad
+    objs, lines = out
     faults = [o for o in objs if o.get("t") == "fault"]
     rest = [l for o, l in zip(objs, lines) if o.get("t") != "fault"]
     summ = objs[-1] if objs else {}
@@ -258,14 +267,10 @@ def judge_snap(rdir, exp, env):
 
 
 def judge_resume(rdir, exp, env):
-    c = Check(rdir, "resume")
-    bad = c.failed_run()
+    _c, bad, out = ran_jsonl(rdir, "resume")
     if bad:
         return bad
-    try:
-        objs, _lines = jsonl(os.path.join(rdir, "resume.jsonl"))
-    except ValueError as e:
-        return ("fail", str(e))
+    objs = out[0]
     # after_work: nop (1 byte); mov $60,%eax (5); xor %edi,%edi (2); syscall.
     a = env["AFTER_WORK"]
     want = [a, a + 1, a + 6, a + 8]

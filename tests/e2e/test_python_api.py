@@ -8,12 +8,11 @@ import os
 import re
 import subprocess
 import sys
-import time
 import tracemalloc
 
 import pytest
 
-from conftest import gebpf_path, prog_path, run_gebpf
+from conftest import gebpf_path, prog_path, run_gebpf, threads_running
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
@@ -137,12 +136,9 @@ def test_edit_save_read_back(det, tmp_path):
 
 def test_live_process(gebpf, root, tmp_path):
     """An attached snapshot against the live process it was taken from."""
-    p = subprocess.Popen([prog_path("snap_threads"), "1500"], stdout=subprocess.PIPE, text=True)
-    assert p.stdout.readline().startswith("ready ")
-    time.sleep(0.2)
     out = tmp_path / "live.core"
-    r = run_gebpf(["snap", "-p", str(p.pid), "-o", str(out)])
-    try:
+    with threads_running() as p:
+        r = run_gebpf(["snap", "-p", str(p.pid), "-o", str(out)])
         assert r.returncode == 0, r.stderr
         with open("/proc/%d/maps" % p.pid) as f:
             live = [line.split() for line in f]
@@ -153,8 +149,6 @@ def test_live_process(gebpf, root, tmp_path):
         with open("/proc/%d/mem" % p.pid, "rb") as mem:
             mem.seek(text[0])
             live_text = mem.read(text[1])
-    finally:
-        p.communicate(timeout=60)
     want = [(int(l[0].split("-")[0], 16), int(l[0].split("-")[1], 16) - int(l[0].split("-")[0], 16),
              l[5] if len(l) > 5 else "") for l in live]
     assert [(m[0], m[1], m[3]) for m in s.getMemoryMaps()] == want

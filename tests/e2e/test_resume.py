@@ -7,11 +7,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
-from conftest import gebpf_path, prog_path, run_gebpf
+from conftest import gebpf_path, prog_path, run_gebpf, threads_running
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
@@ -103,12 +102,9 @@ def test_bad_snapshots_refused(gebpf, root, tmp_path):
 
 
 def test_multithreaded_refused(gebpf, root, tmp_path):
-    p = subprocess.Popen([prog_path("snap_threads"), "1500"], stdout=subprocess.PIPE, text=True)
-    assert p.stdout.readline().startswith("ready ")
-    time.sleep(0.2)
     out = tmp_path / "t.core"
-    r = run_gebpf(["snap", "-p", str(p.pid), "-o", str(out)])
-    p.communicate(timeout=60)
+    with threads_running() as p:
+        r = run_gebpf(["snap", "-p", str(p.pid), "-o", str(out)])
     assert r.returncode == 0, r.stderr
     r = resume(out)
     assert r.returncode == 1 and len(r.stderr.splitlines()) == 1
