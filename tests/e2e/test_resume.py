@@ -47,6 +47,24 @@ def test_resume_finishes_like_the_uninterrupted_run(gebpf, root, tmp_path, extra
     assert r.stderr == ""
 
 
+@pytest.mark.parametrize("aslr", [[], ["--aslr"]])
+def test_dynamic_pie_and_moved_vdso(gebpf, root, tmp_path, aslr):
+    """trap_dyn: PIE with libc and its own library mapped from their files.
+    With --aslr the snapshot's vDSO is not where the helper's is (ASLR off):
+    resume moves it there."""
+    prog = prog_path("trap_dyn")
+    def vdso(core):
+        return [m[0] for m in gp.Snapshot.load(str(core)).getMemoryMaps() if m[3] == "[vdso]"]
+    s = snap(tmp_path, "d.core", prog, aslr + ["--at", "dyn_hot"], ["5", "10"])
+    want = native(prog, "5", "10")
+    r = resume(s)
+    assert (r.returncode, r.stdout) == (want.returncode, want.stdout), r.stderr
+    assert r.stderr == ""
+    if aslr:
+        fixed = snap(tmp_path, "f.core", prog, ["--at", "dyn_hot"], ["5", "10"])
+        assert vdso(s) and vdso(s) != vdso(fixed), "ASLR was off: the vDSO did not move"
+
+
 def test_exit_status_and_no_heap(gebpf, root, tmp_path):
     """exit_mid has no heap and exits with status 3 from inside the range."""
     s = snap(tmp_path, "e.core", prog_path("exit_mid"), ["--after", "2"])
