@@ -19,7 +19,7 @@ import hashlib
 import json
 import mmap
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from . import elfcore, regs as R
 
@@ -127,7 +127,7 @@ class Snapshot:
             fp = notes[tn[R.NT_FPREGSET]].desc if R.NT_FPREGSET in tn else None
             xs = notes[tn[R.NT_X86_XSTATE]].desc if R.NT_X86_XSTATE in tn else None
             self._regs.append(R.thread_registers(notes[tn[R.NT_PRSTATUS]].desc, fp, xs))
-        self._regs_dirty: set = set()
+        self._regs_dirty: Set[int] = set()
 
     # -- loading and saving -------------------------------------------------
 
@@ -238,7 +238,7 @@ class Snapshot:
                 return mid
         return None
 
-    def _span(self, va: int, size: int):
+    def _span(self, va: int, size: int) -> Iterator[Tuple[int, int, int]]:
         """(map index, offset in it, length) pieces covering [va, va+size)."""
         done = 0
         while done < size:
