@@ -22,7 +22,7 @@ import os
 import re
 import sys
 
-CHECKS = ("trace", "snap", "faults", "sample", "probe")
+CHECKS = ("trace", "snap", "resume", "faults", "sample", "probe")
 
 # A gebpf line that reports a kernel feature the kernel lacks.  gebpf's rooms
 # phrase these as "gebpf: <what>: <feature> not supported by this kernel ..."
@@ -180,15 +180,24 @@ def judge_trace(rdir, exp, env):
     return ("pass", "%d lines exact" % len(got))
 
 
-def judge_faults(rdir, exp, env):
-    c = Check(rdir, "faults")
+def ran_jsonl(rdir, name):
+    """(check, verdict, None) when check NAME did not exit 0 or NAME.jsonl
+    is not JSON lines, else (check, None, (objs, lines))."""
+    c = Check(rdir, name)
     bad = c.failed_run()
     if bad:
-        return bad
+        return c, bad, None
     try:
-        objs, lines = jsonl(os.path.join(rdir, "faults.jsonl"))
+        return c, None, jsonl(os.path.join(rdir, name + ".jsonl"))
     except ValueError as e:
-        return ("fail", str(e))
+        return c, ("fail", str(e)), None
+
+
+def judge_faults(rdir, exp, env):
+    c, bad, out = ran_jsonl(rdir, "faults")
+    if bad:
+        return bad
+    objs, lines = out
     faults = [o for o in objs if o.get("t") == "fault"]
     rest = [l for o, l in zip(objs, lines) if o.get("t") != "fault"]
     summ = objs[-1] if objs else {}
@@ -257,6 +266,23 @@ def judge_snap(rdir, exp, env):
             % (env["PAGE2"], out, want.decode()))
 
 
+def judge_resume(rdir, exp, env):
+    _c, bad, out = ran_jsonl(rdir, "resume")
+    if bad:
+        return bad
+    objs = out[0]
+    # after_work: nop (1 byte); mov $60,%eax (5); xor %edi,%edi (2); syscall.
+    a = env["AFTER_WORK"]
+    want = [a, a + 1, a + 6, a + 8]
+    got = [int(o["pc"], 16) for o in objs if o.get("t") == "exec"]
+    if got != want or [o.get("vt") for o in objs if o.get("t") == "exec"] != [0, 1, 2, 3]:
+        return ("fail", "resumed trace ran %s, expected %s (vt 0-3)"
+                % (" ".join("0x%x" % p for p in got[:6]), " ".join("0x%x" % p for p in want)))
+    if not objs or objs[-1].get("t") != "summary":
+        return ("fail", "resume: no summary line at the end")
+    return ("pass", "4 instructions from after_work to exit")
+
+
 def judge_sample(rdir, exp, env):
     c = Check(rdir, "sample")
     bad = c.failed_run()
@@ -307,8 +333,8 @@ def judge_probe(rdir, exp, env):
     return ("pass", ok[-1][len("probecheck: "):])
 
 
-JUDGES = {"trace": judge_trace, "snap": judge_snap, "faults": judge_faults, "sample": judge_sample,
-          "probe": judge_probe}
+JUDGES = {"trace": judge_trace, "snap": judge_snap, "resume": judge_resume, "faults": judge_faults,
+          "sample": judge_sample, "probe": judge_probe}
 
 
 def judge_row(rdir, exp, env):

@@ -71,6 +71,9 @@ if [ -s "$O/snap.core" ]; then
 	# The core is not shipped out of the guest: only its ELF header.
 	head -c 64 "$O/snap.core" | od -An -v -tx1 >"$O/snap.head"
 	run read 15 "$G" read "$O/snap.core" "$PAGE2" 16
+	# (2b) resume it (injected mmap/prctl/dup3: kernel-dependent) and trace
+	# the 4 instructions from after_work to exit(0)
+	run resume 30 "$G" trace --from "$O/snap.core" -o "$O/resume.jsonl"
 	rm -f "$O/snap.core"
 fi
 flush

@@ -20,6 +20,9 @@ EXPECT = open(os.path.join(HERE, "expect", "kmtrace.jsonl")).read()
 ENV = {"WORK_START": 0x401016, "WORK_LAST": 0x401052, "AFTER_WORK": 0x40100c, "PATTERN": 0x402000,
        "COUNTER": 0x402010, "PAGE1": 0x405000, "PAGE2": 0x406000, "SPIN_START": 0x40105f,
        "SPIN_LAST": 0x401068}
+RESUMED = "".join('{"t":"exec","vcpu":0,"pc":"0x%x","vt":%d}\n' % (0x40100c + d, i)
+                  for i, d in enumerate((0, 1, 6, 8))) + \
+    '{"t":"summary","insns":4,"mem":0,"events":4,"dropped":0,"exec":true,"start":null,"end":null}\n'
 ELF_CORE_HEAD = "7f 45 4c 46 02 01 01 00 00 00 00 00 00 00 00 00 04 00 3e 00\n"
 
 
@@ -48,6 +51,7 @@ def write_good(d):
         "snap.rc": "0\n", "snap.err": "", "snap.head": ELF_CORE_HEAD,
         "read.rc": "0\n", "read.err": "",
         "read.out": "0x0000000000406000  67 65 62 70 66 2d 6b 6d 61 74 72 69 78 2d 6f 6b  |gebpf-kmatrix-ok|\n",
+        "resume.rc": "0\n", "resume.err": "", "resume.jsonl": RESUMED,
         "faults.rc": "0\n", "faults.err": "", "faults.jsonl": faults_output(),
         "sample.rc": "0\n", "sample.err": "",
         "sample.jsonl": "".join('{"t":"sample","vcpu":0,"tid":9,"pc":"0x401064","ns":%d}\n' % i for i in range(500))
@@ -210,3 +214,14 @@ def test_corrupt_channel_file_is_detected(tmp_path):
     put(vm, "serial.txt", frame(str(src), sorted(os.listdir(src)), corrupt="trace.jsonl"))
     res = verdicts(vm)
     assert res["trace"][0] == "fail" and "corrupt" in res["trace"][1]
+
+
+def test_resume_must_run_the_snapshot_s_next_instructions(good):
+    put(good, "resume.jsonl", RESUMED.replace("0x40100c", "0x401000"))
+    assert verdicts(good)["resume"][0] == "fail"
+    put(good, "resume.jsonl", "")
+    assert verdicts(good)["resume"][0] == "fail"
+    put(good, "resume.rc", "1\n")
+    put(good, "resume.err", "gebpf: --from snap.core: prctl PR_SET_MM_MAP (brk 0x0-0x0, auxv): Invalid argument\n")
+    assert verdicts(good)["resume"] == (
+        "fail", "gebpf: --from snap.core: prctl PR_SET_MM_MAP (brk 0x0-0x0, auxv): Invalid argument (exit 1)")

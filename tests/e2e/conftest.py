@@ -4,11 +4,13 @@ GEBPF_OUTPUT names the build output directory holding `gebpf` and `progs/`
 (default: <repo>/.output).  The test programs and what to trace in each are
 listed in PROGS below (tests/progs/ holds their sources).
 """
+import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -83,6 +85,19 @@ def run_gebpf(args, timeout=120, **kw):
     kw.setdefault("env", stable_env())
     return subprocess.run([gebpf_path()] + [str(a) for a in args], capture_output=True,
                           text=True, timeout=timeout, **kw)
+
+
+@contextlib.contextmanager
+def threads_running(ms=1500):
+    """snap_threads running with its threads started ("ready" read), for
+    snapshots of a live multi-threaded process; waited for on exit."""
+    p = subprocess.Popen([prog_path("snap_threads"), str(ms)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().startswith("ready ")
+        time.sleep(0.2)
+        yield p
+    finally:
+        p.communicate(timeout=60)
 
 
 def check_line(raw):

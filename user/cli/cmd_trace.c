@@ -13,13 +13,15 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: gebpf trace (-p PID | -- CMD [ARG...]) [options]\n"
+"usage: gebpf trace (-p PID | --from SNAP | -- CMD [ARG...]) [options]\n"
 "\n"
 "Exact trace of the instructions and memory accesses in a range, one JSONL line\n"
 "each (docs/trace-format.md).  Needs root or CAP_SYS_PTRACE.\n"
 "\n"
 "  -p, --pid PID          attach to a running process and all of its threads\n"
 "  -- CMD [ARG...]        launch CMD under the tracer (ASLR off unless --aslr)\n"
+"      --from SNAP        resume snapshot SNAP (docs/resume.md) and trace it from\n"
+"                         its next instruction; vt continues from the snapshot's\n"
 "  -r, --range R          START-END (hex, inclusive), SYMBOL or MODULE:SYMBOL\n"
 "      --start ADDR       lower bound (hex); --end ADDR: upper bound (inclusive)\n"
 "      --exec on|off      exec lines (default on); memory lines are always written\n"
@@ -53,7 +55,7 @@ static void usage(FILE *f)
 }
 
 enum { O_START = 256, O_END, O_EXEC, O_MAX_EVENTS, O_MAX_INSNS, O_DURATION, O_OUT, O_SNAP_AT,
-       O_FAULTS, O_STEP_ALL, O_TRAP, O_ASLR, O_NO_PIN };
+       O_FAULTS, O_STEP_ALL, O_TRAP, O_ASLR, O_NO_PIN, O_FROM };
 
 static const struct option longopts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -72,6 +74,7 @@ static const struct option longopts[] = {
 	{ "trap", required_argument, NULL, O_TRAP },
 	{ "aslr", no_argument, NULL, O_ASLR },
 	{ "no-pin", no_argument, NULL, O_NO_PIN },
+	{ "from", required_argument, NULL, O_FROM },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
@@ -164,6 +167,7 @@ int cmd_trace(int argc, char **argv)
 			break;
 		case O_ASLR: o.aslr = true; break;
 		case O_NO_PIN: o.pin = false; break;
+		case O_FROM: o.from = optarg; break;
 		case 'v': gb_log_set_verbose(true); break;
 		case 'h': usage(stdout); return GB_EXIT_OK;
 		default: usage(stderr); return GB_EXIT_USAGE;
@@ -171,9 +175,9 @@ int cmd_trace(int argc, char **argv)
 	}
 	if (optind < argc)
 		o.argv = &argv[optind];
-	if (!o.pid == !o.argv)
-		return bad("target", o.pid ? "give -p PID or -- CMD, not both"
-					   : "give -p PID or -- CMD (see gebpf trace --help)");
+	if ((o.pid != 0) + (o.argv != NULL) + (o.from != NULL) != 1)
+		return bad("target", o.pid || o.argv || o.from ? "give one of -p PID, --from SNAP, -- CMD"
+					   : "give -p PID, --from SNAP or -- CMD (see gebpf trace --help)");
 	if (o.out_file && o.out_dir)
 		return bad("output", "give -o FILE or --out DIR, not both");
 	if ((o.nsnap_pcs || o.nsnap_vts) && !o.out_dir)

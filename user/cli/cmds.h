@@ -10,5 +10,6 @@ int cmd_sample(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_read(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
+int cmd_resume(int argc, char **argv);
 
 #endif

@@ -17,6 +17,7 @@ static const struct cmd {
 	{ "show",   cmd_show,   "print a snapshot's JSON view" },
 	{ "read",   cmd_read,   "print bytes of a snapshot's memory" },
 	{ "diff",   cmd_diff,   "compare two snapshots or two JSONL traces" },
+	{ "resume", cmd_resume, "recreate a snapshot's process and let it run on" },
 };
 
 static void usage(FILE *f)

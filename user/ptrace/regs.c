@@ -21,6 +21,17 @@ int gb_fpregs_get(pid_t tid, struct user_fpregs_struct *f)
 	return ptrace(PTRACE_GETFPREGS, tid, 0, f) ? -errno : 0;
 }
 
+int gb_fpregs_set(pid_t tid, const struct user_fpregs_struct *f)
+{
+	return ptrace(PTRACE_SETFPREGS, tid, 0, f) ? -errno : 0;
+}
+
+int gb_xstate_set(pid_t tid, const void *buf, size_t len)
+{
+	struct iovec iov = { (void *)buf, len };
+	return ptrace(PTRACE_SETREGSET, tid, (void *)NT_X86_XSTATE, &iov) ? -errno : 0;
+}
+
 int gb_xstate_get(pid_t tid, void *buf, size_t *len)
 {
 	struct iovec iov = { buf, *len };

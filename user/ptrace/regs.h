@@ -11,6 +11,9 @@
 int gb_regs_get(pid_t tid, struct user_regs_struct *r);         /* 0 or -errno */
 int gb_regs_set(pid_t tid, const struct user_regs_struct *r);
 int gb_fpregs_get(pid_t tid, struct user_fpregs_struct *f);
+int gb_fpregs_set(pid_t tid, const struct user_fpregs_struct *f);
+/* Load an XSAVE area (standard format, gb_xstate_size() bytes). */
+int gb_xstate_set(pid_t tid, const void *buf, size_t len);
 /* The XSAVE area (NT_X86_XSTATE).  *len in: buffer size; out: bytes filled. */
 int gb_xstate_get(pid_t tid, void *buf, size_t *len);
 /* A thread stopped inside a syscall that the kernel will restart when it

@@ -175,6 +175,7 @@ struct gb_engine *gb_engine__new(struct gb_tracee *t, const struct gb_engine_opt
 	e->o = *o;
 	e->out = out;
 	e->owner = -1;
+	e->vt = o->first_vt;
 	e->ic = gb_icache__new();
 	e->snap_pc_done = calloc(o->nsnap_pcs + 1, sizeof(bool));
 	if (o->nsnap_vts) {
@@ -409,7 +410,7 @@ static void check_limits(struct gb_engine *e, uint64_t iter)
 		eng_finish(e, GB_END_SIGNAL);
 	else if (gb_jsonl__error(e->out))
 		eng_finish(e, GB_END_OUTPUT);
-	else if (e->o.max_insns && e->vt >= e->o.max_insns)
+	else if (e->o.max_insns && e->vt - e->o.first_vt >= e->o.max_insns)
 		eng_finish(e, GB_END_MAX_INSNS);
 	else if (!eng_live(e))
 		eng_finish(e, GB_END_EXITED);

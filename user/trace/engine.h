@@ -48,6 +48,7 @@ struct gb_engine_opts {
 	bool has_start, has_end;      /* in-range: start <= pc <= end (open bounds allowed) */
 	uint64_t start, end;
 	uint64_t max_insns;           /* 0 = unlimited */
+	uint64_t first_vt;            /* vt of the first instruction (trace --from SNAP) */
 	double duration;              /* seconds, 0 = unlimited */
 	enum gb_trap_kind trap;       /* GB_TRAP_NONE: single-step out-of-range code too */
 	struct gb_probes *probes;     /* GB_TRAP_PROBES: the probe trap, set up by the

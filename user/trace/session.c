@@ -18,6 +18,7 @@
 #include "probe/faults.h"
 #include "ptrace/runto.h"
 #include "ptrace/tracee.h"
+#include "resume/resume.h"
 #include "snap/snapshot.h"
 #include "sym/modfile.h"
 #include "sym/syms.h"
@@ -29,6 +30,7 @@ struct session {
 	const struct gb_trace_opts *o;
 	struct gb_tracee t;
 	bool have_target;
+	uint64_t first_vt;              /* --from: the snapshot's vt */
 	int fd;
 	bool created_file;
 	struct gb_recording *rec;
@@ -83,7 +85,9 @@ static int start_target(struct session *s)
 {
 	const struct gb_trace_opts *o = s->o;
 	int r;
-	if (o->pid) {
+	if (o->from) {
+		r = gb_resume_start(o->from, &s->t, &s->first_vt);
+	} else if (o->pid) {
 		r = gb_tracee_attach(o->pid, &s->t);
 	} else {
 		struct gb_launch_opts lo = { .argv = o->argv, .aslr = o->aslr };
@@ -379,7 +383,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	struct gb_engine_opts eo = {
 		.has_start = s.range.has_start, .has_end = s.range.has_end,
 		.start = s.range.start, .end = s.range.end,
-		.max_insns = o->max_insns, .duration = o->duration,
+		.max_insns = o->max_insns, .first_vt = s.first_vt, .duration = o->duration,
 		.trap = s.trap, .probes = s.probes, .pin = o->pin,
 		.snap_pcs = o->snap_pcs, .nsnap_pcs = o->nsnap_pcs,
 		.snap_vts = o->snap_vts, .nsnap_vts = o->nsnap_vts,
@@ -434,7 +438,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	/* The target: attached -> detached, running as found.  Launched -> it
 	 * ends with gebpf on Ctrl-C/SIGTERM (as under a shell's job control),
 	 * else (--duration, --max-insns) it is detached and runs on. */
-	if (o->argv && !s.t.exited && why == GB_END_SIGNAL)
+	if ((o->argv || o->from) && !s.t.exited && why == GB_END_SIGNAL)
 		gb_tracee_kill(&s.t);
 	else if (!s.t.exited)
 		gb_tracee_detach(&s.t);
@@ -442,7 +446,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 
 cleanup:
 	if (s.have_target) {
-		if (o->argv)
+		if (o->argv || o->from)
 			gb_tracee_kill(&s.t);
 		else
 			gb_tracee_detach(&s.t);

@@ -16,6 +16,7 @@
 struct gb_trace_opts {
 	pid_t pid;                  /* attach, or 0 */
 	char **argv;                /* launch, or NULL */
+	const char *from;           /* trace --from SNAP (resume/resume.h), or NULL */
 	bool aslr;
 	struct gb_range_spec range;
 	bool exec;

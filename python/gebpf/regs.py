@@ -1,0 +1,110 @@
+"""Registers in a snapshot's per-thread notes (docs/snapshot-format.md, "Notes").
+
+``NT_PRSTATUS`` holds the general registers (``user_regs_struct``, including
+``fs_base``/``gs_base``), ``NT_FPREGSET`` the FXSAVE area (x87, SSE) and
+``NT_X86_XSTATE`` the XSAVE area in the standard format (AVX at 576, AVX-512
+opmask/ZMM_Hi256/Hi16_ZMM at 1088/1152/1664).  Vector registers are
+unsigned integers, little endian, as wide as the register.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Dict, Optional
+
+NT_PRSTATUS = 1
+NT_FPREGSET = 2
+NT_PRPSINFO = 3
+NT_AUXV = 6
+NT_X86_XSTATE = 0x202
+NT_SIGINFO = 0x53494749
+NT_FILE = 0x46494C45
+NT_GEBPF_JSON = 1
+
+# user_regs_struct, in memory order.
+GPR_NAMES = ("r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax", "rcx",
+             "rdx", "rsi", "rdi", "orig_rax", "rip", "cs", "eflags", "rsp", "ss", "fs_base",
+             "gs_base", "ds", "es", "fs", "gs")
+PRSTATUS_SIZE = 336
+PR_REG_OFF = 112
+PR_PID_OFF = 32
+GPRS = struct.Struct("<27Q")
+
+XSTATE_BV_OFF = 512
+AVX_OFF = 576
+OPMASK_OFF = 1088
+ZMM_HI256_OFF = 1152
+HI16_ZMM_OFF = 1664
+XFEATURE_AVX, XFEATURE_OPMASK, XFEATURE_ZMM_HI256, XFEATURE_HI16_ZMM = 2, 5, 6, 7
+
+
+def _u(b: bytes) -> int:
+    return int.from_bytes(b, "little")
+
+
+def prstatus_tid(desc: bytes) -> int:
+    """The thread id (``pr_pid``) of an ``NT_PRSTATUS`` descriptor."""
+    return struct.unpack_from("<i", desc, PR_PID_OFF)[0]
+
+
+def decode_gprs(desc: bytes) -> Dict[str, int]:
+    """The general registers of an ``NT_PRSTATUS`` descriptor."""
+    if len(desc) != PRSTATUS_SIZE:
+        raise ValueError("NT_PRSTATUS note is %d bytes, expected %d" % (len(desc), PRSTATUS_SIZE))
+    return dict(zip(GPR_NAMES, GPRS.unpack_from(desc, PR_REG_OFF)))
+
+
+def encode_gprs(desc: bytes, regs: Dict[str, int]) -> bytes:
+    """desc with its general registers replaced by those in regs."""
+    vals = [regs[n] & 0xFFFFFFFFFFFFFFFF for n in GPR_NAMES]
+    out = bytearray(desc)
+    GPRS.pack_into(out, PR_REG_OFF, *vals)
+    return bytes(out)
+
+
+def decode_fxsave(area: bytes) -> Dict[str, int]:
+    """x87 and SSE registers of a 512-byte FXSAVE area."""
+    fcw, fsw, ftw, fop = struct.unpack_from("<HHBxH", area, 0)
+    regs = {"fcw": fcw, "fsw": fsw, "ftw": ftw, "fop": fop,
+            "mxcsr": struct.unpack_from("<I", area, 24)[0],
+            "mxcsr_mask": struct.unpack_from("<I", area, 28)[0]}
+    for i in range(8):
+        regs["st%d" % i] = _u(area[32 + 16 * i:32 + 16 * i + 10])
+    for i in range(16):
+        regs["xmm%d" % i] = _u(area[160 + 16 * i:176 + 16 * i])
+    return regs
+
+
+def decode_xstate(area: bytes) -> Dict[str, int]:
+    """Registers of an XSAVE area: FXSAVE's, then ymm0-15 (AVX), k0-7 and
+    zmm0-31 (AVX-512) when the area's XSTATE_BV or XCR0 says they exist."""
+    regs = decode_fxsave(area[:512])
+    xcr0 = _u(area[464:472])
+    bv = _u(area[XSTATE_BV_OFF:XSTATE_BV_OFF + 8])
+    have = xcr0 | bv
+    regs["xcr0"] = xcr0
+    if have & (1 << XFEATURE_AVX) and len(area) >= AVX_OFF + 256:
+        for i in range(16):
+            hi = _u(area[AVX_OFF + 16 * i:AVX_OFF + 16 * i + 16])
+            regs["ymm%d" % i] = regs["xmm%d" % i] | (hi << 128)
+    if have & (1 << XFEATURE_OPMASK) and len(area) >= OPMASK_OFF + 64:
+        for i in range(8):
+            regs["k%d" % i] = _u(area[OPMASK_OFF + 8 * i:OPMASK_OFF + 8 * i + 8])
+    if have & (1 << XFEATURE_ZMM_HI256) and len(area) >= ZMM_HI256_OFF + 512:
+        for i in range(16):
+            hi = _u(area[ZMM_HI256_OFF + 32 * i:ZMM_HI256_OFF + 32 * i + 32])
+            regs["zmm%d" % i] = regs.get("ymm%d" % i, regs["xmm%d" % i]) | (hi << 256)
+    if have & (1 << XFEATURE_HI16_ZMM) and len(area) >= HI16_ZMM_OFF + 1024:
+        for i in range(16):
+            regs["zmm%d" % (16 + i)] = _u(area[HI16_ZMM_OFF + 64 * i:HI16_ZMM_OFF + 64 * i + 64])
+    return regs
+
+
+def thread_registers(prstatus: bytes, fpregset: Optional[bytes],
+                     xstate: Optional[bytes]) -> Dict[str, int]:
+    """Every register a thread's notes hold, by name."""
+    regs = decode_gprs(prstatus)
+    if xstate:
+        regs.update(decode_xstate(xstate))
+    elif fpregset:
+        regs.update(decode_fxsave(fpregset))
+    return regs

@@ -1,0 +1,85 @@
+"""A gebpf JSONL trace (docs/trace-format.md): a plain ``.jsonl`` file or a
+recording directory (``meta.json`` + ``blobs/trace.jsonl``, from
+``gebpf trace --out DIR``).
+
+Records are read one line at a time, so a trace larger than memory can be
+walked; the summary (the last line) is read from the end of the file::
+
+    tr = gebpf.Trace.open("rec")
+    for rec in tr:                 # {"t": "exec", "vcpu": 0, "pc": "0x401000", "vt": 0}, ...
+        ...
+    tr.summary["insns"], tr.meta["exit_status"]
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Iterator, List, Optional
+
+from .snapshot import Snapshot
+
+
+class Trace:
+    """One trace; see :meth:`open`."""
+
+    def __init__(self, path: str, jsonl: str, meta: Optional[Dict[str, Any]]) -> None:
+        self.path = path
+        self.jsonl = jsonl
+        self.meta = meta
+        self._summary: Optional[Dict[str, Any]] = None
+
+    @classmethod
+    def open(cls, path: str) -> "Trace":
+        """A trace file, or a recording directory (its ``meta.json`` names
+        the trace blob)."""
+        if os.path.isdir(path):
+            with open(os.path.join(path, "meta.json"), encoding="utf-8") as f:
+                meta = json.load(f)
+            return cls(path, os.path.join(path, meta.get("trace_blob", "blobs/trace.jsonl")), meta)
+        if not os.path.exists(path):
+            raise FileNotFoundError(path)
+        return cls(path, path, None)
+
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        """Every record in file order, the summary line last."""
+        with open(self.jsonl, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    yield json.loads(line)
+
+    def records(self) -> Iterator[Dict[str, Any]]:
+        """The records without the summary line."""
+        return (r for r in self if r.get("t") != "summary")
+
+    @property
+    def summary(self) -> Optional[Dict[str, Any]]:
+        """The summary line (``{"t": "summary", "insns", "mem", ...}``), or
+        None when the trace has none (cut short)."""
+        if self._summary is None:
+            with open(self.jsonl, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                end = f.tell()
+                back = min(end, 4096)
+                while True:
+                    f.seek(end - back)
+                    lines = f.read(back).splitlines()
+                    if len(lines) > 1 or back == end:
+                        break
+                    back = min(end, back * 2)
+            last = lines[-1] if lines else b""
+            if last.strip():
+                rec = json.loads(last)
+                if rec.get("t") == "summary":
+                    self._summary = rec
+        return self._summary
+
+    def snapshots(self) -> List[Dict[str, Any]]:
+        """The recording's snapshots (``{"vt", "pc", "tid", "blob"}``), [] for a plain file."""
+        return list((self.meta or {}).get("snapshots", []))
+
+    def loadSnapshot(self, vt: int) -> Snapshot:
+        """The recording's snapshot taken at vt (``--snap-at``)."""
+        for s in self.snapshots():
+            if s["vt"] == vt:
+                return Snapshot.load(os.path.join(self.path, s["blob"]))
+        raise KeyError("no snapshot at vt %d in %s" % (vt, self.path))

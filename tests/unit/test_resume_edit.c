@@ -1,0 +1,69 @@
+/* --set REG=VALUE and --poke ADDR=HEX on a snapshot value (resume/resume.h),
+ * and the refusal of a multi-threaded snapshot before any process starts. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "resume/resume.h"
+
+static struct gb_snapshot *one_map(size_t nthreads)
+{
+	struct gb_snapshot *s = gb_snapshot__alloc();
+	cr_assert(s);
+	s->owns_map_data = true;
+	s->nthreads = nthreads;
+	s->threads = calloc(nthreads, sizeof(*s->threads));
+	s->maps = calloc(1, sizeof(*s->maps));
+	s->nmaps = 1;
+	s->maps[0].start = 0x600000;
+	s->maps[0].end = 0x602000;
+	strcpy(s->maps[0].perms, "rw-p");
+	s->maps[0].path = strdup("");
+	s->maps[0].data = mmap(NULL, 0x2000, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert(s->maps[0].data != MAP_FAILED);
+	return s;
+}
+
+Test(resume_edit, set_registers_by_note_name)
+{
+	struct gb_snapshot *s = one_map(1);
+	char err[256];
+	cr_assert_eq(gb_resume_edit_reg(s, "rsi=1", err, sizeof(err)), 0);
+	cr_assert_eq(gb_resume_edit_reg(s, "rip=0x401000", err, sizeof(err)), 0);
+	cr_assert_eq(gb_resume_edit_reg(s, "fs_base=0x7ffff7d8a740", err, sizeof(err)), 0);
+	cr_assert_eq(s->threads[0].regs.rsi, 1);
+	cr_assert_eq(s->threads[0].regs.rip, 0x401000);
+	cr_assert_eq(s->threads[0].regs.fs_base, 0x7ffff7d8a740ull);
+	cr_assert_eq(gb_resume_edit_reg(s, "xmm0=1", err, sizeof(err)), -EINVAL);
+	cr_assert(strstr(err, "xmm0: no such register"), "%s", err);
+	cr_assert_eq(gb_resume_edit_reg(s, "rax", err, sizeof(err)), -EINVAL);
+	cr_assert_eq(gb_resume_edit_reg(s, "rax=zz", err, sizeof(err)), -EINVAL);
+	gb_snapshot_free(s);
+}
+
+Test(resume_edit, poke_bytes_across_pages)
+{
+	struct gb_snapshot *s = one_map(1);
+	char err[256];
+	cr_assert_eq(gb_resume_edit_poke(s, "0x600ffe=0102abFF", err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(memcmp(s->maps[0].data + 0xffe, "\x01\x02\xab\xff", 4), 0);
+	cr_assert_eq(gb_resume_edit_poke(s, "0x600000=123", err, sizeof(err)), -EINVAL);
+	cr_assert_eq(gb_resume_edit_poke(s, "0x600000=zz", err, sizeof(err)), -EINVAL);
+	cr_assert_eq(gb_resume_edit_poke(s, "0x600000=", err, sizeof(err)), -EINVAL);
+	cr_assert_neq(gb_resume_edit_poke(s, "0x601fff=0000", err, sizeof(err)), 0); /* past the map */
+	gb_snapshot_free(s);
+}
+
+Test(resume_edit, multithreaded_refused_before_launch)
+{
+	struct gb_snapshot *s = one_map(2);
+	struct gb_tracee t;
+	char err[256];
+	memset(&t, 0, sizeof(t));
+	cr_assert_eq(gb_resume_restore(s, &t, err, sizeof(err)), -ENOTSUP);
+	cr_assert_str_eq(err, "2 threads: only single-threaded snapshots can be resumed");
+	cr_assert_eq(t.pid, 0);
+	gb_snapshot_free(s);
+}

@@ -1,0 +1,43 @@
+/* Resume a snapshot: recreate its process and let it run on (docs/resume.md).
+ *
+ * A helper process is launched under ptrace (the snapshot's executable, else
+ * gebpf itself, ASLR off) and stopped before its first instruction; system
+ * calls injected into it (ptrace/inject.h) then unmap its image and map each
+ * of the snapshot's mappings at its address with its protections, set brk,
+ * auxv and the stack start (prctl PR_SET_MM), and reopen the snapshot's
+ * files at their fd numbers.  Registers (general, fs/gs base, XSAVE state)
+ * and the blocked-signal mask are set last.  The result is a stopped tracee
+ * at the snapshot's next instruction, the same shape a launch produces.
+ *
+ *   struct gb_snapshot *s;   gb_snapshot_load(path, &s, ...);
+ *   gb_resume_edit_reg(s, "rax=0x5", ...);  gb_resume_edit_poke(s, "0x401000=90", ...);
+ *   struct gb_tracee t;      gb_resume_restore(s, &t, ...);
+ *   ... detach (gebpf resume) or hand t to the trace engine (trace --from) ...
+ *
+ * Single-threaded snapshots only: a snapshot with more threads is refused.
+ */
+#ifndef GB_RESUME_RESUME_H
+#define GB_RESUME_RESUME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ptrace/tracee.h"
+#include "snap/snapshot.h"
+
+/* Build the process of snapshot s as a stopped tracee in *t.  Warnings
+ * (fds replaced by /dev/null, ...) are printed as they happen.  0, or
+ * -errno with "<what>: <why>" in err (nothing left running). */
+int gb_resume_restore(const struct gb_snapshot *s, struct gb_tracee *t, char *err, size_t errlen);
+
+/* --set REG=VALUE: a general register of thread 0 by its note name (rax,
+ * rip, eflags, fs_base, ...), VALUE hex (0x...) or decimal. */
+int gb_resume_edit_reg(struct gb_snapshot *s, const char *spec, char *err, size_t errlen);
+/* --poke ADDR=HEX: bytes (hex digits, two per byte) written at ADDR. */
+int gb_resume_edit_poke(struct gb_snapshot *s, const char *spec, char *err, size_t errlen);
+
+/* trace --from SNAP: load path and restore it into *t; *vt is the snapshot's
+ * vt (0 when it has none).  0, or -1 with a "gebpf: ..." line printed. */
+int gb_resume_start(const char *path, struct gb_tracee *t, uint64_t *vt);
+
+#endif

@@ -1,0 +1,33 @@
+/* Inside the resume room: system calls run in the helper process being
+ * turned into the snapshot's process, with a scratch area of its memory
+ * for the calls' arguments (paths, auxv). */
+#ifndef GB_RESUME_INT_H
+#define GB_RESUME_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "snap/snapshot.h"
+
+#define GB_RSCRATCH_LEN (16 * 1024ull)
+
+struct gb_rctx {
+	pid_t pid;
+	uint64_t insn;          /* a syscall instruction of the tracee (its vDSO) */
+	uint64_t scratch;       /* GB_RSCRATCH_LEN bytes of the tracee, or 0 */
+	char *err;              /* where failures are described */
+	size_t errlen;
+};
+
+/* Run syscall nr in the tracee: its return value (-errno on failure; an
+ * injection that failed also gives -errno). */
+long gb_rsys(struct gb_rctx *c, long nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
+	     uint64_t a4, uint64_t a5);
+/* Copy len bytes into the scratch area at off: their tracee address, or 0. */
+uint64_t gb_rput(struct gb_rctx *c, size_t off, const void *buf, size_t len);
+
+/* Reopen the snapshot's fds in the tracee (docs/resume.md, "Files"). */
+int gb_resume__fds(struct gb_rctx *c, const struct gb_snapshot *s);
+
+#endif

@@ -1,0 +1,94 @@
+/* The snapshot's file descriptors in the new process (docs/resume.md, "Files"):
+ * regular files and directories reopened at their fd numbers with their open
+ * flags and offsets; 0, 1 and 2 are the caller's; anything else (sockets,
+ * pipes, devices, deleted files) becomes /dev/null with one warning each. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "resume/resume_int.h"
+
+static bool reopenable(const char *target)
+{
+	struct stat st;
+	if (target[0] != '/' || strstr(target, " (deleted)") || stat(target, &st))
+		return false;
+	return S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) || !strcmp(target, "/dev/null");
+}
+
+static bool in_snapshot(const struct gb_snapshot *s, int fd)
+{
+	for (size_t i = 0; i < s->nfds; i++)
+		if (s->fds[i].fd == fd)
+			return true;
+	return false;
+}
+
+/* Close what the helper has open that the snapshot does not (0-2 stay). */
+static void close_extra(struct gb_rctx *c, const struct gb_snapshot *s)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", c->pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		int fd = atoi(de->d_name);
+		if (de->d_name[0] != '.' && fd > 2 && !in_snapshot(s, fd))
+			gb_rsys(c, SYS_close, (uint64_t)fd, 0, 0, 0, 0, 0);
+	}
+	closedir(d);
+}
+
+static int reopen(struct gb_rctx *c, const struct gb_snap_fd *f)
+{
+	bool as_file = reopenable(f->target);
+	const char *path = as_file ? f->target : "/dev/null";
+	uint32_t flags = as_file ? f->flags & ~(uint32_t)(O_CREAT | O_TRUNC | O_EXCL | O_NOCTTY) : O_RDWR;
+	if (!as_file)
+		gb_warn("resume: fd %d (%s): not a file that can be reopened; replaced by /dev/null",
+			f->fd, f->target);
+	uint64_t a = gb_rput(c, 0, path, strlen(path) + 1);
+	long fd = a ? gb_rsys(c, SYS_openat, (uint64_t)AT_FDCWD, a, flags, 0, 0, 0) : -EFAULT;
+	if (fd < 0) {
+		snprintf(c->err, c->errlen, "fd %d: reopen %s: %s", f->fd, path, strerror((int)-fd));
+		return (int)fd;
+	}
+	if (fd != f->fd) {
+		long r = gb_rsys(c, SYS_dup3, (uint64_t)fd, (uint64_t)f->fd, f->flags & O_CLOEXEC, 0, 0, 0);
+		gb_rsys(c, SYS_close, (uint64_t)fd, 0, 0, 0, 0, 0);
+		if (r < 0) {
+			snprintf(c->err, c->errlen, "fd %d: dup3: %s", f->fd, strerror((int)-r));
+			return (int)r;
+		}
+	}
+	if (as_file && f->pos) {
+		long r = gb_rsys(c, SYS_lseek, (uint64_t)f->fd, f->pos, SEEK_SET, 0, 0, 0);
+		if (r < 0)
+			gb_warn("resume: fd %d (%s): cannot seek to %llu: %s", f->fd, f->target,
+				(unsigned long long)f->pos, strerror((int)-r));
+	}
+	return 0;
+}
+
+int gb_resume__fds(struct gb_rctx *c, const struct gb_snapshot *s)
+{
+	close_extra(c, s);
+	for (size_t i = 0; i < s->nfds; i++) {
+		if (s->fds[i].fd <= 2)
+			continue;
+		int e = reopen(c, &s->fds[i]);
+		if (e)
+			return e;
+	}
+	return 0;
+}
