@@ -96,7 +96,6 @@ static int parse_snap_at(struct gb_trace_opts *o, const char *s)
 int cmd_trace(int argc, char **argv)
 {
 	struct gb_trace_opts o;
-	char err[256];
 	const char *range_arg = NULL, *start_arg = NULL, *end_arg = NULL;
 	memset(&o, 0, sizeof(o));
 	o.exec = true;
@@ -160,11 +159,9 @@ int cmd_trace(int argc, char **argv)
 		return bad("output", "give -o FILE or --out DIR, not both");
 	if ((o.nsnap_pcs || o.nsnap_vts) && !o.out_dir)
 		return bad("--snap-at", "needs --out DIR (snapshots go to DIR/blobs/)");
-	if (range_arg && gb_range_parse(range_arg, &o.range, err, sizeof(err)))
-		return bad(range_arg, err);
-	if (start_arg && gb_range_set_bound(&o.range, false, start_arg, err, sizeof(err)))
-		return bad(start_arg, err);
-	if (end_arg && gb_range_set_bound(&o.range, true, end_arg, err, sizeof(err)))
-		return bad(end_arg, err);
+	if ((range_arg && gb_range_parse(range_arg, &o.range)) ||
+	    (start_arg && gb_range_set_bound(&o.range, false, start_arg)) ||
+	    (end_arg && gb_range_set_bound(&o.range, true, end_arg)))
+		return GB_EXIT_USAGE;
 	return gb_trace_session_run(&o);
 }

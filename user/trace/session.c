@@ -44,7 +44,7 @@ static int open_output(struct session *s)
 {
 	const struct gb_trace_opts *o = s->o;
 	if (o->out_dir) {
-		s->rec = gb_recording__open(o->out_dir);
+		s->rec = gb_recording__open(o->out_dir, false); /* lead: pass o->force (--force) */
 		if (!s->rec)
 			return -1;
 		s->fd = gb_recording__trace_fd(s->rec);
@@ -91,18 +91,17 @@ static int start_target(struct session *s)
  * loader to have run first (launch mode: run to the entry point). */
 static int resolve_range(struct session *s)
 {
-	char err[512];
+	bool retry = s->o->argv && s->o->range.kind == GB_RANGE_SYM;
 	gb_range_describe(&s->o->range, s->range_text, sizeof(s->range_text));
-	int r = gb_range_resolve(&s->o->range, s->t.pid, &s->range, err, sizeof(err));
-	if (r && s->o->argv && s->o->range.kind == GB_RANGE_SYM) {
+	int r = gb_range_resolve(&s->o->range, s->t.pid, &s->range, !retry);
+	if (r && retry) {
 		uint64_t entry = gb_auxv_entry(s->t.pid);
-		if (entry && gb_run_to(&s->t, s->t.pid, entry) == 0)
-			r = gb_range_resolve(&s->o->range, s->t.pid, &s->range, err, sizeof(err));
+		if (entry)
+			gb_run_to(&s->t, s->t.pid, entry);
+		r = gb_range_resolve(&s->o->range, s->t.pid, &s->range, true);
 	}
-	if (r) {
-		gb_err("range %s: %s", s->range_text, err);
+	if (r)
 		return -1;
-	}
 	if (s->o->range.kind == GB_RANGE_SYM)
 		gb_info("range %s = 0x%llx-0x%llx", s->range_text, (unsigned long long)s->range.start,
 			(unsigned long long)s->range.end);
@@ -113,11 +112,10 @@ static int rerange(void *ctx, pid_t pid, uint64_t *start, uint64_t *end)
 {
 	struct session *s = ctx;
 	struct gb_range_spec r;
-	char err[512];
 	if (s->o->range.kind != GB_RANGE_SYM)
 		return -1;
-	if (gb_range_resolve(&s->o->range, pid, &r, err, sizeof(err))) {
-		gb_warn("range %s after exec: %s; keeping 0x%llx-0x%llx", s->range_text, err,
+	if (gb_range_resolve(&s->o->range, pid, &r, true)) {
+		gb_warn("range %s after exec: keeping 0x%llx-0x%llx", s->range_text,
 			(unsigned long long)*start, (unsigned long long)*end);
 		return -1;
 	}
@@ -259,6 +257,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 
 	struct gb_jsonl_opts jo = {
 		.exec = o->exec, .max_events = o->max_events, .faults = o->faults,
+		.duration = o->duration,
 		.has_start = s.range.has_start, .has_end = s.range.has_end,
 		.start = s.range.start, .end = s.range.end,
 	};
