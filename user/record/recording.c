@@ -89,35 +89,43 @@ static int each_entry(int d, int (*cb)(int d, const char *name, void *ctx), void
 	return r;
 }
 
+struct clear {
+	bool dry;             /* first pass: only look for files that are not ours */
+	char first[256];      /* the first entry seen / not ours */
+};
+
 static int any_entry(int d, const char *name, void *ctx)
 {
-	snprintf(ctx, 256, "%s", name);
+	struct clear *c = ctx;
+	snprintf(c->first, sizeof(c->first), "%s", name);
 	return 1;
 }
 
 static int clear_blob(int d, const char *name, void *ctx)
 {
+	struct clear *c = ctx;
 	if (!ours_blob(name)) {
-		snprintf(ctx, 256, "blobs/%s", name);
+		snprintf(c->first, sizeof(c->first), "blobs/%s", name);
 		return 1;
 	}
-	return unlinkat(d, name, 0) ? -errno : 0;
+	return c->dry || !unlinkat(d, name, 0) ? 0 : -errno;
 }
 
 static int clear_top(int d, const char *name, void *ctx)
 {
+	struct clear *c = ctx;
 	if (!ours_top(name)) {
-		snprintf(ctx, 256, "%s", name);
+		snprintf(c->first, sizeof(c->first), "%s", name);
 		return 1;
 	}
 	if (strcmp(name, "blobs"))
-		return unlinkat(d, name, 0) ? -errno : 0;
+		return c->dry || !unlinkat(d, name, 0) ? 0 : -errno;
 	int b = openat(d, "blobs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (b < 0)
 		return -errno;
 	int r = each_entry(b, clear_blob, ctx);
 	close(b);
-	if (r)
+	if (r || c->dry)
 		return r;
 	return unlinkat(d, "blobs", AT_REMOVEDIR) ? -errno : 0;
 }
@@ -127,10 +135,10 @@ static int clear_top(int d, const char *name, void *ctx)
 static int check_dir(struct gb_recording *r, bool force)
 {
 	struct stat st;
-	char first[256] = "";
+	struct clear c = { .dry = true };
 	if (fstat(r->dfd, &st))
 		return gb_err("%s: %s", r->dir, strerror(errno)), -1;
-	int full = each_entry(r->dfd, any_entry, first);
+	int full = each_entry(r->dfd, any_entry, &c);
 	if (full < 0)
 		return gb_err("%s: cannot list: %s", r->dir, strerror(-full)), -1;
 	if (st.st_uid != geteuid() && full) {
@@ -143,13 +151,17 @@ static int check_dir(struct gb_recording *r, bool force)
 		return 0;
 	if (!force) {
 		gb_err("%s: not empty (it holds '%s'): give --force to replace an earlier recording, "
-		       "or an empty directory", r->dir, first);
+		       "or an empty directory", r->dir, c.first);
 		return -1;
 	}
-	int e = each_entry(r->dfd, clear_top, first);
+	int e = each_entry(r->dfd, clear_top, &c); /* dry: is everything ours? */
+	if (!e) {
+		c.dry = false;
+		e = each_entry(r->dfd, clear_top, &c);
+	}
 	if (e > 0) {
 		gb_err("%s: holds '%s', which gebpf did not write: not replacing this directory",
-		       r->dir, first);
+		       r->dir, c.first);
 		return -1;
 	}
 	if (e < 0)
