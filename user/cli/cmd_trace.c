@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cmds.h"
 #include "common/log.h"
 #include "common/parse.h"
@@ -104,6 +105,7 @@ int cmd_trace(int argc, char **argv)
 
 	int c;
 	optind = 1;
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+p:r:o:vh", longopts, NULL)) != -1) {
 		uint64_t v;
 		switch (c) {
@@ -147,7 +149,7 @@ int cmd_trace(int argc, char **argv)
 		case O_NO_PIN: o.pin = false; break;
 		case 'v': gb_log_set_verbose(true); break;
 		case 'h': usage(stdout); return GB_EXIT_OK;
-		default: usage(stderr); return GB_EXIT_USAGE;
+		default: return cli_bad_option("trace", argv, "+p:r:o:vh");
 		}
 	}
 	if (optind < argc)
