@@ -211,7 +211,7 @@ static int report_end(struct session *s, enum gb_end why, const struct gb_jsonl_
 		}
 		return GB_EXIT_OK;
 	case GB_END_SIGNAL:
-		/* Ctrl-C/SIGTERM is an ordinary way to end a trace (design.md). */
+		/* Ctrl-C/SIGTERM is an ordinary way to end a trace (docs/trace.md "Ending"). */
 		gb_err("trace: stopped by %s after %llu in-range instructions; summary written to %s",
 		       signame(gb_sigflag_signo()), (unsigned long long)gb_engine__vt(s->eng), s->out_name);
 		return GB_EXIT_OK;
