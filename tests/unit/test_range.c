@@ -33,7 +33,7 @@ ParameterizedTestParameters(range, addr_forms)
 ParameterizedTest(struct addr_case *c, range, addr_forms)
 {
 	struct gb_range_spec r;
-	cr_assert_eq(gb_range_parse(c->s, &r), 0, "%s", c->s);
+	cr_assert_eq(gb_range_parse("trace", c->s, &r), 0, "%s", c->s);
 	cr_assert_eq(r.kind, GB_RANGE_ADDR);
 	cr_assert(r.has_start && r.has_end);
 	cr_assert_eq(r.start, c->start);
@@ -62,7 +62,7 @@ ParameterizedTest(struct sym_case *c, range, symbol_forms)
 {
 	struct gb_range_spec r;
 	char text[600];
-	cr_assert_eq(gb_range_parse(c->s, &r), 0, "%s", c->s);
+	cr_assert_eq(gb_range_parse("trace", c->s, &r), 0, "%s", c->s);
 	cr_assert_eq(r.kind, GB_RANGE_SYM);
 	cr_assert_str_eq(r.module, c->module);
 	cr_assert_str_eq(r.symbol, c->symbol);
@@ -77,21 +77,21 @@ struct bad_case {
 ParameterizedTestParameters(range, malformed)
 {
 	static struct bad_case c[] = {
-		{ "", "gebpf: --range '': empty range\n" },
-		{ "-", "gebpf: --range -: expected START-END in hex\n" },
-		{ "10-", "gebpf: --range 10-: expected START-END in hex\n" },
-		{ "-10", "gebpf: --range -10: expected START-END in hex\n" },
-		{ "20-10", "gebpf: --range 20-10: START is greater than END\n" },
-		{ "g-10", "gebpf: --range g-10: expected START-END in hex\n" },
-		{ "10-2x", "gebpf: --range 10-2x: expected START-END in hex\n" },
-		{ "1-2-3", "gebpf: --range 1-2-3: expected START-END in hex\n" },
-		{ "0x-10", "gebpf: --range 0x-10: expected START-END in hex\n" },
+		{ "", "gebpf: trace: --range '': empty range\n" },
+		{ "-", "gebpf: trace: --range -: expected START-END in hex\n" },
+		{ "10-", "gebpf: trace: --range 10-: expected START-END in hex\n" },
+		{ "-10", "gebpf: trace: --range -10: expected START-END in hex\n" },
+		{ "20-10", "gebpf: trace: --range 20-10: START is greater than END\n" },
+		{ "g-10", "gebpf: trace: --range g-10: expected START-END in hex\n" },
+		{ "10-2x", "gebpf: trace: --range 10-2x: expected START-END in hex\n" },
+		{ "1-2-3", "gebpf: trace: --range 1-2-3: expected START-END in hex\n" },
+		{ "0x-10", "gebpf: trace: --range 0x-10: expected START-END in hex\n" },
 		{ "10000000000000000-20000000000000000",
-		  "gebpf: --range 10000000000000000-20000000000000000: expected START-END in hex\n" },
-		{ ":main", "gebpf: --range :main: expected MODULE:SYMBOL\n" },
-		{ "libc:", "gebpf: --range libc:: expected a symbol name\n" },
-		{ "a b", "gebpf: --range a b: not a symbol name or a START-END hex range\n" },
-		{ "libc:mem cpy", "gebpf: --range libc:mem cpy: not a symbol name or a START-END hex range\n" },
+		  "gebpf: trace: --range 10000000000000000-20000000000000000: expected START-END in hex\n" },
+		{ ":main", "gebpf: trace: --range :main: expected MODULE:SYMBOL\n" },
+		{ "libc:", "gebpf: trace: --range libc:: expected a symbol name\n" },
+		{ "a b", "gebpf: trace: --range a b: not a symbol name or a START-END hex range\n" },
+		{ "libc:mem cpy", "gebpf: trace: --range libc:mem cpy: not a symbol name or a START-END hex range\n" },
 		{ "long:sym", "" },
 		{ "long:mod", "" },
 		{ "long:hex", "" },
@@ -114,7 +114,7 @@ ParameterizedTest(struct bad_case *c, range, malformed, .init = cr_redirect_stde
 	} else {
 		strcpy(s, c->s);
 	}
-	cr_assert_eq(gb_range_parse(s, &r), -EINVAL, "%s", s);
+	cr_assert_eq(gb_range_parse("trace", s, &r), -EINVAL, "%s", s);
 	fflush(stderr);
 	if (c->line[0]) {
 		cr_assert_stderr_eq_str(c->line);
@@ -123,22 +123,22 @@ ParameterizedTest(struct bad_case *c, range, malformed, .init = cr_redirect_stde
 		char buf[1200] = "";
 		FILE *f = cr_get_redirected_stderr();
 		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-		cr_assert(n > 7 && !strncmp(buf, "gebpf: ", 7) && strchr(buf, '\n') == buf + n - 1, "%s", buf);
+		cr_assert(n > 7 && !strncmp(buf, "gebpf: trace: ", 14) && strchr(buf, '\n') == buf + n - 1, "%s", buf);
 	}
 }
 
 Test(range, bounds)
 {
 	struct gb_range_spec r = { 0 };
-	cr_assert_eq(gb_range_set_bound(&r, false, "0x401000"), 0);
+	cr_assert_eq(gb_range_set_bound("trace", &r, false, "0x401000"), 0);
 	cr_assert(r.kind == GB_RANGE_ADDR && r.has_start && !r.has_end && r.start == 0x401000);
 	char text[64];
 	gb_range_describe(&r, text, sizeof(text));
 	cr_assert_str_eq(text, "0x401000-0xffffffffffffffff");
-	cr_assert_eq(gb_range_set_bound(&r, true, "40101f"), 0);
+	cr_assert_eq(gb_range_set_bound("trace", &r, true, "40101f"), 0);
 	cr_assert(r.has_end && r.end == 0x40101f);
 	struct gb_range_spec e = { 0 };
-	cr_assert_eq(gb_range_set_bound(&e, true, "1000"), 0);
+	cr_assert_eq(gb_range_set_bound("trace", &e, true, "1000"), 0);
 	cr_assert(!e.has_start && e.has_end && e.end == 0x1000);
 	struct gb_range_spec none = { 0 };
 	gb_range_describe(&none, text, sizeof(text));
@@ -148,18 +148,18 @@ Test(range, bounds)
 Test(range, bad_bounds, .init = cr_redirect_stderr)
 {
 	struct gb_range_spec r = { 0 }, s;
-	cr_assert_eq(gb_range_set_bound(&r, false, "zz"), -EINVAL);
-	cr_assert_eq(gb_range_set_bound(&r, true, ""), -EINVAL);
-	cr_assert_eq(gb_range_set_bound(&r, false, "0x2000"), 0);
-	cr_assert_eq(gb_range_set_bound(&r, true, "0x1000"), -EINVAL);
-	cr_assert_eq(gb_range_parse("main", &s), 0);
-	cr_assert_eq(gb_range_set_bound(&s, false, "0x1000"), -EINVAL);
+	cr_assert_eq(gb_range_set_bound("trace", &r, false, "zz"), -EINVAL);
+	cr_assert_eq(gb_range_set_bound("trace", &r, true, ""), -EINVAL);
+	cr_assert_eq(gb_range_set_bound("trace", &r, false, "0x2000"), 0);
+	cr_assert_eq(gb_range_set_bound("trace", &r, true, "0x1000"), -EINVAL);
+	cr_assert_eq(gb_range_parse("trace", "main", &s), 0);
+	cr_assert_eq(gb_range_set_bound("trace", &s, false, "0x1000"), -EINVAL);
 	fflush(stderr);
 	cr_assert_stderr_eq_str(
-		"gebpf: --start zz: expected a hex address\n"
-		"gebpf: --end : expected a hex address\n"
-		"gebpf: --end 0x1000: START is greater than END\n"
-		"gebpf: --start 0x1000: --start/--end cannot be combined with a symbol range\n");
+		"gebpf: trace: --start zz: expected a hex address\n"
+		"gebpf: trace: --end : expected a hex address\n"
+		"gebpf: trace: --end 0x1000: START is greater than END\n"
+		"gebpf: trace: --start 0x1000: --start/--end cannot be combined with a symbol range\n");
 }
 
 Test(parse, seconds_are_decimal)

@@ -105,12 +105,12 @@ static int parse(int argc, char **argv, struct sample_opts *o)
 			o->pid = (pid_t)v;
 			break;
 		case OPT_RANGE:
-			if (gb_range_parse(optarg, &o->range))
+			if (gb_range_parse("sample", optarg, &o->range))
 				return -1;
 			break;
 		case OPT_START:
 		case OPT_END:
-			if (gb_range_set_bound(&o->range, c == OPT_END, optarg))
+			if (gb_range_set_bound("sample", &o->range, c == OPT_END, optarg))
 				return -1;
 			break;
 		case 'F':

@@ -161,9 +161,9 @@ int cmd_trace(int argc, char **argv)
 		return bad("output", "give -o FILE or --out DIR, not both");
 	if ((o.nsnap_pcs || o.nsnap_vts) && !o.out_dir)
 		return bad("--snap-at", "needs --out DIR (snapshots go to DIR/blobs/)");
-	if ((range_arg && gb_range_parse(range_arg, &o.range)) ||
-	    (start_arg && gb_range_set_bound(&o.range, false, start_arg)) ||
-	    (end_arg && gb_range_set_bound(&o.range, true, end_arg)))
+	if ((range_arg && gb_range_parse("trace", range_arg, &o.range)) ||
+	    (start_arg && gb_range_set_bound("trace", &o.range, false, start_arg)) ||
+	    (end_arg && gb_range_set_bound("trace", &o.range, true, end_arg)))
 		return GB_EXIT_USAGE;
 	return gb_trace_session_run(&o);
 }

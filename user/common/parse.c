@@ -62,9 +62,9 @@ int gb_parse_seconds(const char *s, double *out)
 	return 0;
 }
 
-static int fail(const char *opt, const char *arg, const char *why)
+static int fail(const char *cmd, const char *opt, const char *arg, const char *why)
 {
-	gb_err("%s %s: %s", opt, arg, why);
+	gb_err("%s: %s %s: %s", cmd, opt, arg, why);
 	return -EINVAL;
 }
 
@@ -73,25 +73,25 @@ static bool is_symbol_char(char c)
 	return isalnum((unsigned char)c) || c == '_' || c == '.' || c == '$' || c == '@';
 }
 
-int gb_range_parse(const char *s, struct gb_range_spec *out)
+int gb_range_parse(const char *cmd, const char *s, struct gb_range_spec *out)
 {
 	memset(out, 0, sizeof(*out));
 	if (!s || !*s)
-		return fail("--range", "''", "empty range");
+		return fail(cmd, "--range", "''", "empty range");
 
 	const char *dash = strchr(s, '-');
 	if (dash) {
 		char a[64], b[64];
 		size_t la = (size_t)(dash - s), lb = strlen(dash + 1);
 		if (la == 0 || lb == 0 || la >= sizeof(a) || lb >= sizeof(b))
-			return fail("--range", s, "expected START-END in hex");
+			return fail(cmd, "--range", s, "expected START-END in hex");
 		memcpy(a, s, la);
 		a[la] = 0;
 		memcpy(b, dash + 1, lb + 1);
 		if (gb_parse_hex(a, &out->start) || gb_parse_hex(b, &out->end))
-			return fail("--range", s, "expected START-END in hex");
+			return fail(cmd, "--range", s, "expected START-END in hex");
 		if (out->start > out->end)
-			return fail("--range", s, "START is greater than END");
+			return fail(cmd, "--range", s, "START is greater than END");
 		out->kind = GB_RANGE_ADDR;
 		out->has_start = out->has_end = true;
 		return 0;
@@ -102,28 +102,28 @@ int gb_range_parse(const char *s, struct gb_range_spec *out)
 	if (colon) {
 		size_t lm = (size_t)(colon - s);
 		if (lm == 0 || lm >= sizeof(out->module))
-			return fail("--range", s, "expected MODULE:SYMBOL");
+			return fail(cmd, "--range", s, "expected MODULE:SYMBOL");
 		memcpy(out->module, s, lm);
 		out->module[lm] = 0;
 	}
 	if (!*sym || strlen(sym) >= sizeof(out->symbol))
-		return fail("--range", s, "expected a symbol name");
+		return fail(cmd, "--range", s, "expected a symbol name");
 	for (const char *p = sym; *p; p++)
 		if (!is_symbol_char(*p))
-			return fail("--range", s, "not a symbol name or a START-END hex range");
+			return fail(cmd, "--range", s, "not a symbol name or a START-END hex range");
 	strcpy(out->symbol, sym);
 	out->kind = GB_RANGE_SYM;
 	return 0;
 }
 
-int gb_range_set_bound(struct gb_range_spec *spec, bool is_end, const char *s)
+int gb_range_set_bound(const char *cmd, struct gb_range_spec *spec, bool is_end, const char *s)
 {
 	const char *opt = is_end ? "--end" : "--start";
 	uint64_t v;
 	if (spec->kind == GB_RANGE_SYM)
-		return fail(opt, s, "--start/--end cannot be combined with a symbol range");
+		return fail(cmd, opt, s, "--start/--end cannot be combined with a symbol range");
 	if (gb_parse_hex(s, &v))
-		return fail(opt, s, "expected a hex address");
+		return fail(cmd, opt, s, "expected a hex address");
 	spec->kind = GB_RANGE_ADDR;
 	if (is_end) {
 		spec->end = v;
@@ -133,6 +133,6 @@ int gb_range_set_bound(struct gb_range_spec *spec, bool is_end, const char *s)
 		spec->has_start = true;
 	}
 	if (spec->has_start && spec->has_end && spec->start > spec->end)
-		return fail(opt, s, "START is greater than END");
+		return fail(cmd, opt, s, "START is greater than END");
 	return 0;
 }

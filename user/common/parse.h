@@ -28,11 +28,12 @@ struct gb_range_spec {
 	char symbol[256];
 };
 
-/* Parse "START-END" (hex, inclusive), "SYMBOL" or "MODULE:SYMBOL".
- * 0, or -EINVAL with one "gebpf: --range S: <why>" line printed. */
-int gb_range_parse(const char *s, struct gb_range_spec *out);
+/* Parse "START-END" (hex, inclusive), "SYMBOL" or "MODULE:SYMBOL" for
+ * command cmd.  0, or -EINVAL with one "gebpf: CMD: --range S: <why>" line
+ * printed. */
+int gb_range_parse(const char *cmd, const char *s, struct gb_range_spec *out);
 /* Apply --start / --end (hex) to a spec.  0, or -EINVAL with one
- * "gebpf: --start S: <why>" (or --end) line printed. */
-int gb_range_set_bound(struct gb_range_spec *spec, bool is_end, const char *s);
+ * "gebpf: CMD: --start S: <why>" (or --end) line printed. */
+int gb_range_set_bound(const char *cmd, struct gb_range_spec *spec, bool is_end, const char *s);
 
 #endif
