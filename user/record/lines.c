@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,7 +201,14 @@ struct gb_lines *gb_lines__new(int fd, const struct gb_lines_opts *o)
 	pthread_cond_init(&w->work, &ca);
 	pthread_cond_init(&w->room, &ca);
 	pthread_condattr_destroy(&ca);
+	/* The writer thread takes no signal: SIGINT/SIGTERM must interrupt the
+	 * tracer's waits (common/sigflag.h), and SIGPIPE/SIGXFSZ become EPIPE/
+	 * EFBIG from write(). */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	int e = w->fill && w->out ? pthread_create(&w->thread, NULL, writer_main, w) : ENOMEM;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (e) {
 		gb_lines__free(w);
 		errno = e;

@@ -8,7 +8,7 @@
  * Every file is written under a temporary name and renamed when complete,
  * so a crash never leaves a half-written file under a final name.
  *
- * Safety (docs/trace.md, "Recording directory"): every entry is made with
+ * Safety (docs/trace-format.md, "Recording directory"): every entry is made with
  * mkdirat/openat relative to a descriptor of DIR (and of DIR/blobs), with
  * O_NOFOLLOW and O_EXCL, so a symlink or a planted file never redirects a
  * write.  DIR itself must not be a symlink.  A DIR owned by another user is
