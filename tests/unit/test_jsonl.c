@@ -33,6 +33,15 @@ static char *slurp(int fd)
 	return s;
 }
 
+/* finish() succeeds and the file is exactly want. */
+static void expect_file(struct gb_jsonl *w, int fd, const char *want)
+{
+	cr_assert_eq(gb_jsonl__finish(w), 0);
+	char *s = slurp(fd);
+	cr_assert_str_eq(s, want);
+	free(s);
+}
+
 static double now(void)
 {
 	struct timespec ts;
@@ -52,9 +61,7 @@ Test(jsonl, lines_byte_exact)
 	gb_jsonl__mem(w, true, 1, 0x7ffe3a10, 8, 0x401008, 2);
 	gb_jsonl__fault(w, 1, 0x7f12a000, 0x401008, 0x6, 2);
 	gb_jsonl__mem(w, false, 12, 0, 512, 0xffffffffffffffffull, 18446744073709551615ull);
-	cr_assert_eq(gb_jsonl__finish(w), 0);
-	char *s = slurp(fd);
-	cr_assert_str_eq(s,
+	expect_file(w, fd,
 		"{\"t\":\"exec\",\"vcpu\":0,\"pc\":\"0x401000\",\"vt\":0}\n"
 		"{\"t\":\"read\",\"vcpu\":0,\"addr\":\"0x4c6f20\",\"size\":8,\"pc\":\"0x401004\",\"vt\":1}\n"
 		"{\"t\":\"write\",\"vcpu\":1,\"addr\":\"0x7ffe3a10\",\"size\":8,\"pc\":\"0x401008\",\"vt\":2}\n"
@@ -63,7 +70,6 @@ Test(jsonl, lines_byte_exact)
 		"\"vt\":18446744073709551615}\n"
 		"{\"t\":\"summary\",\"insns\":1,\"mem\":3,\"events\":5,\"dropped\":0,\"exec\":true,"
 		"\"start\":\"0x401000\",\"end\":\"0x401fff\",\"faults\":1}\n");
-	free(s);
 	gb_jsonl__free(w);
 }
 
@@ -80,7 +86,11 @@ Test(jsonl, budget_hit_inside_an_instruction)
 	gb_jsonl__mem(w, false, 0, 0x3000, 4, 0x1000, 0);
 	gb_jsonl__exec(w, 0, 0x1004, 1);
 	gb_jsonl__mem(w, true, 0, 0x2000, 8, 0x1004, 1);
-	cr_assert_eq(gb_jsonl__finish(w), 0);
+	expect_file(w, fd,
+		"{\"t\":\"exec\",\"vcpu\":0,\"pc\":\"0x1000\",\"vt\":0}\n"
+		"{\"t\":\"read\",\"vcpu\":0,\"addr\":\"0x2000\",\"size\":8,\"pc\":\"0x1000\",\"vt\":0}\n"
+		"{\"t\":\"summary\",\"insns\":2,\"mem\":3,\"events\":5,\"dropped\":3,\"exec\":true,"
+		"\"start\":null,\"end\":null}\n");
 	struct gb_jsonl_counts c;
 	gb_jsonl__counts(w, &c);
 	cr_assert_eq(c.insns, 2);
@@ -88,13 +98,6 @@ Test(jsonl, budget_hit_inside_an_instruction)
 	cr_assert_eq(c.writes, 1);
 	cr_assert_eq(c.events, 5);
 	cr_assert_eq(c.dropped, 3);
-	char *s = slurp(fd);
-	cr_assert_str_eq(s,
-		"{\"t\":\"exec\",\"vcpu\":0,\"pc\":\"0x1000\",\"vt\":0}\n"
-		"{\"t\":\"read\",\"vcpu\":0,\"addr\":\"0x2000\",\"size\":8,\"pc\":\"0x1000\",\"vt\":0}\n"
-		"{\"t\":\"summary\",\"insns\":2,\"mem\":3,\"events\":5,\"dropped\":3,\"exec\":true,"
-		"\"start\":null,\"end\":null}\n");
-	free(s);
 	gb_jsonl__free(w);
 }
 
@@ -125,17 +128,15 @@ Test(jsonl, exec_off)
 	struct gb_jsonl_opts o = { .exec = false, .has_start = true, .start = 0x10,
 				   .max_events = 1 };
 	struct gb_jsonl *w = gb_jsonl__new(fd, &o);
-	gb_jsonl__exec(w, 0, 0x10, 0);
-	gb_jsonl__mem(w, true, 0, 0x2000, 2, 0x10, 0);
-	gb_jsonl__exec(w, 0, 0x12, 1);
-	gb_jsonl__mem(w, false, 0, 0x2000, 2, 0x12, 1);
-	cr_assert_eq(gb_jsonl__finish(w), 0);
-	char *s = slurp(fd);
-	cr_assert_str_eq(s,
+	for (uint64_t vt = 0; vt < 3; vt++) {   /* the middle instruction has no access */
+		gb_jsonl__exec(w, 0, 0x10 + 2 * vt, vt);
+		if (vt != 1)
+			gb_jsonl__mem(w, vt == 0, 0, 0x2000, 2, 0x10 + 2 * vt, vt);
+	}
+	expect_file(w, fd,
 		"{\"t\":\"write\",\"vcpu\":0,\"addr\":\"0x2000\",\"size\":2,\"pc\":\"0x10\",\"vt\":0}\n"
 		"{\"t\":\"summary\",\"insns\":0,\"mem\":2,\"events\":2,\"dropped\":1,\"exec\":false,"
 		"\"start\":\"0x10\",\"end\":null}\n");
-	free(s);
 	gb_jsonl__free(w);
 }
 

@@ -189,16 +189,23 @@ int gb_jsonl__flush(struct gb_jsonl *w) { return gb_lines__flush(w->lines); }
 
 int gb_jsonl__finish(struct gb_jsonl *w) { return gb_lines__finish(w->lines, fmt_summary, w); }
 
-int gb_jsonl__error(const struct gb_jsonl *w) { return gb_lines__error(w->lines); }
+static struct gb_lines_status status(const struct gb_jsonl *w)
+{
+	struct gb_lines_status st;
+	gb_lines__status(w->lines, &st);
+	return st;
+}
 
-bool gb_jsonl__stalled(const struct gb_jsonl *w) { return gb_lines__stalled(w->lines); }
+int gb_jsonl__error(const struct gb_jsonl *w) { return status(w).err; }
+
+bool gb_jsonl__stalled(const struct gb_jsonl *w) { return status(w).stalled; }
 
 /* Lines lost after they were handed over (write error, cut to make room for
  * the summary, abandoned on a stalled output) are dropped lines too. */
 void gb_jsonl__counts(const struct gb_jsonl *w, struct gb_jsonl_counts *c)
 {
 	*c = w->c;
-	c->dropped += gb_lines__lost(w->lines);
+	c->dropped += status(w).lost;
 }
 
 void gb_jsonl__free(struct gb_jsonl *w)

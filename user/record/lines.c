@@ -265,8 +265,9 @@ int gb_lines__put(struct gb_lines *w, const char *line, size_t len)
 {
 	char *p = gb_lines__reserve(w, len);
 	if (!p) {
-		int e = gb_lines__error(w);
-		return e ? e : -EAGAIN;
+		struct gb_lines_status st;
+		gb_lines__status(w, &st);
+		return st.err ? st.err : -EAGAIN;
 	}
 	memcpy(p, line, len);
 	gb_lines__commit(w, len);
@@ -354,28 +355,13 @@ int gb_lines__finish(struct gb_lines *w, gb_lines_summary_fn fn, void *ctx)
 	return first;
 }
 
-int gb_lines__error(struct gb_lines *w)
+void gb_lines__status(struct gb_lines *w, struct gb_lines_status *st)
 {
 	pthread_mutex_lock(&w->mu);
-	int e = w->err;
+	st->err = w->err;
+	st->stalled = stalled_locked(w);
+	st->lost = w->lost;
 	pthread_mutex_unlock(&w->mu);
-	return e;
-}
-
-bool gb_lines__stalled(struct gb_lines *w)
-{
-	pthread_mutex_lock(&w->mu);
-	bool s = stalled_locked(w);
-	pthread_mutex_unlock(&w->mu);
-	return s;
-}
-
-uint64_t gb_lines__lost(struct gb_lines *w)
-{
-	pthread_mutex_lock(&w->mu);
-	uint64_t n = w->lost;
-	pthread_mutex_unlock(&w->mu);
-	return n;
 }
 
 void gb_lines__free(struct gb_lines *w)

@@ -12,7 +12,7 @@
  *  - a stalled output (a FIFO or pipe nobody reads) blocks the producer only
  *    while the buffer is full and only until SIGINT/SIGTERM (common/sigflag)
  *    or the give-up time: then lines are refused (the caller counts them
- *    dropped), gb_lines__stalled() turns true, and finish() writes the
+ *    dropped), the status says stalled, and finish() writes the
  *    summary if the output takes it within a second.
  *
  * Concurrency: one producer thread; the writer thread is internal.
@@ -49,20 +49,22 @@ int gb_lines__put(struct gb_lines *w, const char *line, size_t len);
 int gb_lines__flush(struct gb_lines *w);
 
 /* Formats the summary line (ending in '\n') into buf (at least 512 bytes);
- * called again after lines were removed to make room (gb_lines__lost grew). */
+ * called again after lines were removed to make room (status .lost grew). */
 typedef size_t (*gb_lines_summary_fn)(void *ctx, char *buf);
 /* Write everything, then the summary; stops the writer thread.  0, -errno of
  * the first write error, or -EAGAIN when the output stalled and lines were
  * abandoned. */
 int gb_lines__finish(struct gb_lines *w, gb_lines_summary_fn fn, void *ctx);
 
-/* Sticky -errno of the first write error, 0 if none (a stall is not one). */
-int gb_lines__error(struct gb_lines *w);
-/* The output has taken nothing for a second while lines wait, or gave up. */
-bool gb_lines__stalled(struct gb_lines *w);
-/* Lines committed that are not in the output (write error, cut for the
- * summary, abandoned on a stall). */
-uint64_t gb_lines__lost(struct gb_lines *w);
+struct gb_lines_status {
+	int err;          /* sticky -errno of the first write error, 0 if none
+			     (a stall is not one) */
+	bool stalled;     /* the output took nothing for a second while lines
+			     wait, or the producer gave up on it */
+	uint64_t lost;    /* lines committed that are not in the output (write
+			     error, cut for the summary, abandoned on a stall) */
+};
+void gb_lines__status(struct gb_lines *w, struct gb_lines_status *st);
 void gb_lines__free(struct gb_lines *w);
 
 #endif
