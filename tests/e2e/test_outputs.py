@@ -132,3 +132,32 @@ def test_sigkill_leaves_what_was_traced(trace_ready, tmp_path):
             json.loads(raw)
     finally:
         stop(target)
+
+
+def test_out_dir_owned_by_another_user(trace_ready, tmp_path):
+    """As root, --out into another user's directory holding a `blobs`
+    symlink to a root-only directory: refused, nothing written through it."""
+    victim = tmp_path / "root-only"
+    victim.mkdir(mode=0o700)
+    d = tmp_path / "theirs"
+    d.mkdir()
+    (d / "blobs").symlink_to(victim)
+    os.chown(d, 65534, 65534)
+    os.lchown(d / "blobs", 65534, 65534)
+    r = run_gebpf(["trace", "--range", "traced", "--out", d, "--", prog_path("mem_sizes")])
+    assert r.returncode == 1
+    assert "owned by uid 65534" in one_gebpf_line(r.stderr)
+    assert list(victim.iterdir()) == []
+
+
+def test_out_dir_not_empty_is_refused(trace_ready, tmp_path):
+    """A second recording into the same DIR would keep the first one's stale
+    blobs: refused (nothing in DIR changes)."""
+    d = tmp_path / "rec"
+    args = ["trace", "--range", "traced", "--out", d, "--", prog_path("mem_sizes")]
+    assert run_gebpf(args).returncode == 0
+    (d / "blobs" / "snap-10.core").write_bytes(b"stale")
+    before = sorted(p.name for p in d.rglob("*"))
+    r = run_gebpf(args)
+    assert r.returncode == 1 and "not empty" in one_gebpf_line(r.stderr)
+    assert sorted(p.name for p in d.rglob("*")) == before
