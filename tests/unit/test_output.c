@@ -78,10 +78,26 @@ Test(output, symlink_is_not_followed, .init = cr_redirect_stderr)
 	char *d = tmpdir(), *target = join(d, "victim"), *link = join(d, "link");
 	touch(target);
 	cr_assert(symlink(target, link) == 0);
+	cr_assert(lchown(link, 65534, 65534) == 0); /* planted by another user */
 	struct gb_output o;
 	cr_assert_eq(gb_output_open(&o, link, GB_OUTPUT_SHARED), -ELOOP);
 	struct stat st;
 	cr_assert(stat(target, &st) == 0 && st.st_size == 2, "the symlink's target was truncated");
+	/* Our own symlink, but in a directory another user can change. */
+	char *theirs = tmpdir(), *link2 = join(theirs, "link");
+	cr_assert(symlink(target, link2) == 0 && chown(theirs, 65534, 65534) == 0);
+	cr_assert_eq(gb_output_open(&o, link2, GB_OUTPUT_SHARED), -ELOOP);
+	cr_assert(stat(target, &st) == 0 && st.st_size == 2);
+}
+
+/* Symlinks nobody else can change are followed: -o /dev/stdout works. */
+Test(output, trusted_symlink_is_followed)
+{
+	struct gb_output o;
+	cr_assert_eq(gb_output_open(&o, "/dev/stdout", GB_OUTPUT_SHARED), 0);
+	cr_assert_not(o.created);
+	gb_output_close(&o, true);
+	cr_assert(access("/dev/stdout", F_OK) == 0);
 }
 
 Test(output, modes_and_discard)
