@@ -114,8 +114,9 @@ static int rerange(void *ctx, pid_t pid, uint64_t *start, uint64_t *end)
 	struct gb_range_spec r;
 	if (s->o->range.kind != GB_RANGE_SYM)
 		return -1;
-	if (gb_range_resolve(&s->o->range, pid, &r, true)) {
-		gb_warn("range %s after exec: keeping 0x%llx-0x%llx", s->range_text,
+	if (gb_range_resolve(&s->o->range, pid, &r, false)) {
+		gb_warn("range %s after exec: not found in the new program; keeping 0x%llx-0x%llx",
+			s->range_text,
 			(unsigned long long)*start, (unsigned long long)*end);
 		return -1;
 	}
