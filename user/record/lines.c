@@ -245,7 +245,7 @@ static bool wait_writer(struct gb_lines *w)
 char *gb_lines__reserve(struct gb_lines *w, size_t max)
 {
 	pthread_mutex_lock(&w->mu);
-	while (!w->err) {
+	while (!w->err && max <= w->half) {
 		if (w->fill_len + max <= w->half)
 			return w->fill + w->fill_len; /* the lock is held until commit */
 		if (w->gave_up || !wait_writer(w))
