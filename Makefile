@@ -4,7 +4,16 @@
 #   make bench      benchmarks (prints ratios)
 #   make kmatrix    kernel-version matrix under QEMU TCG
 #   V=1             show full commands
+#   SANITIZE=1      AddressSanitizer + UndefinedBehaviorSanitizer build, into
+#                   .output-asan (scripts/test runs the bad-input, corrupt-snapshot
+#                   and unit tests under it; docs/testing.md)
+ifeq ($(SANITIZE),1)
+OUTPUT    := .output-asan
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
 OUTPUT    := .output
+SAN_FLAGS :=
+endif
 CC        ?= gcc
 CLANG     ?= clang
 BPFTOOL   ?= $(shell command -v bpftool 2>/dev/null || echo /usr/sbin/bpftool)
@@ -12,7 +21,7 @@ PYTHON    ?= /usr/bin/python3
 ARCH      := x86
 
 CFLAGS    ?= -g -O2
-CFLAGS    += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+CFLAGS    += $(SAN_FLAGS) -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
              -D_GNU_SOURCE -MMD -MP
 INCLUDES  := -Iuser -Ibpf -I$(OUTPUT)
 LDLIBS    := -lZydis -lbpf -ldw -lelf -lcjson -lcrypto -lz -lpthread

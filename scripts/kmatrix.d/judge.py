@@ -211,7 +211,7 @@ def judge_faults(rdir, exp, env):
     if summ.get("t") != "summary" or summ.get("faults") != len(faults):
         return ("fail", "summary faults=%s but %d fault lines" % (summ.get("faults"), len(faults)))
     # Apart from the fault lines and the summary's trailing ,"faults":N the
-    # output is the plain trace (design.md); fault lines are lines, so the
+    # output is the plain trace (docs/trace-format.md); fault lines are lines, so the
     # summary's "events" counts them too.
     if rest:
         rest[-1] = re.sub(r',"faults":\d+}$', "}", rest[-1])

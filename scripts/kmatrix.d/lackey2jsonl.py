@@ -5,7 +5,7 @@
 
 Used to re-derive scripts/kmatrix.d/expect/kmtrace.jsonl from an independent
 oracle (docs/kmatrix.md).  Only for single-threaded programs without the lackey
-deviations listed in design.md (REP, locked RMW, xchg, bit-test, gathers...):
+deviations listed in docs/testing.md (REP, locked RMW, xchg, bit-test, gathers...):
 it does not correct for them, so it must not be used on programs that have them.
 """
 import re

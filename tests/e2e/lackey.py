@@ -7,7 +7,7 @@ module runs it on a static no-PIE test program, keeps the instructions whose
 PC lies in the inclusive range, and turns them into the trace schema of
 docs/trace-format.md (exec/read/write, vt counted among in-range
 instructions).  It normalises exactly the lackey deviations listed in
-design.md, each with a reason (docs/testing.md):
+docs/testing.md ("Emulator deviations"), each with a reason:
 
   * `M` is one line for a read-modify-write: hardware semantics want a read
     then a write at the same address and size.
@@ -23,7 +23,7 @@ design.md, each with a reason (docs/testing.md):
     dropped (reads of the element size inside valgrind's main stack).
   * CMPS: lackey reads ES:(RDI) before DS:(RSI); the instruction's operand
     order (Intel: temp = SRC1 - SRC2, SRC1 = DS:(RSI)) puts DS:(RSI) first
-    -> the two reads are swapped.  (Not in design.md's list: found here.)
+    -> the two reads are swapped (docs/testing.md, "Emulator deviations").
   * REP LODS: valgrind ignores the REP (one LODS, RCX untouched).  That
     cannot be undone from lackey's output, so `compare` (below) folds each
     run of a REP LODS into one instruction without its reads, on both sides,

@@ -2,7 +2,7 @@
 
 Without --step-all, `gebpf trace --range R` runs the target natively and
 single-steps only while the PC is on the range's pages; --step-all steps
-everything.  design.md: "speed never changes the output".  So almost every
+everything.  docs/trace-format.md: the trace is the same either way.  So almost every
 test here traces the same launch twice, with and without --step-all, and
 demands byte-identical traces (a multiset of per-invocation sequences for
 multi-threaded programs, whose interleaving may legitimately differ), plus
@@ -279,7 +279,7 @@ def test_entry_exit_preserve_thread_state(idle, tmp_path):
     known flags and a filled red zone, and checks them all after it jumps
     back out (where the tracer re-protects the range: by a trampoline for a
     lone thread, by an injected mprotect with another thread live); also
-    errno and a blocked, pending SIGUSR1 (design.md: injection preserves
+    errno and a blocked, pending SIGUSR1 (docs/trace.md: injection preserves
     registers, flags, the red zone, errno and pending signals)."""
     want = native("trap_regs", 5, idle)
     assert want.endswith(b"rounds 5 differences 0 usr1 2\n"), want

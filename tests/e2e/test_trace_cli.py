@@ -274,7 +274,7 @@ def test_target_sigkilled_mid_trace(spawn, no_stray_spin, tmp_path):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_launch_mode(sig, spawn, no_stray_spin, tmp_path):
-    """Ctrl-C/SIGTERM end a trace normally (design.md: the trace ends ... on
+    """Ctrl-C/SIGTERM end a trace normally (docs/trace.md "Ending": the trace ends ... on
     Ctrl-C/SIGTERM; the summary is written): exit 0."""
     out = tmp_path / "out.jsonl"
     g = spawn([gebpf_path(), "trace", "--range", "traced", "-o", out, "--",

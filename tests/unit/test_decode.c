@@ -4,8 +4,8 @@
  * (both DF values, REP with RCX/ECX == 0).
  *
  * Bytes come from GNU as (the case name is the source line); expected lists
- * follow the hardware rules of design.md ("Hardware semantics") and
- * docs/decoder.md.  Run: .output-dec/unit-tests --filter 'decode*' */
+ * follow the hardware rules of docs/trace-format.md ("Hardware semantics")
+ * and docs/decoder.md.  Run: .output/unit-tests --filter 'decode*' */
 #include "test_decode_util.h"
 
 static struct dcase cases[] = {

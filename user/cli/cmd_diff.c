@@ -1,11 +1,13 @@
 /* gebpf diff A B: two snapshots (ELF cores) or two JSONL traces.
  * Exit 0 equal, 1 different, 2 usage or an input that cannot be read (as
  * diff(1) and cmp(1) do: "different" never means "broken"). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cmds.h"
 #include "common/log.h"
 #include "snap/diff.h"
@@ -22,13 +24,21 @@ static void usage(FILE *f)
 		   "Exit status: 0 equal, 1 different, 2 usage or unreadable input.\n");
 }
 
-static bool is_elf(const char *path)
+/* 1 an ELF file, 0 not, -1 unreadable (printed with the real reason). */
+static int is_elf(const char *path)
 {
 	char m[4];
 	FILE *f = fopen(path, "rb");
-	bool elf = f && fread(m, 1, 4, f) == 4 && !memcmp(m, "\177ELF", 4);
-	if (f)
-		fclose(f);
+	if (!f) {
+		gb_err("diff: %s: %s", path, strerror(errno));
+		return -1;
+	}
+	int elf = fread(m, 1, 4, f) == 4 && !memcmp(m, "\177ELF", 4);
+	if (ferror(f)) {
+		gb_err("diff: %s: %s", path, strerror(errno));
+		elf = -1;
+	}
+	fclose(f);
 	return elf;
 }
 
@@ -65,9 +75,7 @@ int cmd_diff(int argc, char **argv)
 			}
 			break;
 		case 'h': usage(stdout); return GB_EXIT_OK;
-		default:
-			gb_err("diff: unknown or incomplete option '%s' (see gebpf diff --help)", argv[optind - 1]);
-			return GB_EXIT_USAGE;
+		default: return cli_bad_option("diff", argv, "hC:");
 		}
 	}
 	if (argc - optind != 2) {
@@ -75,7 +83,9 @@ int cmd_diff(int argc, char **argv)
 		return GB_EXIT_USAGE;
 	}
 	const char *pa = argv[optind], *pb = argv[optind + 1];
-	bool ea = is_elf(pa), eb = is_elf(pb);
+	int ea = is_elf(pa), eb = ea < 0 ? -1 : is_elf(pb);
+	if (ea < 0 || eb < 0)
+		return GB_EXIT_USAGE;
 	if (ea != eb) {
 		gb_err("diff: %s is %s but %s is not: compare two snapshots or two traces", ea ? pa : pb,
 		       "an ELF snapshot", ea ? pb : pa);

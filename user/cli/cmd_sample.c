@@ -90,7 +90,6 @@ static int parse(int argc, char **argv, struct sample_opts *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	char err[256];
 	uint64_t v;
 	int c;
 
@@ -106,17 +105,13 @@ static int parse(int argc, char **argv, struct sample_opts *o)
 			o->pid = (pid_t)v;
 			break;
 		case OPT_RANGE:
-			if (gb_range_parse(optarg, &o->range, err, sizeof(err))) {
-				gb_err("sample: --range %s: %s", optarg, err);
+			if (gb_range_parse("sample", optarg, &o->range))
 				return -1;
-			}
 			break;
 		case OPT_START:
 		case OPT_END:
-			if (gb_range_set_bound(&o->range, c == OPT_END, optarg, err, sizeof(err))) {
-				gb_err("sample: %s %s: %s", c == OPT_END ? "--end" : "--start", optarg, err);
+			if (gb_range_set_bound("sample", &o->range, c == OPT_END, optarg))
 				return -1;
-			}
 			break;
 		case 'F':
 			if (gb_parse_u64(optarg, &o->hz) || o->hz == 0) {

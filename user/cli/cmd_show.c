@@ -1,4 +1,5 @@
-/* gebpf show FILE [--json]: a snapshot's JSON view (vtrace's keys). */
+/* gebpf show FILE [--json]: a snapshot's JSON view, with the keys of a
+ * snapshot of vtrace (vivisect's Python debugger library): docs/snapshot-format.md. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cmds.h"
 #include "common/log.h"
 #include "common/parse.h"
@@ -107,7 +108,6 @@ static int parse_snap_at(struct gb_trace_opts *o, const char *s)
 int cmd_trace(int argc, char **argv)
 {
 	struct gb_trace_opts o;
-	char err[256];
 	const char *range_arg = NULL, *start_arg = NULL, *end_arg = NULL;
 	memset(&o, 0, sizeof(o));
 	o.exec = true;
@@ -116,6 +116,7 @@ int cmd_trace(int argc, char **argv)
 
 	int c;
 	optind = 1;
+	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+p:r:o:vh", longopts, NULL)) != -1) {
 		uint64_t v;
 		switch (c) {
@@ -170,7 +171,7 @@ int cmd_trace(int argc, char **argv)
 		case O_FROM: o.from = optarg; break;
 		case 'v': gb_log_set_verbose(true); break;
 		case 'h': usage(stdout); return GB_EXIT_OK;
-		default: usage(stderr); return GB_EXIT_USAGE;
+		default: return cli_bad_option("trace", argv, "+p:r:o:vh");
 		}
 	}
 	if (optind < argc)
@@ -182,11 +183,9 @@ int cmd_trace(int argc, char **argv)
 		return bad("output", "give -o FILE or --out DIR, not both");
 	if ((o.nsnap_pcs || o.nsnap_vts) && !o.out_dir)
 		return bad("--snap-at", "needs --out DIR (snapshots go to DIR/blobs/)");
-	if (range_arg && gb_range_parse(range_arg, &o.range, err, sizeof(err)))
-		return bad(range_arg, err);
-	if (start_arg && gb_range_set_bound(&o.range, false, start_arg, err, sizeof(err)))
-		return bad(start_arg, err);
-	if (end_arg && gb_range_set_bound(&o.range, true, end_arg, err, sizeof(err)))
-		return bad(end_arg, err);
+	if ((range_arg && gb_range_parse("trace", range_arg, &o.range)) ||
+	    (start_arg && gb_range_set_bound("trace", &o.range, false, start_arg)) ||
+	    (end_arg && gb_range_set_bound("trace", &o.range, true, end_arg)))
+		return GB_EXIT_USAGE;
 	return gb_trace_session_run(&o);
 }

@@ -1,6 +1,6 @@
 /* Logging and error helpers shared by every room.
  *
- * Errors are one line on stderr, "gebpf: <what>: <why>" (design.md).  Exit
+ * Errors are one line on stderr, "gebpf: <what>: <why>" (docs/trace.md "Errors").  Exit
  * codes: GB_EXIT_OK 0, GB_EXIT_FAIL 1 (runtime failure), GB_EXIT_USAGE 2.
  */
 #ifndef GB_COMMON_LOG_H

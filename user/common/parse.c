@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
+
 int gb_parse_hex(const char *s, uint64_t *out)
 {
 	char *end;
@@ -39,7 +41,18 @@ int gb_parse_u64(const char *s, uint64_t *out)
 int gb_parse_seconds(const char *s, double *out)
 {
 	char *end;
-	if (!s || !(isdigit((unsigned char)*s) || *s == '.'))
+	size_t digits = 0, dots = 0;
+	if (!s)
+		return -EINVAL;
+	for (const char *p = s; *p; p++) {
+		if (isdigit((unsigned char)*p))
+			digits++;
+		else if (*p == '.' && !dots)
+			dots++;
+		else
+			return -EINVAL; /* "0x10", "1e3", "-1", "inf" */
+	}
+	if (!digits)
 		return -EINVAL;
 	errno = 0;
 	double v = strtod(s, &end);
@@ -49,10 +62,9 @@ int gb_parse_seconds(const char *s, double *out)
 	return 0;
 }
 
-static int fail(char *err, size_t errlen, const char *why)
+static int fail(const char *cmd, const char *opt, const char *arg, const char *why)
 {
-	if (err && errlen)
-		snprintf(err, errlen, "%s", why);
+	gb_err("%s: %s %s: %s", cmd, opt, arg, why);
 	return -EINVAL;
 }
 
@@ -61,25 +73,25 @@ static bool is_symbol_char(char c)
 	return isalnum((unsigned char)c) || c == '_' || c == '.' || c == '$' || c == '@';
 }
 
-int gb_range_parse(const char *s, struct gb_range_spec *out, char *err, size_t errlen)
+int gb_range_parse(const char *cmd, const char *s, struct gb_range_spec *out)
 {
 	memset(out, 0, sizeof(*out));
 	if (!s || !*s)
-		return fail(err, errlen, "empty range");
+		return fail(cmd, "--range", "''", "empty range");
 
 	const char *dash = strchr(s, '-');
 	if (dash) {
 		char a[64], b[64];
 		size_t la = (size_t)(dash - s), lb = strlen(dash + 1);
 		if (la == 0 || lb == 0 || la >= sizeof(a) || lb >= sizeof(b))
-			return fail(err, errlen, "expected START-END in hex");
+			return fail(cmd, "--range", s, "expected START-END in hex");
 		memcpy(a, s, la);
 		a[la] = 0;
 		memcpy(b, dash + 1, lb + 1);
 		if (gb_parse_hex(a, &out->start) || gb_parse_hex(b, &out->end))
-			return fail(err, errlen, "expected START-END in hex");
+			return fail(cmd, "--range", s, "expected START-END in hex");
 		if (out->start > out->end)
-			return fail(err, errlen, "START is greater than END");
+			return fail(cmd, "--range", s, "START is greater than END");
 		out->kind = GB_RANGE_ADDR;
 		out->has_start = out->has_end = true;
 		return 0;
@@ -90,28 +102,28 @@ int gb_range_parse(const char *s, struct gb_range_spec *out, char *err, size_t e
 	if (colon) {
 		size_t lm = (size_t)(colon - s);
 		if (lm == 0 || lm >= sizeof(out->module))
-			return fail(err, errlen, "expected MODULE:SYMBOL");
+			return fail(cmd, "--range", s, "expected MODULE:SYMBOL");
 		memcpy(out->module, s, lm);
 		out->module[lm] = 0;
 	}
 	if (!*sym || strlen(sym) >= sizeof(out->symbol))
-		return fail(err, errlen, "expected a symbol name");
+		return fail(cmd, "--range", s, "expected a symbol name");
 	for (const char *p = sym; *p; p++)
 		if (!is_symbol_char(*p))
-			return fail(err, errlen, "not a symbol name or a START-END hex range");
+			return fail(cmd, "--range", s, "not a symbol name or a START-END hex range");
 	strcpy(out->symbol, sym);
 	out->kind = GB_RANGE_SYM;
 	return 0;
 }
 
-int gb_range_set_bound(struct gb_range_spec *spec, bool is_end, const char *s,
-		       char *err, size_t errlen)
+int gb_range_set_bound(const char *cmd, struct gb_range_spec *spec, bool is_end, const char *s)
 {
+	const char *opt = is_end ? "--end" : "--start";
 	uint64_t v;
 	if (spec->kind == GB_RANGE_SYM)
-		return fail(err, errlen, "--start/--end cannot be combined with a symbol range");
+		return fail(cmd, opt, s, "--start/--end cannot be combined with a symbol range");
 	if (gb_parse_hex(s, &v))
-		return fail(err, errlen, is_end ? "--end expects a hex address" : "--start expects a hex address");
+		return fail(cmd, opt, s, "expected a hex address");
 	spec->kind = GB_RANGE_ADDR;
 	if (is_end) {
 		spec->end = v;
@@ -121,6 +133,6 @@ int gb_range_set_bound(struct gb_range_spec *spec, bool is_end, const char *s,
 		spec->has_start = true;
 	}
 	if (spec->has_start && spec->has_end && spec->start > spec->end)
-		return fail(err, errlen, "START is greater than END");
+		return fail(cmd, opt, s, "START is greater than END");
 	return 0;
 }

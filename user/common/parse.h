@@ -13,7 +13,8 @@ typedef uint64_t gb_addr_t;
 int gb_parse_hex(const char *s, uint64_t *out);
 /* Unsigned number: decimal, or hex with 0x.  Returns 0 or -EINVAL. */
 int gb_parse_u64(const char *s, uint64_t *out);
-/* Non-negative seconds, fractions allowed ("1.5").  Returns 0 or -EINVAL. */
+/* Non-negative decimal seconds, fractions allowed ("1.5", ".5"); no hex, no
+ * exponent, no sign, no inf/nan.  Returns 0 or -EINVAL. */
 int gb_parse_seconds(const char *s, double *out);
 
 enum gb_range_kind { GB_RANGE_NONE = 0, GB_RANGE_ADDR, GB_RANGE_SYM };
@@ -27,11 +28,12 @@ struct gb_range_spec {
 	char symbol[256];
 };
 
-/* Parse "START-END" (hex, inclusive), "SYMBOL" or "MODULE:SYMBOL".
- * On error returns -EINVAL and writes a reason into err. */
-int gb_range_parse(const char *s, struct gb_range_spec *out, char *err, size_t errlen);
-/* Apply --start / --end (hex) to a spec.  Same error convention. */
-int gb_range_set_bound(struct gb_range_spec *spec, bool is_end, const char *s,
-		       char *err, size_t errlen);
+/* Parse "START-END" (hex, inclusive), "SYMBOL" or "MODULE:SYMBOL" for
+ * command cmd.  0, or -EINVAL with one "gebpf: CMD: --range S: <why>" line
+ * printed. */
+int gb_range_parse(const char *cmd, const char *s, struct gb_range_spec *out);
+/* Apply --start / --end (hex) to a spec.  0, or -EINVAL with one
+ * "gebpf: CMD: --start S: <why>" (or --end) line printed. */
+int gb_range_set_bound(const char *cmd, struct gb_range_spec *spec, bool is_end, const char *s);
 
 #endif

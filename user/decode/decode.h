@@ -1,5 +1,5 @@
 /* Instruction decoding: bytes + register state -> the instruction's memory
- * accesses, with hardware semantics (design.md "Trace JSONL" and "Decoder").
+ * accesses, with hardware semantics (docs/trace-format.md, docs/decoder.md).
  *
  * Knows nothing of ptrace: callers fill struct gb_cpu themselves.  Built on
  * Zydis 4, with the fix-ups Zydis needs (implicit stack operands at the
@@ -70,7 +70,7 @@ struct gb_memref {
  * accesses.  Everything that depends only on the bytes is decided here, at
  * decode time, so the per-step work is a few additions. */
 struct gb_plan {
-	uint8_t kind;      /* enum gb_plan_kind (decode_int.h) */
+	uint8_t kind;      /* enum gb_plan_kind (plan.h) */
 	uint8_t nrefs;
 	uint8_t reg;       /* STRING: count register; BT: bit-offset register */
 	uint8_t reg_bits;  /* STRING: count width (0 = no REP); BT: operand bits */
@@ -81,7 +81,7 @@ struct gb_plan {
 	uint8_t idx_elem;  /* VSIB: index element size in bytes */
 	uint8_t nelem;     /* VSIB: elements; MASKED: memory elements */
 	uint8_t lanes;     /* MASKED: mask lanes */
-	uint8_t map;       /* MASKED: enum gb_mask_map (decode_int.h) */
+	uint8_t map;       /* MASKED: enum gb_mask_map (plan.h) */
 	uint8_t level;     /* ENTER: nesting level (0..31) */
 	struct gb_memref refs[6];
 };

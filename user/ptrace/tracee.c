@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <linux/capability.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/procstatus.h"
 #include "ptrace/wait.h"
 
 #define SEIZE_OPTS (PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE | \
@@ -153,11 +156,31 @@ static const char *seize_error(pid_t pid, int err, char *buf, size_t len)
 	const char *why = gb_pid_problem(pid, buf, len);
 	if (why)
 		return why;
-	if (err == EPERM)
-		snprintf(buf, len, "permission denied (run as root or with CAP_SYS_PTRACE; "
-				   "see /proc/sys/kernel/yama/ptrace_scope)");
-	else
+	if (err != EPERM) {
 		snprintf(buf, len, "cannot attach: %s", strerror(err));
+		return buf;
+	}
+	/* EPERM: say what refused it, from what can be read. */
+	uint64_t ours = 0, theirs = 0, scope = 0;
+	bool can_ptrace = gb_status_u64(0, "CapEff", &ours) == 0 && (ours >> CAP_SYS_PTRACE & 1);
+	FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+	bool yama = f && fscanf(f, "%" SCNu64, &scope) == 1;
+	if (f)
+		fclose(f);
+	if (yama && scope == 3)
+		snprintf(buf, len, "permission denied: /proc/sys/kernel/yama/ptrace_scope is 3 (no "
+				   "process may attach to another until reboot)");
+	else if (!can_ptrace)
+		snprintf(buf, len, "permission denied: gebpf lacks CAP_SYS_PTRACE (run as root)%s",
+			 yama && scope ? "; /proc/sys/kernel/yama/ptrace_scope also restricts attaching" : "");
+	else if (gb_status_u64(pid, "CapPrm", &theirs) == 0 && (theirs & ~ours))
+		snprintf(buf, len, "permission denied by the kernel although gebpf has CAP_SYS_PTRACE: "
+				   "%s holds capabilities gebpf lacks (its CapPrm %" PRIx64 ", gebpf's CapEff "
+				   "%" PRIx64 ")", pid == 1 ? "pid 1 (init)" : "the target", theirs, ours);
+	else
+		snprintf(buf, len, "permission denied by the kernel although gebpf has CAP_SYS_PTRACE "
+				   "(a security module, or the target is in a user namespace gebpf is not "
+				   "privileged over)");
 	return buf;
 }
 

@@ -13,10 +13,14 @@
  * instead.  "insns" counts exec lines generated (0 with exec off), "mem"
  * reads + writes generated.  With faults on the summary gains ,"faults":N.
  *
- * Writes are buffered; a write error (ENOSPC, EPIPE, ...) is sticky: the file
- * is cut back to its last whole line, the summary is still written (lines
- * removed to make room for it are counted as dropped), and gb_jsonl__error()
- * reports the errno so the caller can stop.
+ * Lines go out through record/lines.h (whole lines only, summary last, a
+ * writer thread so the tracer never blocks in write(), at least every
+ * 250 ms).  A write error (ENOSPC, EPIPE, ...) is sticky: the file is cut
+ * back to its last whole line, the summary is still written (lines removed
+ * to make room for it, or never written, are counted as dropped), and
+ * gb_jsonl__error() reports the errno so the caller can stop.  A stalled
+ * output (a FIFO nobody reads) holds the tracer only until SIGINT/SIGTERM or
+ * `duration`; gb_jsonl__stalled() tells it.
  */
 #ifndef GB_RECORD_JSONL_H
 #define GB_RECORD_JSONL_H
@@ -32,6 +36,8 @@ struct gb_jsonl_opts {
 	uint64_t start, end;
 	uint64_t max_events;          /* 0 = unlimited */
 	bool faults;                  /* summary gains "faults" */
+	double duration;              /* --duration: after it a stalled output stops
+					 holding the tracer (0 = only on a signal) */
 };
 
 struct gb_jsonl_counts {
@@ -40,7 +46,7 @@ struct gb_jsonl_counts {
 
 struct gb_jsonl;
 
-/* fd is borrowed (not closed). */
+/* fd is borrowed (not closed).  NULL with errno set. */
 struct gb_jsonl *gb_jsonl__new(int fd, const struct gb_jsonl_opts *o);
 void gb_jsonl__exec(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, uint64_t vt);
 void gb_jsonl__mem(struct gb_jsonl *w, bool write, uint32_t vcpu, uint64_t addr, uint32_t size,
@@ -53,10 +59,12 @@ void gb_jsonl__set_range(struct gb_jsonl *w, bool has_start, uint64_t start, boo
 			 uint64_t end);
 /* Write the summary line and flush.  0, or -errno of the first write error. */
 int gb_jsonl__finish(struct gb_jsonl *w);
-/* Flush buffered lines (e.g. before a snapshot or on a timer). */
+/* Wait until the lines so far are written (e.g. before a snapshot). */
 int gb_jsonl__flush(struct gb_jsonl *w);
 /* Sticky -errno of the first write error, 0 if none. */
 int gb_jsonl__error(const struct gb_jsonl *w);
+/* The output took nothing for a second while lines wait (or gave up). */
+bool gb_jsonl__stalled(const struct gb_jsonl *w);
 void gb_jsonl__counts(const struct gb_jsonl *w, struct gb_jsonl_counts *c);
 void gb_jsonl__free(struct gb_jsonl *w);
 

@@ -1,6 +1,7 @@
 #include "record/recording.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,8 +11,12 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "common/log.h"
 #include "common/version.h"
+
+#define TRACE_TMP ".trace.jsonl.tmp"
+#define META_TMP ".meta.json.tmp"
 
 struct snap_ref {
 	uint64_t vt, pc;
@@ -20,16 +25,17 @@ struct snap_ref {
 };
 
 struct gb_recording {
-	char dir[4096];
+	char dir[4096];             /* for messages */
+	int dfd, bfd;               /* DIR, DIR/blobs */
 	int trace_fd;
-	char trace_tmp[4200], trace_final[4200];
 	struct snap_ref *snaps;
-	size_t nsnaps;
+	size_t nsnaps, cap;
 };
 
-static int mkdir_p(const char *path)
+/* Parents of path, as mkdir -p (they are ordinary directories on the way). */
+static int mkdir_parents(const char *path)
 {
-	char tmp[4300];
+	char tmp[4096];
 	snprintf(tmp, sizeof(tmp), "%s", path);
 	for (char *p = tmp + 1; *p; p++) {
 		if (*p != '/')
@@ -39,35 +45,171 @@ static int mkdir_p(const char *path)
 			return -errno;
 		*p = '/';
 	}
-	if (mkdir(tmp, 0755) && errno != EEXIST)
-		return -errno;
 	return 0;
 }
 
-struct gb_recording *gb_recording__open(const char *dir)
+/* Names gebpf writes into a recording: what --force may remove. */
+static bool ours_top(const char *n)
+{
+	return !strcmp(n, "meta.json") || !strcmp(n, META_TMP) || !strcmp(n, "blobs");
+}
+
+static bool ours_blob(const char *n)
+{
+	size_t l = strlen(n);
+	if (!strcmp(n, "trace.jsonl") || !strcmp(n, TRACE_TMP))
+		return true;
+	/* snap-<vt>.core, and the snapshot writer's snap-<vt>.core.tmp.XXXXXX */
+	if (strncmp(n, "snap-", 5) || l < 10)
+		return false;
+	size_t i = 5;
+	while (n[i] >= '0' && n[i] <= '9')
+		i++;
+	return i > 5 && (!strcmp(n + i, ".core") || !strncmp(n + i, ".core.tmp.", 10));
+}
+
+/* Each entry of directory fd d: cb(d, name) (stops on a non-zero return).
+ * Returns that value, 0, or -errno. */
+static int each_entry(int d, int (*cb)(int d, const char *name, void *ctx), void *ctx)
+{
+	int dup_fd = openat(d, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	if (!dir) {
+		int e = -errno;
+		if (dup_fd >= 0)
+			close(dup_fd);
+		return e;
+	}
+	int r = 0;
+	struct dirent *de;
+	while (!r && (de = readdir(dir)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			r = cb(d, de->d_name, ctx);
+	closedir(dir);
+	return r;
+}
+
+struct clear {
+	bool dry;             /* first pass: only look for files that are not ours */
+	char first[256];      /* the first entry seen / not ours */
+};
+
+static int any_entry(int d, const char *name, void *ctx)
+{
+	struct clear *c = ctx;
+	snprintf(c->first, sizeof(c->first), "%s", name);
+	return 1;
+}
+
+static int clear_blob(int d, const char *name, void *ctx)
+{
+	struct clear *c = ctx;
+	if (!ours_blob(name)) {
+		snprintf(c->first, sizeof(c->first), "blobs/%s", name);
+		return 1;
+	}
+	return c->dry || !unlinkat(d, name, 0) ? 0 : -errno;
+}
+
+static int clear_top(int d, const char *name, void *ctx)
+{
+	struct clear *c = ctx;
+	if (!ours_top(name)) {
+		snprintf(c->first, sizeof(c->first), "%s", name);
+		return 1;
+	}
+	if (strcmp(name, "blobs"))
+		return c->dry || !unlinkat(d, name, 0) ? 0 : -errno;
+	int b = openat(d, "blobs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (b < 0)
+		return -errno;
+	int r = each_entry(b, clear_blob, ctx);
+	close(b);
+	if (r || c->dry)
+		return r;
+	return unlinkat(d, "blobs", AT_REMOVEDIR) ? -errno : 0;
+}
+
+/* DIR as found: refuse what is not ours to write into; with force, clear
+ * gebpf's own files.  0, or -1 with the reason printed. */
+static int check_dir(struct gb_recording *r, bool force)
+{
+	struct stat st;
+	struct clear c = { .dry = true };
+	if (fstat(r->dfd, &st))
+		return gb_err("%s: %s", r->dir, strerror(errno)), -1;
+	int full = each_entry(r->dfd, any_entry, &c);
+	if (full < 0)
+		return gb_err("%s: cannot list: %s", r->dir, strerror(-full)), -1;
+	if (st.st_uid != geteuid() && full) {
+		gb_err("%s: owned by uid %u, not by the user running gebpf (uid %u), and not empty: "
+		       "give an empty directory or one of your own", r->dir, (unsigned)st.st_uid,
+		       (unsigned)geteuid());
+		return -1;
+	}
+	if (!full)
+		return 0;
+	if (!force) {
+		gb_err("%s: not empty (it holds '%s'): give --force to replace an earlier recording, "
+		       "or an empty directory", r->dir, c.first);
+		return -1;
+	}
+	int e = each_entry(r->dfd, clear_top, &c); /* dry: is everything ours? */
+	if (!e) {
+		c.dry = false;
+		e = each_entry(r->dfd, clear_top, &c);
+	}
+	if (e > 0) {
+		gb_err("%s: holds '%s', which gebpf did not write: not replacing this directory",
+		       r->dir, c.first);
+		return -1;
+	}
+	if (e < 0)
+		return gb_err("%s: cannot clear the earlier recording: %s", r->dir, strerror(-e)), -1;
+	return 0;
+}
+
+static int open_dirs(struct gb_recording *r, bool force)
+{
+	int e = mkdir_parents(r->dir);
+	if (!e && mkdir(r->dir, 0755) && errno != EEXIST)
+		e = -errno;
+	if (e)
+		return gb_err("%s: cannot create the recording directory: %s", r->dir, strerror(-e)), -1;
+	r->dfd = open(r->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (r->dfd < 0) {
+		gb_err("%s: cannot open the recording directory: %s", r->dir,
+		       errno == ELOOP ? "it is a symbolic link (give the directory it points to)"
+				      : strerror(errno));
+		return -1;
+	}
+	if (check_dir(r, force))
+		return -1;
+	if (mkdirat(r->dfd, "blobs", 0755) ||
+	    (r->bfd = openat(r->dfd, "blobs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return gb_err("%s/blobs: cannot create: %s", r->dir, strerror(errno)), -1;
+	return 0;
+}
+
+struct gb_recording *gb_recording__open(const char *dir, bool force)
 {
 	struct gb_recording *r = calloc(1, sizeof(*r));
-	char blobs[4200];
 	if (!r)
 		return NULL;
-	r->trace_fd = -1;
+	r->dfd = r->bfd = r->trace_fd = -1;
 	snprintf(r->dir, sizeof(r->dir), "%s", dir);
-	snprintf(blobs, sizeof(blobs), "%s/blobs", dir);
-	int e = mkdir_p(blobs);
-	if (e) {
-		gb_err("%s: cannot create the recording directory: %s", dir, strerror(-e));
-		free(r);
-		return NULL;
-	}
-	snprintf(r->trace_final, sizeof(r->trace_final), "%s/blobs/trace.jsonl", dir);
-	snprintf(r->trace_tmp, sizeof(r->trace_tmp), "%s/blobs/.trace.jsonl.tmp", dir);
-	r->trace_fd = open(r->trace_tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (open_dirs(r, force))
+		goto fail;
+	r->trace_fd = openat(r->bfd, TRACE_TMP, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			     0644);
 	if (r->trace_fd < 0) {
-		gb_err("%s: cannot write: %s", r->trace_tmp, strerror(errno));
-		free(r);
-		return NULL;
+		gb_err("%s/blobs/%s: cannot write: %s", dir, TRACE_TMP, strerror(errno));
+		goto fail;
 	}
 	return r;
+fail:
+	gb_recording__free(r);
+	return NULL;
 }
 
 int gb_recording__trace_fd(struct gb_recording *r) { return r->trace_fd; }
@@ -75,22 +217,21 @@ int gb_recording__trace_fd(struct gb_recording *r) { return r->trace_fd; }
 const char *gb_recording__blob_path(const struct gb_recording *r, const char *name, char *buf,
 				    size_t len)
 {
-	snprintf(buf, len, "%s/blobs/%s", r->dir, name);
+	snprintf(buf, len, "/proc/self/fd/%d/%s", r->bfd, name);
 	return buf;
 }
 
-void gb_recording__add_snapshot(struct gb_recording *r, uint64_t vt, uint64_t pc, pid_t tid,
-				const char *blob_name)
+int gb_recording__add_snapshot(struct gb_recording *r, uint64_t vt, uint64_t pc, pid_t tid,
+			       const char *blob_name)
 {
-	struct snap_ref *v = realloc(r->snaps, (r->nsnaps + 1) * sizeof(*v));
-	if (!v)
-		return;
-	r->snaps = v;
-	struct snap_ref *s = &v[r->nsnaps++];
+	if (GB_GROW(&r->snaps, &r->cap, r->nsnaps + 1))
+		return -ENOMEM;
+	struct snap_ref *s = &r->snaps[r->nsnaps++];
 	s->vt = vt;
 	s->pc = pc;
 	s->tid = tid;
 	snprintf(s->name, sizeof(s->name), "%s", blob_name);
+	return 0;
 }
 
 static cJSON *hex_or_null(bool has, uint64_t v)
@@ -103,11 +244,11 @@ static cJSON *hex_or_null(bool has, uint64_t v)
 	return cJSON_CreateString(buf);
 }
 
-static int write_file_atomic(const char *path, const char *data, size_t len)
+/* DIR/meta.json: written under a temporary name, then renamed. */
+static int write_meta(struct gb_recording *r, const char *data, size_t len)
 {
-	char tmp[4300];
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	unlinkat(r->dfd, META_TMP, 0);
+	int fd = openat(r->dfd, META_TMP, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
 	size_t done = 0;
@@ -116,17 +257,17 @@ static int write_file_atomic(const char *path, const char *data, size_t len)
 		if (w <= 0) {
 			int e = w < 0 ? errno : ENOSPC;
 			close(fd);
-			unlink(tmp);
+			unlinkat(r->dfd, META_TMP, 0);
 			return -e;
 		}
 		done += (size_t)w;
 	}
 	if (fsync(fd) || close(fd)) {
 		int e = errno;
-		unlink(tmp);
+		unlinkat(r->dfd, META_TMP, 0);
 		return -e;
 	}
-	return rename(tmp, path) ? -errno : 0;
+	return renameat(r->dfd, META_TMP, r->dfd, "meta.json") ? -errno : 0;
 }
 
 int gb_recording__finish(struct gb_recording *r, const struct gb_recording_meta *m)
@@ -137,7 +278,7 @@ int gb_recording__finish(struct gb_recording *r, const struct gb_recording_meta 
 			err = -errno;
 		close(r->trace_fd);
 		r->trace_fd = -1;
-		if (rename(r->trace_tmp, r->trace_final) && !err)
+		if (renameat(r->bfd, TRACE_TMP, r->bfd, "trace.jsonl") && !err)
 			err = -errno;
 	}
 	cJSON *root = cJSON_CreateObject();
@@ -184,11 +325,9 @@ int gb_recording__finish(struct gb_recording *r, const struct gb_recording_meta 
 	cJSON_Delete(root);
 	if (!text)
 		return -ENOMEM;
-	char path[4200];
-	snprintf(path, sizeof(path), "%s/meta.json", r->dir);
 	size_t len = strlen(text);
 	text[len] = '\n';
-	int e = write_file_atomic(path, text, len + 1);
+	int e = write_meta(r, text, len + 1);
 	free(text);
 	return err ? err : e;
 }
@@ -199,8 +338,12 @@ void gb_recording__free(struct gb_recording *r)
 		return;
 	if (r->trace_fd >= 0) {
 		close(r->trace_fd);
-		unlink(r->trace_tmp);
+		unlinkat(r->bfd, TRACE_TMP, 0);
 	}
+	if (r->bfd >= 0)
+		close(r->bfd);
+	if (r->dfd >= 0)
+		close(r->dfd);
 	free(r->snaps);
 	free(r);
 }

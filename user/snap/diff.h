@@ -15,7 +15,7 @@ enum gb_norm { GB_NORM_NONE = 0, GB_NORM_QEMU, GB_NORM_LACKEY };
 
 struct gb_trace_diff_opts {
 	bool ignore_vt, ignore_vcpu;
-	enum gb_norm norm;       /* the emulator quirks of design.md to undo */
+	enum gb_norm norm;       /* emulator quirks to undo (docs/diff.md) */
 	int context;             /* lines of context before the first difference */
 };
 

@@ -1,4 +1,4 @@
-/* A snapshot: vtrace's "picture of a process", as plain data.
+/* A snapshot: vtrace's (vivisect's debugger) "picture of a process", as plain data.
  *
  * Captured from a stopped gb_tracee (capture.c), written as an ELF core with a
  * JSON note (core_write.c; the format is docs/snapshot-format.md) and read

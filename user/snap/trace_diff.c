@@ -1,7 +1,7 @@
 /* gebpf diff of two JSONL traces: the first record where they diverge, with
  * context, and the counts per line type.
  *
- * Normalisation undoes exactly the emulator quirks design.md lists, on both
+ * Normalisation undoes exactly the emulator quirks docs/testing.md lists, on both
  * sides, so a native trace compares with a QEMU or lackey one:
  *   qemu:   accesses wider than 8 bytes split into contiguous 8-byte pieces
  *           (merged back: same type, vcpu, pc and vt); an SMC store logged
@@ -10,6 +10,11 @@
  *           with no accesses right after an exec of the same pc that had
  *           some is dropped); the double read of locked RMW / xchg
  *           (consecutive identical reads kept once).
+ *   both:   CMPS: QEMU and lackey read ES:(RDI) before DS:(RSI), hardware and
+ *           gebpf the other way round (tests/progs/cmps_order.c).  A trace
+ *           has no registers, so the pair is put in one order on both sides:
+ *           an instruction whose accesses are exactly two reads of the same
+ *           size 1, 2, 4 or 8 has them in address order.
  * After a normalisation vt is renumbered (exec lines 0, 1, 2, ...) and the
  * summary lines, whose counts differ by construction, are left out.
  */
@@ -22,6 +27,8 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
+
+#include "common/grow.h"
 
 struct rec {
 	char t[8];                  /* exec read write fault summary, or "" (other) */
@@ -82,16 +89,11 @@ static int load(const char *path, struct trace *t, char *err, size_t errlen)
 			r = -EINVAL;
 			break;
 		}
-		if (t->n == t->cap) {
-			t->cap = t->cap ? 2 * t->cap : 1024;
-			struct rec *v = realloc(t->v, t->cap * sizeof(*v));
-			if (!v) {
-				cJSON_Delete(o);
-				r = -ENOMEM;
-				snprintf(err, errlen, "%s: out of memory", path);
-				break;
-			}
-			t->v = v;
+		if (GB_GROW(&t->v, &t->cap, t->n + 1)) {
+			cJSON_Delete(o);
+			r = -ENOMEM;
+			snprintf(err, errlen, "%s: out of memory", path);
+			break;
 		}
 		struct rec *x = &t->v[t->n++];
 		memset(x, 0, sizeof(*x));
@@ -175,6 +177,19 @@ static void normalise(struct trace *t, enum gb_norm norm)
 			}
 			last_exec = i;
 			last_had_access = false;
+		}
+	}
+	/* CMPS's two reads (see the top of this file). */
+	for (size_t i = 0; i + 2 < t->n; i++) {
+		struct rec *x = &t->v[i], *r1 = &t->v[i + 1], *r2 = &t->v[i + 2];
+		bool pair = !strcmp(x->t, "exec") && !strcmp(r1->t, "read") && !strcmp(r2->t, "read") &&
+			    same_insn(x, r1) && same_insn(x, r2) && r1->size == r2->size &&
+			    (r1->size == 1 || r1->size == 2 || r1->size == 4 || r1->size == 8) &&
+			    (i + 3 == t->n || !is_access(&t->v[i + 3]) || !same_insn(x, &t->v[i + 3]));
+		if (pair && r1->addr > r2->addr) {
+			struct rec tmp = *r1;
+			*r1 = *r2;
+			*r2 = tmp;
 		}
 	}
 	/* Renumber vt: exec lines count up, accesses take their exec's. */

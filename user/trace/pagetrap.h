@@ -1,4 +1,4 @@
-/* The page trap (design.md "Page trap"): PROT_EXEC is removed from the pages
+/* The page trap (docs/trace.md "How it works"): PROT_EXEC is removed from the pages
  * that hold the range, so the process runs natively outside the range and
  * faults (SIGSEGV, SEGV_ACCERR, si_addr == rip) when it enters; the engine
  * then restores exec, single-steps while the PC stays on those pages, and

@@ -4,18 +4,25 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "sym/syms.h"
 
 int gb_range_resolve(const struct gb_range_spec *spec, pid_t pid, struct gb_range_spec *out,
-		     char *err, size_t errlen)
+		     bool report)
 {
 	*out = *spec;
 	if (spec->kind != GB_RANGE_SYM)
 		return 0;
 	uint64_t s, e;
-	int r = gb_sym_resolve(pid, spec->module, spec->symbol, &s, &e, err, errlen);
-	if (r)
+	char err[512], text[600];
+	int r = gb_sym_resolve(pid, spec->module, spec->symbol, &s, &e, err, sizeof(err));
+	if (r) {
+		if (report) {
+			gb_range_describe(spec, text, sizeof(text));
+			gb_err("range %s: %s", text, err);
+		}
 		return r;
+	}
 	out->kind = GB_RANGE_ADDR;
 	out->has_start = out->has_end = true;
 	out->start = s;

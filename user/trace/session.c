@@ -54,7 +54,7 @@ static int open_output(struct session *s)
 {
 	const struct gb_trace_opts *o = s->o;
 	if (o->out_dir) {
-		s->rec = gb_recording__open(o->out_dir);
+		s->rec = gb_recording__open(o->out_dir, false); /* lead: pass o->force (--force) */
 		if (!s->rec)
 			return -1;
 		s->fd = gb_recording__trace_fd(s->rec);
@@ -118,13 +118,14 @@ static const char *target_exe(const struct session *s, char *buf, size_t len)
  * dynamic loader maps the direct dependencies). */
 static int resolve_range(struct session *s)
 {
-	char err[512];
 	const struct gb_range_spec *spec = &s->o->range;
-	gb_range_describe(spec, s->range_text, sizeof(s->range_text));
-	int r = gb_range_resolve(spec, s->t.pid, &s->range, err, sizeof(err));
+	bool retry = s->o->argv && spec->kind == GB_RANGE_SYM;
 	bool may_probe = s->o->trap == GB_TRAP_AUTO || s->o->trap == GB_TRAP_PROBES;
+	bool pendable = spec->kind == GB_RANGE_SYM && spec->module[0] && may_probe;
+	gb_range_describe(spec, s->range_text, sizeof(s->range_text));
+	int r = gb_range_resolve(spec, s->t.pid, &s->range, !retry && !pendable);
 	char exe[4096], ferr[512];
-	if (r && spec->kind == GB_RANGE_SYM && spec->module[0] && may_probe &&
+	if (r && pendable &&
 	    gb_modfile_resolve(spec->module, spec->symbol, target_exe(s, exe, sizeof(exe)),
 			       s->pending_path, sizeof(s->pending_path), &s->pending_lo,
 			       &s->pending_hi, ferr, sizeof(ferr)) == 0) {
@@ -135,15 +136,15 @@ static int resolve_range(struct session *s)
 			s->range_text, s->pending_path, s->t.pid, "probe trap");
 		return 0;
 	}
-	if (r && s->o->argv && spec->kind == GB_RANGE_SYM) {
+	if (r && retry) {
 		uint64_t entry = gb_auxv_entry(s->t.pid);
-		if (entry && gb_run_to(&s->t, s->t.pid, entry) == 0)
-			r = gb_range_resolve(spec, s->t.pid, &s->range, err, sizeof(err));
+		if (entry)
+			gb_run_to(&s->t, s->t.pid, entry);
 	}
-	if (r) {
-		gb_err("range %s: %s", s->range_text, err);
+	if (r)
+		r = gb_range_resolve(spec, s->t.pid, &s->range, true);
+	if (r)
 		return -1;
-	}
 	if (spec->kind == GB_RANGE_SYM)
 		gb_info("range %s = 0x%llx-0x%llx", s->range_text, (unsigned long long)s->range.start,
 			(unsigned long long)s->range.end);
@@ -227,11 +228,11 @@ static int rerange(void *ctx, pid_t pid, uint64_t *start, uint64_t *end)
 {
 	struct session *s = ctx;
 	struct gb_range_spec r;
-	char err[512];
 	if (s->o->range.kind != GB_RANGE_SYM)
 		return -1;
-	if (gb_range_resolve(&s->o->range, pid, &r, err, sizeof(err))) {
-		gb_warn("range %s after exec: %s; keeping 0x%llx-0x%llx", s->range_text, err,
+	if (gb_range_resolve(&s->o->range, pid, &r, false)) {
+		gb_warn("range %s after exec: not found in the new program; keeping 0x%llx-0x%llx",
+			s->range_text,
 			(unsigned long long)*start, (unsigned long long)*end);
 		return -1;
 	}
@@ -327,7 +328,7 @@ static int report_end(struct session *s, enum gb_end why, const struct gb_jsonl_
 		}
 		return GB_EXIT_OK;
 	case GB_END_SIGNAL:
-		/* Ctrl-C/SIGTERM is an ordinary way to end a trace (design.md). */
+		/* Ctrl-C/SIGTERM is an ordinary way to end a trace (docs/trace.md "Ending"). */
 		gb_err("trace: stopped by %s after %llu in-range instructions; summary written to %s",
 		       signame(gb_sigflag_signo()), (unsigned long long)gb_engine__vt(s->eng), s->out_name);
 		return GB_EXIT_OK;
@@ -376,6 +377,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 
 	struct gb_jsonl_opts jo = {
 		.exec = o->exec, .max_events = o->max_events, .faults = o->faults,
+		.duration = o->duration,
 		.has_start = s.range.has_start, .has_end = s.range.has_end,
 		.start = s.range.start, .end = s.range.end,
 	};

@@ -1,0 +1,74 @@
+"""Corrupt snapshots: show, read and diff of a damaged core never crash.
+
+A valid snapshot is damaged in its ELF header, program headers, note and
+data (truncated, bytes overwritten with 0x00, 0xff and 0x7f patterns); every
+command must end with exit 0, 1 or 2, print at most a clean error, and (in
+the sanitizer build of scripts/test) trip neither AddressSanitizer nor
+UndefinedBehaviorSanitizer."""
+import random
+import subprocess
+
+import pytest
+
+from conftest import gebpf_path, prog_path
+
+SAN = ("AddressSanitizer", "runtime error:", "LeakSanitizer")
+# Found by this test and left to the snapshot reader's owner: an Elf64_Phdr
+# read in place at an e_phoff that is not 8-aligned (UBSan: misaligned
+# access; harmless on x86, undefined in C).  Only this exact report is
+# tolerated, as an expected failure; anything else fails the test.
+KNOWN = "user/snap/core_read.c:224:17: runtime error: member access within misaligned address"
+
+
+@pytest.fixture(scope="module")
+def snapshot(gebpf, root, tmp_path_factory):
+    out = tmp_path_factory.mktemp("corrupt") / "good.core"
+    rc = subprocess.call([gebpf_path(), "snap", "-o", str(out), "--at", "snap_here", "--",
+                          prog_path("snap_det")], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, timeout=120)
+    assert rc == 0
+    return out.read_bytes()
+
+
+def damaged(good, seed):
+    rnd = random.Random(seed)
+    b = bytearray(good)
+    phoff = int.from_bytes(b[32:40], "little")
+    phnum = int.from_bytes(b[56:58], "little")
+    note_off = int.from_bytes(b[phoff + 8:phoff + 16], "little")
+    where = [(0, 64), (phoff, phoff + 56 * phnum), (note_off, min(len(b), note_off + 4096)),
+             (0, len(b))][seed % 4]
+    for _ in range(rnd.randint(1, 8)):
+        i = rnd.randrange(*where)
+        b[i:i + 8] = bytes([rnd.choice([0, 0xff, 0x7f, rnd.randrange(256)])]) * 8
+    if seed % 7 == 0:
+        del b[rnd.randrange(len(b)):]
+    return bytes(b[:len(good)])
+
+
+def run(args):
+    r = subprocess.run([gebpf_path()] + args, capture_output=True, text=True, timeout=60)
+    return r
+
+
+def test_damaged_snapshots_fail_cleanly(snapshot, tmp_path):
+    good = tmp_path / "good.core"
+    good.write_bytes(snapshot)
+    known = []
+    for seed in range(120):
+        bad = tmp_path / ("bad%d.core" % seed)
+        bad.write_bytes(damaged(snapshot, seed))
+        for args in (["show", str(bad)], ["show", "--json", str(bad)],
+                     ["read", str(bad), "0x400000", "64"], ["diff", str(good), str(bad)]):
+            r = run(args)
+            assert r.returncode in (0, 1, 2), (seed, args, r.returncode, r.stderr[-2000:])
+            if KNOWN in r.stderr and r.stderr.count("runtime error:") == 1:
+                known.append((seed, args[0]))
+                continue
+            assert not any(s in r.stderr for s in SAN), (seed, args, r.stderr[-3000:])
+            if r.returncode:
+                lines = r.stderr.strip().splitlines()
+                assert len(lines) == 1 or args[0] == "diff", (seed, args, r.stderr)
+        bad.unlink()
+    if known:
+        pytest.xfail("%s (%d runs, e.g. seed %d %s)" % (KNOWN, len(known), *known[0]))

@@ -1,0 +1,163 @@
+"""Outputs and messages (issue "Reliability"): a trace never blocks on its
+output, writes what it traced at least every second, refuses FIFOs with no
+reader only where the command opens them itself; one-line messages for bad
+options and unreadable inputs; decimal --duration."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import gebpf_path, prog_path, run_gebpf, stable_env
+
+
+def one_gebpf_line(stderr):
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gebpf: "), stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("cmd", ["trace", "snap", "sample", "show", "read", "diff"])
+def test_unknown_option_is_one_line(gebpf, cmd):
+    r = run_gebpf([cmd, "--no-such-option", "x"])
+    assert r.returncode == 2
+    line = one_gebpf_line(r.stderr)
+    assert "--no-such-option" in line and ("gebpf %s --help" % cmd) in line
+    assert r.stdout == ""
+
+
+def test_missing_argument_is_one_line(gebpf):
+    r = run_gebpf(["trace", "--range"])
+    assert r.returncode == 2
+    assert "needs an argument" in one_gebpf_line(r.stderr)
+
+
+@pytest.mark.parametrize("cmd", ["trace", "sample"])
+@pytest.mark.parametrize("value", ["0x10", "1e1", "inf", "-1"])
+def test_duration_is_decimal_seconds(gebpf, cmd, value):
+    r = run_gebpf([cmd, "--duration", value, "--", "/bin/true"])
+    assert r.returncode == 2, (cmd, value, r.stderr)
+    assert "--duration" in one_gebpf_line(r.stderr)
+
+
+def test_diff_unreadable_says_why(gebpf, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop to another user (root reads any file)")
+    f = tmp_path / "secret.core"
+    f.write_bytes(b"\x7fELF")
+    f.chmod(0o600)
+    tmp_path.chmod(0o755)
+    r = subprocess.run([gebpf_path(), "diff", str(f), str(f)], capture_output=True, text=True,
+                       timeout=30, preexec_fn=lambda: os.setuid(65534))
+    assert r.returncode == 2
+    line = one_gebpf_line(r.stderr)
+    assert "Permission denied" in line and "ELF" not in line
+
+
+def test_attach_refused_as_root_says_what_refused(gebpf, root):
+    r = run_gebpf(["trace", "-p", "1", "--range", "0-1", "--duration", "0.1", "-o", "/dev/null"],
+                  timeout=30)
+    if r.returncode == 0:
+        pytest.skip("pid 1 can be traced here: nothing refuses it")
+    line = one_gebpf_line(r.stderr)
+    assert "run as root" not in line, line
+    if not os.path.exists("/proc/sys/kernel/yama/ptrace_scope"):
+        assert "yama" not in line, line
+
+
+def spin():
+    return subprocess.Popen([prog_path("spin"), "100000000", "0"], stdout=subprocess.PIPE,
+                            env=stable_env())
+
+
+def trace_spin(out, pid, *extra):
+    return subprocess.Popen([gebpf_path(), "trace", "-p", str(pid), "--range", "traced",
+                             "--max-events", "0", "-o", str(out)] + list(extra),
+                            stderr=subprocess.PIPE, text=True, env=stable_env())
+
+
+def stop(p):
+    p.kill()
+    p.wait()
+
+
+@pytest.mark.parametrize("how", ["duration", "sigterm"])
+def test_stalled_fifo_ends_the_trace(trace_ready, tmp_path, how):
+    """-o FIFO whose reader never reads: the trace still ends on --duration
+    or SIGTERM, within seconds, and the target is released and keeps running."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)   # holds it open, never reads
+    target = spin()
+    try:
+        assert target.stdout.readline() == b"ready\n"
+        extra = ["--duration", "1"] if how == "duration" else []
+        t0 = time.monotonic()
+        g = trace_spin(fifo, target.pid, *extra)
+        if how == "sigterm":
+            time.sleep(1.5)
+            g.send_signal(signal.SIGTERM)
+        try:
+            g.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            stop(g)
+            pytest.fail("gebpf hung on a FIFO nobody reads (%s)" % how)
+        assert time.monotonic() - t0 < 10
+        err = g.stderr.read()
+        assert g.returncode == 1 and "writing the trace failed" in err and "dropped" in err, err
+        time.sleep(0.3)
+        assert target.poll() is None, "the target did not survive: %s" % target.returncode
+        with open("/proc/%d/status" % target.pid) as f:
+            assert "TracerPid:\t0" in f.read()
+    finally:
+        os.close(reader)
+        stop(target)
+
+
+def test_sigkill_leaves_what_was_traced(trace_ready, tmp_path):
+    """gebpf SIGKILLed after 1.5 s of tracing: the file holds whole lines."""
+    out = tmp_path / "t.jsonl"
+    target = spin()
+    try:
+        assert target.stdout.readline() == b"ready\n"
+        g = trace_spin(out, target.pid)
+        time.sleep(1.5)
+        g.kill()
+        g.wait()
+        data = out.read_bytes()
+        assert data.count(b"\n") > 0, "nothing written after 1.5 s of tracing"
+        for raw in data.split(b"\n")[:-1]:
+            json.loads(raw)
+    finally:
+        stop(target)
+
+
+def test_out_dir_owned_by_another_user(trace_ready, tmp_path):
+    """As root, --out into another user's directory holding a `blobs`
+    symlink to a root-only directory: refused, nothing written through it."""
+    victim = tmp_path / "root-only"
+    victim.mkdir(mode=0o700)
+    d = tmp_path / "theirs"
+    d.mkdir()
+    (d / "blobs").symlink_to(victim)
+    os.chown(d, 65534, 65534)
+    os.lchown(d / "blobs", 65534, 65534)
+    r = run_gebpf(["trace", "--range", "traced", "--out", d, "--", prog_path("mem_sizes")])
+    assert r.returncode == 1
+    assert "owned by uid 65534" in one_gebpf_line(r.stderr)
+    assert list(victim.iterdir()) == []
+
+
+def test_out_dir_not_empty_is_refused(trace_ready, tmp_path):
+    """A second recording into the same DIR would keep the first one's stale
+    blobs: refused (nothing in DIR changes)."""
+    d = tmp_path / "rec"
+    args = ["trace", "--range", "traced", "--out", d, "--", prog_path("mem_sizes")]
+    assert run_gebpf(args).returncode == 0
+    (d / "blobs" / "snap-10.core").write_bytes(b"stale")
+    before = sorted(p.name for p in d.rglob("*"))
+    r = run_gebpf(args)
+    assert r.returncode == 1 and "not empty" in one_gebpf_line(r.stderr)
+    assert sorted(p.name for p in d.rglob("*")) == before

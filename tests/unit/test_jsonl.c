@@ -1,0 +1,251 @@
+/* The trace JSONL writer (user/record/jsonl.c over record/lines.c) against
+ * docs/trace-format.md: byte-exact lines, the budget and its summary, and
+ * the writer discipline (whole lines, summary last, never a blocked tracer). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "record/jsonl.h"
+
+static int memfile(void)
+{
+	int fd = memfd_create("jsonl", MFD_CLOEXEC);
+	cr_assert(fd >= 0);
+	return fd;
+}
+
+/* The whole file as a string (caller frees). */
+static char *slurp(int fd)
+{
+	struct stat st;
+	cr_assert(fstat(fd, &st) == 0);
+	char *s = calloc(1, (size_t)st.st_size + 1);
+	cr_assert(pread(fd, s, (size_t)st.st_size, 0) == st.st_size);
+	return s;
+}
+
+/* finish() succeeds and the file is exactly want. */
+static void expect_file(struct gb_jsonl *w, int fd, const char *want)
+{
+	cr_assert_eq(gb_jsonl__finish(w), 0);
+	char *s = slurp(fd);
+	cr_assert_str_eq(s, want);
+	free(s);
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+Test(jsonl, lines_byte_exact)
+{
+	int fd = memfile();
+	struct gb_jsonl_opts o = { .exec = true, .has_start = true, .has_end = true,
+				   .start = 0x401000, .end = 0x401fff, .faults = true };
+	struct gb_jsonl *w = gb_jsonl__new(fd, &o);
+	cr_assert(w);
+	gb_jsonl__exec(w, 0, 0x401000, 0);
+	gb_jsonl__mem(w, false, 0, 0x4c6f20, 8, 0x401004, 1);
+	gb_jsonl__mem(w, true, 1, 0x7ffe3a10, 8, 0x401008, 2);
+	gb_jsonl__fault(w, 1, 0x7f12a000, 0x401008, 0x6, 2);
+	gb_jsonl__mem(w, false, 12, 0, 512, 0xffffffffffffffffull, 18446744073709551615ull);
+	expect_file(w, fd,
+		"{\"t\":\"exec\",\"vcpu\":0,\"pc\":\"0x401000\",\"vt\":0}\n"
+		"{\"t\":\"read\",\"vcpu\":0,\"addr\":\"0x4c6f20\",\"size\":8,\"pc\":\"0x401004\",\"vt\":1}\n"
+		"{\"t\":\"write\",\"vcpu\":1,\"addr\":\"0x7ffe3a10\",\"size\":8,\"pc\":\"0x401008\",\"vt\":2}\n"
+		"{\"t\":\"fault\",\"vcpu\":1,\"addr\":\"0x7f12a000\",\"pc\":\"0x401008\",\"err\":\"0x6\",\"vt\":2}\n"
+		"{\"t\":\"read\",\"vcpu\":12,\"addr\":\"0x0\",\"size\":512,\"pc\":\"0xffffffffffffffff\","
+		"\"vt\":18446744073709551615}\n"
+		"{\"t\":\"summary\",\"insns\":1,\"mem\":3,\"events\":5,\"dropped\":0,\"exec\":true,"
+		"\"start\":\"0x401000\",\"end\":\"0x401fff\",\"faults\":1}\n");
+	gb_jsonl__free(w);
+}
+
+/* Budget 2, an instruction with two reads: the exec line and the first read
+ * are written, the second read is dropped; every later line is dropped too,
+ * but counted in insns/mem/events. */
+Test(jsonl, budget_hit_inside_an_instruction)
+{
+	int fd = memfile();
+	struct gb_jsonl_opts o = { .exec = true, .max_events = 2 };
+	struct gb_jsonl *w = gb_jsonl__new(fd, &o);
+	gb_jsonl__exec(w, 0, 0x1000, 0);
+	gb_jsonl__mem(w, false, 0, 0x2000, 8, 0x1000, 0);
+	gb_jsonl__mem(w, false, 0, 0x3000, 4, 0x1000, 0);
+	gb_jsonl__exec(w, 0, 0x1004, 1);
+	gb_jsonl__mem(w, true, 0, 0x2000, 8, 0x1004, 1);
+	expect_file(w, fd,
+		"{\"t\":\"exec\",\"vcpu\":0,\"pc\":\"0x1000\",\"vt\":0}\n"
+		"{\"t\":\"read\",\"vcpu\":0,\"addr\":\"0x2000\",\"size\":8,\"pc\":\"0x1000\",\"vt\":0}\n"
+		"{\"t\":\"summary\",\"insns\":2,\"mem\":3,\"events\":5,\"dropped\":3,\"exec\":true,"
+		"\"start\":null,\"end\":null}\n");
+	struct gb_jsonl_counts c;
+	gb_jsonl__counts(w, &c);
+	cr_assert_eq(c.insns, 2);
+	cr_assert_eq(c.reads, 2);
+	cr_assert_eq(c.writes, 1);
+	cr_assert_eq(c.events, 5);
+	cr_assert_eq(c.dropped, 3);
+	gb_jsonl__free(w);
+}
+
+/* --max-events 0 is unlimited. */
+Test(jsonl, max_events_zero_is_unlimited)
+{
+	int fd = memfile();
+	struct gb_jsonl_opts o = { .exec = true, .max_events = 0 };
+	struct gb_jsonl *w = gb_jsonl__new(fd, &o);
+	for (uint64_t i = 0; i < 100000; i++)
+		gb_jsonl__exec(w, 0, 0x1000 + i, i);
+	cr_assert_eq(gb_jsonl__finish(w), 0);
+	char *s = slurp(fd);
+	size_t lines = 0;
+	for (char *p = s; *p; p++)
+		lines += *p == '\n';
+	cr_assert_eq(lines, 100001);
+	cr_assert(strstr(s, "{\"t\":\"summary\",\"insns\":100000,\"mem\":0,\"events\":100000,"
+			    "\"dropped\":0,\"exec\":true,\"start\":null,\"end\":null}\n"));
+	free(s);
+	gb_jsonl__free(w);
+}
+
+/* --exec off: no exec lines, insns 0, the access lines and their counts stay. */
+Test(jsonl, exec_off)
+{
+	int fd = memfile();
+	struct gb_jsonl_opts o = { .exec = false, .has_start = true, .start = 0x10,
+				   .max_events = 1 };
+	struct gb_jsonl *w = gb_jsonl__new(fd, &o);
+	for (uint64_t vt = 0; vt < 3; vt++) {   /* the middle instruction has no access */
+		gb_jsonl__exec(w, 0, 0x10 + 2 * vt, vt);
+		if (vt != 1)
+			gb_jsonl__mem(w, vt == 0, 0, 0x2000, 2, 0x10 + 2 * vt, vt);
+	}
+	expect_file(w, fd,
+		"{\"t\":\"write\",\"vcpu\":0,\"addr\":\"0x2000\",\"size\":2,\"pc\":\"0x10\",\"vt\":0}\n"
+		"{\"t\":\"summary\",\"insns\":0,\"mem\":2,\"events\":2,\"dropped\":1,\"exec\":false,"
+		"\"start\":\"0x10\",\"end\":null}\n");
+	gb_jsonl__free(w);
+}
+
+/* A full disk (RLIMIT_FSIZE stands in for it): the file keeps whole lines
+ * only, the summary is the last line, written + dropped = events. */
+Test(jsonl, full_disk_whole_lines_summary_last)
+{
+	signal(SIGXFSZ, SIG_IGN);
+	char path[] = "/tmp/gebpf-jsonl-XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	unlink(path);
+	struct rlimit rl = { 1000, 1000 };
+	cr_assert(setrlimit(RLIMIT_FSIZE, &rl) == 0);
+	struct gb_jsonl_opts o = { .exec = true };
+	struct gb_jsonl *w = gb_jsonl__new(fd, &o);
+	for (uint64_t i = 0; i < 200; i++) {
+		gb_jsonl__exec(w, 0, 0x401000 + i, i);
+		gb_jsonl__mem(w, false, 0, 0x7ffe0000 + i, 8, 0x401000 + i, i);
+	}
+	cr_assert_eq(gb_jsonl__finish(w), -EFBIG);
+	cr_assert_eq(gb_jsonl__error(w), -EFBIG);
+	char *s = slurp(fd);
+	size_t n = strlen(s);
+	cr_assert(n > 0 && n <= 1000 && s[n - 1] == '\n', "torn file: %zu bytes", n);
+	uint64_t lines = 0;
+	char *last = s;
+	for (char *p = s; *p; p++)
+		if (*p == '\n') {
+			lines++;
+			if (p[1])
+				last = p + 1;
+		}
+	cr_assert(!strncmp(last, "{\"t\":\"summary\"", 14), "last line: %s", last);
+	struct gb_jsonl_counts c;
+	gb_jsonl__counts(w, &c);
+	cr_assert_eq(c.events, 400);
+	cr_assert_eq(c.events - c.dropped, lines - 1);
+	char want[128];
+	snprintf(want, sizeof(want), "\"events\":400,\"dropped\":%llu,", (unsigned long long)c.dropped);
+	cr_assert(strstr(last, want), "%s", last);
+	free(s);
+	gb_jsonl__free(w);
+}
+
+/* What was traced reaches the file within a second, with no flush call (a
+ * SIGKILLed gebpf leaves it). */
+Test(jsonl, written_without_flush_within_a_second)
+{
+	int fd = memfile();
+	struct gb_jsonl_opts o = { .exec = true };
+	struct gb_jsonl *w = gb_jsonl__new(fd, &o);
+	gb_jsonl__exec(w, 0, 0x1000, 0);
+	double t0 = now();
+	struct stat st = { 0 };
+	while (now() - t0 < 1.0 && (fstat(fd, &st), st.st_size == 0))
+		usleep(10000);
+	cr_assert_eq(st.st_size, (off_t)strlen("{\"t\":\"exec\",\"vcpu\":0,\"pc\":\"0x1000\",\"vt\":0}\n"));
+	gb_jsonl__free(w);
+}
+
+/* A pipe nobody reads: the tracer is held while the buffer is full, only
+ * until `duration`; then lines are dropped, the writer reports a stall, and
+ * finish() returns -EAGAIN within about a second; the pipe holds whole lines. */
+Test(jsonl, stalled_pipe_gives_up_after_duration)
+{
+	int p[2];
+	cr_assert(pipe(p) == 0);
+	struct gb_jsonl_opts o = { .exec = true, .duration = 0.5 };
+	struct gb_jsonl *w = gb_jsonl__new(p[1], &o);
+	double t0 = now();
+	uint64_t i;
+	for (i = 0; i < 200000; i++)
+		gb_jsonl__exec(w, 0, 0x401000 + i, i);
+	double t1 = now();
+	cr_assert(t1 - t0 < 4.0, "producer held %.1f s", t1 - t0);
+	cr_assert(gb_jsonl__stalled(w));
+	cr_assert_eq(gb_jsonl__finish(w), -EAGAIN);
+	cr_assert(now() - t1 < 2.5);
+	struct gb_jsonl_counts c;
+	gb_jsonl__counts(w, &c);
+	cr_assert_eq(c.events, 200000);
+	cr_assert(c.dropped > 0);
+	fcntl(p[0], F_SETFL, O_NONBLOCK);
+	static char buf[1 << 20];
+	ssize_t n, last = 0;
+	while ((n = read(p[0], buf, sizeof(buf))) > 0)
+		last = n;
+	cr_assert(last > 0 && buf[last - 1] == '\n');
+	gb_jsonl__free(w);
+}
+
+/* A closed pipe: EPIPE is sticky and reported. */
+Test(jsonl, closed_pipe_is_an_error)
+{
+	signal(SIGPIPE, SIG_IGN);
+	int p[2];
+	cr_assert(pipe(p) == 0);
+	close(p[0]);
+	struct gb_jsonl_opts o = { .exec = true };
+	struct gb_jsonl *w = gb_jsonl__new(p[1], &o);
+	gb_jsonl__exec(w, 0, 0x1000, 0);
+	cr_assert_eq(gb_jsonl__flush(w), -EPIPE);
+	cr_assert_eq(gb_jsonl__error(w), -EPIPE);
+	gb_jsonl__exec(w, 0, 0x1004, 1);
+	cr_assert_eq(gb_jsonl__finish(w), -EPIPE);
+	struct gb_jsonl_counts c;
+	gb_jsonl__counts(w, &c);
+	cr_assert_eq(c.events, 2);
+	cr_assert_eq(c.dropped, 2);
+	gb_jsonl__free(w);
+}

@@ -1,0 +1,180 @@
+/* Range parsing (common/parse.c) and description (trace/range.c): every form
+ * of --range/--start/--end, every malformed one (one "gebpf:" line each),
+ * and --duration's decimal seconds. */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <criterion/redirect.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/parse.h"
+#include "trace/range.h"
+
+/* Parameters are copied into each test's process: arrays, not pointers. */
+struct addr_case {
+	char s[48];
+	uint64_t start, end;
+};
+
+ParameterizedTestParameters(range, addr_forms)
+{
+	static struct addr_case c[] = {
+		{ "401000-40101f", 0x401000, 0x40101f },
+		{ "0x401000-0x40101f", 0x401000, 0x40101f },
+		{ "0X401000-0XABCDEF", 0x401000, 0xabcdef },
+		{ "0-ffffffffffffffff", 0, ~0ull },
+		{ "10-10", 0x10, 0x10 },
+		{ "0x10-20", 0x10, 0x20 },
+	};
+	return cr_make_param_array(struct addr_case, c, sizeof(c) / sizeof(c[0]));
+}
+
+ParameterizedTest(struct addr_case *c, range, addr_forms)
+{
+	struct gb_range_spec r;
+	cr_assert_eq(gb_range_parse("trace", c->s, &r), 0, "%s", c->s);
+	cr_assert_eq(r.kind, GB_RANGE_ADDR);
+	cr_assert(r.has_start && r.has_end);
+	cr_assert_eq(r.start, c->start);
+	cr_assert_eq(r.end, c->end);
+}
+
+struct sym_case {
+	char s[48], module[16], symbol[32], text[48];
+};
+
+ParameterizedTestParameters(range, symbol_forms)
+{
+	static struct sym_case c[] = {
+		{ "main", "", "main", "main" },
+		{ "libc.so.6:memcpy", "libc.so.6", "memcpy", "libc.so.6:memcpy" },
+		{ "libc:clock_nanosleep", "libc", "clock_nanosleep", "libc:clock_nanosleep" },
+		{ "a:b:c", "a:b", "c", "a:b:c" },
+		{ "_start", "", "_start", "_start" },
+		{ "memcpy@GLIBC_2.14", "", "memcpy@GLIBC_2.14", "memcpy@GLIBC_2.14" },
+		{ "deadbeef", "", "deadbeef", "deadbeef" },
+	};
+	return cr_make_param_array(struct sym_case, c, sizeof(c) / sizeof(c[0]));
+}
+
+ParameterizedTest(struct sym_case *c, range, symbol_forms)
+{
+	struct gb_range_spec r;
+	char text[600];
+	cr_assert_eq(gb_range_parse("trace", c->s, &r), 0, "%s", c->s);
+	cr_assert_eq(r.kind, GB_RANGE_SYM);
+	cr_assert_str_eq(r.module, c->module);
+	cr_assert_str_eq(r.symbol, c->symbol);
+	gb_range_describe(&r, text, sizeof(text));
+	cr_assert_str_eq(text, c->text);
+}
+
+struct bad_case {
+	char s[48], line[128];   /* s "long:N": N-character forms built in the test */
+};
+
+ParameterizedTestParameters(range, malformed)
+{
+	static struct bad_case c[] = {
+		{ "", "gebpf: trace: --range '': empty range\n" },
+		{ "-", "gebpf: trace: --range -: expected START-END in hex\n" },
+		{ "10-", "gebpf: trace: --range 10-: expected START-END in hex\n" },
+		{ "-10", "gebpf: trace: --range -10: expected START-END in hex\n" },
+		{ "20-10", "gebpf: trace: --range 20-10: START is greater than END\n" },
+		{ "g-10", "gebpf: trace: --range g-10: expected START-END in hex\n" },
+		{ "10-2x", "gebpf: trace: --range 10-2x: expected START-END in hex\n" },
+		{ "1-2-3", "gebpf: trace: --range 1-2-3: expected START-END in hex\n" },
+		{ "0x-10", "gebpf: trace: --range 0x-10: expected START-END in hex\n" },
+		{ "10000000000000000-20000000000000000",
+		  "gebpf: trace: --range 10000000000000000-20000000000000000: expected START-END in hex\n" },
+		{ ":main", "gebpf: trace: --range :main: expected MODULE:SYMBOL\n" },
+		{ "libc:", "gebpf: trace: --range libc:: expected a symbol name\n" },
+		{ "a b", "gebpf: trace: --range a b: not a symbol name or a START-END hex range\n" },
+		{ "libc:mem cpy", "gebpf: trace: --range libc:mem cpy: not a symbol name or a START-END hex range\n" },
+		{ "long:sym", "" },
+		{ "long:mod", "" },
+		{ "long:hex", "" },
+	};
+	return cr_make_param_array(struct bad_case, c, sizeof(c) / sizeof(c[0]));
+}
+
+ParameterizedTest(struct bad_case *c, range, malformed, .init = cr_redirect_stderr)
+{
+	struct gb_range_spec r;
+	char s[400] = "";
+	if (!strcmp(c->s, "long:sym")) {
+		memset(s, 'a', 300);              /* a symbol of 300 characters */
+	} else if (!strcmp(c->s, "long:mod")) {
+		memset(s, 'm', 300);              /* a module of 298 characters */
+		s[298] = ':';
+	} else if (!strcmp(c->s, "long:hex")) {
+		memset(s, '1', 80);               /* 111-1111...: START-END too long */
+		s[3] = '-';
+	} else {
+		strcpy(s, c->s);
+	}
+	cr_assert_eq(gb_range_parse("trace", s, &r), -EINVAL, "%s", s);
+	fflush(stderr);
+	if (c->line[0]) {
+		cr_assert_stderr_eq_str(c->line);
+	} else {
+		/* too long: still exactly one gebpf: line */
+		char buf[1200] = "";
+		FILE *f = cr_get_redirected_stderr();
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		cr_assert(n > 7 && !strncmp(buf, "gebpf: trace: ", 14) && strchr(buf, '\n') == buf + n - 1, "%s", buf);
+	}
+}
+
+Test(range, bounds)
+{
+	struct gb_range_spec r = { 0 };
+	cr_assert_eq(gb_range_set_bound("trace", &r, false, "0x401000"), 0);
+	cr_assert(r.kind == GB_RANGE_ADDR && r.has_start && !r.has_end && r.start == 0x401000);
+	char text[64];
+	gb_range_describe(&r, text, sizeof(text));
+	cr_assert_str_eq(text, "0x401000-0xffffffffffffffff");
+	cr_assert_eq(gb_range_set_bound("trace", &r, true, "40101f"), 0);
+	cr_assert(r.has_end && r.end == 0x40101f);
+	struct gb_range_spec e = { 0 };
+	cr_assert_eq(gb_range_set_bound("trace", &e, true, "1000"), 0);
+	cr_assert(!e.has_start && e.has_end && e.end == 0x1000);
+	struct gb_range_spec none = { 0 };
+	gb_range_describe(&none, text, sizeof(text));
+	cr_assert_str_eq(text, "(all)");
+}
+
+Test(range, bad_bounds, .init = cr_redirect_stderr)
+{
+	struct gb_range_spec r = { 0 }, s;
+	cr_assert_eq(gb_range_set_bound("trace", &r, false, "zz"), -EINVAL);
+	cr_assert_eq(gb_range_set_bound("trace", &r, true, ""), -EINVAL);
+	cr_assert_eq(gb_range_set_bound("trace", &r, false, "0x2000"), 0);
+	cr_assert_eq(gb_range_set_bound("trace", &r, true, "0x1000"), -EINVAL);
+	cr_assert_eq(gb_range_parse("trace", "main", &s), 0);
+	cr_assert_eq(gb_range_set_bound("trace", &s, false, "0x1000"), -EINVAL);
+	fflush(stderr);
+	cr_assert_stderr_eq_str(
+		"gebpf: trace: --start zz: expected a hex address\n"
+		"gebpf: trace: --end : expected a hex address\n"
+		"gebpf: trace: --end 0x1000: START is greater than END\n"
+		"gebpf: trace: --start 0x1000: --start/--end cannot be combined with a symbol range\n");
+}
+
+Test(parse, seconds_are_decimal)
+{
+	static const char *good[] = { "0", "1", "1.5", ".5", "5.", "10.25", "0003" };
+	static const double val[] = { 0, 1, 1.5, 0.5, 5, 10.25, 3 };
+	static const char *bad[] = { "", ".", "0x10", "0X1p4", "1e3", "-1", "+1", "inf", "nan",
+				     "1.2.3", " 1", "1 ", "1s" };
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		double d = -1;
+		cr_assert_eq(gb_parse_seconds(good[i], &d), 0, "%s", good[i]);
+		cr_assert_float_eq(d, val[i], 1e-12, "%s", good[i]);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		double d = -1;
+		cr_assert_eq(gb_parse_seconds(bad[i], &d), -EINVAL, "'%s' accepted", bad[i]);
+	}
+}

@@ -1,0 +1,378 @@
+/* Whole lines, summary last, never a blocked producer: see lines.h. */
+#include "record/lines.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/sigflag.h"
+
+#define TICK_MS 250         /* the writer writes what it holds this often */
+#define SLICE_MS 100        /* waits are sliced to notice signals and quit */
+#define STALL_S 1.0         /* no progress this long = stalled */
+#define NENDS 64            /* line ends remembered to make room for the summary */
+#define SUMMARY_MAX 512
+
+struct gb_lines {
+	int fd;
+	bool regular;               /* can be cut back with ftruncate */
+	size_t half;                /* size of each of the two buffers */
+	char *fill, *out;           /* the producer's and the writer's buffer */
+	size_t fill_len, out_len;   /* out_len != 0: the writer is writing */
+	pthread_mutex_t mu;
+	pthread_cond_t work, room;  /* wake the writer / wake the producer */
+	pthread_t thread;
+	bool running;
+	atomic_bool quit;
+	atomic_llong progress_ns;   /* last time the output took bytes */
+	int err;                    /* sticky -errno */
+	bool gave_up;
+	double give_up_at;          /* monotonic seconds, 0 = never */
+	uint64_t lost;
+	off_t base, file_off;       /* regular: where we began, end of whole lines written */
+	off_t ends[NENDS];          /* regular: offsets just past the last line ends */
+	int nends;
+	uint64_t nlines;            /* lines in the file since base */
+};
+
+static long long mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static uint64_t count_lines(const char *p, size_t n)
+{
+	uint64_t k = 0;
+	for (const char *e = p + n; (p = memchr(p, '\n', (size_t)(e - p))); p++)
+		k++;
+	return k;
+}
+
+/* Remember the line ends of buf[0..len), written at file_off. */
+static void note_ends(struct gb_lines *w, const char *buf, size_t len)
+{
+	off_t fresh[NENDS];
+	int k = 0;
+	for (size_t i = len; i > 0 && k < NENDS; i--)
+		if (buf[i - 1] == '\n')
+			fresh[k++] = w->file_off + (off_t)i;
+	int keep = w->nends + k > NENDS ? NENDS - k : w->nends;
+	memmove(w->ends, w->ends + (w->nends - keep), (size_t)keep * sizeof(off_t));
+	for (int j = 0; j < k; j++)
+		w->ends[keep + j] = fresh[k - 1 - j];
+	w->nends = keep + k;
+	w->nlines += count_lines(buf, len);
+	w->file_off += (off_t)len;
+}
+
+/* Wait until fd takes bytes, in slices; false when told to quit. */
+static bool wait_writable(struct gb_lines *w)
+{
+	struct pollfd p = { .fd = w->fd, .events = POLLOUT };
+	while (!atomic_load(&w->quit)) {
+		int r = poll(&p, 1, SLICE_MS);
+		if (r > 0 || (r < 0 && errno != EINTR))
+			return true;
+	}
+	return false;
+}
+
+/* Write buf without the lock.  A pipe gets writes of whole lines of at most
+ * PIPE_BUF bytes after poll() said it has room, so a write never blocks and
+ * never tears a line.  Returns the bytes written; *err on failure. */
+static size_t write_out(struct gb_lines *w, const char *buf, size_t len, int *err)
+{
+	size_t done = 0;
+	while (done < len) {
+		size_t n = len - done;
+		if (!w->regular) {
+			if (n > PIPE_BUF) {
+				n = PIPE_BUF;
+				while (n > 0 && buf[done + n - 1] != '\n')
+					n--;
+				if (!n)
+					n = PIPE_BUF; /* a line longer than PIPE_BUF */
+			}
+			if (!wait_writable(w))
+				return done;
+		}
+		ssize_t r = write(w->fd, buf + done, n);
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (r <= 0) {
+			*err = r < 0 ? -errno : -ENOSPC;
+			return done;
+		}
+		done += (size_t)r;
+		atomic_store(&w->progress_ns, mono_ns());
+	}
+	return done;
+}
+
+/* After a write of out[0..len) that stopped at done: keep whole lines, count
+ * the rest lost.  Called with the lock held. */
+static void settle(struct gb_lines *w, size_t len, size_t done)
+{
+	size_t keep = done;
+	while (keep > 0 && w->out[keep - 1] != '\n')
+		keep--;
+	if (keep < done && w->regular && ftruncate(w->fd, w->file_off + (off_t)keep) == 0)
+		lseek(w->fd, w->file_off + (off_t)keep, SEEK_SET);
+	else
+		keep = done;
+	note_ends(w, w->out, keep);
+	w->lost += count_lines(w->out + keep, len - keep);
+}
+
+static void *writer_main(void *arg)
+{
+	struct gb_lines *w = arg;
+	pthread_mutex_lock(&w->mu);
+	while (!atomic_load(&w->quit)) {
+		if (!w->fill_len || w->err) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_nsec += TICK_MS * 1000000l;
+			ts.tv_sec += ts.tv_nsec / 1000000000l;
+			ts.tv_nsec %= 1000000000l;
+			pthread_cond_timedwait(&w->work, &w->mu, &ts);
+			continue;
+		}
+		char *t = w->out;
+		w->out = w->fill;
+		w->fill = t;
+		w->out_len = w->fill_len;
+		w->fill_len = 0;
+		atomic_store(&w->progress_ns, mono_ns());
+		pthread_cond_broadcast(&w->room);
+		size_t len = w->out_len;
+		int err = 0;
+		pthread_mutex_unlock(&w->mu);
+		size_t done = write_out(w, w->out, len, &err);
+		pthread_mutex_lock(&w->mu);
+		settle(w, len, done);
+		if (err && !w->err) {
+			w->err = err;
+			w->lost += count_lines(w->fill, w->fill_len);
+			w->fill_len = 0;
+		}
+		w->out_len = 0;
+		pthread_cond_broadcast(&w->room);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+struct gb_lines *gb_lines__new(int fd, const struct gb_lines_opts *o)
+{
+	struct gb_lines *w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	size_t cap = o && o->capacity ? o->capacity : (2u << 20);
+	w->half = cap / 2 > SUMMARY_MAX ? cap / 2 : SUMMARY_MAX;
+	w->fill = malloc(w->half);
+	w->out = malloc(w->half);
+	w->fd = fd;
+	struct stat st;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		w->regular = true;
+		w->base = lseek(fd, 0, SEEK_CUR);
+		if (w->base < 0)
+			w->base = 0;
+		w->file_off = w->base;
+	}
+	if (o && o->give_up_after > 0)
+		w->give_up_at = (double)mono_ns() / 1e9 + o->give_up_after;
+	atomic_store(&w->progress_ns, mono_ns());
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->work, &ca);
+	pthread_cond_init(&w->room, &ca);
+	pthread_condattr_destroy(&ca);
+	/* The writer thread takes no signal: SIGINT/SIGTERM must interrupt the
+	 * tracer's waits (common/sigflag.h), and SIGPIPE/SIGXFSZ become EPIPE/
+	 * EFBIG from write(). */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int e = w->fill && w->out ? pthread_create(&w->thread, NULL, writer_main, w) : ENOMEM;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (e) {
+		gb_lines__free(w);
+		errno = e;
+		return NULL;
+	}
+	w->running = true;
+	return w;
+}
+
+static bool stalled_locked(struct gb_lines *w)
+{
+	return w->gave_up ||
+	       (w->out_len && (double)(mono_ns() - atomic_load(&w->progress_ns)) / 1e9 >= STALL_S);
+}
+
+/* One slice of waiting for the writer (lock held).  False when the producer
+ * must stop waiting: a signal or the give-up time came, and the output has
+ * taken nothing for STALL_S. */
+static bool wait_writer(struct gb_lines *w)
+{
+	struct timespec ts;
+	pthread_cond_signal(&w->work);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += SLICE_MS * 1000000l;
+	ts.tv_sec += ts.tv_nsec / 1000000000l;
+	ts.tv_nsec %= 1000000000l;
+	pthread_cond_timedwait(&w->room, &w->mu, &ts);
+	bool stop = gb_sigflag_stop() || (w->give_up_at && (double)mono_ns() / 1e9 >= w->give_up_at);
+	if (stop && (double)(mono_ns() - atomic_load(&w->progress_ns)) / 1e9 >= STALL_S)
+		w->gave_up = true;
+	return !w->gave_up;
+}
+
+char *gb_lines__reserve(struct gb_lines *w, size_t max)
+{
+	pthread_mutex_lock(&w->mu);
+	while (!w->err && max <= w->half) {
+		if (w->fill_len + max <= w->half)
+			return w->fill + w->fill_len; /* the lock is held until commit */
+		if (w->gave_up || !wait_writer(w))
+			break;
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+void gb_lines__commit(struct gb_lines *w, size_t len)
+{
+	w->fill_len += len;
+	pthread_mutex_unlock(&w->mu);
+}
+
+int gb_lines__put(struct gb_lines *w, const char *line, size_t len)
+{
+	char *p = gb_lines__reserve(w, len);
+	if (!p) {
+		struct gb_lines_status st;
+		gb_lines__status(w, &st);
+		return st.err ? st.err : -EAGAIN;
+	}
+	memcpy(p, line, len);
+	gb_lines__commit(w, len);
+	return 0;
+}
+
+int gb_lines__flush(struct gb_lines *w)
+{
+	pthread_mutex_lock(&w->mu);
+	while (!w->err && (w->fill_len || w->out_len) && !w->gave_up && wait_writer(w))
+		;
+	int r = w->err ? w->err : (w->fill_len || w->out_len) ? -EAGAIN : 0;
+	pthread_mutex_unlock(&w->mu);
+	return r;
+}
+
+static void stop_writer(struct gb_lines *w)
+{
+	if (!w->running)
+		return;
+	pthread_mutex_lock(&w->mu);
+	atomic_store(&w->quit, true);
+	pthread_cond_broadcast(&w->work);
+	pthread_mutex_unlock(&w->mu);
+	pthread_join(w->thread, NULL);
+	w->running = false;
+}
+
+/* Write the summary once (no writer thread any more).  0 or -errno. */
+static int put_summary(struct gb_lines *w, const char *buf, size_t n)
+{
+	if (!w->regular) {
+		struct pollfd p = { .fd = w->fd, .events = POLLOUT };
+		if (poll(&p, 1, 1000) <= 0)
+			return -EAGAIN;
+	}
+	int err = 0;
+	size_t done = write_out(w, buf, n, &err);
+	if (done == n) {
+		note_ends(w, buf, n);
+		return 0;
+	}
+	if (w->regular && ftruncate(w->fd, w->file_off) == 0)
+		lseek(w->fd, w->file_off, SEEK_SET);
+	return err ? err : -EAGAIN;
+}
+
+/* Remove the last whole line of a regular file; false when not possible. */
+static bool drop_last_line(struct gb_lines *w)
+{
+	if (!w->regular || w->nends == 0 || (w->nends == 1 && w->nlines > 1))
+		return false;
+	off_t to = w->nends >= 2 ? w->ends[w->nends - 2] : w->base;
+	if (ftruncate(w->fd, to) || lseek(w->fd, to, SEEK_SET) < 0)
+		return false;
+	w->nends--;
+	w->nlines--;
+	w->file_off = to;
+	w->lost++;
+	return true;
+}
+
+int gb_lines__finish(struct gb_lines *w, gb_lines_summary_fn fn, void *ctx)
+{
+	int r = gb_lines__flush(w);
+	stop_writer(w);
+	/* What the writer never took (the output stalled) is lost. */
+	w->lost += count_lines(w->fill, w->fill_len);
+	w->fill_len = 0;
+	atomic_store(&w->quit, false); /* put_summary's poll */
+	int first = w->err;
+	char buf[SUMMARY_MAX];
+	for (int tries = 0; tries < NENDS; tries++) {
+		int e = put_summary(w, buf, fn(ctx, buf));
+		if (!e)
+			break;
+		if (!first)
+			first = e;
+		if (e == -EAGAIN || !drop_last_line(w))
+			break;
+	}
+	if (!first && r == -EAGAIN)
+		first = -EAGAIN;
+	w->err = first;
+	return first;
+}
+
+void gb_lines__status(struct gb_lines *w, struct gb_lines_status *st)
+{
+	pthread_mutex_lock(&w->mu);
+	st->err = w->err;
+	st->stalled = stalled_locked(w);
+	st->lost = w->lost;
+	pthread_mutex_unlock(&w->mu);
+}
+
+void gb_lines__free(struct gb_lines *w)
+{
+	if (!w)
+		return;
+	stop_writer(w);
+	pthread_cond_destroy(&w->work);
+	pthread_cond_destroy(&w->room);
+	pthread_mutex_destroy(&w->mu);
+	free(w->fill);
+	free(w->out);
+	free(w);
+}

@@ -1,0 +1,70 @@
+/* The one writer discipline for every JSONL output (trace, sample -o):
+ *
+ *  - whole lines only: a line is handed over complete and reaches the output
+ *    complete or not at all (a write error cuts a regular file back to its
+ *    last whole line; pipes get writes of whole lines of at most PIPE_BUF);
+ *  - the summary last: gb_lines__finish() writes it after every other line,
+ *    removing whole lines from the end of a regular file (counted as lost)
+ *    until it fits on a full disk;
+ *  - the producer never calls write(): a writer thread does, from a bounded
+ *    buffer, and writes what it holds at least every 250 ms (a SIGKILLed
+ *    gebpf leaves what was produced up to ~0.25 s before);
+ *  - a stalled output (a FIFO or pipe nobody reads) blocks the producer only
+ *    while the buffer is full and only until SIGINT/SIGTERM (common/sigflag)
+ *    or the give-up time: then lines are refused (the caller counts them
+ *    dropped), the status says stalled, and finish() writes the
+ *    summary if the output takes it within a second.
+ *
+ * Concurrency: one producer thread; the writer thread is internal.
+ */
+#ifndef GB_RECORD_LINES_H
+#define GB_RECORD_LINES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct gb_lines_opts {
+	double give_up_after;   /* seconds after __new (e.g. --duration): a stalled
+				   output stops blocking the producer; 0 = never */
+	size_t capacity;        /* bytes buffered at most; 0 = 2 MiB */
+};
+
+struct gb_lines;
+
+/* fd is borrowed (not closed).  NULL with errno set. */
+struct gb_lines *gb_lines__new(int fd, const struct gb_lines_opts *o);
+
+/* Room for one line of at most max bytes (the line ends with '\n'): format
+ * into the pointer returned, then gb_lines__commit() its length.  NULL when
+ * the line cannot be taken (a write error, or the output stalled and gave
+ * up): count it dropped; nothing to commit. */
+char *gb_lines__reserve(struct gb_lines *w, size_t max);
+void gb_lines__commit(struct gb_lines *w, size_t len);
+/* reserve + copy + commit.  0, or -EAGAIN/-errno when the line was refused. */
+int gb_lines__put(struct gb_lines *w, const char *line, size_t len);
+
+/* Wait until every committed line is written (before a snapshot).  Same
+ * give-up rules as a full buffer.  0, -errno of a write error, or -EAGAIN. */
+int gb_lines__flush(struct gb_lines *w);
+
+/* Formats the summary line (ending in '\n') into buf (at least 512 bytes);
+ * called again after lines were removed to make room (status .lost grew). */
+typedef size_t (*gb_lines_summary_fn)(void *ctx, char *buf);
+/* Write everything, then the summary; stops the writer thread.  0, -errno of
+ * the first write error, or -EAGAIN when the output stalled and lines were
+ * abandoned. */
+int gb_lines__finish(struct gb_lines *w, gb_lines_summary_fn fn, void *ctx);
+
+struct gb_lines_status {
+	int err;          /* sticky -errno of the first write error, 0 if none
+			     (a stall is not one) */
+	bool stalled;     /* the output took nothing for a second while lines
+			     wait, or the producer gave up on it */
+	uint64_t lost;    /* lines committed that are not in the output (write
+			     error, cut for the summary, abandoned on a stall) */
+};
+void gb_lines__status(struct gb_lines *w, struct gb_lines_status *st);
+void gb_lines__free(struct gb_lines *w);
+
+#endif

@@ -1,0 +1,92 @@
+/* Creating output files: see output.h. */
+#include "record/output.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+
+/* A symlink gebpf may follow: owned by gebpf's user or root, in a directory
+ * owned by one of them that nobody else may change (no group/other write,
+ * or sticky), so it cannot be swapped after this check (/dev/stdout). */
+static bool trusted_link(const char *path)
+{
+	struct stat l, d;
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	uid_t me = geteuid();
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	if (lstat(path, &l) || !S_ISLNK(l.st_mode) || (l.st_uid != me && l.st_uid != 0) ||
+	    stat(dir, &d) || (d.st_uid != me && d.st_uid != 0))
+		return false;
+	return !(d.st_mode & (S_IWGRP | S_IWOTH)) || (d.st_mode & S_ISVTX && l.st_uid == d.st_uid);
+}
+
+static int open_once(const char *path, mode_t mode, bool *created)
+{
+	/* O_NONBLOCK only for the open: a FIFO with no reader fails with
+	 * ENXIO instead of waiting for one. */
+	int fl = O_WRONLY | O_CLOEXEC | O_NONBLOCK | (trusted_link(path) ? 0 : O_NOFOLLOW);
+	int fd = open(path, fl | O_CREAT | O_EXCL, mode);
+	if (fd >= 0) {
+		*created = true;
+		return fd;
+	}
+	if (errno != EEXIST)
+		return -errno;
+	*created = false;
+	fd = open(path, fl | O_TRUNC);
+	return fd >= 0 ? fd : -errno;
+}
+
+static const char *why(int e)
+{
+	switch (e) {
+	case ENXIO: return "a FIFO with no reader (start the reader first)";
+	case ELOOP: return "is a symbolic link (give the file it points to)";
+	default: return strerror(e);
+	}
+}
+
+int gb_output_open(struct gb_output *out, const char *path, mode_t mode)
+{
+	out->fd = -1;
+	out->created = false;
+	out->path = path;
+	int fd = open_once(path, mode, &out->created);
+	if (fd == -ENOENT)
+		fd = open_once(path, mode, &out->created); /* removed between the two opens */
+	if (fd < 0) {
+		gb_err("%s: cannot write: %s", path, why(-fd));
+		return fd;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK)) {
+		int e = errno;
+		gb_err("%s: cannot write: %s", path, strerror(e));
+		close(fd);
+		if (out->created)
+			unlink(path);
+		return -e;
+	}
+	out->fd = fd;
+	return 0;
+}
+
+int gb_output_close(struct gb_output *out, bool discard)
+{
+	if (out->fd < 0)
+		return 0;
+	int r = close(out->fd) ? -errno : 0;
+	out->fd = -1;
+	if (discard && out->created)
+		unlink(out->path);
+	return r;
+}
