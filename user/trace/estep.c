@@ -27,7 +27,7 @@
 #include "trace/cpu.h"
 #include "trace/engine_int.h"
 
-static int finish_step(struct gb_engine *e, size_t i, struct gb_stop *st);
+static int finish_step(struct gb_engine *e, size_t i, int req, struct gb_stop *st);
 
 struct pending {
 	const struct gb_insn *insn;
@@ -169,18 +169,15 @@ static int prepare(struct gb_engine *e, pid_t tid, const struct user_regs_struct
 }
 
 /* Wait for the end of the step of tid, following events on the way. */
-static int finish_step(struct gb_engine *e, size_t i, struct gb_stop *st)
+static int finish_step(struct gb_engine *e, size_t i, int req, struct gb_stop *st)
 {
 	pid_t tid = e->t->threads[i].tid;
-	bool interrupted = false;
 	for (;;) {
-		int r = gb_wait(tid, 0, st, !interrupted);
-		if (r == -EINTR) {
-			/* Ctrl-C while a syscall blocks: stop the thread now. */
-			ptrace(PTRACE_INTERRUPT, tid, 0, 0);
-			interrupted = true;
-			continue;
-		}
+		/* Not interruptible by Ctrl-C: what is waited for here (one
+		 * instruction that is not a syscall, or a syscall's entry) ends
+		 * at once, and interrupting it would leave its step trap queued
+		 * for a detach to deliver to the program (a fatal SIGTRAP). */
+		int r = gb_wait(tid, 0, st, false);
 		if (r) {
 			gb_err("trace: waiting for thread %d: %s", tid, strerror(-r));
 			eng_finish(e, GB_END_ERROR);
@@ -188,11 +185,12 @@ static int finish_step(struct gb_engine *e, size_t i, struct gb_stop *st)
 		}
 		if (st->kind == GB_STOP_EVENT) {
 			eng_event(e, i, st);
-			ptrace(PTRACE_SINGLESTEP, tid, 0, 0);
+			ptrace(req, tid, 0, 0);
 			continue;
 		}
-		if (st->kind == GB_STOP_INTERRUPT && !interrupted) {
-			ptrace(PTRACE_SINGLESTEP, tid, 0, 0);
+		if (st->kind == GB_STOP_INTERRUPT) {
+			/* An interrupt queued earlier (hold_all): step on. */
+			ptrace(req, tid, 0, 0);
 			continue;
 		}
 		return 0;
@@ -211,7 +209,7 @@ static bool give_up_range(struct gb_engine *e, size_t i)
 	if (!e->trap)
 		return true;
 	struct gb_stop st;
-	if (ptrace(PTRACE_SYSCALL, tid, 0, 0) || finish_step(e, i, &st))
+	if (ptrace(PTRACE_SYSCALL, tid, 0, 0) || finish_step(e, i, PTRACE_SYSCALL, &st))
 		return false;
 	if (st.kind != GB_STOP_SYSCALL) {
 		/* A signal came first (nothing executed) or the thread died. */
@@ -407,7 +405,7 @@ void eng_step(struct gb_engine *e, size_t i)
 			return;
 	} else {
 		ptrace(PTRACE_SINGLESTEP, tid, 0, sig);
-		if (finish_step(e, i, &st))
+		if (finish_step(e, i, PTRACE_SINGLESTEP, &st))
 			return;
 		/* Over a probed address uprobes end the step with a SIGTRAP of
 		 * their own: it is the step's stop. */
