@@ -30,6 +30,11 @@ struct ethread {
 	bool has_hit;        /* want_entry through a probe: hit's instruction ran
 			      * natively and is emitted when the thread gets the range */
 	struct gb_probe_hit hit;
+	bool fault_seen;     /* probe trap: a synchronous fault signal stopped the
+			      * thread natively at fault_pc (a probed instruction
+			      * that faults raises it before the probe's stop) */
+	uint64_t fault_pc;
+	struct gb_stop fault;
 	bool last_in_range;  /* as owner: its previous step was in the range */
 	uint32_t out_steps;  /* as owner: consecutive out-of-range steps on the pages */
 	uint64_t stale_pc;   /* pc of an entry fault already dropped once (0: none) */

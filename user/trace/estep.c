@@ -317,6 +317,15 @@ void eng_emit_hit(struct gb_engine *e, size_t i)
 		return;
 	}
 	p.nacc = n;
+	/* A probed instruction that faulted: its signal came first (the
+	 * handler has been set up since); it gets its exec line and the lines
+	 * of the accesses it completed, as when stepped. */
+	if (t->fault_seen && t->fault_pc == p.pc) {
+		int done = faulted_accesses(&p, &t->fault, p.pc);
+		if (done >= 0)
+			p.nacc = done;
+	}
+	t->fault_seen = false;
 	commit(e, i, &p);
 }
 

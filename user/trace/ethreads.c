@@ -283,6 +283,11 @@ void eng_async(struct gb_engine *e, const struct gb_stop *st)
 		}
 		eng_set_state(e, (size_t)i, T_STOPPED);
 		th->pending_sig = st->sig;
+		if (e->probes && st->code > 0 && gb_regs_get(th->tid, &r) == 0) {
+			e->et[i].fault_seen = true;
+			e->et[i].fault_pc = r.rip;
+			e->et[i].fault = *st;
+		}
 		gb_info("trace: thread %d: signal %d (code %d, addr 0x%llx) for the program", st->tid,
 			st->sig, st->code, (unsigned long long)st->fault_addr);
 		return;

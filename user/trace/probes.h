@@ -78,6 +78,14 @@ void gb_probes__patch(void *p, uint64_t addr, uint8_t *buf, size_t len);
 /* The process exec'd: its run-time addresses are unknown again. */
 void gb_probes__exec(struct gb_probes *p);
 
+/* Launch mode, before the program runs: make the kernel map its uprobe
+ * page ("[uprobes]", where probed instructions run out of line) now, at a
+ * place that does not depend on when the first probe fires, so that the
+ * program's later mappings are placed the same under every trap (thread
+ * stacks, large allocations).  tid: the stopped thread; no instruction of
+ * the program runs.  0 or -errno (no uprobes: nothing changes). */
+int gb_probes_reserve_xol(pid_t tgid, pid_t tid);
+
 struct gb_probes_stats {
 	uint64_t entries;          /* uprobes attached */
 	uint64_t hits;             /* entries claimed */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include "record/jsonl.h"
 #include "record/recording.h"
 #include "probe/faults.h"
+#include "ptrace/maps.h"
 #include "ptrace/runto.h"
 #include "ptrace/tracee.h"
 #include "resume/resume.h"
@@ -92,6 +94,10 @@ static int start_target(struct session *s)
 	} else {
 		struct gb_launch_opts lo = { .argv = o->argv, .aslr = o->aslr };
 		r = gb_tracee_launch(&lo, &s->t);
+		/* The same layout under every trap: the kernel's uprobe page is
+		 * placed before the program maps anything (docs/trace.md). */
+		if (!r)
+			gb_probes_reserve_xol(s->t.pid, s->t.pid);
 	}
 	if (r)
 		return -1;
@@ -164,6 +170,22 @@ static struct gb_probes *setup_probes(struct session *s)
 		po.lo = s->pending_lo;
 		po.hi = s->pending_hi;
 		return gb_probes__new(&po);
+	}
+	/* Code on a writable page may be rewritten under the probes (and the
+	 * probes' int3 with it): the page trap watches such code. */
+	struct gb_maps m;
+	if (gb_maps_read(s->t.pid, &m) == 0) {
+		bool writable = false;
+		for (size_t k = 0; k < m.n; k++)
+			if (m.v[k].start <= s->range.end && m.v[k].end > s->range.start &&
+			    (m.v[k].prot & PROT_WRITE))
+				writable = true;
+		gb_maps_free(&m);
+		if (writable) {
+			gb_info("range %s: on writable pages (code may change): page trap",
+				s->range_text);
+			return NULL;
+		}
 	}
 	struct gb_syms *sy = gb_syms__new(s->t.pid);
 	if (!sy)
