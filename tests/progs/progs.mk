@@ -34,3 +34,16 @@ $(OUTPUT)/progs/trap_dyn: tests/progs/trap_dyn.c $(OUTPUT)/progs/lib/libtrapfoo.
 
 # trap_smc's code page is writable and executable on purpose.
 $(OUTPUT)/progs/trap_smc: PROG_CFLAGS += -Wl,--no-warn-rwx-segments
+
+# unwind_chain: a 6-deep call chain into lib/libunwindleaf.so, everything
+# without frame pointers (gebpf sample --call-graph dwarf).
+$(OUTPUT)/progs/lib/libunwindleaf.so: tests/progs/lib/unwindleaf.c
+	$(call msg,LIB,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -fPIC -shared -fomit-frame-pointer $< -o $@
+
+$(OUTPUT)/progs/unwind_chain: tests/progs/unwind_chain.c $(OUTPUT)/progs/lib/libunwindleaf.so
+	$(call msg,PROG,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -fPIE -pie -fomit-frame-pointer $< -L$(OUTPUT)/progs/lib -lunwindleaf \
+		-Wl,-rpath,'$$ORIGIN/lib' -o $@
