@@ -150,23 +150,25 @@ static uint64_t mapping_of(struct enc *e, const struct gb_profile_loc *l)
 
 static uint64_t function_of(struct enc *e, const char *name, const struct gb_profile_loc *l)
 {
-	struct node key = { .a = name, .b = l->file };
+	int64_t n = str(e, name), f = str(e, l->file);
+	/* Keys point at the string table's copies, which live as long as e. */
+	struct node key = { .a = e->prof.string_table[n], .b = e->prof.string_table[f] };
 	bool fresh;
-	uint64_t id = intern(e, &e->functions, &key, e->prof.n_function, &fresh);
+	uint64_t id = e->err ? 0 : intern(e, &e->functions, &key, e->prof.n_function, &fresh);
 
-	if (!fresh || e->err)
+	if (e->err || !fresh)
 		return id;
-	PbFunction *f = calloc(1, sizeof(*f));
-	if (!f || grow((void **)&e->prof.function, &e->cap_fn, e->prof.n_function, sizeof(f))) {
-		free(f);
+	PbFunction *fn = calloc(1, sizeof(*fn));
+	if (!fn || grow((void **)&e->prof.function, &e->cap_fn, e->prof.n_function, sizeof(fn))) {
+		free(fn);
 		e->err = -ENOMEM;
 		return 0;
 	}
-	perftools__profiles__function__init(f);
-	f->id = id;
-	f->name = f->system_name = str(e, name);
-	f->filename = str(e, l->file);
-	e->prof.function[e->prof.n_function++] = f;
+	perftools__profiles__function__init(fn);
+	fn->id = id;
+	fn->name = fn->system_name = n;
+	fn->filename = f;
+	e->prof.function[e->prof.n_function++] = fn;
 	return id;
 }
 
@@ -191,17 +193,12 @@ static int add_locations(struct enc *e, const struct gb_profile *p)
 		loc->address = l->addr;
 		loc->mapping_id = mapping_of(e, l);
 		/* The same names as --report and --folded. */
-		if (l->func)
-			snprintf(name, sizeof(name), "%s%s", l->func, l->kernel ? "_[k]" : "");
-		else
-			snprintf(name, sizeof(name), "[unknown]%s", l->kernel ? "_[k]" : "");
-		if (l->func || !l->module) {
-			line->function_id = function_of(e, name, l);
-			line->line = l->line;
-			lines[0] = line;
-			loc->line = lines;
-			loc->n_line = 1;
-		}
+		gb_profile__loc_name(l, name, sizeof(name));
+		line->function_id = function_of(e, name, l);
+		line->line = l->line;
+		lines[0] = line;
+		loc->line = lines;
+		loc->n_line = 1;
 		e->prof.location[e->prof.n_location++] = loc;
 	}
 	return e->err;

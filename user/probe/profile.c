@@ -273,8 +273,7 @@ int gb_profile__each_stack(const struct gb_profile *p, gb_profile_stack_cb cb, v
 	return err;
 }
 
-/* "func", else "module+0xoff", else "[unknown]". */
-static void loc_name(const struct gb_profile_loc *l, char *buf, size_t len)
+void gb_profile__loc_name(const struct gb_profile_loc *l, char *buf, size_t len)
 {
 	const char *base;
 
@@ -328,7 +327,7 @@ static int fold_one(void *ctx, const uint64_t *ids, size_t n, pid_t pid, const c
 		err = fold_put(c, name);
 	}
 	for (size_t i = n; i-- > 0 && !err;) {
-		loc_name(gb_profile__loc(c->p, ids[i]), name, sizeof(name));
+		gb_profile__loc_name(gb_profile__loc(c->p, ids[i]), name, sizeof(name));
 		err = fold_put(c, name);
 	}
 	if (!n && !err)
@@ -374,7 +373,7 @@ static int report_one(void *ctx, const uint64_t *ids, size_t n, pid_t pid, const
 		return 0;
 	/* The innermost frame: the pc (a kernel frame with --kernel). */
 	const struct gb_profile_loc *l = gb_profile__loc(c->p, ids[0]);
-	loc_name(l, name, sizeof(name));
+	gb_profile__loc_name(l, name, sizeof(name));
 	if (!(v = tab_get(&c->funcs, name, strlen(name) + 1)))
 		return -ENOMEM;
 	*v += count;
@@ -403,7 +402,7 @@ int gb_profile__report(struct gb_profile *p, FILE *f, size_t top, const char *he
 	for (size_t i = 0; i < c.pcs.n && i < top; i++) {
 		const struct gb_profile_loc *l = gb_profile__loc(p, *(uint64_t *)pv[i].key);
 		char name[512];
-		loc_name(l, name, sizeof(name));
+		gb_profile__loc_name(l, name, sizeof(name));
 		if (l->func)
 			fprintf(f, "%10" PRIu64 " %7.2f  0x%-16" PRIx64 " %s+0x%" PRIx64 "\n", pv[i].val,
 				100.0 * (double)pv[i].val / total, l->addr, name, l->func_off);

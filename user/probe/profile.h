@@ -53,6 +53,10 @@ struct gb_profile_loc {
 	uint64_t func_off, mod_start, mod_end;
 	int line;
 };
+/* The name --report, --folded and pprof give a location: "func" (kernel:
+ * "func_[k]"), else "module+0xOFFSET" (from the module's start), else
+ * "[unknown]". */
+void gb_profile__loc_name(const struct gb_profile_loc *l, char *buf, size_t len);
 size_t gb_profile__nlocs(const struct gb_profile *p);
 const struct gb_profile_loc *gb_profile__loc(const struct gb_profile *p, size_t id);
 /* Call cb for each distinct stack: location ids innermost first. */
