@@ -36,6 +36,7 @@ struct proc {
 	size_t len;
 	uint64_t *pcs;
 	int n, max;
+	bool read_failed;          /* a read fell outside the copied stack */
 };
 
 struct gb_unwinder {
@@ -138,8 +139,10 @@ static bool mem_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
 	uint64_t sp = p->regs->sp;
 
 	(void)dwfl;
-	if (addr < sp || addr - sp > p->len || p->len - (addr - sp) < sizeof(*result))
+	if (addr < sp || addr - sp > p->len || p->len - (addr - sp) < sizeof(*result)) {
+		p->read_failed = true;
 		return false;
+	}
 	memcpy(result, p->stack + (addr - sp), sizeof(*result));
 	return true;
 }
@@ -341,8 +344,12 @@ int gb_unwinder__unwind(struct gb_unwinder *u, pid_t pid, pid_t tid,
 	p->pcs = pcs;
 	p->n = 0;
 	p->max = max;
+	p->read_failed = false;
 	rc = dwfl_getthread_frames(p->dwfl, tid, on_frame, p);
-	*complete = rc == 0;
+	/* libdwfl ends a walk without error where a saved return address
+	 * could not be read (it looks undefined, as in the outermost frame):
+	 * a read outside the copy means the copy was too short. */
+	*complete = rc == 0 && !p->read_failed;
 	p->regs = NULL;
 	return p->n ? p->n : 1;
 }

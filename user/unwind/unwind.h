@@ -7,8 +7,8 @@
  * .debug_frame) and, through our callbacks, registers and stack words from
  * the copy only: a frame whose data lies above the copied bytes ends the
  * walk (truncated).  A walk that reaches the outermost frame (_start, a
- * thread's start, where the CFI marks the return address undefined) is
- * complete.
+ * thread's start, where the CFI marks the return address undefined)
+ * without needing a byte beyond the copy is complete.
  *
  * Per process, one Dwfl made from /proc/PID/maps (read again, at most twice
  * a second, when a pc falls outside every module: a library loaded later);
