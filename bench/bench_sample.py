@@ -16,6 +16,7 @@ a note when missing).
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -124,8 +125,86 @@ def main():
     print("== bench_sample: fault-heavy target (faults_pages 256 x 200 rounds), %d reps ==" % a.reps)
     print("native %.1f ms, gebpf --faults %.1f ms: ratio %.4f (%+.2f%%), %d faults/run, %d lost" %
           (b / 1e6, g / 1e6, g / b, 100 * (g / b - 1), statistics.median(nfaults), flost))
+    bench_stacks(a, perf, tmp)
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+PY_HOT = """
+import hashlib, time
+t = time.time()
+data = b"x" * (1 << 20)
+while time.time() - t < %s:
+    h = hashlib.sha256()
+    for i in range(20):
+        h.update(data)
+    s = sum(i * i for i in range(200000))
+"""
+
+
+def counts(stderr):
+    m = re.search(r"(\d+) kept, \d+ seen, \d+ filtered in the kernel, (\d+) lost"
+                  r"(?:; (\d+) unwound, (\d+) truncated)?", stderr)
+    if not m:
+        raise SystemExit("bench_sample: no counts in: " + stderr)
+    return [int(x) if x else 0 for x in m.groups()]
+
+
+def bench_stacks(a, perf, tmp):
+    """Call stacks at 999 Hz: gebpf --call-graph fp / dwarf (8 KiB) against
+    perf record -g / --call-graph dwarf, on the same CPU-bound target; and
+    how many samples per CPU-second gebpf's user side unwinds."""
+    folded = os.path.join(tmp, "f.txt")
+    pdata = os.path.join(tmp, "perf.data")
+    variants = [("native", [])]
+    for mode in ("fp", "dwarf"):
+        variants.append(("gebpf %s" % mode, [GEBPF, "sample", "--folded", "--call-graph", mode,
+                                             "-F", "999", "-o", folded, "--"]))
+        if perf:
+            variants.append(("perf %s" % mode, [perf, "record", "-q", "-e", "cpu-clock", "-F",
+                                                "999", "--call-graph", mode, "-o", pdata, "--"]))
+    wall = {n: [] for n, _ in variants}
+    info = {n: [0, 0, 0, 0] for n, _ in variants}
+    for _ in range(a.reps):
+        for name, prefix in variants:
+            r = subprocess.run(list(prefix) + [WORK, a.work], capture_output=True, text=True,
+                               timeout=600)
+            if r.returncode != 0:
+                raise SystemExit("bench_sample: %s failed: %s" % (name, r.stderr.strip()))
+            wall[name].append(last_json(r.stdout)["ns"])
+            if name.startswith("gebpf"):
+                info[name] = [x + y for x, y in zip(info[name], counts(r.stderr))]
+    print("== bench_sample: call stacks at 999 Hz (sample_work %s), %d reps, medians ==" %
+          (a.work, a.reps))
+    base = statistics.median(wall["native"])
+    print("%-12s %12s %8s %10s %8s %10s %10s" % ("variant", "wall ms", "ratio", "kept", "lost",
+                                              "unwound", "truncated"))
+    for name, _ in variants:
+        w = statistics.median(wall[name])
+        k, l, u, t = info[name] if name.startswith("gebpf") else ("-",) * 4
+        print("%-12s %12.1f %8.4f %10s %8s %10s %10s" % (name, w / 1e6, w / base, k, l, u, t))
+    if perf:
+        g, p = statistics.median(wall["gebpf dwarf"]), statistics.median(wall["perf dwarf"])
+        print("dwarf mode slowdown: gebpf %+.2f%%, perf record --call-graph dwarf %+.2f%%, "
+              "gebpf/perf %.4f" % (100 * (g / base - 1), 100 * (p / base - 1), g / p))
+
+    # Unwinding throughput: python3 (no frame pointers, deep stacks) at
+    # 9999 Hz; samples unwound per CPU-second of gebpf (user + system).
+    script = os.path.join(tmp, "hot.py")
+    with open(script, "w") as f:
+        f.write(PY_HOT % 8)
+    r = subprocess.run([GEBPF, "sample", "-v", "--folded", "-F", "9999", "-o", folded, "--",
+                        "/usr/bin/python3", script], capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise SystemExit("bench_sample: unwinding throughput run failed: " + r.stderr)
+    k, l, u, t = counts(r.stderr)
+    # gebpf -v: the CPU time of its reading/unwinding/aggregating thread
+    m = re.search(r"user side: ([0-9.]+) s of CPU", r.stderr)
+    if not m:
+        raise SystemExit("bench_sample: no user-side CPU time in gebpf -v output")
+    cpu = float(m.group(1))
+    print("unwinding: %d samples of python3 at 9999 Hz (%d unwound, %d truncated, %d lost) in "
+          "%.3f s of gebpf CPU: %.0f samples/s" % (k, u, t, l, cpu, k / cpu if cpu else 0))
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ struct session {
 	struct gb_kallsyms *ksyms;
 	uint64_t pcs[MAX_FRAMES];
 	uint64_t unwound, truncated;
+	double drain_cpu;          /* CPU seconds spent reading and unwinding */
 	int out_fd, pprof_fd;
 };
 
@@ -217,6 +218,25 @@ static bool all_exited(struct session *S)
 	return true;
 }
 
+static double thread_cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Deliver what is pending, timing the user side's work. */
+static int drain(struct session *S, const struct gb_sampler_cbs *cbs)
+{
+	double t = thread_cpu_s();
+	int err = gb_sampler__drain(S->smp, cbs);
+
+	S->drain_cpu += thread_cpu_s() - t;
+	if (err < 0)
+		gb_err("sample: reading samples: %s", strerror(-err));
+	return err < 0 ? err : 0;
+}
+
 static int loop(struct session *S, const struct gb_sampler_cbs *cbs)
 {
 	const struct gb_sample_session_opts *o = S->o;
@@ -244,11 +264,8 @@ static int loop(struct session *S, const struct gb_sampler_cbs *cbs)
 			gb_err("sample: poll: %s", strerror(errno));
 			return -errno;
 		}
-		err = gb_sampler__drain(S->smp, cbs);
-		if (err < 0) {
-			gb_err("sample: reading samples: %s", strerror(-err));
+		if ((err = drain(S, cbs)))
 			return err;
-		}
 		if (S->lines && now_s() - flushed >= 1.0) {
 			gb_sample_out__flush(S->lines);
 			flushed = now_s();
@@ -369,12 +386,10 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 		goto cleanup;
 	/* Detach first, then read what is left: nothing arrives after this. */
 	gb_sampler__stop(S.smp);
-	err = gb_sampler__drain(S.smp, &cbs);
-	if (err < 0) {
-		gb_err("sample: reading samples: %s", strerror(-err));
+	if (drain(&S, &cbs))
 		goto cleanup;
-	}
 	gb_sampler__stats(S.smp, &st);
+	gb_info("sample: user side: %.3f s of CPU for %" PRIu64 " samples", S.drain_cpu, st.kept);
 	if (st.lost || st.faults_lost)
 		gb_warn("sample: %" PRIu64 " samples and %" PRIu64 " faults lost (ring buffer full)",
 			st.lost, st.faults_lost);
