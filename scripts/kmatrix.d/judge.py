@@ -22,7 +22,7 @@ import os
 import re
 import sys
 
-CHECKS = ("trace", "snap", "faults", "sample")
+CHECKS = ("trace", "snap", "faults", "sample", "stacks")
 
 # A gebpf line that reports a kernel feature the kernel lacks.  gebpf's rooms
 # phrase these as "gebpf: <what>: <feature> not supported by this kernel ..."
@@ -291,7 +291,43 @@ def judge_sample(rdir, exp, env):
     return ("pass", "%d samples in range" % len(samples))
 
 
-JUDGES = {"trace": judge_trace, "snap": judge_snap, "faults": judge_faults, "sample": judge_sample}
+COUNTS_RE = re.compile(r"sample: (\d+) kept, \d+ seen, \d+ filtered in the kernel, (\d+) lost; "
+                       r"(\d+) unwound, (\d+) truncated")
+
+
+def judge_stacks(rdir, exp, env):
+    """sample --folded --kernel (DWARF mode) of kmbusy: the program loads and
+    runs (register and stack copy, kernel stacks, fork following), every
+    sample is counted, and kmbusy's spin is the leaf of most stacks."""
+    c = Check(rdir, "stacks")
+    bad = c.failed_run()
+    if bad:
+        return bad
+    m = None
+    for line in c.err:
+        m = COUNTS_RE.search(line) or m
+    if not m:
+        return ("fail", "no counts line on stderr: %s" % c.gebpf_line())
+    kept, lost, unwound, truncated = (int(x) for x in m.groups())
+    if unwound + truncated != kept:
+        return ("fail", "unwound %d + truncated %d != kept %d" % (unwound, truncated, kept))
+    rows = []
+    for line in (read(os.path.join(rdir, "stacks.folded"), "") or "").splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit():
+            return ("fail", "stacks.folded: not a folded line: %.60r" % line)
+        rows.append((stack.split(";"), int(n)))
+    total = sum(n for _, n in rows)
+    if total != kept:
+        return ("fail", "stacks.folded holds %d samples, counts say %d kept" % (total, kept))
+    spin = sum(n for s, n in rows if "spin" in s)
+    if total < MIN_SAMPLES or spin < total // 2:
+        return ("fail", "%d samples, %d in spin (kmbusy spins ~1.5 s)" % (total, spin))
+    return ("pass", "%d stacks, %d in spin, %d lost" % (total, spin, lost))
+
+
+JUDGES = {"trace": judge_trace, "snap": judge_snap, "faults": judge_faults, "sample": judge_sample,
+          "stacks": judge_stacks}
 
 
 def judge_row(rdir, exp, env):

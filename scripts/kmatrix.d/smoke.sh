@@ -81,5 +81,9 @@ run faults 30 "$G" trace --faults --range "$WORK_START-$WORK_LAST" -o "$O/faults
 # (4) BPF sampling of a busy loop (kmbusy spins ~1.5 s, then exits)
 run sample 30 "$G" sample --range "$SPIN_START-$SPIN_LAST" -F 997 --duration 20 -o "$O/sample.jsonl" -- "$P/kmbusy"
 
+# (5) call stacks: registers + user stack copy (DWARF mode), kernel stacks,
+# children followed (tp_btf/sched_process_fork); folded stacks of kmbusy
+run stacks 30 "$G" sample --folded --kernel -F 997 --duration 20 -o "$O/stacks.folded" -- "$P/kmbusy"
+
 echo "kmatrix: smoke suite done" >&2
 [ -z "${KM_CHANNEL:-}" ] || echo "@@KM-DONE" >>"$KM_CHANNEL"

@@ -52,6 +52,10 @@ def write_good(d):
         "sample.rc": "0\n", "sample.err": "",
         "sample.jsonl": "".join('{"t":"sample","vcpu":0,"tid":9,"pc":"0x401064","ns":%d}\n' % i for i in range(500))
         + '{"t":"summary","seen":600,"kept":500}\n',
+        "stacks.rc": "0\n",
+        "stacks.err": "gebpf: sample: 500 kept, 600 seen, 100 filtered in the kernel, 0 lost; "
+                      "480 unwound, 20 truncated\n",
+        "stacks.folded": "_start;spin 480\nspin 20\n",
     }
     for name, text in files.items():
         with open(os.path.join(d, name), "w") as f:
