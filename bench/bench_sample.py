@@ -164,6 +164,7 @@ def bench_stacks(a, perf, tmp):
             variants.append(("perf %s" % mode, [perf, "record", "-q", "-e", "cpu-clock", "-F",
                                                 "999", "--call-graph", mode, "-o", pdata, "--"]))
     wall = {n: [] for n, _ in variants}
+    cpu = {n: [] for n, _ in variants}
     info = {n: [0, 0, 0, 0] for n, _ in variants}
     for _ in range(a.reps):
         for name, prefix in variants:
@@ -171,22 +172,27 @@ def bench_stacks(a, perf, tmp):
                                timeout=600)
             if r.returncode != 0:
                 raise SystemExit("bench_sample: %s failed: %s" % (name, r.stderr.strip()))
-            wall[name].append(last_json(r.stdout)["ns"])
+            me = last_json(r.stdout)
+            wall[name].append(me["ns"])
+            cpu[name].append(me["cpu_ns"])
             if name.startswith("gebpf"):
                 info[name] = [x + y for x, y in zip(info[name], counts(r.stderr))]
     print("== bench_sample: call stacks at 999 Hz (sample_work %s), %d reps, medians ==" %
           (a.work, a.reps))
-    base = statistics.median(wall["native"])
-    print("%-12s %12s %8s %10s %8s %10s %10s" % ("variant", "wall ms", "ratio", "kept", "lost",
-                                              "unwound", "truncated"))
+    base, cbase = statistics.median(wall["native"]), statistics.median(cpu["native"])
+    print("%-12s %10s %7s %10s %7s %8s %6s %9s %9s" % ("variant", "wall ms", "ratio", "cpu ms",
+                                                     "ratio", "kept", "lost", "unwound",
+                                                     "truncated"))
     for name, _ in variants:
-        w = statistics.median(wall[name])
+        w, c = statistics.median(wall[name]), statistics.median(cpu[name])
         k, l, u, t = info[name] if name.startswith("gebpf") else ("-",) * 4
-        print("%-12s %12.1f %8.4f %10s %8s %10s %10s" % (name, w / 1e6, w / base, k, l, u, t))
+        print("%-12s %10.1f %7.4f %10.1f %7.4f %8s %6s %9s %9s" % (name, w / 1e6, w / base,
+                                                                  c / 1e6, c / cbase, k, l, u, t))
     if perf:
-        g, p = statistics.median(wall["gebpf dwarf"]), statistics.median(wall["perf dwarf"])
-        print("dwarf mode slowdown: gebpf %+.2f%%, perf record --call-graph dwarf %+.2f%%, "
-              "gebpf/perf %.4f" % (100 * (g / base - 1), 100 * (p / base - 1), g / p))
+        for col, d, b in (("wall", wall, base), ("cpu", cpu, cbase)):
+            g, p = statistics.median(d["gebpf dwarf"]), statistics.median(d["perf dwarf"])
+            print("dwarf mode slowdown (%s): gebpf %+.2f%%, perf record --call-graph dwarf "
+                  "%+.2f%%, gebpf/perf %.4f" % (col, 100 * (g / b - 1), 100 * (p / b - 1), g / p))
 
     # Unwinding throughput: python3 (no frame pointers, deep stacks) at
     # 9999 Hz; samples unwound per CPU-second of gebpf (user + system).
