@@ -130,16 +130,7 @@ def main():
     return 0
 
 
-PY_HOT = """
-import hashlib, time
-t = time.time()
-data = b"x" * (1 << 20)
-while time.time() - t < %s:
-    h = hashlib.sha256()
-    for i in range(20):
-        h.update(data)
-    s = sum(i * i for i in range(200000))
-"""
+PY_HOT = os.path.join(REPO, "tests", "progs", "py_hot.py")
 
 
 def counts(stderr):
@@ -196,11 +187,9 @@ def bench_stacks(a, perf, tmp):
 
     # Unwinding throughput: python3 (no frame pointers, deep stacks) at
     # 9999 Hz; samples unwound per CPU-second of gebpf (user + system).
-    script = os.path.join(tmp, "hot.py")
-    with open(script, "w") as f:
-        f.write(PY_HOT % 8)
     r = subprocess.run([GEBPF, "sample", "-v", "--folded", "-F", "9999", "-o", folded, "--",
-                        "/usr/bin/python3", script], capture_output=True, text=True, timeout=600)
+                        "/usr/bin/python3", PY_HOT, "8"], capture_output=True, text=True,
+                       timeout=600)
     if r.returncode != 0:
         raise SystemExit("bench_sample: unwinding throughput run failed: " + r.stderr)
     k, l, u, t = counts(r.stderr)

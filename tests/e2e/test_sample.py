@@ -228,16 +228,7 @@ def test_help_matches_docs(gebpf):
 
 CHAIN = ["main", "chain1", "chain2", "chain3", "chain4", "chain5", "leaf_hot"]
 
-PY_SCRIPT = """
-import hashlib, time
-t = time.time()
-data = b"x" * (1 << 20)
-while time.time() - t < %s:
-    h = hashlib.sha256()
-    for i in range(20):
-        h.update(data)
-    s = sum(i * i for i in range(200000))
-"""
+PY_HOT = os.path.join(conftest.REPO, "tests", "progs", "py_hot.py")
 
 # Where a whole user stack starts: the process's entry, or a thread's start.
 OUTERMOST = {"_start", "clone", "clone3", "__clone", "__clone3", "start_thread"}
@@ -277,7 +268,7 @@ def test_fp_cannot_see_through_the_chain(chain, tmp_path):
     assert "unwound" not in counts_line(r.stderr)
 
 
-def perf_dwarf_share(tmp_path, script):
+def perf_dwarf_share(tmp_path, args):
     """Share of `perf record --call-graph dwarf` samples of the same script
     whose stack reaches an outermost frame; None without perf."""
     perf = shutil.which("perf")
@@ -285,7 +276,7 @@ def perf_dwarf_share(tmp_path, script):
         return None
     data = tmp_path / "perf.data"
     r = subprocess.run([perf, "record", "-q", "-e", "cpu-clock", "-F", "999", "--call-graph",
-                        "dwarf", "-o", str(data), "--", "/usr/bin/python3", str(script)],
+                        "dwarf", "-o", str(data), "--", "/usr/bin/python3"] + args,
                        capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         return None
@@ -301,17 +292,15 @@ def test_python_unwinds_to_start(gebpf, tmp_path):
     _start or a thread start, or at least perf --call-graph dwarf's share
     on the same script."""
     need_bpf()
-    script = tmp_path / "cpu.py"
-    script.write_text(PY_SCRIPT % 3)
     out = tmp_path / "py.folded"
-    r = sample(["--folded", "-o", str(out), "--", "/usr/bin/python3", str(script)])
+    r = sample(["--folded", "-o", str(out), "--", "/usr/bin/python3", PY_HOT, "3"])
     assert r.returncode == 0, r.stderr
     rows = parse_folded(out.read_text())
     total = sum(c for _, c in rows)
     ok = sum(c for s, c in rows if s[0] in OUTERMOST)
     assert total > 1000, total
     share = ok / total
-    perf = perf_dwarf_share(tmp_path, script)
+    perf = perf_dwarf_share(tmp_path, [PY_HOT, "3"])
     print("gebpf: %.4f of %d samples reach the outermost frame; perf dwarf: %s"
           % (share, total, perf))
     assert share >= 0.95 or (perf is not None and share >= perf), (share, perf)
@@ -457,9 +446,7 @@ def test_kernel_stacks_below_user_stack(gebpf, tmp_path):
 
 def test_small_stack_copy_is_counted_truncated(gebpf, tmp_path):
     need_bpf()
-    script = tmp_path / "cpu.py"
-    script.write_text(PY_SCRIPT % 1)
-    r = sample(["--folded", "--stack-size", "512", "--", "/usr/bin/python3", str(script)])
+    r = sample(["--folded", "--stack-size", "512", "--", "/usr/bin/python3", PY_HOT, "1"])
     assert r.returncode == 0, r.stderr
     n = counts_line(r.stderr)
     assert n["truncated"] > 0.5 * n["kept"], n

@@ -119,6 +119,21 @@ static uint64_t intern(struct enc *e, void **tree, const struct node *key, size_
 	return n->id;
 }
 
+/* A zeroed message of size bytes appended to the array *arr of *n (room
+ * for *cap).  NULL on ENOMEM (e->err set). */
+static void *append(struct enc *e, void ***arr, size_t *n, size_t *cap, size_t size)
+{
+	void *m = calloc(1, size);
+
+	if (!m || grow((void **)arr, cap, *n, sizeof(void *))) {
+		free(m);
+		e->err = -ENOMEM;
+		return NULL;
+	}
+	(*arr)[(*n)++] = m;
+	return m;
+}
+
 static uint64_t mapping_of(struct enc *e, const struct gb_profile_loc *l)
 {
 	struct node key = { .a = l->module, .pid = l->pid, .start = l->mod_start };
@@ -130,12 +145,10 @@ static uint64_t mapping_of(struct enc *e, const struct gb_profile_loc *l)
 	id = intern(e, &e->mappings, &key, e->prof.n_mapping, &fresh);
 	if (!fresh || e->err)
 		return id;
-	PbMapping *m = calloc(1, sizeof(*m));
-	if (!m || grow((void **)&e->prof.mapping, &e->cap_map, e->prof.n_mapping, sizeof(m))) {
-		free(m);
-		e->err = -ENOMEM;
+	PbMapping *m = append(e, (void ***)&e->prof.mapping, &e->prof.n_mapping, &e->cap_map,
+			      sizeof(*m));
+	if (!m)
 		return 0;
-	}
 	perftools__profiles__mapping__init(m);
 	m->id = id;
 	m->memory_start = l->mod_start;
@@ -144,7 +157,6 @@ static uint64_t mapping_of(struct enc *e, const struct gb_profile_loc *l)
 	m->build_id = str(e, l->build_id);
 	m->has_functions = true;
 	m->has_filenames = m->has_line_numbers = l->file != NULL;
-	e->prof.mapping[e->prof.n_mapping++] = m;
 	return id;
 }
 
@@ -158,17 +170,14 @@ static uint64_t function_of(struct enc *e, const char *name, const struct gb_pro
 
 	if (e->err || !fresh)
 		return id;
-	PbFunction *fn = calloc(1, sizeof(*fn));
-	if (!fn || grow((void **)&e->prof.function, &e->cap_fn, e->prof.n_function, sizeof(fn))) {
-		free(fn);
-		e->err = -ENOMEM;
+	PbFunction *fn = append(e, (void ***)&e->prof.function, &e->prof.n_function, &e->cap_fn,
+				sizeof(*fn));
+	if (!fn)
 		return 0;
-	}
 	perftools__profiles__function__init(fn);
 	fn->id = id;
 	fn->name = fn->system_name = n;
 	fn->filename = f;
-	e->prof.function[e->prof.n_function++] = fn;
 	return id;
 }
 
