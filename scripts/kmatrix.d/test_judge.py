@@ -55,7 +55,8 @@ def write_good(d):
         "stacks.rc": "0\n",
         "stacks.err": "gebpf: sample: 500 kept, 600 seen, 100 filtered in the kernel, 0 lost; "
                       "480 unwound, 20 truncated\n",
-        "stacks.folded": "_start;spin 480\nspin 20\n",
+        "stacks.folded": "_start;__libc_start_main;__libc_start_call_main;main;chain1;chain2;"
+                         "chain3;chain4;chain5;leaf_hot 480\nleaf_hot 20\n",
     }
     for name, text in files.items():
         with open(os.path.join(d, name), "w") as f:

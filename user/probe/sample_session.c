@@ -134,6 +134,7 @@ static int on_sample(void *ctx, const struct gb_sample *s)
 		gb_sample_out__sample(S->lines, s);
 		return 0;
 	}
+	gb_unwinder__sample_time(S->unw, s->pid, s->ns);
 	if (o->stacks == GB_STACK_DWARF) {
 		bool complete = false;
 		if (s->regs) {

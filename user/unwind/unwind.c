@@ -28,7 +28,8 @@ struct proc {
 	pid_t pid;
 	struct gb_unwinder *u;
 	Dwfl *dwfl;                /* NULL when its maps could not be read */
-	double reported_at;        /* when /proc/PID/maps was last read */
+	uint64_t reported_ns;      /* when /proc/PID/maps was last read (CLOCK_MONOTONIC) */
+	uint64_t newest_ns;        /* the newest sample of the process seen */
 	uint64_t maps_hash;        /* of its text then */
 	/* The sample being unwound (for the callbacks). */
 	const struct gb_user_regs *regs;
@@ -48,13 +49,11 @@ struct gb_unwinder {
 	char func[512];
 };
 
-#define REREAD_S 0.02          /* at most this often per process */
-
-static double now_s(void)
+static uint64_t now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static int cmp_proc(const void *a, const void *b)
@@ -202,7 +201,7 @@ static void report(struct proc *p)
 	size_t len = 0;
 	FILE *f, *mem;
 
-	p->reported_at = now_s();
+	p->reported_ns = now_ns();
 	snprintf(path, sizeof(path), "/proc/%d/maps", p->pid);
 	f = fopen(path, "re");
 	if (!f)
@@ -285,13 +284,15 @@ static struct proc *get_proc(struct gb_unwinder *u, pid_t pid)
 	return p;
 }
 
-/* The module holding addr, reading the maps again (rate-limited) when none
- * does: a library loaded after the last read. */
+/* The module holding addr, reading the maps again when none does and a
+ * sample was taken after the last read (a library loaded since): at most
+ * once per batch of samples, and never for a pc that was already outside
+ * every module when the maps were read. */
 static Dwfl_Module *module_of(struct proc *p, uint64_t addr)
 {
 	Dwfl_Module *m = p->dwfl ? dwfl_addrmodule(p->dwfl, addr) : NULL;
 
-	if (!m && now_s() - p->reported_at >= REREAD_S) {
+	if (!m && p->newest_ns > p->reported_ns) {
 		report(p);
 		m = p->dwfl ? dwfl_addrmodule(p->dwfl, addr) : NULL;
 	}
@@ -396,6 +397,13 @@ int gb_unwinder__describe(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool 
 void gb_unwinder__prepare(struct gb_unwinder *u, pid_t pid)
 {
 	get_proc(u, pid);
+}
+
+void gb_unwinder__sample_time(struct gb_unwinder *u, pid_t pid, uint64_t ns)
+{
+	struct proc *p = get_proc(u, pid);
+	if (p && ns > p->newest_ns)
+		p->newest_ns = ns;
 }
 
 static void free_proc(void *x)

@@ -10,8 +10,9 @@
  * thread's start, where the CFI marks the return address undefined)
  * without needing a byte beyond the copy is complete.
  *
- * Per process, one Dwfl made from /proc/PID/maps (read again, at most twice
- * a second, when a pc falls outside every module: a library loaded later);
+ * Per process, one Dwfl made from /proc/PID/maps (read again when a pc of a
+ * sample taken after the last read falls outside every module: a library
+ * loaded later; rebuilt only when the maps changed);
  * per file (device, inode), one ELF handle shared by every process that maps
  * it, so a long run or a whole-system run opens each file once.  Names come
  * from .symtab, .dynsym, the .gnu_debugdata mini debuginfo, and separate
@@ -62,6 +63,11 @@ int gb_unwinder__unwind(struct gb_unwinder *u, pid_t pid, pid_t tid,
  * only the fields known are set). */
 int gb_unwinder__describe(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
 			  struct gb_frame_info *fi);
+
+/* A sample of pid taken at ns (CLOCK_MONOTONIC, bpf_ktime_get_ns()) is
+ * about to be unwound and named: its pcs may lie in modules mapped after
+ * the last read of the maps.  Call before unwind/describe. */
+void gb_unwinder__sample_time(struct gb_unwinder *u, pid_t pid, uint64_t ns);
 
 /* Read the modules of pid now (e.g. right after a launched command's exec)
  * so that its samples can be named even if it exits soon. */
