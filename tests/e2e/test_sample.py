@@ -313,10 +313,10 @@ def pprof_tool(tmp_path_factory):
     return build_pprof(tmp_path_factory.mktemp("pprof"))
 
 
-def pprof_top(pprof, path):
-    """{function: samples} from `pprof -top` (flat column, sample counts)."""
-    r = subprocess.run([pprof, "-top", "-nodecount=1000", "-nodefraction=0", "-sample_index=samples",
-                        str(path)],
+def pprof_top(pprof, args):
+    """{function: samples} from `pprof -top ARGS` (flat column, sample counts)."""
+    r = subprocess.run([pprof, "-top", "-nodecount=1000", "-nodefraction=0", "-sample_index=samples"]
+                       + [str(x) for x in args],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     flat = {}
@@ -340,7 +340,7 @@ def test_pprof_opens_in_pprof_and_matches_report(chain, pprof_tool, tmp_path):
                 chain, "1"])
     assert r.returncode == 0, r.stderr
     assert pb.read_bytes()[:2] == b"\x1f\x8b", "not gzip"
-    flat, text = pprof_top(pprof_tool, pb)
+    flat, text = pprof_top(pprof_tool, [pb])
     want = report_functions(rep.read_text())
     assert set(flat) == set(want), (flat, want)
     for name, n in want.items():
@@ -355,14 +355,15 @@ def busy(path, secs):
     return subprocess.Popen([path, str(secs)], stdout=subprocess.DEVNULL)
 
 
-def test_all_attributes_each_process(chain, tmp_path):
+def test_all_attributes_each_process(chain, pprof_tool, tmp_path):
     """-a with two busy programs: each one's stacks carry its pid and its
-    own leaf."""
+    own leaf, in the folded stacks and in the pprof profile's labels."""
     work = conftest.prog_path("sample_work")
+    pb = tmp_path / "a.pb.gz"
     a, b = busy(chain, 4), subprocess.Popen([work, "3000"], stdout=subprocess.DEVNULL)
     try:
         time.sleep(0.3)
-        r = sample(["-a", "--folded", "--duration", "2"])
+        r = sample(["-a", "--folded", "--pprof", str(pb), "--duration", "2"])
     finally:
         for p in (a, b):
             p.kill()
@@ -377,6 +378,9 @@ def test_all_attributes_each_process(chain, tmp_path):
     assert sum(c for s, c in by_pid[a.pid] if s[-1] == "leaf_hot") > 100, by_pid[a.pid][:3]
     assert sum(c for s, c in by_pid[b.pid] if s[-1] == "work") > 100, by_pid[b.pid][:3]
     assert not any(s[-1] == "work" for s, _ in by_pid[a.pid])
+    for pid, leaf in ((a.pid, "leaf_hot"), (b.pid, "work")):
+        flat, _ = pprof_top(pprof_tool, ["-tagfocus=pid=%d" % pid, str(pb)])
+        assert max(flat, key=flat.get) == leaf, (pid, flat)
 
 
 def cgroup2_mount():
