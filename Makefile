@@ -23,8 +23,10 @@ ARCH      := x86
 CFLAGS    ?= -g -O2
 CFLAGS    += $(SAN_FLAGS) -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
              -D_GNU_SOURCE -MMD -MP
-INCLUDES  := -Iuser -Ibpf -I$(OUTPUT)
-LDLIBS    := -lZydis -lbpf -ldw -lelf -lcjson -lcrypto -lz -lpthread
+INCLUDES  := -Iuser -Ibpf -I$(OUTPUT) -I$(OUTPUT)/proto
+LDLIBS    := -lZydis -lbpf -ldw -lelf -lcjson -lcrypto -lprotobuf-c -lz -lpthread
+# pprof's profile.proto as Debian ships it (golang-github-google-pprof-dev).
+PROFILE_PROTO ?= /usr/share/gocode/src/github.com/google/pprof/proto/profile.proto
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux -Ibpf -I$(OUTPUT) -Wall
 
 ifeq ($(V),1)
@@ -36,7 +38,7 @@ msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
 USER_SRCS := $(sort $(shell find user -name '*.c'))
-USER_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(USER_SRCS))
+USER_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(USER_SRCS)) $(OUTPUT)/proto/profile.pb-c.o
 LIB_OBJS  := $(filter-out $(OUTPUT)/user/cli/%,$(USER_OBJS))
 BPF_SRCS  := $(sort $(wildcard bpf/*.bpf.c))
 BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(OUTPUT)/bpf/%.bpf.o,$(BPF_SRCS))
@@ -64,10 +66,20 @@ $(BIN): $(USER_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
+# protobuf-c code for pprof's profile.proto (user/probe/pprof.c).
+$(OUTPUT)/proto/profile.pb-c.c $(OUTPUT)/proto/profile.pb-c.h &: $(PROFILE_PROTO)
+	$(call msg,PROTOC,$@)
+	$(Q)mkdir -p $(OUTPUT)/proto
+	$(Q)protoc-c --c_out=$(OUTPUT)/proto --proto_path=$(dir $<) $(notdir $<)
+
+$(OUTPUT)/proto/profile.pb-c.o: $(OUTPUT)/proto/profile.pb-c.c
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -w -I$(OUTPUT)/proto -c $< -o $@
+
 # Every user object waits for the skeletons (order-only: -MMD then tracks the
 # exact skeleton each object includes, so a changed BPF program rebuilds only
 # its users).
-$(OUTPUT)/%.o: %.c | $(SKELS)
+$(OUTPUT)/%.o: %.c | $(SKELS) $(OUTPUT)/proto/profile.pb-c.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(INCLUDES) -c $< -o $@

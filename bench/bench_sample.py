@@ -16,6 +16,7 @@ a note when missing).
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -124,8 +125,81 @@ def main():
     print("== bench_sample: fault-heavy target (faults_pages 256 x 200 rounds), %d reps ==" % a.reps)
     print("native %.1f ms, gebpf --faults %.1f ms: ratio %.4f (%+.2f%%), %d faults/run, %d lost" %
           (b / 1e6, g / 1e6, g / b, 100 * (g / b - 1), statistics.median(nfaults), flost))
+    bench_stacks(a, perf, tmp)
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+PY_HOT = os.path.join(REPO, "tests", "progs", "py_hot.py")
+
+
+def counts(stderr):
+    m = re.search(r"(\d+) kept, \d+ seen, \d+ filtered in the kernel, (\d+) lost"
+                  r"(?:; (\d+) unwound, (\d+) truncated)?", stderr)
+    if not m:
+        raise SystemExit("bench_sample: no counts in: " + stderr)
+    return [int(x) if x else 0 for x in m.groups()]
+
+
+def bench_stacks(a, perf, tmp):
+    """Call stacks at 999 Hz: gebpf --call-graph fp / dwarf (8 KiB) against
+    perf record -g / --call-graph dwarf, on the same CPU-bound target; and
+    how many samples per CPU-second gebpf's user side unwinds."""
+    folded = os.path.join(tmp, "f.txt")
+    pdata = os.path.join(tmp, "perf.data")
+    variants = [("native", [])]
+    for mode in ("fp", "dwarf"):
+        variants.append(("gebpf %s" % mode, [GEBPF, "sample", "--folded", "--call-graph", mode,
+                                             "-F", "999", "-o", folded, "--"]))
+        if perf:
+            variants.append(("perf %s" % mode, [perf, "record", "-q", "-e", "cpu-clock", "-F",
+                                                "999", "--call-graph", mode, "-o", pdata, "--"]))
+    wall = {n: [] for n, _ in variants}
+    cpu = {n: [] for n, _ in variants}
+    info = {n: [0, 0, 0, 0] for n, _ in variants}
+    for _ in range(a.reps):
+        for name, prefix in variants:
+            r = subprocess.run(list(prefix) + [WORK, a.work], capture_output=True, text=True,
+                               timeout=600)
+            if r.returncode != 0:
+                raise SystemExit("bench_sample: %s failed: %s" % (name, r.stderr.strip()))
+            me = last_json(r.stdout)
+            wall[name].append(me["ns"])
+            cpu[name].append(me["cpu_ns"])
+            if name.startswith("gebpf"):
+                info[name] = [x + y for x, y in zip(info[name], counts(r.stderr))]
+    print("== bench_sample: call stacks at 999 Hz (sample_work %s), %d reps, medians ==" %
+          (a.work, a.reps))
+    base, cbase = statistics.median(wall["native"]), statistics.median(cpu["native"])
+    print("%-12s %10s %7s %10s %7s %8s %6s %9s %9s" % ("variant", "wall ms", "ratio", "cpu ms",
+                                                     "ratio", "kept", "lost", "unwound",
+                                                     "truncated"))
+    for name, _ in variants:
+        w, c = statistics.median(wall[name]), statistics.median(cpu[name])
+        k, l, u, t = info[name] if name.startswith("gebpf") else ("-",) * 4
+        print("%-12s %10.1f %7.4f %10.1f %7.4f %8s %6s %9s %9s" % (name, w / 1e6, w / base,
+                                                                  c / 1e6, c / cbase, k, l, u, t))
+    if perf:
+        for col, d, b in (("wall", wall, base), ("cpu", cpu, cbase)):
+            g, p = statistics.median(d["gebpf dwarf"]), statistics.median(d["perf dwarf"])
+            print("dwarf mode slowdown (%s): gebpf %+.2f%%, perf record --call-graph dwarf "
+                  "%+.2f%%, gebpf/perf %.4f" % (col, 100 * (g / b - 1), 100 * (p / b - 1), g / p))
+
+    # Unwinding throughput: python3 (no frame pointers, deep stacks) at
+    # 9999 Hz; samples unwound per CPU-second of gebpf (user + system).
+    r = subprocess.run([GEBPF, "sample", "-v", "--folded", "-F", "9999", "-o", folded, "--",
+                        "/usr/bin/python3", PY_HOT, "8"], capture_output=True, text=True,
+                       timeout=600)
+    if r.returncode != 0:
+        raise SystemExit("bench_sample: unwinding throughput run failed: " + r.stderr)
+    k, l, u, t = counts(r.stderr)
+    # gebpf -v: the CPU time of its reading/unwinding/aggregating thread
+    m = re.search(r"user side: ([0-9.]+) s of CPU", r.stderr)
+    if not m:
+        raise SystemExit("bench_sample: no user-side CPU time in gebpf -v output")
+    cpu = float(m.group(1))
+    print("unwinding: %d samples of python3 at 9999 Hz (%d unwound, %d truncated, %d lost) in "
+          "%.3f s of gebpf CPU: %.0f samples/s" % (k, u, t, l, cpu, k / cpu if cpu else 0))
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@
  *                            event) for kernels without BTF
  * Both get (address, regs, error_code).  This object deliberately has no
  * CO-RE relocations, so it loads on a kernel without BTF: the user ip is
- * read at its x86-64 UAPI offset in struct pt_regs (asm/ptrace.h, a fixed
- * ABI shared with ptrace's user_regs_struct).
+ * read at its x86-64 UAPI offset in struct pt_regs (struct gb_user_regs in
+ * gebpf_events.h, a fixed ABI shared with ptrace's user_regs_struct).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -19,13 +19,6 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Process whose faults are recorded (0: every process). */
 const volatile __u32 targ_tgid = 0;
-
-/* x86-64 struct pt_regs as the UAPI header lays it out; only ip is used. */
-struct gb_x86_regs {
-	__u64 r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
-	__u64 ax, cx, dx, si, di, orig_ax;
-	__u64 ip, cs, flags, sp, ss;
-};
 
 static __always_inline int record(__u64 address, __u64 ip, __u64 error_code)
 {
@@ -52,7 +45,7 @@ SEC("tp_btf/page_fault_user")
 int BPF_PROG(gb_fault_btf, unsigned long address, struct pt_regs *regs, unsigned long error_code)
 {
 	/* A typed pointer: the verifier checks this load against kernel BTF. */
-	return record(address, ((struct gb_x86_regs *)regs)->ip, error_code);
+	return record(address, ((struct gb_user_regs *)regs)->ip, error_code);
 }
 
 SEC("raw_tp/page_fault_user")
@@ -60,6 +53,6 @@ int BPF_PROG(gb_fault_raw, unsigned long address, struct pt_regs *regs, unsigned
 {
 	__u64 ip = 0;
 
-	bpf_probe_read_kernel(&ip, sizeof(ip), &((struct gb_x86_regs *)regs)->ip);
+	bpf_probe_read_kernel(&ip, sizeof(ip), &((struct gb_user_regs *)regs)->ip);
 	return record(address, ip, error_code);
 }

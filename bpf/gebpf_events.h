@@ -10,8 +10,13 @@
 #include <linux/types.h>
 #endif
 
-/* Deepest user stack a sample record carries (--folded). */
+/* Deepest frame-pointer user stack and kernel stack a sample record
+ * carries, and the largest copy of the user stack for DWARF unwinding
+ * (--stack-size; a multiple of 8). */
 #define GB_MAX_STACK 127
+#define GB_MAX_KSTACK 127
+#define GB_MAX_STACK_BYTES 65536
+#define GB_COMM_LEN 16
 
 /* Record kinds (gb_ev_hdr.kind). */
 enum gb_ev_kind {
@@ -32,18 +37,34 @@ struct gb_ev_hdr {
 };
 
 #define GB_SAMPLE_F_KERNEL 1u    /* interrupted in the kernel: pc is the user pc it will return to */
+#define GB_SAMPLE_F_REGS 2u      /* gb_ev_sample_stack.uregs holds the user registers */
 
 struct gb_ev_sample {
 	struct gb_ev_hdr h;
 	__u64 pc;                /* user-mode instruction pointer */
 	__u32 flags;             /* GB_SAMPLE_F_* */
 	__u32 pad;
+	char comm[GB_COMM_LEN];  /* the thread's name */
 };
 
+/* x86-64 user registers in the UAPI struct pt_regs order (asm/ptrace.h). */
+struct gb_user_regs {
+	__u64 r15, r14, r13, r12, bp, bx, r11, r10, r9, r8;
+	__u64 ax, cx, dx, si, di, orig_ax;
+	__u64 ip, cs, flags, sp, ss;
+};
+
+/* A sample with stacks.  Variable length: the record ends after
+ * stack_len bytes of stack[] (bytes copied from user address uregs.sp). */
 struct gb_ev_sample_stack {
 	struct gb_ev_sample s;
-	__u64 nframes;           /* valid entries of stack[]; stack[0] is the innermost pc */
-	__u64 stack[GB_MAX_STACK];
+	__u32 nuser;             /* valid entries of ustack[] (frame pointers; [0] innermost) */
+	__u32 nkernel;           /* valid entries of kstack[] ([0] innermost) */
+	struct gb_user_regs uregs;   /* with GB_SAMPLE_F_REGS */
+	__u64 kstack[GB_MAX_KSTACK];
+	__u64 ustack[GB_MAX_STACK];
+	__u64 stack_len;         /* bytes of stack[] that follow */
+	__u8 stack[GB_MAX_STACK_BYTES];
 };
 
 struct gb_ev_fault {

@@ -22,7 +22,7 @@ import os
 import re
 import sys
 
-CHECKS = ("trace", "snap", "resume", "faults", "sample", "probe")
+CHECKS = ("trace", "snap", "resume", "faults", "sample", "probe", "stacks")
 
 # A gebpf line that reports a kernel feature the kernel lacks.  gebpf's rooms
 # phrase these as "gebpf: <what>: <feature> not supported by this kernel ..."
@@ -333,8 +333,50 @@ def judge_probe(rdir, exp, env):
     return ("pass", ok[-1][len("probecheck: "):])
 
 
+COUNTS_RE = re.compile(r"sample: (\d+) kept, \d+ seen, \d+ filtered in the kernel, (\d+) lost; "
+                       r"(\d+) unwound, (\d+) truncated")
+
+
+CHAIN = ["main", "chain1", "chain2", "chain3", "chain4", "chain5", "leaf_hot"]
+
+
+def judge_stacks(rdir, exp, env):
+    """sample --folded --kernel (DWARF mode) of unwind_chain: the programs
+    load and run (register and stack copy, kernel stacks, fork following),
+    every sample is counted, and the samples in the hot leaf unwind through
+    the whole chain (built without frame pointers) to _start.  (Start-up
+    in ld.so, slow under TCG, is not judged.)"""
+    c = Check(rdir, "stacks")
+    bad = c.failed_run()
+    if bad:
+        return bad
+    m = None
+    for line in c.err:
+        m = COUNTS_RE.search(line) or m
+    if not m:
+        return ("fail", "no counts line on stderr: %s" % c.gebpf_line())
+    kept, lost, unwound, truncated = (int(x) for x in m.groups())
+    if unwound + truncated != kept:
+        return ("fail", "unwound %d + truncated %d != kept %d" % (unwound, truncated, kept))
+    rows = []
+    for line in (read(os.path.join(rdir, "stacks.folded"), "") or "").splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit():
+            return ("fail", "stacks.folded: not a folded line: %.60r" % line)
+        rows.append((stack.split(";"), int(n)))
+    total = sum(n for _, n in rows)
+    if total != kept:
+        return ("fail", "stacks.folded holds %d samples, counts say %d kept" % (total, kept))
+    leaf = sum(n for s, n in rows if s[-1] == CHAIN[-1])
+    whole = sum(n for s, n in rows if s[0] == "_start" and s[-len(CHAIN):] == CHAIN)
+    if leaf < MIN_SAMPLES or whole < 0.9 * leaf:
+        return ("fail", "%d samples in %s, %d of them through _start;...;%s"
+                % (leaf, CHAIN[-1], whole, ";".join(CHAIN)))
+    return ("pass", "%d of %d in %s unwound to _start, %d lost" % (whole, leaf, CHAIN[-1], lost))
+
+
 JUDGES = {"trace": judge_trace, "snap": judge_snap, "resume": judge_resume, "faults": judge_faults,
-          "sample": judge_sample, "probe": judge_probe}
+          "sample": judge_sample, "probe": judge_probe, "stacks": judge_stacks}
 
 
 def judge_row(rdir, exp, env):

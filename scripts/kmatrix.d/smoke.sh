@@ -89,5 +89,11 @@ run sample 30 "$G" sample --range "$SPIN_START-$SPIN_LAST" -F 997 --duration 20 
 # (probecheck sits beside gebpf; scripts/kmatrix.d/probecheck.c)
 run probe 60 "${G%/*}/probecheck"
 
+# (6) call stacks: registers + user stack copy (DWARF mode), kernel stacks,
+# children followed (tp_btf/sched_process_fork); a 6-deep chain without
+# frame pointers for 1 s of CPU time
+[ -x "$P/unwind_chain" ] &&
+	run stacks 30 "$G" sample --folded --kernel -F 997 --duration 20 -o "$O/stacks.folded" -- "$P/unwind_chain" 1
+
 echo "kmatrix: smoke suite done" >&2
 [ -z "${KM_CHANNEL:-}" ] || echo "@@KM-DONE" >>"$KM_CHANNEL"

@@ -59,6 +59,11 @@ def write_good(d):
         "probe.rc": "0\n", "probe.err": "",
         "probe.out": "native push: stop SIGURG at +1, record rip == probe\n"
                      "probecheck: ok: 6 kinds stop after the instruction\n",
+        "stacks.rc": "0\n",
+        "stacks.err": "gebpf: sample: 500 kept, 600 seen, 100 filtered in the kernel, 0 lost; "
+                      "480 unwound, 20 truncated\n",
+        "stacks.folded": "_start;__libc_start_main;__libc_start_call_main;main;chain1;chain2;"
+                         "chain3;chain4;chain5;leaf_hot 480\nleaf_hot 20\n",
     }
     for name, text in files.items():
         with open(os.path.join(d, name), "w") as f:

@@ -9,7 +9,7 @@ from elftools.elf.elffile import ELFFile
 
 import conftest
 
-SAMPLE_KEYS = ["t", "vcpu", "tid", "pc", "ns"]
+SAMPLE_KEYS = ["t", "vcpu", "tid", "pid", "comm", "pc", "ns"]
 FAULT_KEYS = ["t", "vcpu", "tid", "addr", "pc", "err", "ns"]
 SUMMARY_KEYS = ["t", "seen", "kept", "filtered", "filtered_pid", "filtered_range", "lost",
                 "event", "hz", "start", "end"]
@@ -42,6 +42,8 @@ def parse_jsonl(text, faults=False):
         o = json.loads(raw)
         keys = {"sample": SAMPLE_KEYS, "fault": FAULT_KEYS, "summary": SUMMARY_KEYS}[o["t"]]
         got = list(o)
+        if o["t"] == "summary" and got[-1] == "unwritten":
+            got = got[:-1]
         if o["t"] == "summary" and faults:
             assert got[-2:] == ["faults", "faults_lost"], raw
             got = got[:-2]
@@ -59,7 +61,8 @@ def parse_jsonl(text, faults=False):
     s = summary
     assert s["seen"] == s["kept"] + s["filtered"] + s["lost"], s
     assert s["filtered"] == s["filtered_pid"] + s["filtered_range"], s
-    assert s["kept"] == len(samples), "kept %d, %d sample lines" % (s["kept"], len(samples))
+    assert s["kept"] == len(samples) + s.get("unwritten", 0), \
+        "kept %d, %d sample lines" % (s["kept"], len(samples))
     if faults:
         assert s["faults"] == len(faults_), s
     return samples, faults_, summary
@@ -90,3 +93,42 @@ def bpf_link_ids():
     out = subprocess.run(["bpftool", "-j", "link", "show"], capture_output=True, text=True,
                          check=True).stdout
     return {p["id"] for p in json.loads(out or "[]")}
+
+
+def parse_folded(text):
+    """Folded stacks: [(frames outermost first, count)]."""
+    rows = []
+    for ln in text.splitlines():
+        stack, count = ln.rsplit(" ", 1)
+        assert count.isdigit(), ln
+        rows.append((stack.split(";"), int(count)))
+    return rows
+
+
+def counts_line(stderr):
+    """The counts `gebpf sample` prints on stderr with --folded/--pprof."""
+    import re
+    m = re.search(r"sample: (\d+) kept, (\d+) seen, (\d+) filtered in the kernel, (\d+) lost"
+                  r"(?:; (\d+) unwound, (\d+) truncated)?", stderr)
+    assert m, stderr
+    keys = ["kept", "seen", "filtered", "lost", "unwound", "truncated"]
+    return {k: int(v) for k, v in zip(keys, m.groups()) if v is not None}
+
+
+PPROF_SRC = "/usr/share/gocode/src/github.com/google/pprof"
+
+
+def build_pprof(dest):
+    """Build Google's pprof offline from Debian's sources (GOPATH mode over
+    /usr/share/gocode: golang-github-google-pprof-dev and its -dev
+    dependencies, with golang-go).  Returns the binary's path, or skips."""
+    go = "/usr/bin/go"
+    if not os.path.exists(go) or not os.path.isdir(PPROF_SRC):
+        pytest.skip("pprof sources or Go missing (golang-go, golang-github-google-pprof-dev)")
+    out = os.path.join(str(dest), "pprof")
+    env = dict(os.environ, GOPATH="/usr/share/gocode", GO111MODULE="off", GOFLAGS="",
+               GOPROXY="off", GOCACHE=os.path.join(str(dest), "gocache"), CGO_ENABLED="0")
+    r = subprocess.run([go, "build", "-o", out, "github.com/google/pprof"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, "building pprof offline failed: " + r.stderr
+    return out

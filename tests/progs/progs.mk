@@ -58,3 +58,16 @@ $(OUTPUT)/progs/pt_dlopen: tests/progs/pt_dlopen.c $(OUTPUT)/progs/lib/libptdl.s
 	$(call msg,PROG,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O1 -g -fPIE -pie -fno-omit-frame-pointer $< -ldl -Wl,-rpath,'$$ORIGIN/lib' -o $@
+
+# unwind_chain: a 6-deep call chain into lib/libunwindleaf.so, everything
+# without frame pointers (gebpf sample --call-graph dwarf).
+$(OUTPUT)/progs/lib/libunwindleaf.so: tests/progs/lib/unwindleaf.c
+	$(call msg,LIB,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -fPIC -shared -fomit-frame-pointer $< -o $@
+
+$(OUTPUT)/progs/unwind_chain: tests/progs/unwind_chain.c $(OUTPUT)/progs/lib/libunwindleaf.so
+	$(call msg,PROG,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -fPIE -pie -fomit-frame-pointer $< -L$(OUTPUT)/progs/lib -lunwindleaf \
+		-Wl,-rpath,'$$ORIGIN/lib' -o $@

@@ -161,41 +161,18 @@ void gb_faults__stop(struct gb_faults *f)
 	}
 }
 
-static int consume(struct gb_faults *f, int timeout_ms, gb_fault_cb cb, void *ctx)
+int gb_faults__drain(struct gb_faults *f, gb_fault_cb cb, void *ctx)
 {
-	int err = 0;
+	int err;
 
 	if (!f->rb)
 		return -EINVAL;
 	f->cb = cb;
 	f->cb_ctx = ctx;
 	f->delivered = 0;
-	if (timeout_ms) {
-		err = ring_buffer__poll(f->rb, timeout_ms);
-		if (err == -EINTR)
-			err = 0;
-	}
-	/* The poll only reads rings that woke it; with wakeup_bytes set a
-	 * record may be pending without a wake-up: always drain. */
-	if (err >= 0)
-		err = ring_buffer__consume(f->rb);
+	err = ring_buffer__consume(f->rb);
 	f->cb = NULL;
 	return err < 0 ? err : f->delivered;
-}
-
-int gb_faults__drain(struct gb_faults *f, gb_fault_cb cb, void *ctx)
-{
-	return consume(f, 0, cb, ctx);
-}
-
-int gb_faults__poll(struct gb_faults *f, int timeout_ms, gb_fault_cb cb, void *ctx)
-{
-	return consume(f, timeout_ms, cb, ctx);
-}
-
-int gb_faults__fd(const struct gb_faults *f)
-{
-	return f->rb ? ring_buffer__epoll_fd(f->rb) : -1;
 }
 
 void gb_faults__stats(const struct gb_faults *f, struct gb_faults_stats *st)
@@ -204,11 +181,6 @@ void gb_faults__stats(const struct gb_faults *f, struct gb_faults_stats *st)
 
 	st->recorded = gb_counter_sum(fd, GB_CNT_FAULTS);
 	st->lost = gb_counter_sum(fd, GB_CNT_FAULTS_LOST);
-}
-
-const char *gb_faults__attach_kind(const struct gb_faults *f)
-{
-	return f->raw ? "raw_tp" : "tp_btf";
 }
 
 void gb_faults__free(struct gb_faults *f)

@@ -12,7 +12,6 @@
  *   struct gb_faults *f = gb_faults__new(&o);   // probe features, load
  *   gb_faults__start(f);                        // attach: recording from here
  *   ... after each step:  gb_faults__drain(f, on_fault, ctx);
- *   ... or waiting:       gb_faults__poll(f, 100, on_fault, ctx);
  *   gb_faults__stop(f);  gb_faults__drain(f, on_fault, ctx);   // the rest
  *   gb_faults__free(f);                         // always unloads
  *
@@ -77,15 +76,7 @@ void gb_faults__stop(struct gb_faults *f);
 /* Deliver every fault pending now; never blocks.  Returns how many were
  * delivered, or -errno, or the callback's negative value. */
 int gb_faults__drain(struct gb_faults *f, gb_fault_cb cb, void *ctx);
-/* Wait up to timeout_ms for faults (-1: no limit), then drain.  EINTR (a
- * signal) returns 0.  Same return convention as drain. */
-int gb_faults__poll(struct gb_faults *f, int timeout_ms, gb_fault_cb cb, void *ctx);
-/* A descriptor that becomes readable when faults are pending (for a
- * caller's own poll loop), or -1 when the ring buffer is shared. */
-int gb_faults__fd(const struct gb_faults *f);
 void gb_faults__stats(const struct gb_faults *f, struct gb_faults_stats *st);
-/* "tp_btf" or "raw_tp": the attach point chosen at run time. */
-const char *gb_faults__attach_kind(const struct gb_faults *f);
 /* Stop and unload everything (programs, links, maps).  NULL is fine. */
 void gb_faults__free(struct gb_faults *f);
 

@@ -1,80 +1,75 @@
-/* Sample aggregation (--report, --folded): profile.h. */
+/* Sample aggregation (--report, --folded, --pprof): profile.h. */
 #include "probe/profile.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "sym/syms.h"
+#include "gebpf_events.h"
 
-/* An address seen in a sample or a stack, named once. */
-struct addr_ent {
-	uint64_t addr;
-	uint64_t count;          /* samples with this pc */
-	char *func;              /* "hot", "libc.so.6+0x1234", "[unknown]" */
-	uint64_t off;
-	int used;
+/* A hash table of byte-string keys with a 64-bit value. */
+struct ent {
+	void *key;
+	size_t len;
+	uint64_t hash, val;
 };
 
-/* A string with a count (functions, folded stacks). */
-struct str_ent {
-	char *key;
-	uint64_t count;
-};
-
-struct str_tab {
-	struct str_ent *v;
+struct tab {
+	struct ent *v;
 	size_t n, cap;           /* open addressing, cap a power of 2 */
 };
 
-struct gb_profile {
-	pid_t pid;
-	struct gb_syms *syms;
-	double syms_at;          /* when syms was read (monotonic seconds) */
-	struct addr_ent *addrs;
-	size_t naddrs, cap;
-	struct str_tab stacks;
-	uint64_t total;
-	char *buf;               /* folded key being built */
-	size_t buflen;
+/* The key of a stack: who, then location ids innermost first. */
+struct stack_key {
+	int32_t pid;
+	char comm[GB_COMM_LEN];
+	uint32_t n;
+	uint64_t ids[];
 };
 
-static uint64_t hash64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	return x;
-}
+struct loc_key {
+	int32_t pid;
+	uint32_t kernel;
+	uint64_t addr;
+};
 
-static uint64_t hash_str(const char *s)
+struct gb_profile {
+	struct gb_unwinder *u;
+	const struct gb_kallsyms *k;
+	bool per_process;
+	struct tab loc_index;    /* loc_key -> id */
+	struct gb_profile_loc *locs;
+	size_t nlocs, loccap;
+	struct tab stacks;       /* stack_key -> count */
+	uint64_t total;
+	struct stack_key *key;   /* being built */
+	size_t keycap;           /* ids it holds */
+};
+
+static uint64_t hash_bytes(const void *p, size_t n)
 {
+	const unsigned char *s = p;
 	uint64_t h = 1469598103934665603ULL;
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
+	while (n--)
+		h = (h ^ *s++) * 1099511628211ULL;
 	return h;
 }
 
-static double now_s(void)
+/* The value slot of key, added (0) if absent.  NULL on ENOMEM. */
+static uint64_t *tab_get(struct tab *t, const void *key, size_t len)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+	uint64_t h = hash_bytes(key, len);
 
-static int str_add(struct str_tab *t, const char *key, uint64_t n)
-{
 	if (2 * (t->n + 1) > t->cap) {
-		size_t ncap = t->cap ? 2 * t->cap : 256;
-		struct str_ent *nv = calloc(ncap, sizeof(*nv));
+		size_t ncap = t->cap ? 2 * t->cap : 1024;
+		struct ent *nv = calloc(ncap, sizeof(*nv));
 		if (!nv)
-			return -ENOMEM;
+			return NULL;
 		for (size_t i = 0; i < t->cap; i++) {
 			if (!t->v[i].key)
 				continue;
-			size_t j = hash_str(t->v[i].key) & (ncap - 1);
+			size_t j = t->v[i].hash & (ncap - 1);
 			while (nv[j].key)
 				j = (j + 1) & (ncap - 1);
 			nv[j] = t->v[i];
@@ -83,20 +78,23 @@ static int str_add(struct str_tab *t, const char *key, uint64_t n)
 		t->v = nv;
 		t->cap = ncap;
 	}
-	size_t j = hash_str(key) & (t->cap - 1);
-	while (t->v[j].key && strcmp(t->v[j].key, key))
+	size_t j = h & (t->cap - 1);
+	while (t->v[j].key && (t->v[j].hash != h || t->v[j].len != len ||
+			       memcmp(t->v[j].key, key, len)))
 		j = (j + 1) & (t->cap - 1);
 	if (!t->v[j].key) {
-		t->v[j].key = strdup(key);
+		t->v[j].key = malloc(len);
 		if (!t->v[j].key)
-			return -ENOMEM;
+			return NULL;
+		memcpy(t->v[j].key, key, len);
+		t->v[j].len = len;
+		t->v[j].hash = h;
 		t->n++;
 	}
-	t->v[j].count += n;
-	return 0;
+	return &t->v[j].val;
 }
 
-static void str_free(struct str_tab *t)
+static void tab_free(struct tab *t)
 {
 	for (size_t i = 0; i < t->cap; i++)
 		free(t->v[i].key);
@@ -104,200 +102,339 @@ static void str_free(struct str_tab *t)
 	memset(t, 0, sizeof(*t));
 }
 
-static int cmp_str_desc(const void *a, const void *b)
+static int cmp_ent_desc(const void *a, const void *b)
 {
-	const struct str_ent *x = a, *y = b;
-	if (x->count != y->count)
-		return x->count < y->count ? 1 : -1;
-	return strcmp(x->key, y->key);
+	const struct ent *x = a, *y = b;
+	if (x->val != y->val)
+		return x->val < y->val ? 1 : -1;
+	if (x->len != y->len)
+		return x->len < y->len ? -1 : 1;
+	return memcmp(x->key, y->key, x->len);
 }
 
-/* Dense copy of a table's entries, sorted by count (caller frees). */
-static struct str_ent *str_sorted(const struct str_tab *t)
+/* Dense copy of a table's entries, largest value first (caller frees). */
+static struct ent *tab_sorted(const struct tab *t)
 {
-	struct str_ent *v = malloc((t->n + 1) * sizeof(*v));
+	struct ent *v = malloc((t->n + 1) * sizeof(*v));
 	size_t k = 0;
 	if (!v)
 		return NULL;
 	for (size_t i = 0; i < t->cap; i++)
 		if (t->v[i].key)
 			v[k++] = t->v[i];
-	qsort(v, k, sizeof(*v), cmp_str_desc);
+	qsort(v, k, sizeof(*v), cmp_ent_desc);
 	return v;
 }
 
-struct gb_profile *gb_profile__new(pid_t pid)
+struct gb_profile *gb_profile__new(struct gb_unwinder *u, const struct gb_kallsyms *k,
+				   bool per_process)
 {
 	struct gb_profile *p = calloc(1, sizeof(*p));
-	if (p)
-		p->pid = pid;
+	if (!p)
+		return NULL;
+	p->u = u;
+	p->k = k;
+	p->per_process = per_process;
 	return p;
 }
 
-static void name_addr(struct gb_profile *p, struct addr_ent *e)
+static char *dup_or_null(const char *s)
 {
-	char name[512];
-	uint64_t off = 0;
-	int err = -ENOENT;
-
-	/* The process's symbols, read on first use and again (at most once
-	 * a second) when an address is not in any mapping read so far. */
-	for (int tries = 0; tries < 2; tries++) {
-		if (!p->syms) {
-			p->syms = gb_syms__new(p->pid);
-			p->syms_at = now_s();
-		}
-		name[0] = 0;
-		if (p->syms)
-			err = gb_syms__lookup(p->syms, e->addr, name, sizeof(name), &off);
-		if (!name[0] || !strcmp(name, "??"))
-			name[0] = 0;   /* not in any mapping read */
-		if (!err || name[0] || now_s() - p->syms_at < 1.0)
-			break;
-		gb_syms__free(p->syms);
-		p->syms = NULL;
-	}
-	if (!err) {
-		e->func = strdup(name);
-		e->off = off;
-	} else {
-		e->func = strdup(name[0] ? name : "[unknown]");
-		e->off = 0;
-	}
+	return s ? strdup(s) : NULL;
 }
 
-static struct addr_ent *addr_get(struct gb_profile *p, uint64_t addr)
+static void name_loc(struct gb_profile *p, struct gb_profile_loc *l)
 {
-	if (2 * (p->naddrs + 1) > p->cap) {
-		size_t ncap = p->cap ? 2 * p->cap : 1024;
-		struct addr_ent *nv = calloc(ncap, sizeof(*nv));
+	if (l->kernel) {
+		uint64_t off = 0;
+		const char *n = gb_kallsyms__lookup(p->k, l->ret ? l->addr - 1 : l->addr, &off);
+		l->func = dup_or_null(n);
+		l->func_off = off + (l->ret ? 1 : 0);
+		l->module = strdup("[kernel.kallsyms]");
+		return;
+	}
+	struct gb_frame_info fi;
+	if (!p->u)
+		return;
+	gb_unwinder__describe(p->u, l->pid, l->addr, l->ret, &fi);
+	l->func = dup_or_null(fi.func);
+	l->func_off = fi.func_off;
+	l->module = dup_or_null(fi.module);
+	l->build_id = dup_or_null(fi.build_id);
+	l->file = dup_or_null(fi.file);
+	l->line = fi.line;
+	l->mod_start = fi.mod_start;
+	l->mod_end = fi.mod_end;
+}
+
+/* The id of a location, named the first time.  0 on ENOMEM. */
+static uint64_t loc_id(struct gb_profile *p, pid_t pid, uint64_t addr, bool kernel, bool ret)
+{
+	struct loc_key key = { .pid = kernel ? 0 : pid, .kernel = kernel, .addr = addr };
+	uint64_t *id;
+
+	/* A return address and a pc at the same address name different
+	 * instructions: keep them apart. */
+	key.kernel |= ret ? 2 : 0;
+	id = tab_get(&p->loc_index, &key, sizeof(key));
+	if (!id)
+		return 0;
+	if (*id)
+		return *id;
+	if (p->nlocs == p->loccap) {
+		size_t ncap = p->loccap ? 2 * p->loccap : 1024;
+		struct gb_profile_loc *nv = realloc(p->locs, ncap * sizeof(*nv));
 		if (!nv)
-			return NULL;
-		for (size_t i = 0; i < p->cap; i++) {
-			if (!p->addrs[i].used)
-				continue;
-			size_t j = hash64(p->addrs[i].addr) & (ncap - 1);
-			while (nv[j].used)
-				j = (j + 1) & (ncap - 1);
-			nv[j] = p->addrs[i];
-		}
-		free(p->addrs);
-		p->addrs = nv;
-		p->cap = ncap;
+			return 0;
+		p->locs = nv;
+		p->loccap = ncap;
 	}
-	size_t j = hash64(addr) & (p->cap - 1);
-	while (p->addrs[j].used && p->addrs[j].addr != addr)
-		j = (j + 1) & (p->cap - 1);
-	struct addr_ent *e = &p->addrs[j];
-	if (!e->used) {
-		e->used = 1;
-		e->addr = addr;
-		p->naddrs++;
-		name_addr(p, e);
-		if (!e->func)
-			return NULL;
-	}
-	return e;
+	struct gb_profile_loc *l = &p->locs[p->nlocs];
+	memset(l, 0, sizeof(*l));
+	l->addr = addr;
+	l->pid = key.pid;
+	l->kernel = kernel;
+	l->ret = ret;
+	name_loc(p, l);
+	*id = ++p->nlocs;
+	return *id;
 }
 
-static int fold(struct gb_profile *p, const struct gb_sample *s)
+int gb_profile__add(struct gb_profile *p, pid_t pid, const char *comm,
+		    const uint64_t *kframes, size_t nk,
+		    const uint64_t *uframes, size_t nu, bool upc)
 {
-	size_t len = 0;
-
-	/* Outermost first.  Frames above the first are return addresses:
-	 * name the call (addr - 1), not the instruction after it. */
-	for (uint32_t i = s->nframes; i-- > 0;) {
-		uint64_t a = s->stack[i];
-		if (!a)
-			continue;
-		struct addr_ent *e = addr_get(p, i ? a - 1 : a);
-		if (!e)
-			return -ENOMEM;
-		size_t need = len + strlen(e->func) + 2;
-		if (need > p->buflen) {
-			char *nb = realloc(p->buf, need * 2);
-			if (!nb)
-				return -ENOMEM;
-			p->buf = nb;
-			p->buflen = need * 2;
-		}
-		len += (size_t)sprintf(p->buf + len, "%s%s", len ? ";" : "", e->func);
-	}
-	if (!len)
-		return str_add(&p->stacks, "[no user stack]", 1);
-	return str_add(&p->stacks, p->buf, 1);
-}
-
-int gb_profile__add(struct gb_profile *p, const struct gb_sample *s)
-{
-	struct addr_ent *e = addr_get(p, s->pc);
-
-	if (!e)
-		return -ENOMEM;
-	e->count++;
-	p->total++;
-	return s->stack ? fold(p, s) : 0;
-}
-
-static int cmp_addr_desc(const void *a, const void *b)
-{
-	const struct addr_ent *x = *(struct addr_ent *const *)a, *y = *(struct addr_ent *const *)b;
-	if (x->count != y->count)
-		return x->count < y->count ? 1 : -1;
-	return x->addr < y->addr ? -1 : x->addr > y->addr;
-}
-
-void gb_profile__report(struct gb_profile *p, FILE *f, size_t top, const char *header)
-{
-	struct addr_ent **v = malloc((p->naddrs + 1) * sizeof(*v));
-	struct str_tab funcs = { 0 };
-	struct str_ent *fv = NULL;
 	size_t n = 0;
+	uint64_t *count;
+
+	if (nk + nu > p->keycap) {
+		struct stack_key *nkey = realloc(p->key, sizeof(*nkey) + (nk + nu) * sizeof(uint64_t));
+		if (!nkey)
+			return -ENOMEM;
+		p->key = nkey;
+		p->keycap = nk + nu;
+	}
+	memset(p->key, 0, sizeof(*p->key));
+	if (p->per_process) {
+		p->key->pid = pid;
+		snprintf(p->key->comm, sizeof(p->key->comm), "%s", comm ? comm : "");
+	}
+	for (size_t i = 0; i < nk; i++) {
+		if (!kframes[i])
+			continue;
+		if (!(p->key->ids[n++] = loc_id(p, pid, kframes[i], true, i > 0)))
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < nu; i++) {
+		if (!uframes[i])
+			continue;
+		if (!(p->key->ids[n++] = loc_id(p, pid, uframes[i], false, i > 0 || !upc)))
+			return -ENOMEM;
+	}
+	p->key->n = (uint32_t)n;
+	count = tab_get(&p->stacks, p->key, sizeof(*p->key) + n * sizeof(uint64_t));
+	if (!count)
+		return -ENOMEM;
+	++*count;
+	p->total++;
+	return 0;
+}
+
+size_t gb_profile__nlocs(const struct gb_profile *p)
+{
+	return p->nlocs;
+}
+
+const struct gb_profile_loc *gb_profile__loc(const struct gb_profile *p, size_t id)
+{
+	return id && id <= p->nlocs ? &p->locs[id - 1] : NULL;
+}
+
+uint64_t gb_profile__total(const struct gb_profile *p)
+{
+	return p->total;
+}
+
+int gb_profile__each_stack(const struct gb_profile *p, gb_profile_stack_cb cb, void *ctx)
+{
+	struct ent *v = tab_sorted(&p->stacks);
+	int err = 0;
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->stacks.n && !err; i++) {
+		const struct stack_key *k = v[i].key;
+		char comm[GB_COMM_LEN + 1];
+		memcpy(comm, k->comm, GB_COMM_LEN);
+		comm[GB_COMM_LEN] = 0;
+		err = cb(ctx, k->ids, k->n, k->pid, comm, v[i].val);
+	}
+	free(v);
+	return err;
+}
+
+void gb_profile__loc_name(const struct gb_profile_loc *l, char *buf, size_t len)
+{
+	const char *base;
+
+	if (l->func) {
+		snprintf(buf, len, "%s%s", l->func, l->kernel ? "_[k]" : "");
+	} else if (l->module) {
+		base = strrchr(l->module, '/');
+		snprintf(buf, len, "%s+0x%" PRIx64, base ? base + 1 : l->module,
+			 l->addr - l->mod_start);
+	} else {
+		snprintf(buf, len, "[unknown]%s", l->kernel ? "_[k]" : "");
+	}
+}
+
+struct folded_ctx {
+	const struct gb_profile *p;
+	struct tab lines;        /* folded line -> count */
+	char *buf;
+	size_t len, cap;
+};
+
+static int fold_put(struct folded_ctx *c, const char *s)
+{
+	size_t n = strlen(s);
+	if (c->len + n + 2 > c->cap) {
+		size_t ncap = 2 * (c->len + n + 2);
+		char *nb = realloc(c->buf, ncap);
+		if (!nb)
+			return -ENOMEM;
+		c->buf = nb;
+		c->cap = ncap;
+	}
+	if (c->len)
+		c->buf[c->len++] = ';';
+	memcpy(c->buf + c->len, s, n + 1);
+	c->len += n;
+	return 0;
+}
+
+static int fold_one(void *ctx, const uint64_t *ids, size_t n, pid_t pid, const char *comm,
+		    uint64_t count)
+{
+	struct folded_ctx *c = ctx;
+	char name[512];
+	uint64_t *v;
+	int err = 0;
+
+	c->len = 0;
+	if (c->p->per_process) {
+		snprintf(name, sizeof(name), "%s-%d", comm, pid);
+		err = fold_put(c, name);
+	}
+	for (size_t i = n; i-- > 0 && !err;) {
+		gb_profile__loc_name(gb_profile__loc(c->p, ids[i]), name, sizeof(name));
+		err = fold_put(c, name);
+	}
+	if (!n && !err)
+		err = fold_put(c, "[no stack]");
+	if (err || !(v = tab_get(&c->lines, c->buf, c->len + 1)))
+		return -ENOMEM;
+	*v += count;
+	return 0;
+}
+
+int gb_profile__folded(struct gb_profile *p, FILE *f)
+{
+	struct folded_ctx c = { .p = p };
+	struct ent *v = NULL;
+	int err = gb_profile__each_stack(p, fold_one, &c);
+
+	if (!err && !(v = tab_sorted(&c.lines)))
+		err = -ENOMEM;
+	for (size_t i = 0; !err && i < c.lines.n; i++)
+		fprintf(f, "%s %" PRIu64 "\n", (const char *)v[i].key, v[i].val);
+	free(v);
+	free(c.buf);
+	tab_free(&c.lines);
+	return err;
+}
+
+struct report_ctx {
+	const struct gb_profile *p;
+	struct tab pcs, funcs;
+	int err;
+};
+
+static int report_one(void *ctx, const uint64_t *ids, size_t n, pid_t pid, const char *comm,
+		      uint64_t count)
+{
+	struct report_ctx *c = ctx;
+	char name[512];
+	uint64_t *v;
+
+	(void)pid;
+	(void)comm;
+	if (!n)
+		return 0;
+	/* The innermost frame: the pc (a kernel frame with --kernel). */
+	const struct gb_profile_loc *l = gb_profile__loc(c->p, ids[0]);
+	gb_profile__loc_name(l, name, sizeof(name));
+	if (!(v = tab_get(&c->funcs, name, strlen(name) + 1)))
+		return -ENOMEM;
+	*v += count;
+	if (!(v = tab_get(&c->pcs, &ids[0], sizeof(ids[0]))))
+		return -ENOMEM;
+	*v += count;
+	return 0;
+}
+
+int gb_profile__report(struct gb_profile *p, FILE *f, size_t top, const char *header)
+{
+	struct report_ctx c = { .p = p };
+	struct ent *pv = NULL, *fv = NULL;
+	double total = p->total ? (double)p->total : 1;
+	int err;
 
 	if (!top)
 		top = 20;
-	if (!v)
-		return;
-	for (size_t i = 0; i < p->cap; i++)
-		if (p->addrs[i].used && p->addrs[i].count) {
-			v[n++] = &p->addrs[i];
-			str_add(&funcs, p->addrs[i].func, p->addrs[i].count);
-		}
-	qsort(v, n, sizeof(*v), cmp_addr_desc);
-
+	err = gb_profile__each_stack(p, report_one, &c);
+	if (!err && (!(pv = tab_sorted(&c.pcs)) || !(fv = tab_sorted(&c.funcs))))
+		err = -ENOMEM;
+	if (err)
+		goto out;
 	fprintf(f, "# %s\n", header);
 	fprintf(f, "# top pcs\n%10s %7s  %-18s %s\n", "samples", "%", "pc", "symbol");
-	for (size_t i = 0; i < n && i < top; i++)
-		fprintf(f, "%10" PRIu64 " %7.2f  0x%-16" PRIx64 " %s+0x%" PRIx64 "\n", v[i]->count,
-			100.0 * (double)v[i]->count / (double)p->total, v[i]->addr, v[i]->func, v[i]->off);
+	for (size_t i = 0; i < c.pcs.n && i < top; i++) {
+		const struct gb_profile_loc *l = gb_profile__loc(p, *(uint64_t *)pv[i].key);
+		char name[512];
+		gb_profile__loc_name(l, name, sizeof(name));
+		if (l->func)
+			fprintf(f, "%10" PRIu64 " %7.2f  0x%-16" PRIx64 " %s+0x%" PRIx64 "\n", pv[i].val,
+				100.0 * (double)pv[i].val / total, l->addr, name, l->func_off);
+		else
+			fprintf(f, "%10" PRIu64 " %7.2f  0x%-16" PRIx64 " %s\n", pv[i].val,
+				100.0 * (double)pv[i].val / total, l->addr, name);
+	}
 	fprintf(f, "# top functions\n%10s %7s  %s\n", "samples", "%", "function");
-	fv = str_sorted(&funcs);
-	for (size_t i = 0; fv && i < funcs.n && i < top; i++)
-		fprintf(f, "%10" PRIu64 " %7.2f  %s\n", fv[i].count,
-			100.0 * (double)fv[i].count / (double)p->total, fv[i].key);
+	for (size_t i = 0; i < c.funcs.n && i < top; i++)
+		fprintf(f, "%10" PRIu64 " %7.2f  %s\n", fv[i].val, 100.0 * (double)fv[i].val / total,
+			(const char *)fv[i].key);
+out:
+	free(pv);
 	free(fv);
-	str_free(&funcs);
-	free(v);
-}
-
-void gb_profile__folded(struct gb_profile *p, FILE *f)
-{
-	struct str_ent *v = str_sorted(&p->stacks);
-
-	for (size_t i = 0; v && i < p->stacks.n; i++)
-		fprintf(f, "%s %" PRIu64 "\n", v[i].key, v[i].count);
-	free(v);
+	tab_free(&c.pcs);
+	tab_free(&c.funcs);
+	return err;
 }
 
 void gb_profile__free(struct gb_profile *p)
 {
 	if (!p)
 		return;
-	for (size_t i = 0; i < p->cap; i++)
-		free(p->addrs[i].func);
-	free(p->addrs);
-	str_free(&p->stacks);
-	gb_syms__free(p->syms);
-	free(p->buf);
+	for (size_t i = 0; i < p->nlocs; i++) {
+		free(p->locs[i].func);
+		free(p->locs[i].module);
+		free(p->locs[i].build_id);
+		free(p->locs[i].file);
+	}
+	free(p->locs);
+	tab_free(&p->loc_index);
+	tab_free(&p->stacks);
+	free(p->key);
 	free(p);
 }

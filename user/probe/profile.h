@@ -1,32 +1,70 @@
-/* Sample aggregation for `gebpf sample --report` and `--folded`.
+/* Sample aggregation for `gebpf sample --report`, `--folded` and `--pprof`.
  *
- * Counts samples per pc and per function, and folded user stacks, naming
- * addresses with the process's symbols (user/sym) while the process is
- * alive: each address is named the first time it is seen, so a report
- * printed after the target exited still has its names.
+ * Each sample arrives as its frames (kernel frames, innermost first, then
+ * user frames, innermost first).  Every distinct address is a location,
+ * named once when first seen (user/unwind: function, module, build id,
+ * file:line; kernel addresses from /proc/kallsyms), so a profile written
+ * after the target exited still has its names.  Distinct stacks (per
+ * process when per_process) are counted.
  *
- * --report: a table of the top pcs and the top functions.
+ * --report: a table of the top pcs and the top functions (the innermost
+ *           frame of each sample).
  * --folded: one line per distinct stack, "outer;...;inner COUNT", the
- *           input flamegraph.pl and inferno read.
+ *           input flamegraph.pl and inferno read; kernel frames end in
+ *           "_[k]"; per_process stacks start with "COMM-PID".
+ * pprof:    pprof.h walks the locations and stacks.
  */
 #ifndef GB_PROBE_PROFILE_H
 #define GB_PROBE_PROFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "probe/sampler.h"
+#include "unwind/kallsyms.h"
+#include "unwind/unwind.h"
 
 struct gb_profile;
 
-struct gb_profile *gb_profile__new(pid_t pid);   /* NULL on ENOMEM */
-/* 0 or -ENOMEM. */
-int gb_profile__add(struct gb_profile *p, const struct gb_sample *s);
+/* u names user addresses, k kernel ones (NULL: unnamed).  Neither is owned. */
+struct gb_profile *gb_profile__new(struct gb_unwinder *u, const struct gb_kallsyms *k,
+				   bool per_process);   /* NULL on ENOMEM */
+
+/* One sample: kframes[0..nk) innermost first, then uframes[0..nu)
+ * innermost first, where uframes[0] is the pc itself when upc (else a
+ * return address, as every later user frame).  0 or -ENOMEM. */
+int gb_profile__add(struct gb_profile *p, pid_t pid, const char *comm,
+		    const uint64_t *kframes, size_t nk,
+		    const uint64_t *uframes, size_t nu, bool upc);
+
 /* Top `top` rows (0: 20) of pcs and functions, with a header line. */
-void gb_profile__report(struct gb_profile *p, FILE *f, size_t top, const char *header);
+int gb_profile__report(struct gb_profile *p, FILE *f, size_t top, const char *header);
 /* Folded stacks, most frequent first. */
-void gb_profile__folded(struct gb_profile *p, FILE *f);
+int gb_profile__folded(struct gb_profile *p, FILE *f);
+
+/* A location (ids are index + 1). */
+struct gb_profile_loc {
+	uint64_t addr;
+	pid_t pid;                 /* 0 for kernel addresses */
+	bool kernel, ret;          /* ret: a return address */
+	char *func, *module, *build_id, *file;   /* NULL when unknown */
+	uint64_t func_off, mod_start, mod_end;
+	int line;
+};
+/* The name --report, --folded and pprof give a location: "func" (kernel:
+ * "func_[k]"), else "module+0xOFFSET" (from the module's start), else
+ * "[unknown]". */
+void gb_profile__loc_name(const struct gb_profile_loc *l, char *buf, size_t len);
+size_t gb_profile__nlocs(const struct gb_profile *p);
+const struct gb_profile_loc *gb_profile__loc(const struct gb_profile *p, size_t id);
+/* Call cb for each distinct stack: location ids innermost first. */
+typedef int (*gb_profile_stack_cb)(void *ctx, const uint64_t *ids, size_t n, pid_t pid,
+				   const char *comm, uint64_t count);
+int gb_profile__each_stack(const struct gb_profile *p, gb_profile_stack_cb cb, void *ctx);
+uint64_t gb_profile__total(const struct gb_profile *p);
+
 void gb_profile__free(struct gb_profile *p);
 
 #endif

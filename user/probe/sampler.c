@@ -5,6 +5,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <stddef.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,12 +22,13 @@
 #define DEFAULT_HZ 999
 #define DEFAULT_RINGBUF (4u << 20)
 #define DEFAULT_RINGBUF_STACKS (32u << 20)
+#define DEFAULT_STACK_SIZE 8192u
 
 struct gb_sampler {
 	struct sample_bpf *skel;
 	const struct gb_perf_event *ev;
 	uint64_t hz;
-	pid_t tgid;
+	struct bpf_link *fork_link;     /* follows children (-p, launch) */
 	struct gb_faults *faults;       /* shares our ring buffer (opts.faults) */
 	struct bpf_link **links;        /* one per CPU; each owns its perf event fd */
 	int nlinks, ncpus;
@@ -40,20 +42,31 @@ static int on_record(void *ctx, void *data, size_t len)
 	struct gb_sampler *s = ctx;
 	const struct gb_ev_hdr *h = data;
 	const struct gb_sampler_cbs *cbs = s->cbs;
+	const size_t fixed = offsetof(struct gb_ev_sample_stack, stack);
+	char comm[GB_COMM_LEN + 1];
 
 	if (len < sizeof(*h) || !cbs)
 		return 0;
 	if ((h->kind == GB_EV_SAMPLE && len >= sizeof(struct gb_ev_sample)) ||
-	    (h->kind == GB_EV_SAMPLE_STACK && len >= sizeof(struct gb_ev_sample_stack))) {
+	    (h->kind == GB_EV_SAMPLE_STACK && len >= fixed)) {
 		const struct gb_ev_sample *e = data;
+		memcpy(comm, e->comm, GB_COMM_LEN);
+		comm[GB_COMM_LEN] = 0;
 		struct gb_sample smp = {
-			.tid = (pid_t)h->tid, .cpu = h->cpu, .pc = e->pc, .ns = h->ns,
-			.in_kernel = e->flags & GB_SAMPLE_F_KERNEL,
+			.tid = (pid_t)h->tid, .pid = (pid_t)h->tgid, .comm = comm, .cpu = h->cpu,
+			.pc = e->pc, .ns = h->ns, .in_kernel = e->flags & GB_SAMPLE_F_KERNEL,
 		};
 		if (h->kind == GB_EV_SAMPLE_STACK) {
 			const struct gb_ev_sample_stack *st = data;
-			smp.stack = (const uint64_t *)st->stack;
-			smp.nframes = st->nframes > GB_MAX_STACK ? GB_MAX_STACK : (uint32_t)st->nframes;
+			smp.ustack = (const uint64_t *)st->ustack;
+			smp.nuser = st->nuser > GB_MAX_STACK ? GB_MAX_STACK : st->nuser;
+			smp.kstack = (const uint64_t *)st->kstack;
+			smp.nkernel = st->nkernel > GB_MAX_KSTACK ? GB_MAX_KSTACK : st->nkernel;
+			if (st->s.flags & GB_SAMPLE_F_REGS) {
+				smp.regs = &st->uregs;
+				smp.stack = st->stack;
+				smp.stack_len = st->stack_len > len - fixed ? len - fixed : st->stack_len;
+			}
 		}
 		s->delivered++;
 		return cbs->sample ? cbs->sample(cbs->ctx, &smp) : 0;
@@ -128,11 +141,21 @@ struct gb_sampler *gb_sampler__new(const struct gb_sampler_opts *o)
 {
 	struct gb_sampler *s;
 	size_t rb_bytes = o->ringbuf_bytes ? o->ringbuf_bytes :
-			  o->stacks ? DEFAULT_RINGBUF_STACKS : DEFAULT_RINGBUF;
-	int err;
+			  o->stacks || o->kernel ? DEFAULT_RINGBUF_STACKS : DEFAULT_RINGBUF;
+	uint32_t stack_size = o->stack_size ? o->stack_size : DEFAULT_STACK_SIZE;
+	int ncpus, err;
 
-	if (o->tgid <= 0) {
+	if (!o->all && !o->cgroup_id && !o->npids) {
 		gb_err("sample: no process to sample");
+		return NULL;
+	}
+	if (o->faults && (o->all || o->cgroup_id || o->npids != 1)) {
+		gb_err("sample: page faults are recorded for one process only");
+		return NULL;
+	}
+	if (stack_size % 8 || stack_size > GB_MAX_STACK_BYTES) {
+		gb_err("sample: stack size %u: expected a multiple of 8 up to %u", stack_size,
+		       GB_MAX_STACK_BYTES);
 		return NULL;
 	}
 	if (rb_bytes & (rb_bytes - 1)) {
@@ -144,7 +167,6 @@ struct gb_sampler *gb_sampler__new(const struct gb_sampler_opts *o)
 		gb_err("sample: %s", strerror(ENOMEM));
 		return NULL;
 	}
-	s->tgid = o->tgid;
 	gb_probe_libbpf_init();
 	if (!gb_feat_kernel_btf()) {
 		gb_err("sample: kernel has no BTF (/sys/kernel/btf/vmlinux): the sampler's "
@@ -159,9 +181,22 @@ struct gb_sampler *gb_sampler__new(const struct gb_sampler_opts *o)
 		gb_err("sample: opening BPF object: %s", strerror(errno));
 		goto fail;
 	}
-	s->skel->rodata->targ_tgid = (__u32)o->tgid;
+	s->skel->rodata->self_tgid = (__u32)getpid();
+	s->skel->rodata->scope_all = o->all;
+	s->skel->rodata->targ_cgroup = o->cgroup_id;
 	s->skel->rodata->has_range = o->has_range;
-	s->skel->rodata->want_stack = o->stacks;
+	s->skel->rodata->want_fp = o->stacks == GB_STACK_FP;
+	s->skel->rodata->want_regs = o->stacks == GB_STACK_DWARF;
+	s->skel->rodata->want_kernel = o->kernel;
+	s->skel->rodata->stack_size = stack_size;
+	/* Children are followed through the targets map: -p and launch only. */
+	bpf_program__set_autoload(s->skel->progs.gb_follow_fork, o->npids > 0);
+	ncpus = libbpf_num_possible_cpus();
+	if (ncpus <= 0) {
+		gb_err("sample: counting CPUs: %s", strerror(ncpus ? -ncpus : EINVAL));
+		goto fail;
+	}
+	bpf_map__set_max_entries(s->skel->maps.scratch, (__u32)ncpus);
 	s->skel->rodata->has_task_pt_regs = gb_feat_perf_helper(BPF_FUNC_task_pt_regs);
 	if (!s->skel->rodata->has_task_pt_regs)
 		gb_info("sample: no bpf_task_pt_regs(): user pc of in-kernel samples from the task stack");
@@ -174,13 +209,22 @@ struct gb_sampler *gb_sampler__new(const struct gb_sampler_opts *o)
 
 	err = sample_bpf__load(s->skel);
 	if (err) {
-		gb_err("sample: loading the perf_event program for pid %d: %s%s", o->tgid,
-		       strerror(-err), perm_hint(err));
+		gb_err("sample: loading the perf_event program: %s%s", strerror(-err),
+		       perm_hint(err));
 		goto fail;
+	}
+	for (size_t i = 0; i < o->npids; i++) {
+		__u32 key = (__u32)o->pids[i];
+		__u8 one = 1;
+		if (bpf_map__update_elem(s->skel->maps.targets, &key, sizeof(key), &one,
+					 sizeof(one), BPF_ANY)) {
+			gb_err("sample: pid %d: adding to the scope: %s", o->pids[i], strerror(errno));
+			goto fail;
+		}
 	}
 	if (o->faults) {
 		struct gb_faults_opts fo = {
-			.tgid = o->tgid, .share = true, .wakeup_bytes = rb_bytes / 4,
+			.tgid = o->pids[0], .share = true, .wakeup_bytes = rb_bytes / 4,
 			.wait_exec = o->wait_exec,
 			.events_fd = bpf_map__fd(s->skel->maps.events),
 			.counters_fd = bpf_map__fd(s->skel->maps.counters),
@@ -262,6 +306,15 @@ int gb_sampler__start(struct gb_sampler *s)
 		err = -ENODEV;
 		goto fail;
 	}
+	if (bpf_program__autoload(s->skel->progs.gb_follow_fork)) {
+		s->fork_link = bpf_program__attach(s->skel->progs.gb_follow_fork);
+		if (!s->fork_link) {
+			err = -errno;
+			gb_err("sample: following forks (tp_btf/sched_process_fork): %s",
+			       strerror(-err));
+			goto fail;
+		}
+	}
 	if (s->faults && (err = gb_faults__start(s->faults)))
 		goto fail;
 	return 0;
@@ -280,35 +333,20 @@ void gb_sampler__stop(struct gb_sampler *s)
 	free(s->links);
 	s->links = NULL;
 	s->nlinks = 0;
+	bpf_link__destroy(s->fork_link);
+	s->fork_link = NULL;
 	gb_faults__stop(s->faults);
-}
-
-static int consume(struct gb_sampler *s, int timeout_ms, const struct gb_sampler_cbs *cbs)
-{
-	int err = 0;
-
-	s->cbs = cbs;
-	s->delivered = 0;
-	if (timeout_ms) {
-		err = ring_buffer__poll(s->rb, timeout_ms);
-		if (err == -EINTR)
-			err = 0;
-	}
-	/* Wake-ups come only every quarter ring: always drain. */
-	if (err >= 0)
-		err = ring_buffer__consume(s->rb);
-	s->cbs = NULL;
-	return err < 0 ? err : s->delivered;
-}
-
-int gb_sampler__poll(struct gb_sampler *s, int timeout_ms, const struct gb_sampler_cbs *cbs)
-{
-	return consume(s, timeout_ms, cbs);
 }
 
 int gb_sampler__drain(struct gb_sampler *s, const struct gb_sampler_cbs *cbs)
 {
-	return consume(s, 0, cbs);
+	int err;
+
+	s->cbs = cbs;
+	s->delivered = 0;
+	err = ring_buffer__consume(s->rb);
+	s->cbs = NULL;
+	return err < 0 ? err : s->delivered;
 }
 
 int gb_sampler__fd(const struct gb_sampler *s)

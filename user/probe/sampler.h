@@ -5,13 +5,15 @@
  * sample.  In the kernel it drops samples of other processes (tgid filter)
  * and samples whose user pc is outside the range, and sends the rest to a
  * ring buffer: the target is never stopped, and threads it creates are
- * followed because they share its tgid.  Optionally each sample carries the
- * user stack (bpf_get_stack), and the process's page faults go into the
- * same ring buffer (faults.h).
+ * followed because they share its tgid, and processes it forks are added
+ * to the scope in the kernel.  Optionally each sample carries the user
+ * stack (frame pointers, or registers and stack bytes for DWARF unwinding)
+ * and the kernel stack, and the process's page faults go into the same ring
+ * buffer (faults.h).
  *
  *   struct gb_sampler *s = gb_sampler__new(&opts);   // probe, load
  *   gb_sampler__start(s);                            // perf events + attach
- *   while (...) gb_sampler__poll(s, 100, &cbs);
+ *   while (...) { poll(gb_sampler__fd(s)...); gb_sampler__drain(s, &cbs); }
  *   gb_sampler__stop(s); gb_sampler__drain(s, &cbs); // detach, then the rest
  *   gb_sampler__stats(s, &st);
  *   gb_sampler__free(s);                             // always unloads
@@ -27,19 +29,34 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "gebpf_events.h"
 #include "probe/faults.h"
 
+/* How a sample's user stack is captured. */
+enum gb_stack_mode {
+	GB_STACK_NONE = 0,
+	GB_STACK_FP,               /* frame pointers, walked in the kernel (bpf_get_stack) */
+	GB_STACK_DWARF,            /* registers + a copy of the stack top, unwound by user/unwind */
+};
+
+/* Valid during the callback only: the pointers point into the ring buffer. */
 struct gb_sample {
-	pid_t tid;
+	pid_t tid, pid;
+	const char *comm;          /* the thread's name */
 	uint32_t cpu;              /* CPU the sample was taken on */
 	uint64_t pc;               /* user pc (when in_kernel: where the thread returns to) */
 	uint64_t ns;               /* CLOCK_MONOTONIC nanoseconds */
 	bool in_kernel;            /* the thread was in the kernel (syscall, fault, irq) */
-	const uint64_t *stack;     /* user stack, innermost first (stacks only) */
-	uint32_t nframes;
+	const uint64_t *ustack;    /* GB_STACK_FP: user return addresses, innermost first */
+	uint32_t nuser;
+	const uint64_t *kstack;    /* opts.kernel and in_kernel: kernel stack, innermost first */
+	uint32_t nkernel;
+	const struct gb_user_regs *regs;   /* GB_STACK_DWARF: user registers (NULL if unreadable) */
+	const uint8_t *stack;      /* GB_STACK_DWARF: stack_len bytes copied from regs->sp */
+	uint64_t stack_len;
 };
 
-/* Negative returns stop the poll/drain, which returns that value. */
+/* Negative returns stop the drain, which returns that value. */
 struct gb_sampler_cbs {
 	int (*sample)(void *ctx, const struct gb_sample *s);
 	int (*fault)(void *ctx, const struct gb_fault *f);   /* with opts.faults */
@@ -47,13 +64,20 @@ struct gb_sampler_cbs {
 };
 
 struct gb_sampler_opts {
-	pid_t tgid;                /* process to sample (required) */
+	/* Scope: exactly one of these. */
+	const pid_t *pids;         /* these processes and the processes they fork */
+	size_t npids;
+	bool all;                  /* every process but gebpf itself */
+	uint64_t cgroup_id;        /* the processes of one cgroup (v2 id) */
+
 	const char *event;         /* perf event name; NULL: gb_perf_event_default() */
 	uint64_t hz;               /* samples per second per CPU (0: 999) */
 	bool has_range;            /* keep only samples with start <= pc <= end */
 	uint64_t start, end;       /* inclusive; start > end: empty until set_range */
-	bool stacks;               /* carry user stacks (--folded) */
-	bool faults;               /* also capture page faults */
+	enum gb_stack_mode stacks;
+	bool kernel;               /* kernel stacks of samples taken in the kernel */
+	uint32_t stack_size;       /* GB_STACK_DWARF: bytes copied (0: 8192; multiple of 8) */
+	bool faults;               /* also capture page faults (one process only) */
 	bool wait_exec;            /* keep nothing until gb_sampler__arm() (a launched
 				    * command that has not exec'd yet) */
 	size_t ringbuf_bytes;      /* power of 2 (0: 4 MiB, 32 MiB with stacks) */
@@ -85,9 +109,6 @@ int gb_sampler__start(struct gb_sampler *s);
 /* Detach and close the perf events (and stop fault capture).  Records
  * already in the ring buffer stay readable.  Idempotent. */
 void gb_sampler__stop(struct gb_sampler *s);
-/* Wait up to timeout_ms (-1: no limit; EINTR returns early) and deliver
- * what is pending.  Returns records delivered or a negative value. */
-int gb_sampler__poll(struct gb_sampler *s, int timeout_ms, const struct gb_sampler_cbs *cbs);
 /* Deliver everything pending now without blocking. */
 int gb_sampler__drain(struct gb_sampler *s, const struct gb_sampler_cbs *cbs);
 /* Readable when records are pending (poll it with other descriptors). */

@@ -15,6 +15,8 @@
 
 #include "common/log.h"
 
+#define PF_KTHREAD 0x00200000   /* include/linux/sched.h */
+
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
 #endif
@@ -89,24 +91,30 @@ fail:
 
 struct gb_target *gb_target__attach(pid_t pid)
 {
-	char path[64], state = 0;
+	char path[64], line[512], state = 0, *p;
+	unsigned long flags = 0;
 	struct gb_target *t;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "r");
-	if (!f || fscanf(f, "%*d (%*[^)]) %c", &state) != 1) {
-		/* comm may hold ')': fall back to "exists" */
+	f = fopen(path, "re");
+	/* Fields 3 (state) and 9 (flags) after the ")" that ends comm (which
+	 * may itself hold ")"). */
+	if (f && fgets(line, sizeof(line), f) && (p = strrchr(line, ')')) &&
+	    sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) == 2) {
+		/* parsed */
+	} else if (kill(pid, 0) && errno == ESRCH) {
 		if (f)
 			fclose(f);
-		if (kill(pid, 0) && errno == ESRCH) {
-			gb_err("sample: pid %d: no such process", pid);
-			return NULL;
-		}
-		f = NULL;
+		gb_err("sample: pid %d: no such process", pid);
+		return NULL;
 	}
 	if (f)
 		fclose(f);
+	if (flags & PF_KTHREAD) {
+		gb_err("sample: pid %d: is a kernel thread (nothing in user space to sample)", pid);
+		return NULL;
+	}
 	if (state == 'Z' || state == 'X') {
 		gb_err("sample: pid %d: process has exited (zombie)", pid);
 		return NULL;
@@ -127,7 +135,6 @@ struct gb_target *gb_target__attach(pid_t pid)
 pid_t gb_target__pid(const struct gb_target *t) { return t->pid; }
 bool gb_target__launched(const struct gb_target *t) { return t->launched; }
 int gb_target__fd(const struct gb_target *t) { return t->pidfd; }
-int gb_target__status(const struct gb_target *t) { return t->exited ? t->status : -1; }
 
 int gb_target__release(struct gb_target *t)
 {

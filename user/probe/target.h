@@ -17,7 +17,8 @@ struct gb_target;
 /* Fork the gated child for argv (argv[0] looked up in PATH).  NULL with a
  * "gebpf: ..." line printed on failure. */
 struct gb_target *gb_target__launch(char *const *argv, bool aslr);
-/* An existing process.  NULL (line printed) if it does not exist or is a zombie. */
+/* An existing process.  NULL (line printed) if it does not exist, is a
+ * zombie or is a kernel thread. */
 struct gb_target *gb_target__attach(pid_t pid);
 pid_t gb_target__pid(const struct gb_target *t);
 bool gb_target__launched(const struct gb_target *t);
@@ -29,8 +30,6 @@ int gb_target__release(struct gb_target *t);
 int gb_target__fd(const struct gb_target *t);
 /* The process has exited (reaped if it is our child). */
 bool gb_target__exited(struct gb_target *t);
-/* Exit status of a launched child once exited (wait status), else -1. */
-int gb_target__status(const struct gb_target *t);
 /* Launch mode: kill and reap a child that still runs (SIGKILL if it was
  * never released).  Attach mode: nothing.  Then free.  NULL is fine. */
 void gb_target__free(struct gb_target *t);

@@ -1,0 +1,427 @@
+/* One `gebpf sample` run: sample_session.h. */
+#include "probe/sample_session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/sigflag.h"
+#include "probe/pprof.h"
+#include "probe/profile.h"
+#include "probe/sample_out.h"
+#include "probe/target.h"
+#include "sym/syms.h"
+#include "unwind/kallsyms.h"
+#include "unwind/unwind.h"
+
+#define CGROUP2_MAGIC 0x63677270
+#define MAX_FRAMES 256
+
+struct session {
+	const struct gb_sample_session_opts *o;
+	struct gb_target *targets[GB_SAMPLE_MAX_PIDS];
+	size_t ntargets;
+	struct gb_sampler *smp;
+	struct gb_sample_out *lines;
+	struct gb_profile *prof;
+	struct gb_unwinder *unw;
+	struct gb_kallsyms *ksyms;
+	uint64_t pcs[MAX_FRAMES];
+	uint64_t unwound, truncated;
+	double drain_cpu;          /* CPU seconds spent reading and unwinding */
+	int out_fd, pprof_fd;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* A SYMBOL range.  A launched command's executable is mapped at exec, but
+ * a MODULE:SYMBOL in a shared library only once ld.so maps it: retry that
+ * for up to a second while the command runs. */
+static int resolve_range(const struct gb_range_spec *r, struct gb_target *t, uint64_t *start,
+			 uint64_t *end)
+{
+	char err[256] = "", first[256] = "";
+	double give_up = now_s() + 1.0;
+	pid_t pid = gb_target__pid(t);
+	bool retry = gb_target__launched(t) && r->module[0];
+
+	while (gb_sym_resolve(pid, r->module, r->symbol, start, end, err, sizeof(err))) {
+		if (!first[0])
+			snprintf(first, sizeof(first), "%s", err);  /* not "process gone" */
+		if (!retry || now_s() > give_up || gb_target__exited(t)) {
+			gb_err("sample: --range %s%s%s: pid %d: %s", r->module, r->module[0] ? ":" : "",
+			       r->symbol, pid, first);
+			return -ENOENT;
+		}
+		usleep(2000);
+	}
+	return 0;
+}
+
+/* The cgroup v2 id of a cgroup directory (what bpf_get_current_cgroup_id()
+ * returns for its processes). */
+static int cgroup_id(const char *path, uint64_t *id)
+{
+	struct {
+		struct file_handle fh;
+		uint64_t id;
+	} h = { .fh.handle_bytes = sizeof(uint64_t) };
+	struct statfs sf;
+	int mount_id;
+
+	if (statfs(path, &sf)) {
+		gb_err("sample: --cgroup %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (sf.f_type != CGROUP2_MAGIC) {
+		gb_err("sample: --cgroup %s: not a cgroup v2 directory (under /sys/fs/cgroup)", path);
+		return -EINVAL;
+	}
+	if (name_to_handle_at(AT_FDCWD, path, &h.fh, &mount_id, 0)) {
+		gb_err("sample: --cgroup %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	memcpy(id, h.fh.f_handle, sizeof(*id));
+	return 0;
+}
+
+/* Create an output file, write-only and never through a symlink, mode 0644
+ * before umask.  A regular file is reopened read-write so that the JSONL
+ * writer can read back whole lines after a write error. */
+static int open_output(const char *path)
+{
+	char self[64];
+	struct stat st;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+
+	if (fd < 0) {
+		gb_err("sample: %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+		int rw = open(self, O_RDWR | O_CLOEXEC);
+		if (rw >= 0) {
+			close(fd);
+			fd = rw;
+		}
+	}
+	return fd;
+}
+
+static int on_sample(void *ctx, const struct gb_sample *s)
+{
+	struct session *S = ctx;
+	const struct gb_sample_session_opts *o = S->o;
+	const uint64_t *u = &s->pc;
+	size_t nu = 1;
+
+	if (S->lines) {
+		gb_sample_out__sample(S->lines, s);
+		return 0;
+	}
+	gb_unwinder__sample_time(S->unw, s->pid, s->ns);
+	if (o->stacks == GB_STACK_DWARF) {
+		bool complete = false;
+		if (s->regs) {
+			nu = (size_t)gb_unwinder__unwind(S->unw, s->pid, s->tid, s->regs, s->stack,
+							 s->stack_len, S->pcs, MAX_FRAMES, &complete);
+			u = S->pcs;
+		}
+		if (complete)
+			S->unwound++;
+		else
+			S->truncated++;
+	} else if (o->stacks == GB_STACK_FP && s->nuser) {
+		u = s->ustack;
+		nu = s->nuser;
+	}
+	return gb_profile__add(S->prof, s->pid, s->comm, s->kstack, s->nkernel, u, nu, true);
+}
+
+static int on_fault(void *ctx, const struct gb_fault *x)
+{
+	struct session *S = ctx;
+	if (S->lines)
+		gb_sample_out__fault(S->lines, x);
+	return 0;
+}
+
+/* Find, launch or scope the targets and load the sampler. */
+static int setup(struct session *S, struct gb_sampler_opts *so)
+{
+	const struct gb_sample_session_opts *o = S->o;
+	pid_t pids[GB_SAMPLE_MAX_PIDS];
+
+	if (o->cmd) {
+		if (!(S->targets[S->ntargets++] = gb_target__launch(o->cmd, o->aslr)))
+			return -1;
+	}
+	for (size_t i = 0; i < o->npids; i++)
+		if (!(S->targets[S->ntargets++] = gb_target__attach(o->pids[i])))
+			return -1;
+	for (size_t i = 0; i < S->ntargets; i++)
+		pids[i] = gb_target__pid(S->targets[i]);
+	so->pids = pids;
+	so->npids = S->ntargets;
+	so->all = o->all;
+	if (o->cgroup && cgroup_id(o->cgroup, &so->cgroup_id))
+		return -1;
+	so->event = o->event;
+	so->hz = o->hz;
+	so->stacks = o->stacks;
+	so->kernel = o->kernel;
+	so->stack_size = o->stack_size;
+	so->faults = o->faults;
+	so->wait_exec = o->cmd != NULL;
+	so->has_range = o->range.kind != GB_RANGE_NONE;
+	if (o->range.kind == GB_RANGE_ADDR) {
+		so->start = o->range.has_start ? o->range.start : 0;
+		so->end = o->range.has_end ? o->range.end : UINT64_MAX;
+	} else if (o->range.kind == GB_RANGE_SYM) {
+		/* Empty until resolved (a launched command has not run yet). */
+		so->start = UINT64_MAX;
+		so->end = 0;
+		if (!o->cmd && resolve_range(&o->range, S->targets[0], &so->start, &so->end))
+			return -1;
+	}
+	S->smp = gb_sampler__new(so);
+	so->pids = NULL;
+	if (!S->smp || gb_sampler__start(S->smp))
+		return -1;
+	return 0;
+}
+
+static bool all_exited(struct session *S)
+{
+	if (!S->ntargets || S->o->all || S->o->cgroup)
+		return false;
+	/* A launched command ends the run when it exits, as perf record does. */
+	if (S->o->cmd)
+		return gb_target__exited(S->targets[0]);
+	for (size_t i = 0; i < S->ntargets; i++)
+		if (!gb_target__exited(S->targets[i]))
+			return false;
+	return true;
+}
+
+static double thread_cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Deliver what is pending, timing the user side's work. */
+static int drain(struct session *S, const struct gb_sampler_cbs *cbs)
+{
+	double t = thread_cpu_s();
+	int err = gb_sampler__drain(S->smp, cbs);
+
+	S->drain_cpu += thread_cpu_s() - t;
+	if (err < 0)
+		gb_err("sample: reading samples: %s", strerror(-err));
+	return err < 0 ? err : 0;
+}
+
+static int loop(struct session *S, const struct gb_sampler_cbs *cbs)
+{
+	const struct gb_sample_session_opts *o = S->o;
+	double deadline = o->duration > 0 ? now_s() + o->duration : 0, flushed = now_s();
+	struct pollfd pfd[1 + GB_SAMPLE_MAX_PIDS];
+	size_t n = 0;
+	int err;
+
+	pfd[n++] = (struct pollfd){ .fd = gb_sampler__fd(S->smp), .events = POLLIN };
+	if (o->cmd || !(o->all || o->cgroup))
+		for (size_t i = 0; i < S->ntargets; i++)
+			if (gb_target__fd(S->targets[i]) >= 0)
+				pfd[n++] = (struct pollfd){ .fd = gb_target__fd(S->targets[i]),
+							    .events = POLLIN };
+	while (!gb_sigflag_stop()) {
+		int timeout = 100;
+		if (deadline) {
+			double left = deadline - now_s();
+			if (left <= 0)
+				break;
+			if (left * 1000 < timeout)
+				timeout = (int)(left * 1000) + 1;
+		}
+		if (poll(pfd, (nfds_t)n, timeout) < 0 && errno != EINTR) {
+			gb_err("sample: poll: %s", strerror(errno));
+			return -errno;
+		}
+		if ((err = drain(S, cbs)))
+			return err;
+		if (S->lines && now_s() - flushed >= 1.0) {
+			gb_sample_out__flush(S->lines);
+			flushed = now_s();
+		}
+		if (all_exited(S))
+			break;
+		/* An exited target's pidfd stays readable: stop polling it. */
+		for (size_t i = 1; i < n; i++)
+			if (pfd[i].revents & POLLIN)
+				pfd[i].fd = -1;
+	}
+	return 0;
+}
+
+static void summary_line(const struct session *S, const struct gb_sampler_stats *st, char *buf,
+			 size_t len)
+{
+	int k = snprintf(buf, len, "%" PRIu64 " kept, %" PRIu64 " seen, %" PRIu64
+			 " filtered in the kernel, %" PRIu64 " lost", st->kept, st->seen,
+			 st->other + st->out_of_range, st->lost);
+	if (S->o->stacks == GB_STACK_DWARF && k > 0 && (size_t)k < len)
+		snprintf(buf + k, len - (size_t)k, "; %" PRIu64 " unwound, %" PRIu64 " truncated",
+			 S->unwound, S->truncated);
+}
+
+/* Write the profile outputs (report or folded, and pprof). */
+static int write_profile(struct session *S, const struct gb_sampler_stats *st, double t0,
+			 int64_t wall0)
+{
+	const struct gb_sample_session_opts *o = S->o;
+	char line[512], hdr[768];
+	int err = 0;
+
+	summary_line(S, st, line, sizeof(line));
+	if (o->mode == GB_SAMPLE_REPORT || o->mode == GB_SAMPLE_FOLDED) {
+		FILE *f = fdopen(dup(S->out_fd), "w");
+		if (!f) {
+			gb_err("sample: %s: %s", o->out ? o->out : "stdout", strerror(errno));
+			return -errno;
+		}
+		if (o->mode == GB_SAMPLE_REPORT) {
+			snprintf(hdr, sizeof(hdr), "gebpf sample: %s at %" PRIu64 " Hz: %s",
+				 gb_sampler__event(S->smp), gb_sampler__hz(S->smp), line);
+			err = gb_profile__report(S->prof, f, o->top, hdr);
+		} else {
+			err = gb_profile__folded(S->prof, f);
+		}
+		if (fclose(f) && !err)
+			err = -errno;
+		if (err) {
+			gb_err("sample: %s: write: %s", o->out ? o->out : "stdout", strerror(-err));
+			return err;
+		}
+	}
+	if (o->mode != GB_SAMPLE_REPORT)
+		fprintf(stderr, "gebpf: sample: %s\n", line);   /* the counts, never hidden */
+	if (o->pprof) {
+		struct gb_pprof_info info = {
+			.period_ns = 1000000000ull / gb_sampler__hz(S->smp),
+			.time_ns = wall0,
+			.duration_ns = (int64_t)((now_s() - t0) * 1e9),
+		};
+		err = gb_pprof_write(S->prof, &info, S->pprof_fd, o->pprof);
+	}
+	return err;
+}
+
+int gb_sample_session_run(const struct gb_sample_session_opts *o)
+{
+	struct session S = { .o = o, .out_fd = -1, .pprof_fd = -1 };
+	struct gb_sampler_opts so = { 0 };
+	struct gb_sampler_cbs cbs = { .sample = on_sample, .fault = on_fault, .ctx = &S };
+	struct gb_sampler_stats st = { 0 };
+	struct timespec wall;
+	int ret = GB_EXIT_FAIL, err;
+	double t0;
+
+	if (setup(&S, &so))
+		goto cleanup;
+	/* Every check passed: now the outputs. */
+	S.out_fd = o->out ? open_output(o->out) : STDOUT_FILENO;
+	if (S.out_fd < 0 || (o->pprof && (S.pprof_fd = open_output(o->pprof)) < 0))
+		goto cleanup;
+	if (o->mode == GB_SAMPLE_LINES) {
+		S.lines = gb_sample_out__new(S.out_fd);
+		if (!S.lines) {
+			gb_err("sample: %s", strerror(ENOMEM));
+			goto cleanup;
+		}
+	} else {
+		if (o->kernel && !(S.ksyms = gb_kallsyms__new()))
+			gb_warn("sample: /proc/kallsyms: %s: kernel frames stay unnamed",
+				strerror(errno));
+		S.unw = gb_unwinder__new();
+		S.prof = gb_profile__new(S.unw, S.ksyms, o->all || o->cgroup || o->npids > 1);
+		if (!S.unw || !S.prof) {
+			gb_err("sample: %s", strerror(ENOMEM));
+			goto cleanup;
+		}
+	}
+	clock_gettime(CLOCK_REALTIME, &wall);
+	t0 = now_s();
+	for (size_t i = 0; i < S.ntargets; i++)
+		if (gb_target__release(S.targets[i]))
+			goto cleanup;
+	gb_sampler__arm(S.smp);
+	if (o->cmd && S.unw)
+		gb_unwinder__prepare(S.unw, gb_target__pid(S.targets[0]));
+	if (o->range.kind == GB_RANGE_SYM && o->cmd) {
+		if (resolve_range(&o->range, S.targets[0], &so.start, &so.end))
+			goto cleanup;
+		gb_sampler__set_range(S.smp, so.start, so.end);
+	}
+	gb_info("sample: %s at %" PRIu64 " Hz%s", gb_sampler__event(S.smp), gb_sampler__hz(S.smp),
+		o->faults ? ", page faults" : "");
+
+	if (loop(&S, &cbs))
+		goto cleanup;
+	/* Detach first, then read what is left: nothing arrives after this. */
+	gb_sampler__stop(S.smp);
+	if (drain(&S, &cbs))
+		goto cleanup;
+	gb_sampler__stats(S.smp, &st);
+	gb_info("sample: user side: %.3f s of CPU for %" PRIu64 " samples", S.drain_cpu, st.kept);
+	if (st.lost || st.faults_lost)
+		gb_warn("sample: %" PRIu64 " samples and %" PRIu64 " faults lost (ring buffer full)",
+			st.lost, st.faults_lost);
+	if (S.lines) {
+		struct gb_sample_summary sum = {
+			.st = st, .event = gb_sampler__event(S.smp), .hz = gb_sampler__hz(S.smp),
+			.has_range = so.has_range, .start = so.start, .end = so.end,
+			.faults = o->faults,
+		};
+		err = gb_sample_out__finish(S.lines, &sum);
+		if (err) {
+			gb_err("sample: %s: write: %s", o->out ? o->out : "stdout", strerror(-err));
+			goto cleanup;
+		}
+	} else if (write_profile(&S, &st, t0, (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec)) {
+		goto cleanup;
+	}
+	ret = GB_EXIT_OK;
+cleanup:
+	gb_sampler__free(S.smp);   /* unloads every program, on every path */
+	for (size_t i = 0; i < S.ntargets; i++)
+		gb_target__free(S.targets[i]);   /* kills a launched command still running */
+	gb_sample_out__free(S.lines);
+	gb_profile__free(S.prof);
+	gb_unwinder__free(S.unw);
+	gb_kallsyms__free(S.ksyms);
+	if (S.out_fd >= 0 && S.out_fd != STDOUT_FILENO && close(S.out_fd) && ret == GB_EXIT_OK) {
+		gb_err("sample: %s: %s", o->out, strerror(errno));
+		ret = GB_EXIT_FAIL;
+	}
+	if (S.pprof_fd >= 0)
+		close(S.pprof_fd);
+	return ret;
+}

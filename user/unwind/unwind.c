@@ -1,0 +1,433 @@
+/* DWARF unwinding and naming of sampled user stacks: unwind.h. */
+#include "unwind/unwind.h"
+
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <search.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* An ELF file shared by every process that maps it. */
+struct elf_file {
+	dev_t dev;
+	ino_t ino;
+	int fd;
+	Elf *elf;
+};
+
+struct gb_unwinder;
+
+/* One sampled process. */
+struct proc {
+	pid_t pid;
+	struct gb_unwinder *u;
+	Dwfl *dwfl;                /* NULL when its maps could not be read */
+	uint64_t reported_ns;      /* when /proc/PID/maps was last read (CLOCK_MONOTONIC) */
+	uint64_t newest_ns;        /* the newest sample of the process seen */
+	uint64_t maps_hash;        /* of its text then */
+	/* The sample being unwound (for the callbacks). */
+	const struct gb_user_regs *regs;
+	const uint8_t *stack;
+	size_t len;
+	uint64_t *pcs;
+	int n, max;
+	bool read_failed;          /* a read fell outside the copied stack */
+};
+
+struct gb_unwinder {
+	Dwfl_Callbacks cbs;
+	char *debuginfo_path;
+	void *procs;               /* tsearch tree of struct proc, by pid */
+	void *files;               /* tsearch tree of struct elf_file, by (dev, ino) */
+	char build_id[2 * 64 + 1];
+	char func[512];
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_proc(const void *a, const void *b)
+{
+	pid_t x = ((const struct proc *)a)->pid, y = ((const struct proc *)b)->pid;
+	return (x > y) - (x < y);
+}
+
+static int cmp_file(const void *a, const void *b)
+{
+	const struct elf_file *x = a, *y = b;
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	return (x->ino > y->ino) - (x->ino < y->ino);
+}
+
+/* The shared handle of the file at path (as process pid sees it). */
+static struct elf_file *open_file(struct gb_unwinder *u, pid_t pid, const char *path)
+{
+	char full[4200];
+	struct stat st;
+	struct elf_file key, *f, **slot;
+	int fd;
+
+	snprintf(full, sizeof(full), "/proc/%d/root%s", pid, path);
+	fd = open(full, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st)) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	key.dev = st.st_dev;
+	key.ino = st.st_ino;
+	slot = tfind(&key, &u->files, cmp_file);
+	if (slot) {
+		close(fd);
+		return *slot;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		close(fd);
+		return NULL;
+	}
+	*f = key;
+	f->fd = fd;
+	f->elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!f->elf || elf_kind(f->elf) != ELF_K_ELF || !tsearch(f, &u->files, cmp_file)) {
+		elf_end(f->elf);
+		close(fd);
+		free(f);
+		return NULL;
+	}
+	return f;
+}
+
+/* Dwfl_Callbacks.find_elf: the module's userdata is its struct proc.  The
+ * handle returned is a counted reference to the shared one (elf_begin with
+ * a reference of the same mode), which libdwfl ends with the module. */
+static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+		    char **file_name, Elf **elfp)
+{
+	struct proc *p = *userdata;
+	struct elf_file *f;
+
+	(void)mod;
+	(void)base;
+	*elfp = NULL;
+	if (!p || modname[0] != '/')
+		return -1;
+	f = open_file(p->u, p->pid, modname);
+	if (!f)
+		return -1;
+	*elfp = elf_begin(f->fd, ELF_C_READ_MMAP, f->elf);
+	if (*elfp)
+		*file_name = strdup(modname);
+	return -1;
+}
+
+static bool mem_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	struct proc *p = arg;
+	uint64_t sp = p->regs->sp;
+
+	(void)dwfl;
+	if (addr < sp || addr - sp > p->len || p->len - (addr - sp) < sizeof(*result)) {
+		p->read_failed = true;
+		return false;
+	}
+	memcpy(result, p->stack + (addr - sp), sizeof(*result));
+	return true;
+}
+
+static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	(void)dwfl;
+	(void)arg;
+	(void)thread_argp;
+	return 0;    /* we unwind one thread at a time (dwfl_getthread_frames) */
+}
+
+static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+	(void)dwfl;
+	(void)tid;
+	*thread_argp = arg;
+	return true;
+}
+
+static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+	const struct gb_user_regs *r = ((struct proc *)arg)->regs;
+	/* x86-64 DWARF register numbers 0-15. */
+	const Dwarf_Word dw[16] = {
+		r->ax, r->dx, r->cx, r->bx, r->si, r->di, r->bp, r->sp,
+		r->r8, r->r9, r->r10, r->r11, r->r12, r->r13, r->r14, r->r15,
+	};
+	if (!dwfl_thread_state_registers(thread, 0, 16, dw))
+		return false;
+	dwfl_thread_state_register_pc(thread, r->ip);
+	return true;
+}
+
+static const Dwfl_Thread_Callbacks thread_cbs = {
+	.next_thread = next_thread,
+	.get_thread = get_thread,
+	.memory_read = mem_read,
+	.set_initial_registers = set_initial_registers,
+};
+
+static uint64_t hash_text(const char *s, size_t n, uint64_t h)
+{
+	while (n--)
+		h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
+	return h;
+}
+
+/* Report every file-backed mapping of pid as one module per file (its
+ * lowest to highest address), then attach our thread callbacks.  Nothing
+ * is redone when the maps are unchanged since the last read. */
+static void report(struct proc *p)
+{
+	char path[64], line[4400], name[4200], last[4200] = "";
+	uint64_t lo = 0, hi = 0, h = 1469598103934665603ULL;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f, *mem;
+
+	p->reported_ns = now_ns();
+	snprintf(path, sizeof(path), "/proc/%d/maps", p->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return;       /* gone: keep what we had */
+	mem = open_memstream(&text, &len);
+	if (!mem) {
+		fclose(f);
+		return;
+	}
+	while (fgets(line, sizeof(line), f))
+		fputs(line, mem);
+	fclose(f);
+	fclose(mem);
+	h = hash_text(text, len, h);
+	if (p->dwfl && h == p->maps_hash) {
+		free(text);
+		return;
+	}
+	if (p->dwfl)
+		dwfl_end(p->dwfl);
+	p->maps_hash = h;
+	p->dwfl = dwfl_begin(&p->u->cbs);
+	if (!p->dwfl) {
+		free(text);
+		return;
+	}
+	f = fmemopen(text, len ? len : 1, "r");
+	dwfl_report_begin(p->dwfl);
+	for (;;) {
+		uint64_t s = 0, e = 0;
+		bool more = f && len && fgets(line, sizeof(line), f) != NULL;
+
+		name[0] = 0;
+		if (more && sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %*s %*s %*s %4199[^\n]", &s, &e,
+				   name) < 2)
+			continue;
+		if (name[0] != '/' || strstr(name, " (deleted)"))
+			name[0] = 0;
+		if (last[0] && (!more || strcmp(name, last))) {
+			Dwfl_Module *m = dwfl_report_module(p->dwfl, last, lo, hi);
+			void **ud;
+			if (m && dwfl_module_info(m, &ud, NULL, NULL, NULL, NULL, NULL, NULL))
+				*ud = p;
+			last[0] = 0;
+		}
+		if (!more)
+			break;
+		if (name[0] && !last[0]) {
+			snprintf(last, sizeof(last), "%s", name);
+			lo = s;
+		}
+		if (name[0])
+			hi = e;
+	}
+	if (f)
+		fclose(f);
+	free(text);
+	dwfl_report_end(p->dwfl, NULL, NULL);
+	/* Without it naming still works; unwinding does not. */
+	dwfl_attach_state(p->dwfl, NULL, p->pid, &thread_cbs, p);
+}
+
+static struct proc *get_proc(struct gb_unwinder *u, pid_t pid)
+{
+	struct proc key = { .pid = pid }, *p, **slot;
+
+	slot = tfind(&key, &u->procs, cmp_proc);
+	if (slot)
+		return *slot;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->pid = pid;
+	p->u = u;
+	if (!tsearch(p, &u->procs, cmp_proc)) {
+		free(p);
+		return NULL;
+	}
+	report(p);
+	return p;
+}
+
+/* The module holding addr, reading the maps again when none does and a
+ * sample was taken after the last read (a library loaded since): at most
+ * once per batch of samples, and never for a pc that was already outside
+ * every module when the maps were read. */
+static Dwfl_Module *module_of(struct proc *p, uint64_t addr)
+{
+	Dwfl_Module *m = p->dwfl ? dwfl_addrmodule(p->dwfl, addr) : NULL;
+
+	if (!m && p->newest_ns > p->reported_ns) {
+		report(p);
+		m = p->dwfl ? dwfl_addrmodule(p->dwfl, addr) : NULL;
+	}
+	return m;
+}
+
+struct gb_unwinder *gb_unwinder__new(void)
+{
+	struct gb_unwinder *u = calloc(1, sizeof(*u));
+
+	if (!u)
+		return NULL;
+	elf_version(EV_CURRENT);
+	u->cbs.find_elf = find_elf;
+	u->cbs.find_debuginfo = dwfl_standard_find_debuginfo;
+	u->cbs.debuginfo_path = &u->debuginfo_path;   /* NULL: the default, /usr/lib/debug */
+	return u;
+}
+
+static int on_frame(Dwfl_Frame *f, void *arg)
+{
+	struct proc *p = arg;
+	Dwarf_Addr pc;
+
+	if (!dwfl_frame_pc(f, &pc, NULL))
+		return DWARF_CB_ABORT;
+	if (p->n && pc == 0)
+		return DWARF_CB_ABORT;
+	p->pcs[p->n++] = pc;
+	return p->n < p->max ? DWARF_CB_OK : DWARF_CB_ABORT;
+}
+
+int gb_unwinder__unwind(struct gb_unwinder *u, pid_t pid, pid_t tid,
+			const struct gb_user_regs *regs, const uint8_t *stack, size_t len,
+			uint64_t *pcs, int max, bool *complete)
+{
+	struct proc *p = get_proc(u, pid);
+	int rc;
+
+	*complete = false;
+	pcs[0] = regs->ip;
+	if (!p || max < 2)
+		return 1;
+	module_of(p, regs->ip);
+	if (!p->dwfl || dwfl_pid(p->dwfl) != pid)
+		return 1;
+	p->regs = regs;
+	p->stack = stack;
+	p->len = len;
+	p->pcs = pcs;
+	p->n = 0;
+	p->max = max;
+	p->read_failed = false;
+	rc = dwfl_getthread_frames(p->dwfl, tid, on_frame, p);
+	/* libdwfl ends a walk without error where a saved return address
+	 * could not be read (it looks undefined, as in the outermost frame):
+	 * a read outside the copy means the copy was too short. */
+	*complete = rc == 0 && !p->read_failed;
+	p->regs = NULL;
+	return p->n ? p->n : 1;
+}
+
+int gb_unwinder__describe(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
+			  struct gb_frame_info *fi)
+{
+	struct proc *p = get_proc(u, pid);
+	uint64_t a = ret ? addr - 1 : addr;
+	Dwfl_Module *m;
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	GElf_Off off = 0;
+	GElf_Sym sym;
+	Dwarf_Addr lo, hi;
+	int n;
+
+	memset(fi, 0, sizeof(*fi));
+	m = p ? module_of(p, a) : NULL;
+	if (!m)
+		return -ENOENT;
+	fi->module = dwfl_module_info(m, NULL, &lo, &hi, NULL, NULL, NULL, NULL);
+	fi->mod_start = lo;
+	fi->mod_end = hi;
+	n = dwfl_module_build_id(m, &bits, &vaddr);
+	if (n > 0 && n <= 64) {
+		for (int i = 0; i < n; i++)
+			sprintf(u->build_id + 2 * i, "%02x", bits[i]);
+		fi->build_id = u->build_id;
+	}
+	fi->func = dwfl_module_addrinfo(m, a, &off, &sym, NULL, NULL, NULL);
+	if (fi->func && strchr(fi->func, '@')) {
+		/* "memcpy@@GLIBC_2.14": the name without its symbol version. */
+		snprintf(u->func, sizeof(u->func), "%.*s", (int)strcspn(fi->func, "@"), fi->func);
+		fi->func = u->func;
+	}
+	fi->func_off = off + (addr - a);
+	Dwfl_Line *l = dwfl_module_getsrc(m, a);
+	if (l)
+		fi->file = dwfl_lineinfo(l, NULL, &fi->line, NULL, NULL, NULL);
+	return 0;
+}
+
+void gb_unwinder__prepare(struct gb_unwinder *u, pid_t pid)
+{
+	get_proc(u, pid);
+}
+
+void gb_unwinder__sample_time(struct gb_unwinder *u, pid_t pid, uint64_t ns)
+{
+	struct proc *p = get_proc(u, pid);
+	if (p && ns > p->newest_ns)
+		p->newest_ns = ns;
+}
+
+static void free_proc(void *x)
+{
+	struct proc *p = x;
+	if (p->dwfl)
+		dwfl_end(p->dwfl);
+	free(p);
+}
+
+static void free_file(void *x)
+{
+	struct elf_file *f = x;
+	elf_end(f->elf);
+	close(f->fd);
+	free(f);
+}
+
+void gb_unwinder__free(struct gb_unwinder *u)
+{
+	if (!u)
+		return;
+	/* Modules (and their references to the files) first. */
+	tdestroy(u->procs, free_proc);
+	tdestroy(u->files, free_file);
+	free(u);
+}

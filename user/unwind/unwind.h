@@ -1,0 +1,76 @@
+/* DWARF unwinding and symbolization of sampled user stacks (elfutils
+ * libdwfl), and naming of kernel addresses (kallsyms.h).
+ *
+ * A sample brings the user registers and a copy of the top of the user
+ * stack (bpf/sample.bpf.c).  gb_unwinder__unwind() walks it with libdwfl's
+ * frame unwinder, which reads the CFI of each module (.eh_frame, else
+ * .debug_frame) and, through our callbacks, registers and stack words from
+ * the copy only: a frame whose data lies above the copied bytes ends the
+ * walk (truncated).  A walk that reaches the outermost frame (_start, a
+ * thread's start, where the CFI marks the return address undefined)
+ * without needing a byte beyond the copy is complete.
+ *
+ * Per process, one Dwfl made from /proc/PID/maps (read again when a pc of a
+ * sample taken after the last read falls outside every module: a library
+ * loaded later; rebuilt only when the maps changed);
+ * per file (device, inode), one ELF handle shared by every process that maps
+ * it, so a long run or a whole-system run opens each file once.  Names come
+ * from .symtab, .dynsym, the .gnu_debugdata mini debuginfo, and separate
+ * debug files under /usr/lib/debug/.build-id/ (libdwfl's standard lookup),
+ * which also give file:line.
+ *
+ *   struct gb_unwinder *u = gb_unwinder__new();
+ *   n = gb_unwinder__unwind(u, pid, tid, regs, stack, len, pcs, 128, &complete);
+ *   gb_unwinder__describe(u, pid, pcs[i], i > 0, &info);
+ *   gb_unwinder__free(u);
+ */
+#ifndef GB_UNWIND_UNWIND_H
+#define GB_UNWIND_UNWIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gebpf_events.h"
+
+struct gb_unwinder;
+
+/* What an address is.  Strings belong to the unwinder (valid until free);
+ * NULL when unknown. */
+struct gb_frame_info {
+	const char *func;          /* function (symbol) name */
+	uint64_t func_off;         /* addr - symbol start */
+	const char *module;        /* path of the mapped file */
+	const char *build_id;      /* lower-case hex, NULL if the file has none */
+	uint64_t mod_start, mod_end;   /* the module's run-time address range */
+	const char *file;          /* source file (debug info only) */
+	int line;                  /* 0 when unknown */
+};
+
+struct gb_unwinder *gb_unwinder__new(void);   /* NULL on ENOMEM */
+void gb_unwinder__free(struct gb_unwinder *u);
+
+/* Unwind one sample of thread tid of process pid.  pcs[0] = regs->ip, then
+ * return addresses, at most max.  Returns the number of frames (>= 1), and
+ * *complete = the walk reached the outermost frame. */
+int gb_unwinder__unwind(struct gb_unwinder *u, pid_t pid, pid_t tid,
+			const struct gb_user_regs *regs, const uint8_t *stack, size_t len,
+			uint64_t *pcs, int max, bool *complete);
+
+/* Describe a user address of pid; ret = it is a return address (named by
+ * the call before it).  0, or -ENOENT when no mapped file holds it (then
+ * only the fields known are set). */
+int gb_unwinder__describe(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
+			  struct gb_frame_info *fi);
+
+/* A sample of pid taken at ns (CLOCK_MONOTONIC, bpf_ktime_get_ns()) is
+ * about to be unwound and named: its pcs may lie in modules mapped after
+ * the last read of the maps.  Call before unwind/describe. */
+void gb_unwinder__sample_time(struct gb_unwinder *u, pid_t pid, uint64_t ns);
+
+/* Read the modules of pid now (e.g. right after a launched command's exec)
+ * so that its samples can be named even if it exits soon. */
+void gb_unwinder__prepare(struct gb_unwinder *u, pid_t pid);
+
+#endif
