@@ -161,3 +161,23 @@ def test_out_dir_not_empty_is_refused(trace_ready, tmp_path):
     r = run_gebpf(args)
     assert r.returncode == 1 and "not empty" in one_gebpf_line(r.stderr)
     assert sorted(p.name for p in d.rglob("*")) == before
+
+
+def test_out_dir_force_replaces_the_recording(trace_ready, tmp_path):
+    """--force clears an earlier recording (its stale snapshot included) and
+    writes a new one; a file gebpf did not write there is never removed."""
+    d = tmp_path / "rec"
+    args = ["trace", "--range", "traced", "--out", d, "--", prog_path("mem_sizes")]
+    assert run_gebpf(args).returncode == 0
+    (d / "blobs" / "snap-10.core").write_bytes(b"stale")
+    assert run_gebpf(args).returncode == 1  # without --force: refused
+    r = run_gebpf(["trace", "--force", "--range", "traced", "--out", d, "--",
+                   prog_path("mem_sizes")])
+    assert r.returncode == 0, r.stderr
+    assert not (d / "blobs" / "snap-10.core").exists()
+    json.loads((d / "meta.json").read_text())
+    assert (d / "blobs" / "trace.jsonl").read_text().splitlines()[-1].startswith('{"t":"summary"')
+    (d / "mine.txt").write_text("not gebpf's")
+    r = run_gebpf(["trace", "--force", "--range", "traced", "--out", d, "--",
+                   prog_path("mem_sizes")])
+    assert r.returncode == 1 and (d / "mine.txt").exists(), r.stderr

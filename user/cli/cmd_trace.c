@@ -32,6 +32,7 @@ static void usage(FILE *f)
 "      --duration S       stop after S seconds\n"
 "  -o, --output FILE      write the trace to FILE (default: stdout)\n"
 "      --out DIR          recording directory: DIR/meta.json, DIR/blobs/trace.jsonl\n"
+"      --force            with --out: replace an earlier recording in DIR\n"
 "      --snap-at pc=ADDR|vt=N  snapshot into DIR/blobs/snap-<vt>.core (repeatable;\n"
 "                         needs --out)\n"
 "      --faults           merge page faults (BPF) as fault lines\n"
@@ -56,7 +57,7 @@ static void usage(FILE *f)
 }
 
 enum { O_START = 256, O_END, O_EXEC, O_MAX_EVENTS, O_MAX_INSNS, O_DURATION, O_OUT, O_SNAP_AT,
-       O_FAULTS, O_STEP_ALL, O_TRAP, O_ASLR, O_NO_PIN, O_FROM };
+       O_FAULTS, O_STEP_ALL, O_TRAP, O_ASLR, O_NO_PIN, O_FROM, O_FORCE };
 
 static const struct option longopts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -76,6 +77,7 @@ static const struct option longopts[] = {
 	{ "aslr", no_argument, NULL, O_ASLR },
 	{ "no-pin", no_argument, NULL, O_NO_PIN },
 	{ "from", required_argument, NULL, O_FROM },
+	{ "force", no_argument, NULL, O_FORCE },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
@@ -169,6 +171,7 @@ int cmd_trace(int argc, char **argv)
 		case O_ASLR: o.aslr = true; break;
 		case O_NO_PIN: o.pin = false; break;
 		case O_FROM: o.from = optarg; break;
+		case O_FORCE: o.force = true; break;
 		case 'v': gb_log_set_verbose(true); break;
 		case 'h': usage(stdout); return GB_EXIT_OK;
 		default: return cli_bad_option("trace", argv, "+p:r:o:vh");

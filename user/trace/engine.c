@@ -27,6 +27,7 @@
 #include <sys/user.h>
 #include <time.h>
 
+#include "common/grow.h"
 #include "common/log.h"
 #include "common/sigflag.h"
 #include "ptrace/regs.h"
@@ -52,16 +53,12 @@ void eng_finish(struct gb_engine *e, enum gb_end why)
 
 struct ethread *eng_thread(struct gb_engine *e, size_t i)
 {
-	if (i >= e->et_cap) {
-		size_t cap = e->et_cap ? e->et_cap : 8;
-		while (cap <= i)
-			cap *= 2;
-		struct ethread *v = realloc(e->et, cap * sizeof(*v));
-		if (!v)
-			abort();
+	size_t cap = e->et_cap;
+	if (i >= cap) {
+		if (GB_GROW(&e->et, &cap, i + 1))
+			abort(); /* a thread we cannot follow: the trace would be wrong */
 		for (size_t k = e->et_cap; k < cap; k++)
-			v[k] = (struct ethread){ .vcpu = -1, .state = T_STOPPED };
-		e->et = v;
+			e->et[k] = (struct ethread){ .vcpu = -1, .state = T_STOPPED };
 		e->et_cap = cap;
 	}
 	return &e->et[i];

@@ -59,7 +59,7 @@ struct gb_engine {
 	pid_t *detached;            /* fork children we let go */
 	size_t ndetached, detached_cap;
 	pid_t *pending_kids;        /* children stopped before their parent's event */
-	size_t npending_kids;
+	size_t npending_kids, pending_kids_cap;
 	uint32_t next_vcpu;
 	uint64_t vt;
 	size_t rr;

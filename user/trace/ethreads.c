@@ -10,7 +10,10 @@
 #include <sys/user.h>
 #include <sys/wait.h>
 
+#include "common/grow.h"
 #include "common/log.h"
+#include "common/procstatus.h"
+#include "common/waitstatus.h"
 #include "ptrace/regs.h"
 #include "trace/engine_int.h"
 
@@ -18,17 +21,8 @@
  * (/proc/TID/status Tgid; /proc/PID/task/TID may not list it yet). */
 static bool is_thread_of(pid_t pid, pid_t tid)
 {
-	char path[64], line[128];
-	int tgid = -1;
-	snprintf(path, sizeof(path), "/proc/%d/status", tid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return false;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Tgid: %d", &tgid) == 1)
-			break;
-	fclose(f);
-	return tgid == pid;
+	uint64_t tgid;
+	return gb_status_u64(tid, "Tgid", &tgid) == 0 && tgid == (uint64_t)pid;
 }
 
 static bool was_detached(struct gb_engine *e, pid_t pid)
@@ -41,13 +35,9 @@ static bool was_detached(struct gb_engine *e, pid_t pid)
 
 static void remember_detached(struct gb_engine *e, pid_t pid)
 {
-	if (e->ndetached == e->detached_cap) {
-		size_t cap = e->detached_cap ? e->detached_cap * 2 : 8;
-		pid_t *v = realloc(e->detached, cap * sizeof(*v));
-		if (!v)
-			return;
-		e->detached = v;
-		e->detached_cap = cap;
+	if (GB_GROW(&e->detached, &e->detached_cap, e->ndetached + 1)) {
+		eng_finish(e, GB_END_ERROR);
+		return;
 	}
 	e->detached[e->ndetached++] = pid;
 }
@@ -105,11 +95,11 @@ static void adopt(struct gb_engine *e, pid_t tid)
 	else if (!is_pending_kid(e, tid, false)) {
 		/* A child whose first stop came before its parent's event: the
 		 * event says fork or vfork; wait for it. */
-		pid_t *v = realloc(e->pending_kids, (e->npending_kids + 1) * sizeof(*v));
-		if (v) {
-			e->pending_kids = v;
-			e->pending_kids[e->npending_kids++] = tid;
+		if (GB_GROW(&e->pending_kids, &e->pending_kids_cap, e->npending_kids + 1)) {
+			eng_finish(e, GB_END_ERROR);
+			return;
 		}
+		e->pending_kids[e->npending_kids++] = tid;
 	}
 }
 
@@ -175,7 +165,7 @@ void eng_on_exit(struct gb_engine *e, size_t i, const struct gb_stop *st)
 		gb_probes__forget(e->probes, e->t->threads[i].tid);
 	eng_set_state(e, i, T_GONE);
 	if (e->t->threads[i].tid == e->t->pid) {
-		e->exit_status = st->kind == GB_STOP_EXITED ? W_EXITCODE(st->code, 0) : st->sig;
+		e->exit_status = gb_wait_status(st->kind == GB_STOP_EXITED, st->code, st->sig);
 		e->t->exited = true;
 		e->t->exit_status = e->exit_status;
 	}

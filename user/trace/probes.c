@@ -12,6 +12,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "common/log.h"
 #include "decode/decode.h"
 #include "ptrace/maps.h"
@@ -74,14 +75,8 @@ static int add_probe(struct gb_probes *p, uint64_t vaddr, uint64_t off)
 {
 	if (find_probe(p, vaddr))
 		return 0;
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? p->cap * 2 : 64;
-		struct probe *v = realloc(p->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		p->v = v;
-		p->cap = cap;
-	}
+	if (GB_GROW(&p->v, &p->cap, p->n + 1))
+		return -ENOMEM;
 	int r = gb_probetrap__add(p->pt, p->path, off);
 	if (r)
 		return r;

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/sigflag.h"
 #include "record/jsonl.h"
+#include "record/output.h"
 #include "record/recording.h"
 #include "probe/faults.h"
 #include "ptrace/maps.h"
@@ -34,7 +35,7 @@ struct session {
 	bool have_target;
 	uint64_t first_vt;              /* --from: the snapshot's vt */
 	int fd;
-	bool created_file;
+	struct gb_output file;          /* -o FILE */
 	struct gb_recording *rec;
 	struct gb_jsonl *out;
 	struct gb_engine *eng;
@@ -52,11 +53,12 @@ struct session {
 	const char *out_name;
 };
 
+/* After the checks (target, range): a refused command leaves no file. */
 static int open_output(struct session *s)
 {
 	const struct gb_trace_opts *o = s->o;
 	if (o->out_dir) {
-		s->rec = gb_recording__open(o->out_dir, false); /* lead: pass o->force (--force) */
+		s->rec = gb_recording__open(o->out_dir, o->force);
 		if (!s->rec)
 			return -1;
 		s->fd = gb_recording__trace_fd(s->rec);
@@ -68,17 +70,9 @@ static int open_output(struct session *s)
 		s->out_name = "stdout";
 		return 0;
 	}
-	struct stat st;
-	s->created_file = stat(o->out_file, &st) != 0;
-	/* Read-write: after a full disk the writer reads the file back to cut
-	 * it to whole lines and make room for the summary. */
-	s->fd = open(o->out_file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (s->fd < 0 && errno == EACCES)
-		s->fd = open(o->out_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (s->fd < 0) {
-		gb_err("%s: cannot write the trace: %s", o->out_file, strerror(errno));
+	if (gb_output_open(&s->file, o->out_file, GB_OUTPUT_SHARED))
 		return -1;
-	}
+	s->fd = s->file.fd;
 	s->out_name = o->out_file;
 	return 0;
 }
@@ -318,8 +312,7 @@ static int take_snapshot(void *ctx, struct gb_tracee *t, pid_t tid, uint64_t vt,
 		gb_err("snapshot at vt %llu: %s", (unsigned long long)vt, err);
 		return r;
 	}
-	gb_recording__add_snapshot(s->rec, vt, pc, tid, name);
-	return 0;
+	return gb_recording__add_snapshot(s->rec, vt, pc, tid, name);
 }
 
 static const char *signame(int sig)
@@ -370,16 +363,17 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	memset(&s, 0, sizeof(s));
 	s.o = o;
 	s.fd = -1;
+	s.file.fd = -1;
 	gb_sigflag_install();
 
-	if (open_output(&s))
-		goto cleanup;
 	if (start_target(&s))
 		goto cleanup;
 	if (resolve_range(&s)) {
 		rc = GB_EXIT_USAGE;
 		goto cleanup;
 	}
+	if (open_output(&s))
+		goto cleanup;
 
 	if (choose_trap(&s))
 		goto cleanup;
@@ -481,10 +475,6 @@ cleanup:
 	gb_probes__free(s.probes);
 	gb_jsonl__free(s.out);
 	gb_recording__free(s.rec); /* removes the temporary trace if not finished */
-	if (s.fd >= 0 && o->out_file) {
-		close(s.fd);
-		if (!s.eng && s.created_file)
-			unlink(o->out_file); /* nothing was traced: leave nothing behind */
-	}
+	gb_output_close(&s.file, !s.eng); /* nothing was traced: leave nothing behind */
 	return rc;
 }
