@@ -12,8 +12,8 @@
  *
  * Nothing but process state goes in: times, padding and unused fields are
  * zero, so the same state always gives the same bytes.  The data is copied
- * through one fixed buffer, from the loaded file or the capture's source
- * (source.h), hashed on the way.  The file is created unnamed (O_TMPFILE,
+ * through fixed buffers, from the loaded file or the capture's source, and
+ * hashed on the way (core_data.c).  The file is created unnamed (O_TMPFILE,
  * mode 0600), fsynced and linked into place (elsewhere: a temporary name,
  * renamed).
  */
@@ -32,10 +32,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
+#include "snap/core_data.h"
 #include "snap/note_json.h"
-#include "snap/source.h"
 
 #define ALIGN(x, a) (((x) + (a) - 1) & ~((uint64_t)(a) - 1))
 #ifndef NT_SIGINFO
@@ -274,107 +272,6 @@ static int build_head(struct buf *h, const struct gb_snapshot *s, const struct l
 	return r;
 }
 
-static int pwrite_all(int fd, const uint8_t *p, uint64_t len, uint64_t off)
-{
-	while (len) {
-		size_t n = len > (1u << 30) ? (1u << 30) : (size_t)len;
-		ssize_t w = pwrite(fd, p, n, (off_t)off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		len -= (uint64_t)w;
-		off += (uint64_t)w;
-	}
-	return 0;
-}
-
-static bool page_is_zero(const uint8_t *p)
-{
-	const uint64_t *q = (const uint64_t *)p;
-	if (q[0] | q[511])
-		return false;
-	uint64_t acc = 0;
-	for (size_t i = 0; i < GB_SNAP_PAGE / 8; i++)
-		acc |= q[i];
-	return acc == 0;
-}
-
-/* Write the non-zero pages of p[0, len) at off (zero pages stay holes). */
-static int write_pages(int fd, const uint8_t *p, uint64_t len, uint64_t off, uint64_t *written)
-{
-	for (uint64_t o = 0; o < len; o += GB_SNAP_PAGE) {
-		if (page_is_zero(p + o))
-			continue;
-		uint64_t e = o + GB_SNAP_PAGE;
-		while (e < len && !page_is_zero(p + e))
-			e += GB_SNAP_PAGE;
-		int r = pwrite_all(fd, p + o, e - o, off + o);
-		if (r)
-			return r;
-		*written += e - o;
-		o = e;
-	}
-	return 0;
-}
-
-static uint8_t zeros[GB_SNAP_SRC_CHUNK];   /* never written: costs no memory */
-
-static void hex(const unsigned char md[32], char out[65])
-{
-	for (int i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
-}
-
-/* One copy of the data (a pass). */
-struct copy {
-	int fd;
-	uint8_t *buf;              /* GB_SNAP_SRC_CHUNK bytes, reused */
-	EVP_MD_CTX *md;
-	uint64_t failed, written, bytes;
-};
-
-/* Copy one map's bytes at its core_off and hash them.  1 when the map
- * turns out to have no readable page (it then has no bytes). */
-static int copy_map(struct copy *c, struct gb_snapshot *s, struct gb_snap_map *m)
-{
-	uint64_t size = m->end - m->start, failed = 0;
-	int64_t got = 0;
-	unsigned char md[32];
-	unsigned mdlen = 0;
-	if (!EVP_DigestInit_ex(c->md, EVP_sha256(), NULL))
-		return -ENOMEM;
-	for (uint64_t off = 0; off < size; off += GB_SNAP_SRC_CHUNK) {
-		uint64_t len = size - off < GB_SNAP_SRC_CHUNK ? size - off : GB_SNAP_SRC_CHUNK;
-		const uint8_t *p;
-		bool holes = false;
-		if (m->data) {
-			p = m->data + off;
-			got += (int64_t)(len / GB_SNAP_PAGE);
-		} else {
-			int64_t n = gb_snap_src__read(s->src, m, off, c->buf, len, &holes, &failed);
-			if (n < 0)
-				return (int)n;
-			got += n;
-			p = holes ? zeros : c->buf;
-		}
-		EVP_DigestUpdate(c->md, p, len);
-		int r = holes ? 0 : write_pages(c->fd, p, len, m->core_off + off, &c->written);
-		if (r)
-			return r;
-	}
-	if (!m->data && !m->sparse && got == 0)
-		return 1;
-	c->failed += m->spilled ? m->failed : failed;
-	c->bytes += size;
-	if (!EVP_DigestFinal_ex(c->md, md, &mdlen) || mdlen != 32)
-		return -ENOMEM;
-	hex(md, m->sha256);
-	return 0;
-}
-
 /* Lay out, copy the data (which may show a map to have no bytes, or pages
  * that could not be read: the layout then changes and the copy is redone),
  * then write the head. */
@@ -383,14 +280,13 @@ static int write_core(int fd, struct gb_snapshot *s, struct gb_snap_save_stats *
 {
 	struct buf notes = { 0 }, head = { 0 };
 	struct layout L = { 0 };
-	struct copy c = { .fd = fd };
+	struct gb_core_data_stats cs = { 0 };
+	struct gb_core_data *d = gb_core_data__new(fd);
 	char *json = NULL;
 	size_t jlen = 0;
 	int r = 0;
 
-	c.md = EVP_MD_CTX_new();
-	c.buf = malloc(GB_SNAP_SRC_CHUNK);
-	if (!c.md || !c.buf) {
+	if (!d) {
 		r = -ENOMEM;
 		goto cleanup;
 	}
@@ -423,12 +319,11 @@ static int write_core(int fd, struct gb_snapshot *s, struct gb_snap_save_stats *
 			goto cleanup;
 		}
 		bool changed = false;
-		c.failed = c.written = c.bytes = 0;
 		for (size_t i = 0; i < s->nmaps; i++) {
 			struct gb_snap_map *m = &s->maps[i];
 			if (!gb_snap_map_has_bytes(m))
 				continue;
-			r = copy_map(&c, s, m);
+			r = gb_core_data__copy(d, s, m);
 			if (r < 0)
 				goto cleanup;
 			if (r == 1) {
@@ -436,13 +331,14 @@ static int write_core(int fd, struct gb_snapshot *s, struct gb_snap_save_stats *
 				changed = true;
 			}
 		}
-		r = 0;
-		if (c.failed) {
+		if ((r = gb_core_data__drain(d, &cs)))
+			goto cleanup;
+		if (cs.failed) {
 			char n[32], *was = NULL;
 			for (size_t i = 0; i < s->nvars; i++)
 				if (!strcmp(s->vars[i].key, "unreadable_pages"))
 					was = s->vars[i].value;
-			snprintf(n, sizeof(n), "%" PRIu64, c.failed);
+			snprintf(n, sizeof(n), "%" PRIu64, cs.failed);
 			if (!was || strcmp(was, n)) {
 				changed = true;
 				if ((r = gb_snapshot_set_var(s, "unreadable_pages", n)))
@@ -461,18 +357,17 @@ static int write_core(int fd, struct gb_snapshot *s, struct gb_snap_save_stats *
 		r = -ENOMEM;
 		goto cleanup;
 	}
-	r = pwrite_all(fd, head.p, head.len, 0);
+	r = gb_core_data__pwrite(fd, head.p, head.len, 0);
 	if (!r && ftruncate(fd, (off_t)L.file_len))
 		r = -errno;
 	if (st) {
-		st->bytes = c.bytes;
-		st->written = c.written;
+		st->bytes = cs.bytes;
+		st->written = cs.written;
 	}
 cleanup:
 	if (r && err)
 		snprintf(err, errlen, "%s", r == -ESRCH ? "the process exited during the copy" : strerror(-r));
-	EVP_MD_CTX_free(c.md);
-	free(c.buf);
+	gb_core_data__free(d);
 	free(json);
 	free(notes.p);
 	free(head.p);

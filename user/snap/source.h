@@ -22,7 +22,7 @@
 struct gb_snap_src;
 
 /* The buffer the bytes go through (capture spill and save). */
-#define GB_SNAP_SRC_CHUNK (8u << 20)
+#define GB_SNAP_SRC_CHUNK (1u << 20)
 
 /* Read from pid; NULL when out of memory. */
 struct gb_snap_src *gb_snap_src__new(pid_t pid);
