@@ -115,6 +115,9 @@ def test_fork_and_no_fork_give_identical_files(gebpf, root, tmp_path):
             assert rc == 0, err
             assert ("copy-on-write copy pid" in err) == (not extra), err
             assert "warning" not in err, err
+            # -v: the three phases, in order, one line each.
+            phases = [l.split()[2] for l in err.splitlines() if l.startswith("gebpf: snap: ")]
+            assert phases == ["freeze", "copy", "sync"], err
             outs.append(out.read_bytes())
         assert outs[0] == outs[1] == outs[2] == outs[3]
         assert t.report() == ["sigchld", "0", "children", "0"]
@@ -213,6 +216,19 @@ def test_gebpf_killed_mid_capture(gebpf, root, tmp_path, mode):
     finally:
         t.end()
     reap_copies(t.pid)
+
+
+def test_output_dir_checked_before_the_target_stops(gebpf, root, tmp_path):
+    t = Target("regions")
+    try:
+        r = subprocess.run([gebpf, "snap", "-p", str(t.pid), "-o", str(tmp_path / "no" / "x.core")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and "cannot create a file there" in r.stderr, r.stderr
+        st = open("/proc/%d/status" % t.pid).read()
+        assert re.search(r"^TracerPid:\s+0$", st, re.M)
+        assert t.report() == ["sigchld", "0", "children", "0"]
+    finally:
+        t.end()
 
 
 def test_untouched_30_gib_costs_nothing(gebpf, root, tmp_path):

@@ -203,6 +203,12 @@ int cmd_snap(int argc, char **argv)
 	dir = strdup(o.out);
 	if (!dir)
 		return GB_EXIT_FAIL;
+	/* Fail before stopping anything when the file cannot be written. */
+	if (access(dirname(dir), W_OK | X_OK)) {
+		gb_err("snap: %s: cannot create a file there: %s", o.out, strerror(errno));
+		free(dir);
+		return GB_EXIT_FAIL;
+	}
 	gb_sigflag_install();
 	t0 = now_ms();
 	if (o.argv) {
@@ -255,7 +261,7 @@ int cmd_snap(int argc, char **argv)
 	/* A launched program was stopped for us anyway: its freeze is the capture. */
 	if (o.argv)
 		t0 = now_ms();
-	struct gb_snap_capture_opts co = { .fork = !o.no_fork, .scratch_dir = dirname(dir) };
+	struct gb_snap_capture_opts co = { .fork = !o.no_fork, .scratch_dir = dir };
 	r = gb_snapshot_capture_opts(&t, &pt, &co, &s, err, sizeof(err));
 	if (r) {
 		gb_err("snap: %s", err);
