@@ -38,19 +38,6 @@
 #include "snap/source.h"
 #include "common/log.h"
 
-static int fail(char *err, size_t errlen, int r, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int r, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return r;
-}
-
 static bool is_plain_anon(const struct gb_map *pm)
 {
 	return pm->inode == 0 && (pm->path[0] == 0 || !strcmp(pm->path, "[heap]") ||
@@ -75,7 +62,7 @@ static int fork_copy(struct gb_tracee *tr, struct gb_snapshot *s, struct gb_snap
 	uint8_t *buf = NULL;
 	bool *freeze = calloc(s->nmaps ? s->nmaps : 1, sizeof(*freeze));
 	if (!freeze)
-		return fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+		return gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
 	int r = gb_snap_cow_freeze_maps(tr->pid, s, freeze);
 	if (r < 0)
 		snprintf(why, sizeof(why), "smaps: %s", strerror(-r));
@@ -83,7 +70,7 @@ static int fork_copy(struct gb_tracee *tr, struct gb_snapshot *s, struct gb_snap
 		r = gb_snap_cow_fork(tr, &child, why, sizeof(why));
 	if (r < 0) {
 		if (r == -ESRCH) {
-			r = fail(err, errlen, r, "pid %d: the process exited during the capture", tr->pid);
+			r = gb_snap__fail(err, errlen, r, "pid %d: the process exited during the capture", tr->pid);
 			goto cleanup;
 		}
 		gb_warn("snap: pid %d: no copy-on-write copy (%s): capturing with the process stopped",
@@ -93,13 +80,13 @@ static int fork_copy(struct gb_tracee *tr, struct gb_snapshot *s, struct gb_snap
 	}
 	buf = malloc(GB_SNAP_SRC_CHUNK);
 	if (!buf) {
-		r = fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+		r = gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
 		goto cleanup;
 	}
 	for (size_t i = 0; i < s->nmaps && !r; i++) {
 		struct gb_snap_map *m = &s->maps[i];
 		if (freeze[i] && (r = gb_snap_src__spill(s->src, m, o->scratch_dir, buf, GB_SNAP_SRC_CHUNK)))
-			r = fail(err, errlen, r, "pid %d: copying 0x%" PRIx64 "-0x%" PRIx64 " to %s: %s",
+			r = gb_snap__fail(err, errlen, r, "pid %d: copying 0x%" PRIx64 "-0x%" PRIx64 " to %s: %s",
 				 tr->pid, m->start, m->end, o->scratch_dir ? o->scratch_dir : ".",
 				 r == -ESRCH ? "the process exited during the capture" : strerror(-r));
 	}
@@ -224,7 +211,7 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 	*out = NULL;
 	struct gb_snapshot *s = gb_snapshot__alloc();
 	if (!s)
-		return fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+		return gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
 	s->owns_map_data = true;
 	s->meta.arch = strdup("amd64");
 	s->meta.platform = strdup("linux");
@@ -234,7 +221,7 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 
 	s->threads = calloc(tr->nthreads ? tr->nthreads : 1, sizeof(*s->threads));
 	if (!s->threads) {
-		r = fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+		r = gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
 		goto cleanup;
 	}
 	for (size_t i = 0; i < tr->nthreads; i++) {
@@ -242,13 +229,13 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 		if (th->exited)
 			continue;
 		if (!th->stopped) {
-			r = fail(err, errlen, -EINVAL, "pid %d: thread %d is not stopped", tr->pid, th->tid);
+			r = gb_snap__fail(err, errlen, -EINVAL, "pid %d: thread %d is not stopped", tr->pid, th->tid);
 			goto cleanup;
 		}
 		struct gb_snap_thread *t = &s->threads[s->nthreads++];
 		r = capture_thread(tr->pid, th, t);
 		if (r) {
-			r = fail(err, errlen, r, "pid %d: thread %d: %s", tr->pid, th->tid,
+			r = gb_snap__fail(err, errlen, r, "pid %d: thread %d: %s", tr->pid, th->tid,
 				 r == -ESRCH ? "exited during the capture" : strerror(-r));
 			goto cleanup;
 		}
@@ -256,7 +243,7 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 			s->meta.tid = t->tid;
 	}
 	if (!s->nthreads) {
-		r = fail(err, errlen, -ESRCH, "pid %d: no live thread to capture", tr->pid);
+		r = gb_snap__fail(err, errlen, -ESRCH, "pid %d: no live thread to capture", tr->pid);
 		goto cleanup;
 	}
 
@@ -264,13 +251,13 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 	if (!r)
 		r = gb_maps_read(tr->pid, &maps);
 	if (r) {
-		r = fail(err, errlen, r, "pid %d: %s", tr->pid,
+		r = gb_snap__fail(err, errlen, r, "pid %d: %s", tr->pid,
 			 r == -ESRCH ? "the process exited during the capture" : strerror(-r));
 		goto cleanup;
 	}
 	s->maps = calloc(maps.n ? maps.n : 1, sizeof(*s->maps));
 	if (!s->maps) {
-		r = fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+		r = gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
 		goto cleanup;
 	}
 	for (size_t i = 0; i < maps.n; i++) {
@@ -283,14 +270,14 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 		memcpy(m->perms, pm->perms, sizeof(m->perms));
 		m->path = strdup(pm->path);
 		if (!m->path) {
-			r = fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+			r = gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
 			goto cleanup;
 		}
 		classify_map(pm, m);
 	}
 	s->src = gb_snap_src__new(tr->pid);
 	if (!s->src) {
-		r = fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+		r = gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
 		goto cleanup;
 	}
 	if (o && o->fork && (r = fork_copy(tr, s, o, err, errlen)))

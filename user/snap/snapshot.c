@@ -12,7 +12,7 @@
 
 #include "snap/source.h"
 
-static int fail(char *err, size_t errlen, int e, const char *fmt, ...)
+int gb_snap__fail(char *err, size_t errlen, int e, const char *fmt, ...)
 {
 	if (err && errlen) {
 		va_list ap;
@@ -125,16 +125,16 @@ static int access_mem(const struct gb_snapshot *s, uint64_t addr, void *buf, con
 		      size_t len, char *err, size_t errlen)
 {
 	if (len && addr + len - 1 < addr)
-		return fail(err, errlen, -EFAULT, "0x%" PRIx64 "+%zu: wraps around the address space",
+		return gb_snap__fail(err, errlen, -EFAULT, "0x%" PRIx64 "+%zu: wraps around the address space",
 			    addr, len);
 	size_t done = 0;
 	while (done < len) {
 		uint64_t a = addr + done;
 		const struct gb_snap_map *m = gb_snapshot_find_map(s, a);
 		if (!m)
-			return fail(err, errlen, -EFAULT, "0x%" PRIx64 ": not in any mapping of the snapshot", a);
+			return gb_snap__fail(err, errlen, -EFAULT, "0x%" PRIx64 ": not in any mapping of the snapshot", a);
 		if (!gb_snap_map_has_bytes(m))
-			return fail(err, errlen, -ENODATA,
+			return gb_snap__fail(err, errlen, -ENODATA,
 				    "0x%" PRIx64 ": mapping 0x%" PRIx64 "-0x%" PRIx64 " %s%s%s has no bytes "
 				    "(it was not readable)", a, m->start, m->end, m->perms,
 				    m->path && *m->path ? " " : "", m->path ? m->path : "");
@@ -151,7 +151,7 @@ static int access_mem(const struct gb_snapshot *s, uint64_t addr, void *buf, con
 		else if (!m->data)
 			r = -EROFS;
 		if (r)
-			return fail(err, errlen, r, "0x%" PRIx64 ": %s", a,
+			return gb_snap__fail(err, errlen, r, "0x%" PRIx64 ": %s", a,
 				    r == -EROFS ? "the bytes are still in the process (save first)" :
 				    strerror(-r));
 		done += n;

@@ -188,6 +188,8 @@ pid_t gb_snapshot_source_pid(const struct gb_snapshot *s);
 int gb_snapshot_set_var(struct gb_snapshot *s, const char *key, const char *value);
 
 /* Internal helpers shared by the snap room. */
+/* Write "fmt..." into err (if not NULL) and return e. */
+int gb_snap__fail(char *err, size_t errlen, int e, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 struct gb_snapshot *gb_snapshot__alloc(void);
 /* Fill every thread's frames by unwinding the snapshot itself (libdw);
  * threads that cannot be unwound keep the frames they could get. */
