@@ -189,6 +189,41 @@ def test_rlimit_nproc_falls_back(gebpf, root, tmp_path):
     assert not children_left({t.pid})
 
 
+def allow_all_seccomp():
+    """A seccomp filter that allows everything (Seccomp: 2 in /proc/PID/status)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    class Filter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
+                    ("k", ctypes.c_uint)]
+
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+
+    ret_allow = Filter(0x06, 0, 0, 0x7fff0000)   # BPF_RET|BPF_K, SECCOMP_RET_ALLOW
+    prog = Prog(1, ctypes.pointer(ret_allow))
+    if libc.prctl(38, 1, 0, 0, 0) or libc.prctl(22, 2, ctypes.byref(prog), 0, 0):
+        raise OSError(ctypes.get_errno(), "seccomp")
+
+
+def test_seccomp_filter_falls_back(gebpf, root, tmp_path):
+    """A clone under a seccomp filter could kill the program: not tried."""
+    t = Target("regions", preexec_fn=allow_all_seccomp)
+    try:
+        assert re.search(r"^Seccomp:\s+2$", open("/proc/%d/status" % t.pid).read(), re.M)
+        out = tmp_path / "s.core"
+        rc, err, _ = snap(["-p", t.pid], out)
+        assert rc == 0, err
+        warn = [l for l in err.splitlines() if "warning" in l]
+        assert len(warn) == 1 and "seccomp filter" in warn[0], err
+        assert load_bytes(out, t.addrs[2], 8) == b"\x5a" * 8
+        assert t.report() == ["sigchld", "0", "children", "0"]
+    finally:
+        t.end()
+    assert not children_left({t.pid})
+
+
 @pytest.mark.parametrize("mode", [[], ["--no-fork"]])
 def test_gebpf_killed_mid_capture(gebpf, root, tmp_path, mode):
     """SIGKILL gebpf while it copies 1 GiB: the target runs on, no copy is
