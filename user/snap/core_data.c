@@ -2,6 +2,7 @@
 #include "snap/core_data.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -234,6 +235,10 @@ int gb_core_data__copy(struct gb_core_data *d, struct gb_snapshot *s, struct gb_
 		}
 		if (!holes)
 			r = write_pages(d, j.p, len, m->core_off + off);
+		/* Start the writeback now, so that the fsync at the end has
+		 * little left to wait for. */
+		if (!r && !holes)
+			sync_file_range(d->fd, (off_t)(m->core_off + off), (off_t)len, SYNC_FILE_RANGE_WRITE);
 		put(d, j);
 	}
 	/* Always end the map's hash, so that the next map starts afresh. */
