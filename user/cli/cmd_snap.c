@@ -20,6 +20,7 @@
 #include "common/sigflag.h"
 #include "ptrace/runto.h"
 #include "ptrace/tracee.h"
+#include "snap/cow.h"
 #include "snap/launch.h"
 #include "snap/point.h"
 #include "snap/snapshot.h"
@@ -189,6 +190,7 @@ int cmd_snap(int argc, char **argv)
 	int ret = GB_EXIT_FAIL, r;
 	bool have_tracee = false;
 	struct gb_snap_rng rng, *det = NULL;
+	struct gb_snap_cow_plan *plan = NULL;
 	double t0, t_freeze;
 
 	r = parse(argc, argv, &o);
@@ -225,6 +227,10 @@ int cmd_snap(int argc, char **argv)
 		}
 		snprintf(point, sizeof(point), "exec");
 	} else {
+		/* What the copy-on-write copy will lack, read before stopping. */
+		if (!o.no_fork)
+			plan = gb_snap_cow_plan__read(o.pid);
+		t0 = now_ms();
 		if (gb_tracee_attach(o.pid, &t))
 			goto cleanup;
 		have_tracee = true;
@@ -261,7 +267,7 @@ int cmd_snap(int argc, char **argv)
 	/* A launched program was stopped for us anyway: its freeze is the capture. */
 	if (o.argv)
 		t0 = now_ms();
-	struct gb_snap_capture_opts co = { .fork = !o.no_fork, .scratch_dir = dir };
+	struct gb_snap_capture_opts co = { .fork = !o.no_fork, .scratch_dir = dir, .plan = plan };
 	r = gb_snapshot_capture_opts(&t, &pt, &co, &s, err, sizeof(err));
 	if (r) {
 		gb_err("snap: %s", err);
@@ -298,6 +304,7 @@ cleanup:
 		if (gb_sigflag_stop())
 			kill(wait_pid, SIGKILL);
 	gb_snap_launch_env_end(init);
+	gb_snap_cow_plan__free(plan);
 	free(dir);
 	return ret;
 }

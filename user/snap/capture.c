@@ -63,11 +63,13 @@ static int fork_copy(struct gb_tracee *tr, struct gb_snapshot *s, struct gb_snap
 	bool *freeze = calloc(s->nmaps ? s->nmaps : 1, sizeof(*freeze));
 	if (!freeze)
 		return gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
-	int r = gb_snap_cow_freeze_maps(tr->pid, s, freeze);
+	int r = gb_snap_cow_freeze_maps(tr->pid, s, o->plan, freeze);
 	if (r < 0)
 		snprintf(why, sizeof(why), "smaps: %s", strerror(-r));
 	else
 		r = gb_snap_cow_fork(tr, &child, why, sizeof(why));
+	if (r >= 0 && (r = gb_snap_cow_missing_maps(child, s, freeze)) < 0)
+		snprintf(why, sizeof(why), "the copy's maps: %s", strerror(-r));
 	if (r < 0) {
 		if (r == -ESRCH) {
 			r = gb_snap__fail(err, errlen, r, "pid %d: the process exited during the capture", tr->pid);
@@ -78,6 +80,7 @@ static int fork_copy(struct gb_tracee *tr, struct gb_snapshot *s, struct gb_snap
 		r = 0;
 		goto cleanup;
 	}
+	r = 0;
 	buf = malloc(GB_SNAP_SRC_CHUNK);
 	if (!buf) {
 		r = gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);

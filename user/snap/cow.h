@@ -22,10 +22,23 @@ struct gb_tracee;
  * a seccomp filter, an init of a pid namespace). */
 int gb_snap_cow_fork(struct gb_tracee *t, pid_t *child, char *why, size_t whylen);
 
-/* Mark the maps of s the copy does not hold as they are (MAP_SHARED,
- * MADV_DONTFORK "dc", MADV_WIPEONFORK "wf" in /proc/PID/smaps): their
- * bytes must be read from the process while it is frozen.  Returns how
- * many, with freeze[i] set, or -errno. */
-int gb_snap_cow_freeze_maps(pid_t pid, const struct gb_snapshot *s, bool *freeze);
+/* Which VMAs have MADV_DONTFORK ("dc") or MADV_WIPEONFORK ("wf") set, from
+ * /proc/PID/smaps.  Reading smaps walks every page table of the process
+ * (tens of ms for a GiB): read it before the process is stopped. */
+struct gb_snap_cow_plan;
+struct gb_snap_cow_plan *gb_snap_cow_plan__read(pid_t pid);   /* NULL: cannot */
+void gb_snap_cow_plan__free(struct gb_snap_cow_plan *p);
+
+/* Mark (freeze[i]) the maps of s with bytes that the copy will not hold as
+ * they are now: MAP_SHARED ones, those plan says are dc or wf (a VMA is
+ * known by its start), and, as they may have become wf since plan was read,
+ * private anonymous maps plan does not know.  (A madvise(MADV_WIPEONFORK)
+ * on a known VMA between the plan and the freeze is missed: its bytes would
+ * read as zeros.)  plan NULL: smaps is read now.  Returns how many, or
+ * -errno. */
+int gb_snap_cow_freeze_maps(pid_t pid, const struct gb_snapshot *s, const struct gb_snap_cow_plan *plan,
+			    bool *freeze);
+/* After the fork: also mark the maps the copy lacks (dc set meanwhile). */
+int gb_snap_cow_missing_maps(pid_t child, const struct gb_snapshot *s, bool *freeze);
 
 #endif

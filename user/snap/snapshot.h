@@ -25,6 +25,7 @@
 
 struct gb_tracee;
 struct gb_snap_src;
+struct gb_snap_cow_plan;
 
 struct gb_snap_frame {
 	uint64_t pc, sp;
@@ -138,6 +139,10 @@ struct gb_snap_capture_opts {
 	bool fork;
 	const char *scratch_dir;   /* where MAP_SHARED / MADV_DONTFORK / WIPEONFORK
 				    * bytes are copied during the freeze ("." if NULL) */
+	/* Which maps are MADV_DONTFORK / WIPEONFORK, read before the process
+	 * was stopped (cow.h: gb_snap_cow_plan__read); NULL: read during the
+	 * freeze (slow for a big process). */
+	const struct gb_snap_cow_plan *plan;
 	bool forked;               /* out: the copy exists */
 };
 
