@@ -40,10 +40,10 @@ class Target:
         self.p.wait(timeout=60)
 
 
-def snap(args, out, timeout=300):
+def snap(args, out, timeout=300, cwd=None):
     """gebpf snap ARGS -o OUT; returns (rc, stderr, max RSS in KiB)."""
     g = subprocess.Popen([gebpf_path(), "snap", "-v", "-o", str(out)] + [str(a) for a in args],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd)
     deadline = time.time() + timeout
     while True:
         pid, status, ru = os.wait4(g.pid, os.WNOHANG)
@@ -128,11 +128,12 @@ def test_fork_and_no_fork_give_identical_files(gebpf, root, tmp_path):
 
 def test_regions_fork_does_not_copy(gebpf, root, tmp_path):
     """MADV_DONTFORK, MADV_WIPEONFORK and MAP_SHARED bytes are the process's;
-    the program sees no SIGCHLD and no child to wait for."""
+    the program sees no SIGCHLD and no child to wait for.  (-o without a
+    directory: the scratch file goes to the current one.)"""
     t = Target("regions")
     try:
         out = tmp_path / "r.core"
-        rc, err, _ = snap(["-p", t.pid], out)
+        rc, err, _ = snap(["-p", t.pid], "r.core", cwd=tmp_path)
         assert rc == 0 and "copy-on-write" in err, err
         dc, wf, sh = t.addrs
         assert load_bytes(out, dc, 4 * 4096) == b"\xdc" * 4 * 4096

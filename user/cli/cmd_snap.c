@@ -186,6 +186,7 @@ int cmd_snap(int argc, char **argv)
 	struct gb_snapshot *s = NULL;
 	struct gb_snap_save_stats st = { 0 };
 	char err[512], point[320] = "attach", outbuf[300], *dir = NULL;
+	const char *outdir;
 	pid_t init = 0, wait_pid = 0;
 	int ret = GB_EXIT_FAIL, r;
 	bool have_tracee = false;
@@ -206,7 +207,9 @@ int cmd_snap(int argc, char **argv)
 	if (!dir)
 		return GB_EXIT_FAIL;
 	/* Fail before stopping anything when the file cannot be written. */
-	if (access(dirname(dir), W_OK | X_OK)) {
+	/* dirname may return a static "." instead of changing dir. */
+	outdir = dirname(dir);
+	if (access(outdir, W_OK | X_OK)) {
 		gb_err("snap: %s: cannot create a file there: %s", o.out, strerror(errno));
 		free(dir);
 		return GB_EXIT_FAIL;
@@ -267,7 +270,7 @@ int cmd_snap(int argc, char **argv)
 	/* A launched program was stopped for us anyway: its freeze is the capture. */
 	if (o.argv)
 		t0 = now_ms();
-	struct gb_snap_capture_opts co = { .fork = !o.no_fork, .scratch_dir = dir, .plan = plan };
+	struct gb_snap_capture_opts co = { .fork = !o.no_fork, .scratch_dir = outdir, .plan = plan };
 	r = gb_snapshot_capture_opts(&t, &pt, &co, &s, err, sizeof(err));
 	if (r) {
 		gb_err("snap: %s", err);
