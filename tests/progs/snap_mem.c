@@ -106,9 +106,10 @@ int main(int argc, char **argv)
 			perror("madvise");
 			return 1;
 		}
-		memset(dc, 0xdc, 4 * PAGE);
-		memset(wf, 0x3f, 4 * PAGE);
-		memset(sh, 0x5a, 4 * PAGE);
+		/* The last page of each stays zero (a hole in gebpf's scratch file). */
+		memset(dc, 0xdc, 3 * PAGE);
+		memset(wf, 0x3f, 3 * PAGE);
+		memset(sh, 0x5a, 3 * PAGE);
 		printf("ready %p %p %p\n", (void *)dc, (void *)wf, (void *)sh);
 	} else if (!strcmp(mode, "noreserve")) {
 		mem_len = n << 30;

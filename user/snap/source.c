@@ -273,6 +273,9 @@ int gb_snap_src__spill(struct gb_snap_src *src, struct gb_snap_map *m, const cha
 			p = q;
 		}
 	}
+	/* Zero pages were not written: the file must still reach the end. */
+	if (ftruncate(src->spill_fd, (off_t)(src->spill_len + size)))
+		return -errno;
 	m->failed = failed;
 	m->spilled = true;
 	m->spill_off = src->spill_len;
