@@ -292,3 +292,33 @@ def test_untouched_30_gib_costs_nothing(gebpf, root, tmp_path):
     assert r.returncode == 0 and "middle page" in r.stdout, r.stdout + r.stderr
     r = subprocess.run([gebpf, "show", str(out)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+def test_copy_keeps_sharing_its_pages(gebpf, root, tmp_path):
+    """Reading the copy must not unshare its copy-on-write pages (pinning
+    them with process_vm_readv would: the copy would end up owning a private
+    copy of the whole memory).  Sample the copy's smaps_rollup while gebpf
+    reads it."""
+    t = Target("stall", 1024)
+    try:
+        g = subprocess.Popen([gebpf, "snap", "-v", "-o", str(tmp_path / "s.core"), "-p", str(t.pid)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        line = g.stderr.readline()
+        copy = int(re.search(r"copy-on-write copy pid (\d+)", line).group(1))
+        private, samples = 0, 0
+        while g.poll() is None:
+            try:
+                roll = open("/proc/%d/smaps_rollup" % copy).read()
+            except OSError:
+                break
+            kb = sum(int(x) for x in re.findall(r"^Private_(?:Clean|Dirty):\s+(\d+) kB", roll, re.M))
+            private = max(private, kb)
+            samples += 1
+            time.sleep(0.05)
+        g.communicate(timeout=120)
+        assert g.returncode == 0
+        assert samples >= 2, "the copy was read too fast to sample (%d samples)" % samples
+        assert private < 64 * 1024, "the copy holds %d MiB of private pages" % (private // 1024)
+    finally:
+        t.end()
+    reap_copies(t.pid)

@@ -7,12 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define PAGE GB_SNAP_PAGE
-#define MAX_IOV 1024
+#define MAX_RUNS 1024
 #define PM_PRESENT (1ull << 63)
 #define PM_SWAPPED (1ull << 62)
 #define PM_CHUNK 4096   /* pagemap entries per read */
@@ -115,58 +114,38 @@ static int present_runs(struct gb_snap_src *src, const struct gb_snap_map *m, ui
 	return 0;
 }
 
-/* Read the runs into buf (buf[0] is map offset base); unreadable pages are
- * zeroed and counted.  Pages read, or -ESRCH. */
+/* Read the runs into buf (buf[0] is map offset base) with pread on
+ * /proc/PID/mem, as gdb does: process_vm_readv pins the pages, and pinning a
+ * page the copy shares copy-on-write with the target makes the kernel copy
+ * it (the copy would end up owning a private copy of all its memory).
+ * Unreadable pages are zeroed and counted.  Pages read, or -ESRCH. */
 static int64_t read_runs(struct gb_snap_src *src, const struct gb_snap_map *m, uint64_t base, uint8_t *buf,
 			 const struct run *runs, size_t nruns, uint64_t *failed)
 {
 	int64_t got = 0;
-	size_t i = 0;
-	uint64_t skip = 0;
-	while (i < nruns) {
-		struct iovec lv[MAX_IOV], rv[MAX_IOV];
-		size_t n = 0;
-		uint64_t total = 0;
-		for (size_t j = i; j < nruns && n < MAX_IOV; j++, n++) {
-			uint64_t o = runs[j].off + (j == i ? skip : 0);
-			uint64_t l = runs[j].len - (j == i ? skip : 0);
-			lv[n] = (struct iovec){ buf + (o - base), l };
-			rv[n] = (struct iovec){ (void *)(uintptr_t)(m->start + o), l };
-			total += l;
-		}
-		ssize_t r = process_vm_readv(src->pid, lv, n, rv, n, 0);
-		if (r < 0 && errno == ESRCH)
-			return -ESRCH;
-		uint64_t done = r > 0 ? (uint64_t)r & ~(PAGE - 1) : 0;
-		got += (int64_t)(done / PAGE);
-		if (done < total) {
-			/* The page after what was read cannot be read this way. */
-			uint64_t adv = done, as = skip;
-			size_t a = i;
-			while (adv >= runs[a].len - as) {
-				adv -= runs[a].len - as;
-				a++;
-				as = 0;
+	for (size_t i = 0; i < nruns; i++) {
+		uint64_t o = runs[i].off, end = runs[i].off + runs[i].len;
+		while (o < end) {
+			ssize_t r = src->mem_fd >= 0 ?
+				pread(src->mem_fd, buf + (o - base), end - o, (off_t)(m->start + o)) : -1;
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r > 0) {
+				uint64_t done = (uint64_t)r & ~(PAGE - 1);
+				if (done) {
+					got += (int64_t)(done / PAGE);
+					o += done;
+					continue;
+				}
 			}
-			uint64_t o = runs[a].off + as + adv;
-			ssize_t p = src->mem_fd >= 0 ?
-				pread(src->mem_fd, buf + (o - base), PAGE, (off_t)(m->start + o)) : -1;
-			if (p == (ssize_t)PAGE) {
-				got++;
-			} else {
-				memset(buf + (o - base), 0, PAGE);
-				(*failed)++;
-			}
-			done += PAGE;
+			/* 0 bytes: the address space is gone (a dead page gives EIO). */
+			if (r == 0)
+				return -ESRCH;
+			/* The page at o cannot be read. */
+			memset(buf + (o - base), 0, PAGE);
+			(*failed)++;
+			o += PAGE;
 		}
-		/* Advance the cursor by done bytes. */
-		while (i < nruns && done >= runs[i].len - skip) {
-			done -= runs[i].len - skip;
-			i++;
-			skip = 0;
-		}
-		if (i < nruns)
-			skip += done;
 	}
 	return got;
 }
@@ -188,13 +167,13 @@ int64_t gb_snap_src__read(struct gb_snap_src *src, const struct gb_snap_map *m, 
 		struct run whole = { off, len };
 		return read_runs(src, m, off, buf, &whole, 1, failed);
 	}
-	struct run runs[MAX_IOV];
+	struct run runs[MAX_RUNS];
 	int64_t got = 0;
 	uint64_t o = off, zeroed = off; /* buf is zero up to zeroed */
 	while (o < off + len) {
 		size_t n;
 		uint64_t next;
-		if (present_runs(src, m, o, off + len - o, runs, MAX_IOV, &n, &next)) {
+		if (present_runs(src, m, o, off + len - o, runs, MAX_RUNS, &n, &next)) {
 			struct run rest = { o, off + len - o };
 			runs[0] = rest;
 			n = 1;

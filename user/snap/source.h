@@ -7,9 +7,10 @@
  * Reads go through the caller's buffer: nothing here is sized by a mapping.
  * For a sparse map, /proc/PID/pagemap says which pages exist (present or
  * swapped); the others are zeros without being read, so an untouched
- * MAP_NORESERVE region costs no memory in the target nor here.  Pages
- * process_vm_readv cannot read are retried through /proc/PID/mem; what
- * neither can read is zero and counted. */
+ * MAP_NORESERVE region costs no memory in the target nor here.  Bytes are
+ * read with pread on /proc/PID/mem (not process_vm_readv, whose page pinning
+ * would unshare every copy-on-write page); a page that cannot be read is
+ * zero and counted. */
 #ifndef GB_SNAP_SOURCE_H
 #define GB_SNAP_SOURCE_H
 
