@@ -27,8 +27,8 @@ REPO = os.path.dirname(BENCH)
 ARGS = {
     "bench_sample.py": {"full": (["--reps", "5"], {}),
                         "quick": (["--reps", "1", "--work", "100"], {})},
-    "bench_snap.py": {"full": ([], {"BENCH_MIB": "1024"}),
-                      "quick": ([], {"BENCH_MIB": "128"})},
+    "bench_snap.py": {"full": ([], {"BENCH_MIB": "1024", "BENCH_RUNS": "3"}),
+                      "quick": ([], {"BENCH_MIB": "128", "BENCH_RUNS": "1"})},
     "bench_trace.py": {"full": (["--reps", "7"], {}),
                        "quick": (["--quick"], {})},
 }

@@ -253,6 +253,9 @@ def judge_snap(rdir, exp, env):
         return ("fail", "snap: exit 0 but no snapshot file")
     if head[:4] != b"\x7fELF" or head[4] != 2 or int.from_bytes(head[16:18], "little") != 4:
         return ("fail", "snap: not an ELF64 core file (header %s)" % head[:18].hex())
+    # The memory must have come from the injected copy-on-write clone.
+    if not any("copy-on-write copy pid" in l for l in c.err):
+        return ("fail", "snap: no copy-on-write copy: %s" % c.gebpf_line())
     r = Check(rdir, "read")
     bad = r.failed_run()
     if bad:
@@ -261,7 +264,7 @@ def judge_snap(rdir, exp, env):
     want = b"gebpf-kmatrix-ok"
     flat = re.sub(rb"\s", b"", out).lower()
     if out.rstrip(b"\n") == want or want.hex().encode() in flat or want in out:
-        return ("pass", "read 0x%x: %s" % (env["PAGE2"], want.decode()))
+        return ("pass", "read 0x%x: %s (copy-on-write)" % (env["PAGE2"], want.decode()))
     return ("fail", "read 0x%x 16 printed %.60r, expected the bytes of %r"
             % (env["PAGE2"], out, want.decode()))
 

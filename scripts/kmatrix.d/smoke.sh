@@ -64,9 +64,10 @@ flush
 # (1) exact trace of a range (expect/kmtrace.jsonl)
 run trace 30 "$G" trace --range "$WORK_START-$WORK_LAST" -o "$O/trace.jsonl" -- "$P/kmtrace"
 
-# (2) snapshot at a PC, then read bytes back from it
+# (2) snapshot at a PC, then read bytes back from it.  The bytes come from a
+# copy-on-write copy (an injected clone(CLONE_PARENT), exit signal 0): -v says so.
 rm -f "$O/snap.core"
-run snap 30 "$G" snap --at "$AFTER_WORK" -o "$O/snap.core" -- "$P/kmtrace"
+run snap 30 "$G" snap -v --at "$AFTER_WORK" -o "$O/snap.core" -- "$P/kmtrace"
 if [ -s "$O/snap.core" ]; then
 	# The core is not shipped out of the guest: only its ELF header.
 	head -c 64 "$O/snap.core" | od -An -v -tx1 >"$O/snap.head"

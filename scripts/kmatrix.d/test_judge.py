@@ -48,7 +48,8 @@ def write_good(d):
     files = {
         "kernel": "6.1.0-test\n",
         "trace.rc": "0\n", "trace.err": "", "trace.jsonl": EXPECT,
-        "snap.rc": "0\n", "snap.err": "", "snap.head": ELF_CORE_HEAD,
+        "snap.rc": "0\n",
+        "snap.err": "gebpf: snap: freeze 2.0 ms (registers, maps, copy-on-write copy pid 9); the process runs again\n", "snap.head": ELF_CORE_HEAD,
         "read.rc": "0\n", "read.err": "",
         "read.out": "0x0000000000406000  67 65 62 70 66 2d 6b 6d 61 74 72 69 78 2d 6f 6b  |gebpf-kmatrix-ok|\n",
         "resume.rc": "0\n", "resume.err": "", "resume.jsonl": RESUMED,
@@ -102,6 +103,12 @@ def test_not_built_yet_is_a_fail_not_a_skip(good):
     put(good, "snap.rc", "1\n")
     put(good, "snap.err", "gebpf: snap: not built yet\n")
     assert verdicts(good)["snap"] == ("fail", "gebpf: snap: not built yet (exit 1)")
+
+
+def test_snap_without_the_copy_on_write_copy_fails(good):
+    line = "gebpf: warning: snap: pid 2: no copy-on-write copy (clone: Invalid argument): capturing with the process stopped"
+    put(good, "snap.err", line + "\n")
+    assert verdicts(good)["snap"] == ("fail", "snap: no copy-on-write copy: " + line)
 
 
 def test_missing_kernel_feature_is_a_skip_with_gebpfs_line(good):

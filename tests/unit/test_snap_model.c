@@ -173,6 +173,15 @@ Test(snap_model, save_load_roundtrip_is_byte_identical)
 	cr_assert_eq(memcmp(b1, b2, n1), 0, "save(load(x)) differs from x");
 	free(b1);
 	free(b2);
+	/* The file is mapped read-only: a write makes its pages private copies,
+	 * and the file itself does not change. */
+	cr_assert_eq(gb_snapshot_write_memory(l, 0x604000 - 3, "ENDHEAP", 7, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(gb_snapshot_read_memory(l, 0x604000 - 3, buf, 7, NULL, 0), 0);
+	cr_assert_eq(memcmp(buf, "ENDHEAP", 7), 0);
+	b1 = slurp(p1, &n1);
+	cr_assert_eq(memcmp(b1, b2 = slurp(p2, &n2), n1), 0, "writing to a loaded snapshot changed its file");
+	free(b1);
+	free(b2);
 	gb_snapshot_free(l);
 	gb_snapshot_free(s);
 	unlink(p1);

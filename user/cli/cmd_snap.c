@@ -1,15 +1,17 @@
 /* gebpf snap: a deterministic snapshot as an ELF core + JSON note.
- * argv -> opts -> ptrace room (launch/attach, run-to) -> snap room. */
+ * argv -> opts -> ptrace room (launch/attach, run-to) -> snap room.
+ * Order: freeze (attach, capture with a copy-on-write copy), release the
+ * target, copy the bytes from the copy, sync (docs/snap.md). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <sched.h>
+#include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cmds.h"
@@ -18,6 +20,8 @@
 #include "common/sigflag.h"
 #include "ptrace/runto.h"
 #include "ptrace/tracee.h"
+#include "snap/cow.h"
+#include "snap/launch.h"
 #include "snap/point.h"
 #include "snap/snapshot.h"
 #include "sym/syms.h"
@@ -27,16 +31,17 @@ struct snap_opts {
 	char **argv;              /* launch mode */
 	const char *at, *out;
 	uint64_t after;
-	bool has_after, aslr, pidns, fix_random, kill_after;
+	bool has_after, aslr, pidns, fix_random, kill_after, no_fork, verbose;
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: gebpf snap (-p PID | [--aslr] [--no-pidns] [--keep-random] [--kill] -- CMD [ARG...])\n"
-		"                  [--at ADDR|SYMBOL|MODULE:SYMBOL | --after N] [-o FILE]\n"
+		"                  [--at ADDR|SYMBOL|MODULE:SYMBOL | --after N] [-o FILE] [--no-fork] [-v]\n"
 		"Stop every thread, write a snapshot (ELF core + GEBPF JSON note, mode 0600),\n"
-		"and resume the threads exactly as they were.\n"
+		"and resume the threads exactly as they were.  The threads are stopped only\n"
+		"while a copy-on-write copy of the memory is made; the bytes are read from it.\n"
 		"  -p PID          attach to a running process\n"
 		"  -- CMD          launch CMD (deterministic: ASLR off, own pid namespace,\n"
 		"                  fixed AT_RANDOM bytes, pinned to one CPU); it then runs on\n"
@@ -47,17 +52,20 @@ static void usage(FILE *f)
 		"  --aslr          keep ASLR on in launch mode\n"
 		"  --no-pidns      launch in gebpf's pid namespace (real pids, not deterministic)\n"
 		"  --keep-random   keep the kernel's AT_RANDOM bytes (stack canary) in launch mode\n"
+		"  --no-fork       no copy: keep the process stopped while its memory is read\n"
+		"  -v, --verbose   report the phases (freeze, copy, sync) on stderr\n"
 		"See docs/snap.md and docs/snapshot-format.md.\n");
 }
 
 static int parse(int argc, char **argv, struct snap_opts *o)
 {
-	enum { O_AT = 256, O_AFTER, O_ASLR, O_NOPIDNS, O_KEEPRAND, O_KILL };
+	enum { O_AT = 256, O_AFTER, O_ASLR, O_NOPIDNS, O_KEEPRAND, O_KILL, O_NOFORK };
 	static const struct option lo[] = {
 		{ "pid", required_argument, NULL, 'p' }, { "output", required_argument, NULL, 'o' },
 		{ "at", required_argument, NULL, O_AT }, { "after", required_argument, NULL, O_AFTER },
 		{ "aslr", no_argument, NULL, O_ASLR }, { "no-pidns", no_argument, NULL, O_NOPIDNS },
 		{ "keep-random", no_argument, NULL, O_KEEPRAND }, { "kill", no_argument, NULL, O_KILL },
+		{ "no-fork", no_argument, NULL, O_NOFORK }, { "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' }, { 0 } };
 	uint64_t v;
 	int c;
@@ -65,7 +73,7 @@ static int parse(int argc, char **argv, struct snap_opts *o)
 	o->pidns = o->fix_random = true;
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+p:o:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:o:vh", lo, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			if (gb_parse_u64(optarg, &v) || v == 0 || v > 0x7fffffff) {
@@ -87,6 +95,8 @@ static int parse(int argc, char **argv, struct snap_opts *o)
 		case O_NOPIDNS: o->pidns = false; break;
 		case O_KEEPRAND: o->fix_random = false; break;
 		case O_KILL: o->kill_after = true; break;
+		case O_NOFORK: o->no_fork = true; break;
+		case 'v': o->verbose = true; break;
 		case 'h': usage(stdout); return 1;
 		default:
 			gb_err("snap: unknown or incomplete option '%s' (see gebpf snap --help)", argv[optind - 1]);
@@ -104,44 +114,6 @@ static int parse(int argc, char **argv, struct snap_opts *o)
 		return -1;
 	}
 	return 0;
-}
-
-/* Pin ourselves (and so the child) to the lowest CPU we may use: the kernel
- * writes the CPU number into the program's rseq area. */
-static void pin_lowest_cpu(void)
-{
-	cpu_set_t set, one;
-	if (sched_getaffinity(0, sizeof(set), &set))
-		return;
-	for (int c = 0; c < CPU_SETSIZE; c++)
-		if (CPU_ISSET(c, &set)) {
-			CPU_ZERO(&one);
-			CPU_SET(c, &one);
-			sched_setaffinity(0, sizeof(one), &one);
-			return;
-		}
-}
-
-/* A new pid namespace for our next children: its init (pid 1) just waits,
- * so the launched program is pid 2 every time. */
-static pid_t start_pidns(void)
-{
-	if (unshare(CLONE_NEWPID)) {
-		gb_warn("snap: cannot create a pid namespace (%s): pids will not be deterministic",
-			strerror(errno));
-		return 0;
-	}
-	pid_t init = fork();
-	if (init < 0) {
-		gb_warn("snap: fork of the namespace's init failed: %s", strerror(errno));
-		return 0;
-	}
-	if (init == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		for (;;)
-			pause();
-	}
-	return init;
 }
 
 /* "0x..." is an address; anything else a symbol ([MODULE:]NAME), or an
@@ -185,16 +157,42 @@ static void default_out(const struct snap_opts *o, char *buf, size_t len)
 	}
 }
 
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Let the target go: detach (a launched program runs on; its pid goes to
+ * *wait_pid), or kill a launched one when asked or when things failed. */
+static void release(const struct snap_opts *o, struct gb_tracee *t, bool ok, bool *have, pid_t *wait_pid)
+{
+	if (!*have)
+		return;
+	*have = false;
+	if (o->argv && (!ok || o->kill_after || gb_sigflag_stop())) {
+		gb_tracee_kill(t);
+		return;
+	}
+	*wait_pid = t->launched && !t->exited ? t->pid : 0;
+	gb_tracee_detach(t);
+}
+
 int cmd_snap(int argc, char **argv)
 {
 	struct snap_opts o;
 	struct gb_tracee t;
 	struct gb_snapshot *s = NULL;
-	char err[512], point[320] = "attach", outbuf[300];
-	pid_t init = 0;
+	struct gb_snap_save_stats st = { 0 };
+	char err[512], point[320] = "attach", outbuf[300], *dir = NULL;
+	const char *outdir;
+	pid_t init = 0, wait_pid = 0;
 	int ret = GB_EXIT_FAIL, r;
 	bool have_tracee = false;
 	struct gb_snap_rng rng, *det = NULL;
+	struct gb_snap_cow_plan *plan = NULL;
+	double t0, t_freeze;
 
 	r = parse(argc, argv, &o);
 	if (r)
@@ -203,11 +201,23 @@ int cmd_snap(int argc, char **argv)
 		default_out(&o, outbuf, sizeof(outbuf));
 		o.out = outbuf;
 	}
+	if (o.verbose)
+		gb_log_set_verbose(true);
+	dir = strdup(o.out);
+	if (!dir)
+		return GB_EXIT_FAIL;
+	/* Fail before stopping anything when the file cannot be written. */
+	/* dirname may return a static "." instead of changing dir. */
+	outdir = dirname(dir);
+	if (access(outdir, W_OK | X_OK)) {
+		gb_err("snap: %s: cannot create a file there: %s", o.out, strerror(errno));
+		free(dir);
+		return GB_EXIT_FAIL;
+	}
 	gb_sigflag_install();
+	t0 = now_ms();
 	if (o.argv) {
-		pin_lowest_cpu();
-		if (o.pidns)
-			init = start_pidns();
+		init = gb_snap_launch_env(o.pidns);
 		struct gb_launch_opts lo = { .argv = o.argv, .aslr = o.aslr };
 		if (gb_tracee_launch(&lo, &t))
 			goto cleanup;
@@ -220,8 +230,12 @@ int cmd_snap(int argc, char **argv)
 		}
 		snprintf(point, sizeof(point), "exec");
 	} else {
+		/* What the copy-on-write copy will lack, read before stopping. */
+		if (!o.no_fork)
+			plan = gb_snap_cow_plan__read(o.pid);
+		t0 = now_ms();
 		if (gb_tracee_attach(o.pid, &t))
-			return GB_EXIT_FAIL;
+			goto cleanup;
 		have_tracee = true;
 	}
 
@@ -253,37 +267,47 @@ int cmd_snap(int argc, char **argv)
 	struct gb_snap_point pt = { .tid = o.at || o.has_after || o.argv ? tid : 0, .vt = -1, .point = point };
 	if (o.has_after)
 		pt.vt = (int64_t)o.after;
-	r = gb_snapshot_capture(&t, &pt, &s, err, sizeof(err));
+	/* A launched program was stopped for us anyway: its freeze is the capture. */
+	if (o.argv)
+		t0 = now_ms();
+	struct gb_snap_capture_opts co = { .fork = !o.no_fork, .scratch_dir = outdir, .plan = plan };
+	r = gb_snapshot_capture_opts(&t, &pt, &co, &s, err, sizeof(err));
 	if (r) {
 		gb_err("snap: %s", err);
 		goto cleanup;
 	}
-	r = gb_snapshot_save(s, o.out, err, sizeof(err));
+	if (co.forked) {
+		release(&o, &t, true, &have_tracee, &wait_pid);
+		t_freeze = now_ms() - t0;
+		gb_info("snap: freeze %.1f ms (registers, maps, copy-on-write copy pid %d); the process runs again",
+			t_freeze, gb_snapshot_source_pid(s));
+	}
+	r = gb_snapshot_save_stats(s, o.out, &st, err, sizeof(err));
 	if (r) {
 		gb_err("snap: %s", err);
 		goto cleanup;
 	}
+	if (!co.forked) {
+		release(&o, &t, true, &have_tracee, &wait_pid);
+		t_freeze = now_ms() - t0;
+		gb_info("snap: freeze %.1f ms (no copy: stopped until the file was written)", t_freeze);
+	}
+	gb_info("snap: copy %.1f ms (%.1f MiB of maps, %.1f MiB written, %.0f MiB/s)", st.copy_s * 1e3,
+		(double)st.bytes / 1048576.0, (double)st.written / 1048576.0,
+		st.copy_s > 0 ? (double)st.bytes / 1048576.0 / st.copy_s : 0.0);
+	gb_info("snap: sync %.1f ms (fsync, link into place)", st.sync_s * 1e3);
 	printf("%s\n", o.out);
 	fflush(stdout);
 	ret = GB_EXIT_OK;
 cleanup:
 	gb_snapshot_free(s);
-	if (have_tracee) {
-		if (o.argv && (ret != GB_EXIT_OK || o.kill_after || gb_sigflag_stop())) {
-			gb_tracee_kill(&t);
-		} else {
-			pid_t pid = t.pid;
-			bool launched = t.launched && !t.exited;
-			gb_tracee_detach(&t);
-			/* A launched program runs on to its end. */
-			while (launched && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-				if (gb_sigflag_stop())
-					kill(pid, SIGKILL);
-		}
-	}
-	if (init > 0) {
-		kill(init, SIGKILL);
-		waitpid(init, NULL, 0);
-	}
+	release(&o, &t, ret == GB_EXIT_OK, &have_tracee, &wait_pid);
+	/* A launched program runs on to its end. */
+	while (wait_pid > 0 && waitpid(wait_pid, NULL, 0) < 0 && errno == EINTR)
+		if (gb_sigflag_stop())
+			kill(wait_pid, SIGKILL);
+	gb_snap_launch_env_end(init);
+	gb_snap_cow_plan__free(plan);
+	free(dir);
 	return ret;
 }

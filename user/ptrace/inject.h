@@ -24,5 +24,11 @@ uint64_t gb_inject_find_syscall(pid_t pid, uint64_t avoid_start, uint64_t avoid_
  * *pending_sig was 0) for the caller to deliver later. */
 int gb_inject_syscall(pid_t tid, uint64_t insn, long nr, const uint64_t args[6], long *ret,
 		      int *pending_sig);
+/* The same, and when the syscall stops at a ptrace event (PTRACE_EVENT_CLONE,
+ * _FORK, _VFORK of a clone/fork with the matching PTRACE_O_TRACE* option),
+ * *event_msg receives its PTRACE_GETEVENTMSG (the new task's pid as the
+ * tracer sees it; 0 when no event stop came). */
+int gb_inject_syscall_ev(pid_t tid, uint64_t insn, long nr, const uint64_t args[6], long *ret,
+			 int *pending_sig, unsigned long *event_msg);
 
 #endif

@@ -1,16 +1,17 @@
 /* Capture: a stopped gb_tracee -> struct gb_snapshot.
  *
  * Registers (general, FXSAVE, XSAVE), the stop's siginfo, signal masks per
- * thread; the maps; the bytes of every readable map; exe, auxv, fds, psinfo;
- * then stack traces unwound from the snapshot itself (stack.c).
+ * thread; the maps; exe, auxv, fds, psinfo; then stack traces unwound from
+ * the snapshot itself (stack.c).
  *
- * Memory is read with process_vm_readv over large iovecs (one per run of
- * pages), into private anonymous buffers that are never touched where the
- * target has no page: for anonymous maps /proc/PID/pagemap says which pages
- * exist (present or swapped), and absent pages read as zero without being
- * faulted in in the target.  Pages process_vm_readv cannot read are retried
- * through /proc/PID/mem; what neither can read stays zero.  A map of which no
- * page can be read ([vvar], [vsyscall], PROT_NONE) is kept with no bytes.
+ * Memory is not read here: the maps are classified (bytes or none, sparse or
+ * not) and a source (source.h) remembers where the bytes are, the stopped
+ * process or, with the fork option, its copy-on-write copy (cow.h);
+ * gb_snapshot_save copies them through one fixed buffer.  With the copy, the
+ * maps the copy does not hold as they are (MAP_SHARED, MADV_DONTFORK,
+ * MADV_WIPEONFORK) are copied to a scratch file before this returns, and the
+ * stacks are unwound later, from the copy.  A map that cannot be read
+ * ([vvar], PROT_NONE) is kept with no bytes.
  */
 #include "snap/snapshot.h"
 
@@ -25,82 +26,17 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
-#include <sys/uio.h>
+#include <sys/wait.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include "ptrace/maps.h"
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
+#include "snap/cow.h"
 #include "snap/proc.h"
-
-#define PAGE GB_SNAP_PAGE
-#define MAX_IOV 1024
-#define PM_PRESENT (1ull << 63)
-#define PM_SWAPPED (1ull << 62)
-
-struct reader {
-	pid_t pid;
-	int mem_fd, pagemap_fd;
-	uint64_t pages_read, pages_failed;
-};
-
-struct run {
-	uint64_t off, len;      /* within the map */
-};
-
-/* Advance the cursor (run i, bytes skip into it) by n bytes. */
-static void advance(const struct run *runs, size_t nruns, size_t *i, uint64_t *skip, uint64_t n)
-{
-	while (*i < nruns && n >= runs[*i].len - *skip) {
-		n -= runs[*i].len - *skip;
-		(*i)++;
-		*skip = 0;
-	}
-	if (*i < nruns)
-		*skip += n;
-}
-
-/* Read runs of one map into buf; pages that cannot be read stay zero.
- * Returns pages read (>= 0) or -errno (-ESRCH when the process is gone). */
-static int64_t read_runs(struct reader *rd, const struct gb_snap_map *m, uint8_t *buf,
-			 const struct run *runs, size_t nruns)
-{
-	int64_t got = 0;
-	size_t i = 0;
-	uint64_t skip = 0;
-	while (i < nruns) {
-		struct iovec lv[MAX_IOV], rv[MAX_IOV];
-		size_t n = 0;
-		uint64_t total = 0;
-		for (size_t j = i; j < nruns && n < MAX_IOV; j++, n++) {
-			uint64_t o = runs[j].off + (j == i ? skip : 0);
-			uint64_t l = runs[j].len - (j == i ? skip : 0);
-			lv[n] = (struct iovec){ buf + o, l };
-			rv[n] = (struct iovec){ (void *)(uintptr_t)(m->start + o), l };
-			total += l;
-		}
-		ssize_t r = process_vm_readv(rd->pid, lv, n, rv, n, 0);
-		if (r < 0 && errno == ESRCH)
-			return -ESRCH;
-		uint64_t done = r > 0 ? (uint64_t)r & ~(PAGE - 1) : 0;
-		got += (int64_t)(done / PAGE);
-		advance(runs, nruns, &i, &skip, done);
-		if (i == nruns || done == total)
-			continue;
-		/* The page at the cursor cannot be read this way. */
-		uint64_t o = runs[i].off + skip;
-		ssize_t p = rd->mem_fd >= 0 ? pread(rd->mem_fd, buf + o, PAGE, (off_t)(m->start + o)) : -1;
-		if (p == (ssize_t)PAGE) {
-			got++;
-		} else {
-			memset(buf + o, 0, PAGE);
-			rd->pages_failed++;
-		}
-		advance(runs, nruns, &i, &skip, PAGE);
-	}
-	return got;
-}
+#include "snap/source.h"
+#include "common/log.h"
 
 static bool is_plain_anon(const struct gb_map *pm)
 {
@@ -108,86 +44,70 @@ static bool is_plain_anon(const struct gb_map *pm)
 				  !strncmp(pm->path, "[stack", 6) || !strncmp(pm->path, "[anon:", 6));
 }
 
-/* The runs of pages that exist, from pagemap; NULL + *n = 1 run of the whole
- * map when pagemap is not available. */
-static struct run *present_runs(struct reader *rd, const struct gb_snap_map *m, size_t *nruns)
+/* Whether the map has bytes to read (decided for good when they are read:
+ * a map of which no page can be read is then kept with none). */
+static void classify_map(const struct gb_map *pm, struct gb_snap_map *m)
 {
-	uint64_t npages = (m->end - m->start) / PAGE;
-	size_t cap = 16, n = 0;
-	struct run *runs = malloc(cap * sizeof(*runs));
-	uint64_t ent[4096], chunk = sizeof(ent) / sizeof(ent[0]);
-	bool in_run = false;
-	if (!runs)
-		return NULL;
-	for (uint64_t p = 0; p < npages; p += chunk) {
-		uint64_t k = npages - p < chunk ? npages - p : chunk;
-		ssize_t r = pread(rd->pagemap_fd, ent, k * 8, (off_t)((m->start / PAGE + p) * 8));
-		if (r != (ssize_t)(k * 8)) {
-			free(runs);
-			return NULL;
-		}
-		for (uint64_t q = 0; q < k; q++) {
-			bool there = ent[q] & (PM_PRESENT | PM_SWAPPED);
-			uint64_t off = (p + q) * PAGE;
-			if (there && in_run) {
-				runs[n - 1].len += PAGE;
-			} else if (there) {
-				if (n == cap) {
-					cap *= 2;
-					struct run *v = realloc(runs, cap * sizeof(*v));
-					if (!v) {
-						free(runs);
-						return NULL;
-					}
-					runs = v;
-				}
-				runs[n++] = (struct run){ off, PAGE };
-				in_run = true;
-			} else {
-				in_run = false;
-			}
-		}
-	}
-	*nruns = n;
-	return runs;
+	m->live = (pm->prot & PROT_READ) && strcmp(pm->path, "[vvar]") && strcmp(pm->path, "[vvar_vclock]");
+	m->sparse = is_plain_anon(pm);
 }
 
-static int capture_map(struct reader *rd, const struct gb_map *pm, struct gb_snap_map *m)
+/* Give the memory a copy-on-write copy; copy what the copy does not hold
+ * as it is now.  0 (o->forked says whether it happened) or -errno. */
+static int fork_copy(struct gb_tracee *tr, struct gb_snapshot *s, struct gb_snap_capture_opts *o,
+		     char *err, size_t errlen)
 {
-	uint64_t size = m->end - m->start;
-	if (!(pm->prot & PROT_READ) || !strcmp(pm->path, "[vvar]") || !strcmp(pm->path, "[vvar_vclock]"))
-		return 0; /* listed, no bytes */
-	uint8_t *buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-			    -1, 0);
-	if (buf == MAP_FAILED)
-		return -ENOMEM;
-	/* Huge pages: on this VM class 4-5x faster to fill than 4 KiB faults. */
-	if (size >= (2u << 20))
-		madvise(buf, size, MADV_HUGEPAGE);
-	struct run whole = { 0, size }, *runs = NULL;
-	size_t nruns = 1;
-	bool sparse = rd->pagemap_fd >= 0 && is_plain_anon(pm);
-	if (sparse)
-		runs = present_runs(rd, m, &nruns);
-	if (!runs) {
-		sparse = false;
-		runs = &whole;
-		nruns = 1;
+	char why[256];
+	pid_t child = 0;
+	uint8_t *buf = NULL;
+	bool *freeze = calloc(s->nmaps ? s->nmaps : 1, sizeof(*freeze));
+	if (!freeze)
+		return gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+	int r = gb_snap_cow_freeze_maps(tr->pid, s, o->plan, freeze);
+	if (r < 0)
+		snprintf(why, sizeof(why), "smaps: %s", strerror(-r));
+	else
+		r = gb_snap_cow_fork(tr, &child, why, sizeof(why));
+	if (r >= 0 && (r = gb_snap_cow_missing_maps(child, s, freeze)) < 0)
+		snprintf(why, sizeof(why), "the copy's maps: %s", strerror(-r));
+	if (r < 0) {
+		if (r == -ESRCH) {
+			r = gb_snap__fail(err, errlen, r, "pid %d: the process exited during the capture", tr->pid);
+			goto cleanup;
+		}
+		gb_warn("snap: pid %d: no copy-on-write copy (%s): capturing with the process stopped",
+			tr->pid, why);
+		r = 0;
+		goto cleanup;
 	}
-	int64_t got = read_runs(rd, m, buf, runs, nruns);
-	if (runs != &whole)
-		free(runs);
-	if (got < 0) {
-		munmap(buf, size);
-		return (int)got;
+	r = 0;
+	buf = malloc(GB_SNAP_SRC_CHUNK);
+	if (!buf) {
+		r = gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+		goto cleanup;
 	}
-	if (got == 0 && !sparse) {
-		munmap(buf, size); /* nothing readable: listed with no bytes */
-		return 0;
+	for (size_t i = 0; i < s->nmaps && !r; i++) {
+		struct gb_snap_map *m = &s->maps[i];
+		if (freeze[i] && (r = gb_snap_src__spill(s->src, m, o->scratch_dir, buf, GB_SNAP_SRC_CHUNK)))
+			r = gb_snap__fail(err, errlen, r, "pid %d: copying 0x%" PRIx64 "-0x%" PRIx64 " to %s: %s",
+				 tr->pid, m->start, m->end, o->scratch_dir ? o->scratch_dir : ".",
+				 r == -ESRCH ? "the process exited during the capture" : strerror(-r));
 	}
-	rd->pages_read += (uint64_t)got;
-	m->data = buf;
-	return 0;
+	if (!r)
+		r = gb_snap_src__set_child(s->src, child);
+	if (!r) {
+		o->forked = true;
+		child = 0;
+	}
+cleanup:
+	if (child > 0) {
+		int st;
+		kill(child, SIGKILL);
+		waitpid(child, &st, __WALL);
+	}
+	free(buf);
+	free(freeze);
+	return r;
 }
 
 /* The XSAVE area in the standard format that gdb and kernel cores on common
@@ -276,31 +196,25 @@ static int capture_thread(pid_t host_pid, const struct gb_thread *th, struct gb_
 	return 0;
 }
 
-static int fail(char *err, size_t errlen, int r, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int r, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return r;
-}
-
 int gb_snapshot_capture(struct gb_tracee *tr, const struct gb_snap_point *pt,
 			struct gb_snapshot **out, char *err, size_t errlen)
 {
+	return gb_snapshot_capture_opts(tr, pt, NULL, out, err, errlen);
+}
+
+int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *pt,
+			     struct gb_snap_capture_opts *o, struct gb_snapshot **out, char *err,
+			     size_t errlen)
+{
 	struct gb_maps maps = { 0 };
-	struct reader rd = { .pid = tr->pid, .mem_fd = -1, .pagemap_fd = -1 };
 	struct utsname u;
-	char path[64];
 	int r;
+	if (o)
+		o->forked = false;
 	*out = NULL;
 	struct gb_snapshot *s = gb_snapshot__alloc();
 	if (!s)
-		return fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+		return gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
 	s->owns_map_data = true;
 	s->meta.arch = strdup("amd64");
 	s->meta.platform = strdup("linux");
@@ -310,7 +224,7 @@ int gb_snapshot_capture(struct gb_tracee *tr, const struct gb_snap_point *pt,
 
 	s->threads = calloc(tr->nthreads ? tr->nthreads : 1, sizeof(*s->threads));
 	if (!s->threads) {
-		r = fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+		r = gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
 		goto cleanup;
 	}
 	for (size_t i = 0; i < tr->nthreads; i++) {
@@ -318,13 +232,13 @@ int gb_snapshot_capture(struct gb_tracee *tr, const struct gb_snap_point *pt,
 		if (th->exited)
 			continue;
 		if (!th->stopped) {
-			r = fail(err, errlen, -EINVAL, "pid %d: thread %d is not stopped", tr->pid, th->tid);
+			r = gb_snap__fail(err, errlen, -EINVAL, "pid %d: thread %d is not stopped", tr->pid, th->tid);
 			goto cleanup;
 		}
 		struct gb_snap_thread *t = &s->threads[s->nthreads++];
 		r = capture_thread(tr->pid, th, t);
 		if (r) {
-			r = fail(err, errlen, r, "pid %d: thread %d: %s", tr->pid, th->tid,
+			r = gb_snap__fail(err, errlen, r, "pid %d: thread %d: %s", tr->pid, th->tid,
 				 r == -ESRCH ? "exited during the capture" : strerror(-r));
 			goto cleanup;
 		}
@@ -332,7 +246,7 @@ int gb_snapshot_capture(struct gb_tracee *tr, const struct gb_snap_point *pt,
 			s->meta.tid = t->tid;
 	}
 	if (!s->nthreads) {
-		r = fail(err, errlen, -ESRCH, "pid %d: no live thread to capture", tr->pid);
+		r = gb_snap__fail(err, errlen, -ESRCH, "pid %d: no live thread to capture", tr->pid);
 		goto cleanup;
 	}
 
@@ -340,17 +254,13 @@ int gb_snapshot_capture(struct gb_tracee *tr, const struct gb_snap_point *pt,
 	if (!r)
 		r = gb_maps_read(tr->pid, &maps);
 	if (r) {
-		r = fail(err, errlen, r, "pid %d: %s", tr->pid,
+		r = gb_snap__fail(err, errlen, r, "pid %d: %s", tr->pid,
 			 r == -ESRCH ? "the process exited during the capture" : strerror(-r));
 		goto cleanup;
 	}
-	snprintf(path, sizeof(path), "/proc/%d/mem", tr->pid);
-	rd.mem_fd = open(path, O_RDONLY | O_CLOEXEC);
-	snprintf(path, sizeof(path), "/proc/%d/pagemap", tr->pid);
-	rd.pagemap_fd = open(path, O_RDONLY | O_CLOEXEC);
 	s->maps = calloc(maps.n ? maps.n : 1, sizeof(*s->maps));
 	if (!s->maps) {
-		r = fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+		r = gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
 		goto cleanup;
 	}
 	for (size_t i = 0; i < maps.n; i++) {
@@ -362,28 +272,26 @@ int gb_snapshot_capture(struct gb_tracee *tr, const struct gb_snap_point *pt,
 		m->inode = pm->inode;
 		memcpy(m->perms, pm->perms, sizeof(m->perms));
 		m->path = strdup(pm->path);
-		if (!m->path || (r = capture_map(&rd, pm, m))) {
-			r = r ? r : -ENOMEM;
-			r = fail(err, errlen, r, "pid %d: reading 0x%" PRIx64 "-0x%" PRIx64 ": %s", tr->pid,
-				 pm->start, pm->end,
-				 r == -ESRCH ? "the process exited during the capture" : strerror(-r));
+		if (!m->path) {
+			r = gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
 			goto cleanup;
 		}
+		classify_map(pm, m);
 	}
-	if (rd.pages_failed) {
-		char n[32];
-		snprintf(n, sizeof(n), "%" PRIu64, rd.pages_failed);
-		gb_snapshot_set_var(s, "unreadable_pages", n);
+	s->src = gb_snap_src__new(tr->pid);
+	if (!s->src) {
+		r = gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+		goto cleanup;
 	}
-	gb_snapshot__unwind(s);
+	if (o && o->fork && (r = fork_copy(tr, s, o, err, errlen)))
+		goto cleanup;
+	/* Unwinding reads memory: from the copy once the target runs again. */
+	if (!o || !o->forked)
+		gb_snapshot__unwind(s);
 	*out = s;
 	s = NULL;
 	r = 0;
 cleanup:
-	if (rd.mem_fd >= 0)
-		close(rd.mem_fd);
-	if (rd.pagemap_fd >= 0)
-		close(rd.pagemap_fd);
 	gb_maps_free(&maps);
 	gb_snapshot_free(s);
 	return r;

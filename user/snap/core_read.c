@@ -1,8 +1,9 @@
 /* Reading a snapshot back from its ELF core (docs/snapshot-format.md).
  *
- * The file is mapped privately (copy-on-write), so map bytes are read where
- * they lie, holes read as zeros without touching the disk, and
- * gb_snapshot_write_memory changes only this process's copy.  Any x86-64 ELF
+ * The file is mapped read-only and private, so map bytes are read where they
+ * lie, holes read as zeros without touching the disk, a core larger than
+ * memory opens (nothing is committed), and gb_snapshot_write_memory changes
+ * only this process's copy of the pages it writes.  Any x86-64 ELF
  * core is accepted; without a GEBPF note the JSON-only parts (stack traces,
  * fds, meta) are empty and map names come from NT_FILE.
  */
@@ -290,7 +291,9 @@ int gb_snapshot_load(const char *path, struct gb_snapshot **out, char *err, size
 		r = rfail(&rd, -EINVAL, st.st_size ? "not an ELF core (too short)" : "empty file");
 		goto cleanup;
 	}
-	void *base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	/* Read-only: no memory is committed for the file, so a core of any size
+	 * opens; gb_snapshot_write_memory makes the pages it changes writable. */
+	void *base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_NORESERVE, fd, 0);
 	if (base == MAP_FAILED) {
 		r = rfail(&rd, -errno, "mmap: %s", strerror(errno));
 		goto cleanup;

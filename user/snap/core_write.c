@@ -11,8 +11,11 @@
  *   each readable map's bytes, in address order (all-zero pages are holes)
  *
  * Nothing but process state goes in: times, padding and unused fields are
- * zero, so the same state always gives the same bytes.  The file is written
- * under a temporary name (mode 0600), fsynced and renamed.
+ * zero, so the same state always gives the same bytes.  The data is copied
+ * through fixed buffers, from the loaded file or the capture's source, and
+ * hashed on the way (core_data.c).  The file is created unnamed (O_TMPFILE,
+ * mode 0600), fsynced and linked into place (elsewhere: a temporary name,
+ * renamed).
  */
 #include "snap/snapshot.h"
 
@@ -20,7 +23,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
-#include <pthread.h>
+#include <inttypes.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
+#include "snap/core_data.h"
 #include "snap/note_json.h"
 
 #define ALIGN(x, a) (((x) + (a) - 1) & ~((uint64_t)(a) - 1))
@@ -192,7 +195,7 @@ static void place(struct gb_snapshot *s, struct layout *L)
 	uint64_t off = L->data_off;
 	for (size_t i = 0; i < s->nmaps; i++) {
 		s->maps[i].core_off = off;
-		if (s->maps[i].data)
+		if (gb_snap_map_has_bytes(&s->maps[i]))
 			off += s->maps[i].end - s->maps[i].start;
 	}
 	L->file_len = off;
@@ -235,7 +238,7 @@ static int build_head(struct buf *h, const struct gb_snapshot *s, const struct l
 		ph.p_type = PT_LOAD;
 		ph.p_offset = m->core_off;
 		ph.p_vaddr = m->start;
-		ph.p_filesz = m->data ? m->end - m->start : 0;
+		ph.p_filesz = gb_snap_map_has_bytes(m) ? m->end - m->start : 0;
 		ph.p_memsz = m->end - m->start;
 		ph.p_flags = (m->perms[0] == 'r' ? PF_R : 0) | (m->perms[1] == 'w' ? PF_W : 0) |
 			     (m->perms[2] == 'x' ? PF_X : 0);
@@ -269,120 +272,82 @@ static int build_head(struct buf *h, const struct gb_snapshot *s, const struct l
 	return r;
 }
 
-static int pwrite_all(int fd, const uint8_t *p, uint64_t len, uint64_t off)
-{
-	while (len) {
-		size_t n = len > (1u << 30) ? (1u << 30) : (size_t)len;
-		ssize_t w = pwrite(fd, p, n, (off_t)off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		len -= (uint64_t)w;
-		off += (uint64_t)w;
-	}
-	return 0;
-}
-
-static bool page_is_zero(const uint8_t *p)
-{
-	const uint64_t *q = (const uint64_t *)p;
-	if (q[0] | q[511])
-		return false;
-	uint64_t acc = 0;
-	for (size_t i = 0; i < GB_SNAP_PAGE / 8; i++)
-		acc |= q[i];
-	return acc == 0;
-}
-
-/* Write one map's bytes, skipping all-zero pages (they stay holes). */
-static int write_map(int fd, const struct gb_snap_map *m)
-{
-	uint64_t size = m->end - m->start, run = 0;
-	bool in_run = false;
-	for (uint64_t o = 0; o <= size; o += GB_SNAP_PAGE) {
-		bool data = o < size && !page_is_zero(m->data + o);
-		if (data && !in_run) {
-			run = o;
-			in_run = true;
-		} else if (!data && in_run) {
-			int r = pwrite_all(fd, m->data + run, o - run, m->core_off + run);
-			if (r)
-				return r;
-			in_run = false;
-		}
-	}
-	return 0;
-}
-
-static void sha256_hex(const uint8_t *p, size_t len, char out[65])
-{
-	unsigned char md[32];
-	unsigned mdlen = 0;
-	if (!EVP_Digest(p, len, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32) {
-		memset(out, '0', 64);
-		out[64] = 0;
-		return;
-	}
-	for (int i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
-}
-
-static void *hash_maps(void *arg)
-{
-	struct gb_snapshot *s = arg;
-	for (size_t i = 0; i < s->nmaps; i++)
-		if (s->maps[i].data)
-			sha256_hex(s->maps[i].data, s->maps[i].end - s->maps[i].start, s->maps[i].sha256);
-	return NULL;
-}
-
-/* Layout, then data (hashed on a second thread meanwhile), then the head. */
-static int write_core(int fd, struct gb_snapshot *s, char *err, size_t errlen)
+/* Lay out, copy the data (which may show a map to have no bytes, or pages
+ * that could not be read: the layout then changes and the copy is redone),
+ * then write the head. */
+static int write_core(int fd, struct gb_snapshot *s, struct gb_snap_save_stats *st, char *err,
+		      size_t errlen)
 {
 	struct buf notes = { 0 }, head = { 0 };
 	struct layout L = { 0 };
+	struct gb_core_data_stats cs = { 0 };
+	struct gb_core_data *d = gb_core_data__new(fd);
 	char *json = NULL;
 	size_t jlen = 0;
 	int r = 0;
-	bool hashing = false;
-	pthread_t th;
 
-	for (size_t i = 0; i < s->nmaps; i++)
-		if (s->maps[i].data) {
-			memset(s->maps[i].sha256, '0', 64);
-			s->maps[i].sha256[64] = 0;
+	if (!d) {
+		r = -ENOMEM;
+		goto cleanup;
+	}
+	for (int pass = 0;; pass++) {
+		for (size_t i = 0; i < s->nmaps; i++)
+			if (gb_snap_map_has_bytes(&s->maps[i])) {
+				memset(s->maps[i].sha256, '0', 64);
+				s->maps[i].sha256[64] = 0;
+			}
+		/* The JSON names file offsets that depend on its own length:
+		 * iterate until the page-aligned data offset is stable. */
+		L.data_off = 0;
+		for (int iter = 0;; iter++) {
+			uint64_t before = L.data_off;
+			place(s, &L);
+			free(json);
+			json = gb_snap__json_build(s, &jlen);
+			notes.len = 0;
+			if (!json || (r = build_notes(&notes, s, json, jlen))) {
+				r = -ENOMEM;
+				goto cleanup;
+			}
+			L.notes_len = notes.len;
+			place(s, &L);
+			if (L.data_off == before || iter > 8)
+				break;
 		}
-	/* The JSON names file offsets that depend on its own length: iterate
-	 * until the page-aligned data offset is stable. */
-	for (int iter = 0;; iter++) {
-		uint64_t before = L.data_off;
-		place(s, &L);
-		free(json);
-		json = gb_snap__json_build(s, &jlen);
-		notes.len = 0;
-		if (!json || (r = build_notes(&notes, s, json, jlen))) {
-			r = -ENOMEM;
+		if (pass && ftruncate(fd, 0)) {
+			r = -errno;
 			goto cleanup;
 		}
-		L.notes_len = notes.len;
-		place(s, &L);
-		if (L.data_off == before || iter > 8)
+		bool changed = false;
+		for (size_t i = 0; i < s->nmaps; i++) {
+			struct gb_snap_map *m = &s->maps[i];
+			if (!gb_snap_map_has_bytes(m))
+				continue;
+			r = gb_core_data__copy(d, s, m);
+			if (r < 0)
+				goto cleanup;
+			if (r == 1) {
+				m->live = false;
+				changed = true;
+			}
+		}
+		if ((r = gb_core_data__drain(d, &cs)))
+			goto cleanup;
+		if (cs.failed) {
+			char n[32], *was = NULL;
+			for (size_t i = 0; i < s->nvars; i++)
+				if (!strcmp(s->vars[i].key, "unreadable_pages"))
+					was = s->vars[i].value;
+			snprintf(n, sizeof(n), "%" PRIu64, cs.failed);
+			if (!was || strcmp(was, n)) {
+				changed = true;
+				if ((r = gb_snapshot_set_var(s, "unreadable_pages", n)))
+					goto cleanup;
+			}
+		}
+		if (!changed || pass >= 3)
 			break;
 	}
-	if (pthread_create(&th, NULL, hash_maps, s) == 0)
-		hashing = true;
-	else
-		hash_maps(s);
-	for (size_t i = 0; i < s->nmaps && !r; i++)
-		if (s->maps[i].data)
-			r = write_map(fd, &s->maps[i]);
-	if (hashing)
-		pthread_join(th, NULL);
-	if (r)
-		goto cleanup;
 	size_t jlen2;
 	free(json);
 	json = gb_snap__json_build(s, &jlen2);
@@ -392,30 +357,109 @@ static int write_core(int fd, struct gb_snapshot *s, char *err, size_t errlen)
 		r = -ENOMEM;
 		goto cleanup;
 	}
-	r = pwrite_all(fd, head.p, head.len, 0);
+	r = gb_core_data__pwrite(fd, head.p, head.len, 0);
 	if (!r && ftruncate(fd, (off_t)L.file_len))
 		r = -errno;
+	if (st) {
+		st->bytes = cs.bytes;
+		st->written = cs.written;
+	}
 cleanup:
 	if (r && err)
-		snprintf(err, errlen, "%s", strerror(-r));
+		snprintf(err, errlen, "%s", r == -ESRCH ? "the process exited during the copy" : strerror(-r));
+	gb_core_data__free(d);
 	free(json);
 	free(notes.p);
 	free(head.p);
 	return r;
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* An unnamed file in path's directory (O_TMPFILE), else a temporary name
+ * (*tmp, malloc'd). */
+static int create_out(const char *path, char **tmp, char *why, size_t whylen)
+{
+	char *d = strdup(path);
+	if (!d)
+		return -ENOMEM;
+	int fd = open(dirname(d), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	int e = errno;
+	free(d);
+	if (fd >= 0 || (e != EOPNOTSUPP && e != EISDIR && e != EINVAL)) {
+		if (fd < 0)
+			snprintf(why, whylen, "cannot create a file there: %s", strerror(e));
+		return fd >= 0 ? fd : -e;
+	}
+	if (asprintf(tmp, "%s.tmp.XXXXXX", path) < 0) {
+		*tmp = NULL;
+		return -ENOMEM;
+	}
+	fd = mkostemp(*tmp, O_CLOEXEC);
+	if (fd < 0) {
+		e = errno;
+		snprintf(why, whylen, "cannot create a file there: %s", strerror(e));
+		free(*tmp);
+		*tmp = NULL;
+		return -e;
+	}
+	return fd;
+}
+
+/* Give the unnamed file fd the name path, replacing what is there. */
+static int link_out(int fd, const char *path, char *why, size_t whylen)
+{
+	char proc[64], *tmp = NULL;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	if (!linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW))
+		return 0;
+	if (errno != EEXIST) {
+		snprintf(why, whylen, "link: %s", strerror(errno));
+		return -errno;
+	}
+	/* Replace atomically: link under a fresh name, rename over path. */
+	for (unsigned i = 0; i < 100; i++) {
+		free(tmp);
+		if (asprintf(&tmp, "%s.tmp.%d.%u", path, (int)getpid(), i) < 0)
+			return -ENOMEM;
+		if (!linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW))
+			break;
+		if (errno != EEXIST) {
+			snprintf(why, whylen, "link: %s", strerror(errno));
+			free(tmp);
+			return -errno;
+		}
+	}
+	int r = rename(tmp, path) ? -errno : 0;
+	if (r) {
+		snprintf(why, whylen, "rename: %s", strerror(-r));
+		unlink(tmp);
+	}
+	free(tmp);
+	return r;
+}
+
 int gb_snapshot_save(struct gb_snapshot *s, const char *path, char *err, size_t errlen)
 {
+	return gb_snapshot_save_stats(s, path, NULL, err, errlen);
+}
+
+int gb_snapshot_save_stats(struct gb_snapshot *s, const char *path, struct gb_snap_save_stats *st,
+			   char *err, size_t errlen)
+{
 	char *tmp = NULL, *dircopy = NULL, why[256] = "";
-	int fd = -1, r;
-	if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0)
-		return -ENOMEM;
-	fd = mkstemp(tmp);
+	int fd, r;
+	double t0 = now_s(), t1;
+	if (s->src && !s->unwound)
+		gb_snapshot__unwind(s);
+	fd = create_out(path, &tmp, why, sizeof(why));
 	if (fd < 0) {
-		r = -errno;
-		snprintf(why, sizeof(why), "cannot create a file there: %s", strerror(errno));
-		free(tmp);
-		tmp = NULL;
+		r = fd;
 		goto cleanup;
 	}
 	if (fchmod(fd, 0600)) {
@@ -423,24 +467,27 @@ int gb_snapshot_save(struct gb_snapshot *s, const char *path, char *err, size_t 
 		snprintf(why, sizeof(why), "chmod: %s", strerror(errno));
 		goto cleanup;
 	}
-	r = write_core(fd, s, why, sizeof(why));
+	r = write_core(fd, s, st, why, sizeof(why));
 	if (r)
 		goto cleanup;
+	t1 = now_s();
 	if (fsync(fd)) {
 		r = -errno;
 		snprintf(why, sizeof(why), "fsync: %s", strerror(errno));
 		goto cleanup;
 	}
-	close(fd);
-	fd = -1;
-	if (rename(tmp, path)) {
-		r = -errno;
-		snprintf(why, sizeof(why), "rename: %s", strerror(errno));
+	if (tmp) {
+		if (rename(tmp, path)) {
+			r = -errno;
+			snprintf(why, sizeof(why), "rename: %s", strerror(errno));
+			goto cleanup;
+		}
+		free(tmp);
+		tmp = NULL;
+	} else if ((r = link_out(fd, path, why, sizeof(why)))) {
 		goto cleanup;
 	}
-	free(tmp);
-	tmp = NULL;
-	/* Make the rename itself durable. */
+	/* Make the name itself durable. */
 	dircopy = strdup(path);
 	if (dircopy) {
 		int dfd = open(dirname(dircopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -448,6 +495,10 @@ int gb_snapshot_save(struct gb_snapshot *s, const char *path, char *err, size_t 
 			fsync(dfd);
 			close(dfd);
 		}
+	}
+	if (st) {
+		st->copy_s = t1 - t0;
+		st->sync_s = now_s() - t1;
 	}
 	r = 0;
 cleanup:

@@ -96,8 +96,9 @@ char *gb_snap__json_build(const struct gb_snapshot *s, size_t *len)
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddItemToObject(o, "base", hex(m->start));
 		cJSON_AddNumberToObject(o, "offset", (double)m->core_off);
-		cJSON_AddNumberToObject(o, "size", m->data ? (double)(m->end - m->start) : 0);
-		cJSON_AddItemToObject(o, "sha256", m->data ? cJSON_CreateString(m->sha256) : cJSON_CreateNull());
+		bool b = gb_snap_map_has_bytes(m);
+		cJSON_AddNumberToObject(o, "size", b ? (double)(m->end - m->start) : 0);
+		cJSON_AddItemToObject(o, "sha256", b ? cJSON_CreateString(m->sha256) : cJSON_CreateNull());
 		cJSON_AddItemToArray(mem, o);
 	}
 

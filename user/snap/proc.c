@@ -60,6 +60,8 @@ int gb_proc_status(pid_t pid, pid_t tid, struct gb_proc_status *out)
 			out->uid = (uint32_t)strtoul(v, NULL, 10);
 		else if (!strcmp(line, "Gid"))
 			out->gid = (uint32_t)strtoul(v, NULL, 10);
+		else if (!strcmp(line, "Seccomp"))
+			out->seccomp = atoi(v);
 		else if (!strcmp(line, "SigPnd") && sscanf(v, "%llx", &x) == 1)
 			out->sigpnd = x;
 		else if (!strcmp(line, "ShdPnd") && sscanf(v, "%llx", &x) == 1)

@@ -17,6 +17,7 @@ struct gb_proc_status {
 	pid_t ppid;                 /* PPid as we see it */
 	uint32_t uid, gid;
 	uint64_t sigpnd, shdpnd, sigblk;
+	int seccomp;                /* "Seccomp:" 0 none, 1 strict, 2 filter */
 };
 
 /* /proc/PID/task/TID/status.  0 or -errno (-ESRCH when gone). */

@@ -10,7 +10,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
-static int fail(char *err, size_t errlen, int e, const char *fmt, ...)
+#include "snap/source.h"
+
+int gb_snap__fail(char *err, size_t errlen, int e, const char *fmt, ...)
 {
 	if (err && errlen) {
 		va_list ap;
@@ -64,6 +66,7 @@ void gb_snapshot_free(struct gb_snapshot *s)
 	free(s->vars);
 	if (s->file_base)
 		munmap(s->file_base, s->file_len);
+	gb_snap_src__free(s->src);
 	free(s);
 }
 
@@ -82,31 +85,75 @@ const struct gb_snap_map *gb_snapshot_find_map(const struct gb_snapshot *s, uint
 	return NULL;
 }
 
+/* Read [a, a + n) of a live map (within it) through whole pages. */
+static int read_live(const struct gb_snapshot *s, const struct gb_snap_map *m, uint64_t a, void *out,
+		     size_t n)
+{
+	uint8_t page[GB_SNAP_PAGE];
+	uint64_t failed = 0;
+	while (n) {
+		uint64_t p = (a - m->start) & ~(GB_SNAP_PAGE - 1), in = (a - m->start) - p;
+		size_t k = GB_SNAP_PAGE - in < n ? (size_t)(GB_SNAP_PAGE - in) : n;
+		bool holes;
+		int64_t r = gb_snap_src__read(s->src, m, p, page, GB_SNAP_PAGE, &holes, &failed);
+		if (r < 0)
+			return (int)r;
+		if (holes)
+			memset(out, 0, k);
+		else
+			memcpy(out, page + in, k);
+		out = (uint8_t *)out + k;
+		a += k;
+		n -= k;
+	}
+	return 0;
+}
+
+/* A loaded core is mapped read-only: make the pages of [p, p + n) of it
+ * writable (private copies) before they are changed. */
+static int make_writable(const struct gb_snapshot *s, uint8_t *p, size_t n)
+{
+	if (!s->file_base || p < (uint8_t *)s->file_base || p >= (uint8_t *)s->file_base + s->file_len)
+		return 0;
+	uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(GB_SNAP_PAGE - 1);
+	uintptr_t hi = ((uintptr_t)p + n + GB_SNAP_PAGE - 1) & ~(uintptr_t)(GB_SNAP_PAGE - 1);
+	return mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE) ? -errno : 0;
+}
+
 /* Walk [addr, addr+len) map by map; copy out (buf) or in (src). */
 static int access_mem(const struct gb_snapshot *s, uint64_t addr, void *buf, const void *src,
 		      size_t len, char *err, size_t errlen)
 {
 	if (len && addr + len - 1 < addr)
-		return fail(err, errlen, -EFAULT, "0x%" PRIx64 "+%zu: wraps around the address space",
+		return gb_snap__fail(err, errlen, -EFAULT, "0x%" PRIx64 "+%zu: wraps around the address space",
 			    addr, len);
 	size_t done = 0;
 	while (done < len) {
 		uint64_t a = addr + done;
 		const struct gb_snap_map *m = gb_snapshot_find_map(s, a);
 		if (!m)
-			return fail(err, errlen, -EFAULT, "0x%" PRIx64 ": not in any mapping of the snapshot", a);
-		if (!m->data)
-			return fail(err, errlen, -ENODATA,
+			return gb_snap__fail(err, errlen, -EFAULT, "0x%" PRIx64 ": not in any mapping of the snapshot", a);
+		if (!gb_snap_map_has_bytes(m))
+			return gb_snap__fail(err, errlen, -ENODATA,
 				    "0x%" PRIx64 ": mapping 0x%" PRIx64 "-0x%" PRIx64 " %s%s%s has no bytes "
 				    "(it was not readable)", a, m->start, m->end, m->perms,
 				    m->path && *m->path ? " " : "", m->path ? m->path : "");
 		size_t n = (size_t)(m->end - a);
 		if (n > len - done)
 			n = len - done;
-		if (buf)
+		int r = 0;
+		if (buf && m->data)
 			memcpy((char *)buf + done, m->data + (a - m->start), n);
-		else
+		else if (buf)
+			r = read_live(s, m, a, (char *)buf + done, n);
+		else if (m->data && !(r = make_writable(s, m->data + (a - m->start), n)))
 			memcpy(m->data + (a - m->start), (const char *)src + done, n);
+		else if (!m->data)
+			r = -EROFS;
+		if (r)
+			return gb_snap__fail(err, errlen, r, "0x%" PRIx64 ": %s", a,
+				    r == -EROFS ? "the bytes are still in the process (save first)" :
+				    strerror(-r));
 		done += n;
 	}
 	return 0;
@@ -124,7 +171,7 @@ int gb_snapshot_write_memory(struct gb_snapshot *s, uint64_t addr, const void *b
 	/* Check the whole range first so a failed write changes nothing. */
 	for (uint64_t a = addr; a < addr + len;) {
 		const struct gb_snap_map *m = gb_snapshot_find_map(s, a);
-		if (!m || !m->data)
+		if (!m || !gb_snap_map_has_bytes(m))
 			return access_mem(s, a, NULL, buf, (size_t)(addr + len - a), err, errlen);
 		a = m->end;
 	}
@@ -160,4 +207,9 @@ int gb_snapshot_set_var(struct gb_snapshot *s, const char *key, const char *valu
 	}
 	s->nvars++;
 	return 0;
+}
+
+pid_t gb_snapshot_source_pid(const struct gb_snapshot *s)
+{
+	return gb_snap_src__child(s->src);
 }

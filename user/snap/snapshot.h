@@ -24,6 +24,8 @@
 #define GB_SNAP_PAGE 4096ull
 
 struct gb_tracee;
+struct gb_snap_src;
+struct gb_snap_cow_plan;
 
 struct gb_snap_frame {
 	uint64_t pc, sp;
@@ -49,11 +51,24 @@ struct gb_snap_map {
 	uint64_t inode;
 	char perms[5];             /* "r-xp" */
 	char *path;                /* "" for anonymous, "[stack]", "/usr/lib/..." */
-	uint8_t *data;             /* end - start bytes, or NULL: not readable */
+	uint8_t *data;             /* end - start bytes, or NULL: not here (see live) */
 	/* Filled by save/load: where the bytes are in the core, their sha256. */
 	uint64_t core_off;
 	char sha256[65];
+	/* private to a capture: the bytes are still in the process (or its
+	 * copy-on-write copy, or a scratch file) and are read when needed. */
+	bool live;                 /* the map has bytes, read from the capture's source */
+	bool sparse;               /* pages the process has not got are zero (pagemap) */
+	bool spilled;              /* copied to the scratch file at spill_off */
+	uint64_t spill_off;
+	uint64_t failed;           /* pages that could not be read (stored as zeros) */
 };
+
+/* Whether the snapshot holds the bytes of m (in data, or still live). */
+static inline bool gb_snap_map_has_bytes(const struct gb_snap_map *m)
+{
+	return m->data || m->live;
+}
 
 struct gb_snap_fd {
 	int fd;
@@ -102,6 +117,8 @@ struct gb_snapshot {
 	void *file_base;                     /* mmap of a loaded core */
 	size_t file_len;
 	bool owns_map_data;                  /* each map's data is its own mmap */
+	struct gb_snap_src *src;             /* a capture's memory source (source.h) */
+	bool unwound;                        /* frames filled */
 };
 
 /* Where a capture happens. */
@@ -111,10 +128,36 @@ struct gb_snap_point {
 	const char *point;         /* see gb_snap_meta.point */
 };
 
-/* Capture every thread of t (all stopped) into a new snapshot.  The tracee is
- * left exactly as it was (nothing is written to it).  On error *out is NULL. */
+/* How to capture. */
+struct gb_snap_capture_opts {
+	/* Give the memory a copy-on-write copy (an injected clone of the
+	 * process that never runs) so that the caller can resume the target as
+	 * soon as gb_snapshot_capture returns; the bytes are read from the copy
+	 * by gb_snapshot_save.  When the process cannot fork, the capture falls
+	 * back to reading the stopped process, says so in one line, and
+	 * *forked is false: the target must then stay stopped until saved. */
+	bool fork;
+	const char *scratch_dir;   /* where MAP_SHARED / MADV_DONTFORK / WIPEONFORK
+				    * bytes are copied during the freeze ("." if NULL) */
+	/* Which maps are MADV_DONTFORK / WIPEONFORK, read before the process
+	 * was stopped (cow.h: gb_snap_cow_plan__read); NULL: read during the
+	 * freeze (slow for a big process). */
+	const struct gb_snap_cow_plan *plan;
+	bool forked;               /* out: the copy exists */
+};
+
+/* Capture every thread of t (all stopped) into a new snapshot.  Registers
+ * and process state are read now; memory bytes when the snapshot is saved
+ * or read (so without o->fork, the target must stay stopped until then).
+ * Memory is never held whole: gb_snapshot_save copies it through a fixed
+ * buffer.  The tracee is left exactly as it was (nothing is written to it
+ * but the injected clone, whose registers are restored).  On error *out is
+ * NULL.  o may be NULL (no fork). */
 int gb_snapshot_capture(struct gb_tracee *t, const struct gb_snap_point *pt,
 			struct gb_snapshot **out, char *err, size_t errlen);
+int gb_snapshot_capture_opts(struct gb_tracee *t, const struct gb_snap_point *pt,
+			     struct gb_snap_capture_opts *o, struct gb_snapshot **out, char *err,
+			     size_t errlen);
 
 /* Copy len bytes at addr (may cross maps).  -EFAULT when a byte is in no map,
  * -ENODATA when its map has no bytes (unreadable at capture). */
@@ -127,15 +170,31 @@ const struct user_regs_struct *gb_snapshot_regs(const struct gb_snapshot *s, siz
 /* The map holding addr, or NULL. */
 const struct gb_snap_map *gb_snapshot_find_map(const struct gb_snapshot *s, uint64_t addr);
 
-/* Write as an ELF core: temporary name, fsync, rename; mode 0600. */
+/* Write as an ELF core, mode 0600: an unnamed file (O_TMPFILE) linked into
+ * place once complete and fsynced, so that a kill leaves nothing (where the
+ * filesystem lacks O_TMPFILE: a temporary name, renamed).  A captured
+ * snapshot's memory is copied from its source here (the copy-on-write copy
+ * lives until gb_snapshot_free).  Times of the copy and the sync phases go
+ * to *st when not NULL. */
+struct gb_snap_save_stats {
+	double copy_s, sync_s;
+	uint64_t bytes, written;   /* map bytes, and non-zero bytes written */
+};
 int gb_snapshot_save(struct gb_snapshot *s, const char *path, char *err, size_t errlen);
+int gb_snapshot_save_stats(struct gb_snapshot *s, const char *path, struct gb_snap_save_stats *st,
+			   char *err, size_t errlen);
 int gb_snapshot_load(const char *path, struct gb_snapshot **out, char *err, size_t errlen);
 void gb_snapshot_free(struct gb_snapshot *s);
+
+/* The pid of the copy-on-write copy the bytes are read from (0: none). */
+pid_t gb_snapshot_source_pid(const struct gb_snapshot *s);
 
 /* Set (or replace) a var. */
 int gb_snapshot_set_var(struct gb_snapshot *s, const char *key, const char *value);
 
 /* Internal helpers shared by the snap room. */
+/* Write "fmt..." into err (if not NULL) and return e. */
+int gb_snap__fail(char *err, size_t errlen, int e, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 struct gb_snapshot *gb_snapshot__alloc(void);
 /* Fill every thread's frames by unwinding the snapshot itself (libdw);
  * threads that cannot be unwound keep the frames they could get. */

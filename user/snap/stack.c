@@ -154,6 +154,7 @@ void gb_snapshot__unwind(struct gb_snapshot *s)
 	};
 	struct unwind u = { .s = s };
 	size_t len = 0;
+	s->unwound = true;
 	char *text = maps_text(s, &len);
 	FILE *f = text ? fmemopen(text, len ? len : 1, "r") : NULL;
 	Dwfl *dwfl = dwfl_begin(&cbs);

@@ -1,0 +1,186 @@
+/* The copy-on-write copy of a stopped process (cow.h). */
+#include "snap/cow.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "ptrace/inject.h"
+#include "ptrace/maps.h"
+#include "ptrace/tracee.h"
+#include "snap/proc.h"
+
+int gb_snap_cow_fork(struct gb_tracee *t, pid_t *child, char *why, size_t whylen)
+{
+	struct gb_thread *th = NULL;
+	struct gb_proc_status st;
+	*child = 0;
+	for (size_t i = 0; i < t->nthreads && !th; i++)
+		if (!t->threads[i].exited && t->threads[i].stopped)
+			th = &t->threads[i];
+	if (!th) {
+		snprintf(why, whylen, "no stopped thread");
+		return -ESRCH;
+	}
+	int r = gb_proc_status(t->pid, th->tid, &st);
+	if (r) {
+		snprintf(why, whylen, "%s", strerror(-r));
+		return r;
+	}
+	/* A filter could answer clone with a kill: do not try. */
+	if (st.seccomp == 2) {
+		snprintf(why, whylen, "it runs under a seccomp filter");
+		return -EPERM;
+	}
+	uint64_t insn = gb_inject_find_syscall(t->pid, 0, 0);
+	if (!insn) {
+		snprintf(why, whylen, "no syscall instruction found in its code");
+		return -ENOENT;
+	}
+	const uint64_t args[6] = { CLONE_PARENT, 0, 0, 0, 0, 0 }; /* exit signal 0 */
+	long ret = 0;
+	unsigned long msg = 0;
+	r = gb_inject_syscall_ev(th->tid, insn, SYS_clone, args, &ret, &th->pending_sig, &msg);
+	if (r) {
+		snprintf(why, whylen, "injecting clone: %s", strerror(-r));
+		return r;
+	}
+	if (ret < 0) {
+		snprintf(why, whylen, "clone: %s", strerror((int)-ret));
+		return (int)ret;
+	}
+	pid_t c = (pid_t)msg;
+	if (c <= 0) {
+		snprintf(why, whylen, "the clone was not reported to the tracer");
+		return -EPROTO;
+	}
+	int status;
+	while (waitpid(c, &status, __WALL) < 0)
+		if (errno != EINTR) {
+			snprintf(why, whylen, "waiting for the copy: %s", strerror(errno));
+			return -errno;
+		}
+	if (!WIFSTOPPED(status)) {
+		snprintf(why, whylen, "the copy ended at once");
+		return -ESRCH;
+	}
+	if (ptrace(PTRACE_SETOPTIONS, c, 0, PTRACE_O_EXITKILL)) {
+		int e = errno;
+		kill(c, SIGKILL);
+		waitpid(c, &status, __WALL);
+		snprintf(why, whylen, "PTRACE_SETOPTIONS on the copy: %s", strerror(e));
+		return -e;
+	}
+	*child = c;
+	return 0;
+}
+
+struct vma_flags {
+	uint64_t start, end;
+	bool dc, wf;
+};
+
+struct gb_snap_cow_plan {
+	struct vma_flags *v;
+	size_t n;
+};
+
+void gb_snap_cow_plan__free(struct gb_snap_cow_plan *p)
+{
+	if (p)
+		free(p->v);
+	free(p);
+}
+
+struct gb_snap_cow_plan *gb_snap_cow_plan__read(pid_t pid)
+{
+	char path[64], line[1024];
+	size_t cap = 0;
+	snprintf(path, sizeof(path), "/proc/%d/smaps", pid);
+	FILE *f = fopen(path, "re");
+	struct gb_snap_cow_plan *p = calloc(1, sizeof(*p));
+	if (!f || !p)
+		goto fail;
+	while (fgets(line, sizeof(line), f)) {
+		uint64_t start, end;
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " ", &start, &end) == 2) {
+			if (p->n == cap) {
+				cap = cap ? cap * 2 : 64;
+				struct vma_flags *v = realloc(p->v, cap * sizeof(*v));
+				if (!v)
+					goto fail;
+				p->v = v;
+			}
+			p->v[p->n++] = (struct vma_flags){ start, end, false, false };
+		} else if (p->n && !strncmp(line, "VmFlags:", 8)) {
+			p->v[p->n - 1].dc = strstr(line, " dc") != NULL;
+			p->v[p->n - 1].wf = strstr(line, " wf") != NULL;
+		}
+	}
+	fclose(f);
+	return p;
+fail:
+	if (f)
+		fclose(f);
+	gb_snap_cow_plan__free(p);
+	return NULL;
+}
+
+/* The VMA that started at start when plan was read (its end may have moved:
+ * a heap grows). */
+static const struct vma_flags *plan_find(const struct gb_snap_cow_plan *p, uint64_t start)
+{
+	size_t lo = 0, hi = p->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (p->v[mid].start < start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < p->n && p->v[lo].start == start ? &p->v[lo] : NULL;
+}
+
+int gb_snap_cow_freeze_maps(pid_t pid, const struct gb_snapshot *s, const struct gb_snap_cow_plan *plan,
+			    bool *freeze)
+{
+	struct gb_snap_cow_plan *own = NULL;
+	int n = 0;
+	if (!plan && !(plan = own = gb_snap_cow_plan__read(pid)))
+		return errno ? -errno : -ENOMEM;
+	for (size_t i = 0; i < s->nmaps; i++) {
+		const struct gb_snap_map *m = &s->maps[i];
+		const struct vma_flags *f = plan_find(plan, m->start);
+		freeze[i] = m->live && (m->perms[3] == 's' || (f ? f->dc || f->wf : m->sparse));
+		n += freeze[i];
+	}
+	gb_snap_cow_plan__free(own);
+	return n;
+}
+
+int gb_snap_cow_missing_maps(pid_t child, const struct gb_snapshot *s, bool *freeze)
+{
+	struct gb_maps cm;
+	int r = gb_maps_read(child, &cm), n = 0;
+	if (r)
+		return r;
+	size_t j = 0;
+	for (size_t i = 0; i < s->nmaps; i++) {
+		const struct gb_snap_map *m = &s->maps[i];
+		while (j < cm.n && cm.v[j].start < m->start)
+			j++;
+		bool there = j < cm.n && cm.v[j].start == m->start && cm.v[j].end == m->end;
+		if (m->live && !there && !freeze[i]) {
+			freeze[i] = true;
+			n++;
+		}
+	}
+	gb_maps_free(&cm);
+	return n;
+}
