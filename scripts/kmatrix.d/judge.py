@@ -167,17 +167,22 @@ def first_diff(got, want):
 
 
 def judge_trace(rdir, exp, env):
-    c = Check(rdir, "trace")
-    bad = c.failed_run()
-    if bad:
-        return bad
-    got = (read(os.path.join(rdir, "trace.jsonl")) or "").splitlines()
-    if not got:
-        return ("fail", "trace: empty output")
-    diff = first_diff(got, exp)
-    if diff:
-        return ("fail", "trace differs from expect/kmtrace.jsonl: " + diff)
-    return ("pass", "%d lines exact" % len(got))
+    """The exact trace under the probe trap (which must have been used: its
+    -v line names the entries it probed) and under the page trap."""
+    for name, trap in (("trace", "probe"), ("trace_pages", "page")):
+        c = Check(rdir, name)
+        bad = c.failed_run()
+        if bad:
+            return bad
+        got = (read(os.path.join(rdir, name + ".jsonl")) or "").splitlines()
+        if not got:
+            return ("fail", "%s: empty output" % name)
+        diff = first_diff(got, exp)
+        if diff:
+            return ("fail", "%s trap: trace differs from expect/kmtrace.jsonl: %s" % (trap, diff))
+        if trap == "probe" and not any("probe trap: " in l and " entries in " in l for l in c.err):
+            return ("fail", "the probe trap was not used: %s" % c.gebpf_line())
+    return ("pass", "%d lines exact under the probe and the page trap" % len(got))
 
 
 def ran_jsonl(rdir, name):

@@ -47,7 +47,9 @@ def faults_output(faults=((1, "0x405000", "0x6"), (14, "0x402010", "0x7"), (18, 
 def write_good(d):
     files = {
         "kernel": "6.1.0-test\n",
-        "trace.rc": "0\n", "trace.err": "", "trace.jsonl": EXPECT,
+        "trace.rc": "0\n", "trace.jsonl": EXPECT,
+        "trace.err": "gebpf: probe trap: 2 entries in /kmprogs/kmtrace 0x401010-0x40105a\n",
+        "trace_pages.rc": "0\n", "trace_pages.err": "", "trace_pages.jsonl": EXPECT,
         "snap.rc": "0\n",
         "snap.err": "gebpf: snap: freeze 2.0 ms (registers, maps, copy-on-write copy pid 9); the process runs again\n", "snap.head": ELF_CORE_HEAD,
         "read.rc": "0\n", "read.err": "",
@@ -209,7 +211,8 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
     vm.mkdir()
     put(vm, "row.env", "NAME=9.9\nSUITE=test\nMODE=vm\nVM_RC=0\n")
     put(vm, "console.log", "[    2.9] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\n")
-    put(vm, "serial.txt", frame(str(src), ["kernel", "trace.rc", "trace.err", "trace.jsonl"], done=False))
+    put(vm, "serial.txt", frame(str(src), ["kernel", "trace.rc", "trace.err", "trace.jsonl", "trace_pages.rc",
+                                          "trace_pages.err", "trace_pages.jsonl"], done=False))
     res = verdicts(vm)
     assert res["trace"][0] == "pass"
     for ck in ("snap", "faults", "sample", "probe"):
