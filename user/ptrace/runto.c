@@ -10,8 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/waitstatus.h"
 #include "ptrace/mem.h"
 #include "ptrace/regs.h"
+#include "ptrace/step.h"
 #include "ptrace/wait.h"
 
 uint64_t gb_auxv_entry(pid_t pid)
@@ -38,7 +40,7 @@ int gb_run_to_hooked(struct gb_tracee *t, pid_t tid, uint64_t addr, gb_syscall_h
 		     void *ctx)
 {
 	struct user_regs_struct r;
-	uint8_t orig, cc = 0xcc;
+	uint8_t orig;
 	struct gb_thread *th = gb_tracee_thread(t, tid);
 	if (!th)
 		return -ESRCH;
@@ -46,7 +48,7 @@ int gb_run_to_hooked(struct gb_tracee *t, pid_t tid, uint64_t addr, gb_syscall_h
 		return -ESRCH;
 	if (r.rip == addr)
 		return 0;
-	if (gb_mem_read(tid, addr, &orig, 1) != 1 || gb_mem_write(tid, addr, &cc, 1) != 1)
+	if (gb_bp_plant(tid, addr, &orig))
 		return -EFAULT;
 	int ret = 0, sig = th->pending_sig;
 	th->pending_sig = 0;
@@ -70,15 +72,11 @@ int gb_run_to_hooked(struct gb_tracee *t, pid_t tid, uint64_t addr, gb_syscall_h
 		if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED) {
 			th->exited = true;
 			t->exited = true;
-			t->exit_status = st.kind == GB_STOP_EXITED ? W_EXITCODE(st.code, 0) : st.sig;
+			t->exit_status = gb_wait_status(st.kind == GB_STOP_EXITED, st.code, st.sig);
 			return -ESRCH;
 		}
-		if (st.kind == GB_STOP_SIGNAL && st.sig == SIGTRAP && gb_regs_get(tid, &r) == 0 &&
-		    r.rip == addr + 1) {
-			r.rip = addr;
-			gb_regs_set(tid, &r);
+		if (gb_bp_reached(tid, &st, addr))
 			break;
-		}
 		if (st.kind == GB_STOP_SYSCALL && hook)
 			hook(ctx, tid);
 		else if (st.kind == GB_STOP_SIGNAL)
@@ -87,6 +85,6 @@ int gb_run_to_hooked(struct gb_tracee *t, pid_t tid, uint64_t addr, gb_syscall_h
 			gb_tracee_adopt(t, (pid_t)st.msg);
 		/* other events (fork, exec ...) and interrupts: just continue */
 	}
-	gb_mem_write(tid, addr, &orig, 1);
+	gb_bp_remove(tid, addr, orig);
 	return ret;
 }

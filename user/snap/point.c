@@ -13,9 +13,12 @@
 #include <sys/user.h>
 #include <sys/wait.h>
 
+#include "common/sigflag.h"
+#include "common/waitstatus.h"
 #include "ptrace/mem.h"
 #include "ptrace/runto.h"
 #include "ptrace/regs.h"
+#include "ptrace/step.h"
 #include "ptrace/wait.h"
 
 /* A newly auto-attached thread: wait for its first stop. */
@@ -34,19 +37,6 @@ int gb_snap_collect_threads(struct gb_tracee *t)
 	}
 	closedir(d);
 	return 0;
-}
-
-/* pushf (with operand-size/REX prefixes) pushes RFLAGS with TF set while we
- * step: clear it in the pushed copy, as the program would have pushed it. */
-static bool is_pushf(pid_t tid, uint64_t rip)
-{
-	uint8_t b[4];
-	if (gb_mem_read(tid, rip, b, sizeof(b)) < 1)
-		return false;
-	size_t i = 0;
-	while (i < 3 && (b[i] == 0x66 || (b[i] & 0xf0) == 0x40))
-		i++;
-	return b[i] == 0x9c;
 }
 
 void gb_snap_rng_init(struct gb_snap_rng *r)
@@ -90,9 +80,11 @@ int gb_snap_run_to_det(struct gb_tracee *t, pid_t tid, uint64_t addr, struct gb_
 	return gb_run_to_hooked(t, tid, addr, getrandom_hook, rng);
 }
 
-int gb_snap_step(struct gb_tracee *t, pid_t tid, uint64_t n, uint64_t *done)
+/* A clone on the way: the new thread joins the tracee (stopped). */
+static void adopt_clone(void *ctx, const struct gb_stop *st)
 {
-	return gb_snap_step_det(t, tid, n, done, NULL);
+	if (st->event == PTRACE_EVENT_CLONE)
+		gb_tracee_adopt(ctx, (pid_t)st->msg);
 }
 
 int gb_snap_step_det(struct gb_tracee *t, pid_t tid, uint64_t n, uint64_t *done,
@@ -105,23 +97,14 @@ int gb_snap_step_det(struct gb_tracee *t, pid_t tid, uint64_t n, uint64_t *done,
 	int sig = th->pending_sig;
 	th->pending_sig = 0;
 	while (*done < n) {
-		struct user_regs_struct r;
-		if (gb_regs_get(tid, &r))
-			return -ESRCH;
-		bool pushf = !sig && is_pushf(tid, r.rip);
-		bool injected = sig != 0;
-		if (ptrace(PTRACE_SINGLESTEP, tid, 0, sig))
-			return -errno;
-		sig = 0;
-		struct gb_stop st;
-		int w = gb_wait(tid, 0, &st, true);
-		if (w == -EINTR) {
-			ptrace(PTRACE_INTERRUPT, tid, 0, 0);
-			gb_wait(tid, 0, &st, false);
-			if (st.kind == GB_STOP_SIGNAL)
-				th->pending_sig = st.sig;
+		if (gb_sigflag_stop()) {
+			th->pending_sig = sig;
 			return -EINTR;
 		}
+		struct gb_stop st;
+		int w = gb_step(tid, sig, NULL, adopt_clone, t, &st);
+		bool injected = sig != 0;
+		sig = 0;
 		if (w)
 			return w;
 		switch (st.kind) {
@@ -129,7 +112,7 @@ int gb_snap_step_det(struct gb_tracee *t, pid_t tid, uint64_t n, uint64_t *done,
 		case GB_STOP_KILLED:
 			th->exited = true;
 			t->exited = true;
-			t->exit_status = st.kind == GB_STOP_EXITED ? W_EXITCODE(st.code, 0) : st.sig;
+			t->exit_status = gb_wait_status(st.kind == GB_STOP_EXITED, st.code, st.sig);
 			return -ESRCH;
 		case GB_STOP_STEP:
 			/* A step that only entered a signal handler ran no
@@ -137,20 +120,9 @@ int gb_snap_step_det(struct gb_tracee *t, pid_t tid, uint64_t n, uint64_t *done,
 			if (!injected)
 				(*done)++;
 			fix_getrandom(tid, rng);
-			if (pushf) {
-				uint64_t v;
-				if (gb_regs_get(tid, &r) == 0 && gb_mem_read(tid, r.rsp, &v, 8) == 8) {
-					v &= ~0x100ull;
-					gb_mem_write(tid, r.rsp, &v, 8);
-				}
-			}
 			break;
 		case GB_STOP_SIGNAL:
 			sig = st.sig; /* deliver it on the next step */
-			break;
-		case GB_STOP_EVENT:
-			if (st.event == PTRACE_EVENT_CLONE)
-				gb_tracee_adopt(t, (pid_t)st.msg);
 			break;
 		default:
 			break;

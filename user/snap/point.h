@@ -23,12 +23,11 @@ void gb_snap_rng_fill(struct gb_snap_rng *r, uint8_t *buf, size_t len);
  * getrandom(2) are replaced from rng.  Same return values as gb_run_to. */
 int gb_snap_run_to_det(struct gb_tracee *t, pid_t tid, uint64_t addr, struct gb_snap_rng *rng);
 
-/* Single-step thread tid until n instructions of the program have run
- * (signals it gets are delivered; entering a handler is not an
- * instruction).  *done counts them.  0, -ESRCH (exited first; t->exited),
- * -EINTR (Ctrl-C), or -errno. */
-int gb_snap_step(struct gb_tracee *t, pid_t tid, uint64_t n, uint64_t *done);
-/* The same, replacing getrandom(2) results from rng (NULL: keep them). */
+/* Single-step thread tid (ptrace/step.h) until n instructions of the
+ * program have run (signals it gets are delivered; entering a handler is
+ * not an instruction), replacing getrandom(2) results from rng (NULL: keep
+ * them).  *done counts them.  0, -ESRCH (exited first; t->exited), -EINTR
+ * (Ctrl-C, seen between two steps), or -errno. */
 int gb_snap_step_det(struct gb_tracee *t, pid_t tid, uint64_t n, uint64_t *done,
 		     struct gb_snap_rng *rng);
 /* Add every thread of t's process that t does not know yet (auto-attached

@@ -1,17 +1,16 @@
 /* One single-step of one thread, and the lines it produces.
  *
- * - A step's lines are committed only when the step completes (a step trap,
- *   or the exit of the process from exit/exit_group): a signal-delivery-stop
- *   after a step means the instruction did not execute (it faulted, or a
- *   signal was already pending); the next step delivers the signal and
- *   stops before the handler's first instruction.
- * - Stepping `syscall` reports the trap at syscall exit.  Syscalls are
- *   stepped asynchronously (they may block until another thread acts, and
- *   Ctrl-C and --duration must still be seen); their lines are committed
- *   when issued.
- * - pushf pushes TF=1: bit 8 of the pushed word is cleared after the step.
- * - cpuid runs to a breakpoint after it (a step over cpuid may run one more
- *   instruction under KVM).
+ * - A step's lines are committed when the step completes (a step trap).  A
+ *   signal-delivery-stop after a step means the instruction did not
+ *   complete: either a signal was already pending (nothing ran; the next
+ *   step delivers it and stops before the handler's first instruction), or
+ *   the instruction raised it (a fault, ud2, int3, a divide error): then it
+ *   was executed, and gets its exec line and the lines of the accesses it
+ *   completed (docs/trace-format.md).
+ * - Syscalls run asynchronously with PTRACE_SYSCALL to their exit stop
+ *   (they may block until another thread acts, and Ctrl-C and --duration
+ *   must still be seen); their lines are committed when issued.
+ * - The step itself (pushf's TF, cpuid under KVM) is ptrace/step.h's.
  */
 #include <errno.h>
 #include <signal.h>
@@ -23,11 +22,11 @@
 #include "common/log.h"
 #include "ptrace/mem.h"
 #include "ptrace/regs.h"
+#include "ptrace/step.h"
 #include "ptrace/wait.h"
 #include "trace/cpu.h"
 #include "trace/engine_int.h"
 
-static int finish_step(struct gb_engine *e, size_t i, int req, struct gb_stop *st);
 
 struct pending {
 	const struct gb_insn *insn;
@@ -96,41 +95,31 @@ static void commit(struct gb_engine *e, size_t i, const struct pending *p)
 	e->vt++;
 }
 
-/* After a completed step of pushf: the pushed copy of RFLAGS has TF set by
- * our stepping; clear it unless the program had TF set itself. */
-static void fix_pushf(pid_t tid, const struct pending *p)
+
+
+/* Events (clone, fork, exec...) that a step of thread i passes. */
+struct step_ctx {
+	struct gb_engine *e;
+	size_t i;
+};
+
+static void step_event(void *ctx, const struct gb_stop *st)
 {
-	struct user_regs_struct r;
-	uint16_t w;
-	if (p->rflags_before & 0x100 || gb_regs_get(tid, &r))
-		return;
-	if (gb_mem_read(tid, r.rsp, &w, 2) == 2 && (w & 0x100)) {
-		w &= (uint16_t)~0x100;
-		gb_mem_write(tid, r.rsp, &w, 2);
-	}
+	struct step_ctx *c = ctx;
+	eng_event(c->e, c->i, st);
 }
 
-/* Run the cpuid at p->pc to an int3 planted after it. */
-static int run_over_cpuid(pid_t tid, const struct pending *p, struct gb_stop *st)
+/* Wait for the stop that ends req of thread i; false (the trace ends with
+ * an error) when it cannot be waited for. */
+static bool step_wait(struct gb_engine *e, size_t i, int req, struct gb_stop *st)
 {
-	uint64_t bp = p->pc + p->insn->len;
-	uint8_t orig, cc = 0xcc;
-	if (gb_mem_read(tid, bp, &orig, 1) != 1 || gb_mem_write(tid, bp, &cc, 1) != 1)
-		return -EFAULT;
-	ptrace(PTRACE_CONT, tid, 0, 0);
-	int r = gb_wait(tid, 0, st, false);
-	gb_mem_write(tid, bp, &orig, 1);
-	if (r)
-		return r;
-	if (st->kind == GB_STOP_SIGNAL && st->sig == SIGTRAP) {
-		struct user_regs_struct regs;
-		if (gb_regs_get(tid, &regs) == 0 && regs.rip == bp + 1) {
-			regs.rip = bp;
-			gb_regs_set(tid, &regs);
-			st->kind = GB_STOP_STEP;
-		}
+	struct step_ctx c = { e, i };
+	int r = gb_step_wait(e->t->threads[i].tid, req, step_event, &c, st);
+	if (r) {
+		gb_err("trace: waiting for thread %d: %s", e->t->threads[i].tid, strerror(-r));
+		eng_finish(e, GB_END_ERROR);
 	}
-	return 0;
+	return !r;
 }
 
 static int prepare(struct gb_engine *e, pid_t tid, const struct user_regs_struct *regs,
@@ -168,34 +157,6 @@ static int prepare(struct gb_engine *e, pid_t tid, const struct user_regs_struct
 	return 0;
 }
 
-/* Wait for the end of the step of tid, following events on the way. */
-static int finish_step(struct gb_engine *e, size_t i, int req, struct gb_stop *st)
-{
-	pid_t tid = e->t->threads[i].tid;
-	for (;;) {
-		/* Not interruptible by Ctrl-C: what is waited for here (one
-		 * instruction that is not a syscall, or a syscall's entry) ends
-		 * at once, and interrupting it would leave its step trap queued
-		 * for a detach to deliver to the program (a fatal SIGTRAP). */
-		int r = gb_wait(tid, 0, st, false);
-		if (r) {
-			gb_err("trace: waiting for thread %d: %s", tid, strerror(-r));
-			eng_finish(e, GB_END_ERROR);
-			return r;
-		}
-		if (st->kind == GB_STOP_EVENT) {
-			eng_event(e, i, st);
-			ptrace(req, tid, 0, 0);
-			continue;
-		}
-		if (st->kind == GB_STOP_INTERRUPT) {
-			/* An interrupt queued earlier (hold_all): step on. */
-			ptrace(req, tid, 0, 0);
-			continue;
-		}
-		return 0;
-	}
-}
 
 /* The owner is about to make a syscall that may block: the range is given
  * up for the others meanwhile.  Under the page trap the syscall instruction
@@ -209,7 +170,7 @@ static bool give_up_range(struct gb_engine *e, size_t i)
 	if (!e->trap)
 		return true;
 	struct gb_stop st;
-	if (ptrace(PTRACE_SYSCALL, tid, 0, 0) || finish_step(e, i, PTRACE_SYSCALL, &st))
+	if (ptrace(PTRACE_SYSCALL, tid, 0, 0) || !step_wait(e, i, PTRACE_SYSCALL, &st))
 		return false;
 	if (st.kind != GB_STOP_SYSCALL) {
 		/* A signal came first (nothing executed) or the thread died. */
@@ -409,28 +370,32 @@ void eng_step(struct gb_engine *e, size_t i)
 		return;
 	}
 	entry_after_handler(e, &p, sig);
-	if (!sig && (fl & GB_INSN_CPUID)) {
-		if (run_over_cpuid(tid, &p, &st))
-			return;
-	} else {
-		ptrace(PTRACE_SINGLESTEP, tid, 0, sig);
-		if (finish_step(e, i, PTRACE_SINGLESTEP, &st))
-			return;
-		/* Over a probed address uprobes end the step with a SIGTRAP of
-		 * their own: it is the step's stop. */
-		if (e->probes && gb_probes__step_artifact(e->probes, &st, p.pc))
-			st.kind = GB_STOP_STEP;
+	struct gb_step_insn si = {
+		.pushf = fl & GB_INSN_PUSHF, .cpuid = fl & GB_INSN_CPUID,
+		.len = p.insn ? p.insn->len : 0, .rflags = p.rflags_before,
+	};
+	struct step_ctx sc = { e, i };
+	int r = gb_step(tid, sig, p.insn ? &si : NULL, step_event, &sc, &st);
+	if (r == -ESRCH) {
+		eng_set_state(e, i, T_SYSCALL); /* killed under us: its exit comes */
+		return;
 	}
+	if (r) {
+		gb_err("trace: stepping thread %d: %s", tid, strerror(-r));
+		eng_finish(e, GB_END_ERROR);
+		return;
+	}
+	/* Over a probed address uprobes end the step with a SIGTRAP of their
+	 * own: it is the step's stop. */
+	if (e->probes && gb_probes__step_artifact(e->probes, &st, p.pc))
+		st.kind = GB_STOP_STEP;
 
 	switch (st.kind) {
 	case GB_STOP_STEP:
 		/* With a signal the step only delivered it (no instruction ran). */
 		e->et[i].stale_pc = 0;
-		if (!sig) {
+		if (!sig)
 			commit(e, i, &p);
-			if (fl & GB_INSN_PUSHF)
-				fix_pushf(tid, &p);
-		}
 		break;
 	case GB_STOP_SIGNAL: {
 		if (stale_entry_fault(e, i, &st, p.pc))

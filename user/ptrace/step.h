@@ -1,0 +1,53 @@
+/* Single-stepping one instruction: the one place that knows the hardware's
+ * quirks.  The trace engine, `snap --after` and run-to-address use it.
+ *
+ * - pushf pushes RFLAGS with TF set by the step: TF is cleared in the pushed
+ *   copy (unless the program had TF set itself).
+ * - A step over cpuid may run one more instruction under KVM: cpuid is run
+ *   to a breakpoint planted after it instead.
+ * - PTRACE_EVENT stops on the way (clone, fork, exec...) go to on_event and
+ *   the step goes on; an interrupt stop queued earlier is stepped past.
+ *
+ * The wait is not interruptible by Ctrl-C: one instruction that is not a
+ * syscall ends at once (syscalls are run with PTRACE_SYSCALL by the caller),
+ * and interrupting a step would leave its SIGTRAP queued for a detach to
+ * deliver to the program.
+ */
+#ifndef GB_PTRACE_STEP_H
+#define GB_PTRACE_STEP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ptrace/wait.h"
+
+/* What the caller knows of the instruction at the thread's rip; NULL: the
+ * code bytes are read and looked at here. */
+struct gb_step_insn {
+	bool pushf, cpuid;
+	uint8_t len;
+	uint64_t rflags;             /* RFLAGS before the instruction */
+};
+
+typedef void (*gb_step_event_fn)(void *ctx, const struct gb_stop *st);
+
+/* One instruction of stopped thread tid, delivering sig (0: none; a step
+ * with a signal only enters its handler).  *st: the stop that ended it
+ * (GB_STOP_STEP when the instruction completed; GB_STOP_SIGNAL, exit, ...
+ * otherwise).  0, or -errno when tid cannot be stepped or waited for. */
+int gb_step(pid_t tid, int sig, const struct gb_step_insn *in, gb_step_event_fn on_event,
+	    void *ctx, struct gb_stop *st);
+
+/* Wait for the stop that ends req (PTRACE_SINGLESTEP, PTRACE_SYSCALL...)
+ * of tid, handling events and queued interrupts as gb_step does. */
+int gb_step_wait(pid_t tid, int req, gb_step_event_fn on_event, void *ctx, struct gb_stop *st);
+
+/* Breakpoints (int3) for run-to-address: plant at addr (*orig gets the
+ * byte), recognise the stop at it (SIGTRAP with rip == addr + 1: rip is
+ * rewound to addr), remove. */
+int gb_bp_plant(pid_t tid, uint64_t addr, uint8_t *orig);
+bool gb_bp_reached(pid_t tid, const struct gb_stop *st, uint64_t addr);
+void gb_bp_remove(pid_t tid, uint64_t addr, uint8_t orig);
+
+#endif
