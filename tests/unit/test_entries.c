@@ -318,6 +318,10 @@ Test(modfile, resolves_like_the_file)
 	cr_assert_eq(gb_modfile_resolve("libc", "no_such_symbol_here", NULL, path, sizeof(path),
 					&lo, &hi, err, sizeof(err)), -ENOENT);
 	cr_assert(strstr(err, "symbol 'no_such_symbol_here' not found"), "%s", err);
+	/* An IFUNC's code is its resolver: refused, with the reason. */
+	cr_assert_eq(gb_modfile_resolve("libc", "memcpy", NULL, path, sizeof(path), &lo, &hi, err,
+					sizeof(err)), -EINVAL);
+	cr_assert(strstr(err, "memcpy in ") && strstr(err, "is an IFUNC"), "%s", err);
 }
 
 Test(syms, runtime_address_to_file)
@@ -333,6 +337,10 @@ Test(syms, runtime_address_to_file)
 					&hi, err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(va, lo, "%s: run-time %p is link-time %#lx, the symbol says %#lx", path, fn,
 		     (unsigned long)va, (unsigned long)lo);
+	/* The file-based resolution names the file as the maps do. */
+	cr_assert_eq(gb_modfile_resolve("libc", "malloc_usable_size", NULL, fpath, sizeof(fpath),
+					&lo, &hi, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(fpath, path);
 	cr_assert_eq(gb_syms__to_file(s, 8, path, sizeof(path), &va, &off), -ENOENT);
 	gb_syms__free(s);
 }
