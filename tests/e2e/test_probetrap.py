@@ -276,7 +276,7 @@ def test_dlopen_after_start(tmp_path):
     `libptdl:ptdl_work` is pending (resolved from the file through the
     program's RUNPATH) until then, and its 20 calls are traced."""
     out = tmp_path / "probes.jsonl"
-    r = trace("pt_dlopen", "libptdl:ptdl_work", out, 20, trap="probes")
+    r = trace("pt_dlopen", "libptdl:ptdl_work", out, 20, trap="probes", timeout=120)
     assert r.stdout.encode() == native("pt_dlopen", 20)
     lines, summary = read_trace(out)
     start = check_function_lines(lines, summary, prog_path("lib/libptdl.so"), "ptdl_work")
@@ -284,7 +284,7 @@ def test_dlopen_after_start(tmp_path):
 
 
 def test_dlopen_probes_equal_none(tmp_path):
-    probes_vs_none("pt_dlopen", "libptdl:ptdl_work", tmp_path, 20)
+    probes_vs_none("pt_dlopen", "libptdl:ptdl_work", tmp_path, 20, timeout=120)
 
 
 def libc_path():
