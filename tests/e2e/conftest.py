@@ -56,6 +56,33 @@ LINE_KEYS = {
 HEX = re.compile(r"0x(0|[1-9a-f][0-9a-f]*)")
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "probetrap: needs `gebpf trace --trap probes` (the probe trap, issue 9); "
+        "run them alone with -m probetrap")
+
+
+_HAS_TRAP = []
+
+
+def gebpf_has_trap():
+    """Whether this gebpf has --trap probes|pages|none (the probe trap's CLI)."""
+    if not _HAS_TRAP:
+        r = subprocess.run([gebpf_path(), "trace", "--help"], capture_output=True, text=True,
+                           timeout=30)
+        _HAS_TRAP.append("--trap" in r.stdout + r.stderr)
+    return _HAS_TRAP[0]
+
+
+def trap_args(kind):
+    """gebpf arguments selecting the entry mechanism KIND ("probes", "pages"
+    or "none").  With --trap, that; before it existed the page trap was the
+    default and "none" was spelled --step-all (still an alias)."""
+    if gebpf_has_trap():
+        return ["--trap", kind]
+    return {"pages": [], "none": ["--step-all"]}[kind]
+
+
 def gebpf_path():
     return os.path.join(OUTPUT, "gebpf")
 
@@ -186,6 +213,16 @@ def trace_ready(gebpf, root, tmp_path_factory):
                     "instructions)" % prog_path("mem_sizes"))
     assert r.returncode == 0, "gebpf trace does not work: %s" % r.stderr.strip()
     return gebpf
+
+
+@pytest.fixture(scope="session")
+def probes_ready(trace_ready):
+    """Fail (not skip) while gebpf has no --trap probes: the probe-trap tests
+    are written against that contract (docs/testing.md)."""
+    if not gebpf_has_trap():
+        pytest.fail("gebpf trace has no --trap option: the probe trap (issue 9) is not "
+                    "integrated in this build")
+    return trace_ready
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import pytest
 
 import lackey
 from conftest import (PROGS, check_vt_order, prog_path, range_arg, read_trace, run_gebpf,
-                      stable_env)
+                      stable_env, trap_args)
 
 pytestmark = pytest.mark.usefixtures("trace_ready")
 
@@ -37,13 +37,13 @@ def native(name, *args, timeout=60):
     return r.stdout
 
 
-def trace(name, rng, out, *args, step_all=False, timeout=60, extra=()):
-    """Launch PROG ARGS under `gebpf trace -v --range RNG -o OUT` (with
-    --step-all or not); a run that does not end in TIMEOUT seconds fails the
-    test as a hang (gebpf is SIGKILLed; the target dies with it: EXITKILL)."""
+def trace(name, rng, out, *args, step_all=False, trap=None, timeout=60, extra=()):
+    """Launch PROG ARGS under `gebpf trace -v --range RNG -o OUT` with the
+    page trap, --step-all (--trap none) or TRAP ("probes", "pages", "none");
+    a run that does not end in TIMEOUT seconds fails the test as a hang
+    (gebpf is SIGKILLed; the target dies with it: EXITKILL)."""
     argv = ["trace", "-v", "--range", rng, "-o", str(out)] + list(extra)
-    if step_all:
-        argv.append("--step-all")
+    argv += trap_args(trap or ("none" if step_all else "pages"))
     argv += ["--", prog_path(name)] + [str(a) for a in args]
     t0 = time.monotonic()
     try:
@@ -59,17 +59,19 @@ def trace(name, rng, out, *args, step_all=False, timeout=60, extra=()):
     return r
 
 
-def same_file(a, b, what):
+def same_file(a, b, what, names=("trap", "step-all")):
     """Byte equality of two traces, reporting the first differing line."""
     da, db = a.read_bytes(), b.read_bytes()
     if da == db:
         return
     la, lb = da.decode().splitlines(), db.decode().splitlines()
     i = next((k for k in range(min(len(la), len(lb))) if la[k] != lb[k]), min(len(la), len(lb)))
-    pytest.fail("%s: the page-trap trace differs from --step-all at line %d (of %d vs %d):\n"
-                "  trap:     %s\n  step-all: %s\n  trap summary:     %s\n  step-all summary: %s"
-                % (what, i + 1, len(la), len(lb), la[i] if i < len(la) else "<end>",
-                   lb[i] if i < len(lb) else "<end>", la[-1] if la else "", lb[-1] if lb else ""))
+    na, nb = ("%-9s" % (n + ":") for n in names)
+    pytest.fail("%s: the %s trace differs from the %s one at line %d (of %d vs %d):\n"
+                "  %s %s\n  %s %s\n  summaries: %s\n             %s"
+                % (what, names[0], names[1], i + 1, len(la), len(lb), na,
+                   la[i] if i < len(la) else "<end>", nb, lb[i] if i < len(lb) else "<end>",
+                   la[-1] if la else "", lb[-1] if lb else ""))
 
 
 def trap_vs_step_all(name, rng, tmp_path, *args, timeout=60, want_stdout=None):

@@ -1,5 +1,5 @@
 /* Probe trap: a range in a library loaded after the trace starts.  The
- * program runs a little, then dlopens libptdl.so (found through its
+ * program runs a little (1000 loop iterations), then dlopens libptdl.so (found through its
  * RUNPATH $ORIGIN/lib) and calls ptdl_work CALLS times.  Built by its own
  * rule in progs.mk (dynamic PIE).  Usage: pt_dlopen [CALLS] (default 20).
  * Prints a checksum; exit 0.  Range: `libptdl:ptdl_work`. */
@@ -12,7 +12,7 @@ int main(int argc, char **argv)
 	long calls = argc > 1 ? atol(argv[1]) : 20;
 	static long slot[4] = {1, 2, 3, 4};
 	volatile long warm = 0;
-	for (long k = 0; k < 100000; k++)
+	for (long k = 0; k < 1000; k++)
 		warm += k;
 	void *h = dlopen("libptdl.so", RTLD_NOW);
 	if (!h) {

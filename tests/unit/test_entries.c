@@ -4,6 +4,9 @@
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
 #include <errno.h>
 #include <limits.h>
 #include <malloc.h>
@@ -315,6 +318,10 @@ Test(modfile, resolves_like_the_file)
 	cr_assert_eq(gb_modfile_resolve("libc", "no_such_symbol_here", NULL, path, sizeof(path),
 					&lo, &hi, err, sizeof(err)), -ENOENT);
 	cr_assert(strstr(err, "symbol 'no_such_symbol_here' not found"), "%s", err);
+	/* An IFUNC's code is its resolver: refused, with the reason. */
+	cr_assert_eq(gb_modfile_resolve("libc", "memcpy", NULL, path, sizeof(path), &lo, &hi, err,
+					sizeof(err)), -EINVAL);
+	cr_assert(strstr(err, "memcpy in ") && strstr(err, "is an IFUNC"), "%s", err);
 }
 
 Test(syms, runtime_address_to_file)
@@ -330,6 +337,74 @@ Test(syms, runtime_address_to_file)
 					&hi, err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(va, lo, "%s: run-time %p is link-time %#lx, the symbol says %#lx", path, fn,
 		     (unsigned long)va, (unsigned long)lo);
+	/* The file-based resolution names the file as the maps do. */
+	cr_assert_eq(gb_modfile_resolve("libc", "malloc_usable_size", NULL, fpath, sizeof(fpath),
+					&lo, &hi, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(fpath, path);
 	cr_assert_eq(gb_syms__to_file(s, 8, path, sizeof(path), &va, &off), -ENOENT);
 	gb_syms__free(s);
+}
+
+/* Bytes [off, off + size) of section name in the file at path. */
+static void section_at(const char *path, const char *name, uint64_t *off, uint64_t *size)
+{
+	int fd = open(path, O_RDONLY);
+	cr_assert(fd >= 0);
+	elf_version(EV_CURRENT);
+	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	*size = 0;
+	cr_assert(e && !elf_getshdrstrndx(e, &shstrndx));
+	while ((scn = elf_nextscn(e, scn)))
+		if (gelf_getshdr(scn, &sh) && !strcmp(elf_strptr(e, shstrndx, sh.sh_name), name)) {
+			*off = sh.sh_offset;
+			*size = sh.sh_size;
+		}
+	elf_end(e);
+	close(fd);
+	cr_assert(*size, "%s has no %s", path, name);
+}
+
+Test(entries, corrupt_exception_tables_are_skipped_not_read_past)
+{
+	struct fix x;
+	char tmp[] = "/tmp/gebpf-entries-XXXXXX";
+	uint64_t eh, ehn, gx, gxn;
+	fix_open(&x, "pt_except", "traced");
+	section_at(x.f.path, ".eh_frame", &eh, &ehn);
+	section_at(x.f.path, ".gcc_except_table", &gx, &gxn);
+	int fd = mkstemp(tmp);
+	cr_assert(fd >= 0);
+	uint8_t *copy = malloc(x.f.size);
+	cr_assert(copy);
+	srand(12345);
+	size_t warned = 0;
+	for (int round = 0; round < 150; round++) {
+		memcpy(copy, x.f.bytes, x.f.size);
+		/* A few random bytes of each table, sometimes a run of 0xff. */
+		for (int k = 0; k < 1 + round % 6; k++) {
+			copy[eh + (uint64_t)rand() % ehn] = (uint8_t)rand();
+			copy[gx + (uint64_t)rand() % gxn] = (uint8_t)rand();
+		}
+		if (round % 10 == 0)
+			memset(copy + eh + (uint64_t)rand() % (ehn - 8), 0xff, 8);
+		cr_assert(pwrite(fd, copy, x.f.size, 0) == (ssize_t)x.f.size);
+		struct gb_entries en;
+		char err[256];
+		int r = gb_entries_find(tmp, x.lo, x.hi, &en, err, sizeof(err));
+		cr_assert(r == 0 || r < 0);
+		if (!r) {
+			warned += en.nwarn > 0;
+			cr_assert(en.n >= 1 && en.v[0].vaddr == x.lo);
+			gb_entries_free(&en);
+		}
+	}
+	cr_log_info("150 corrupted copies: %zu with warnings", warned);
+	cr_assert_gt(warned, 10, "corruption is reported as warnings");
+	close(fd);
+	unlink(tmp);
+	free(copy);
+	fix_close(&x);
 }

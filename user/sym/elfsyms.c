@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libelf.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,6 +44,7 @@ static int read_symtab(struct gb_elfsyms *m, Elf *e, Elf_Scn *scn, const GElf_Sh
 			.value = s.st_value, .size = s.st_size, .name = copy,
 			.global = GELF_ST_BIND(s.st_info) != STB_LOCAL,
 			.func = type == STT_FUNC || type == STT_GNU_IFUNC,
+			.ifunc = type == STT_GNU_IFUNC,
 		};
 	}
 	return 0;
@@ -119,6 +121,25 @@ const struct gb_elfsym *gb_elfsyms_find(const struct gb_elfsyms *s, const char *
 		if (!strcmp(s->syms[j].name, name) && (!best || (s->syms[j].global && !best->global)))
 			best = &s->syms[j];
 	return best;
+}
+
+int gb_elfsym_range(const struct gb_elfsym *y, const char *path, uint64_t *lo, uint64_t *hi,
+		    char *err, size_t errlen)
+{
+	if (y->ifunc) {
+		snprintf(err, errlen, "%s in %s is an IFUNC: its code is the resolver that picks an "
+			 "implementation at load time; name the implementation or give START-END",
+			 y->name, path);
+		return -EINVAL;
+	}
+	if (!y->size) {
+		snprintf(err, errlen, "symbol %s in %s has no size; give a START-END range", y->name,
+			 path);
+		return -EINVAL;
+	}
+	*lo = y->value;
+	*hi = y->value + y->size - 1;
+	return 0;
 }
 
 const struct gb_elfsym *gb_elfsyms_at(const struct gb_elfsyms *s, uint64_t va, uint64_t *off)

@@ -15,6 +15,7 @@ struct gb_elfsym {
 	char *name;
 	bool global;
 	bool func;              /* STT_FUNC / STT_GNU_IFUNC */
+	bool ifunc;             /* STT_GNU_IFUNC: the code is the resolver */
 };
 
 struct gb_elfload {
@@ -37,6 +38,13 @@ void gb_elfsyms_free(struct gb_elfsyms *s);
 
 /* The symbol called name (a global one wins over a local), or NULL. */
 const struct gb_elfsym *gb_elfsyms_find(const struct gb_elfsyms *s, const char *name);
+/* The inclusive link-time range [*lo, *hi] of y, a symbol of the file at
+ * path, as a --range: 0, or -EINVAL with the reason in err when y has no
+ * size or is an IFUNC (its code is the resolver that picks an
+ * implementation at load time, not the function the name calls). */
+int gb_elfsym_range(const struct gb_elfsym *y, const char *path, uint64_t *lo, uint64_t *hi,
+		    char *err, size_t errlen);
+
 /* The symbol containing vaddr (*off = vaddr - its value), or NULL. */
 const struct gb_elfsym *gb_elfsyms_at(const struct gb_elfsyms *s, uint64_t vaddr, uint64_t *off);
 

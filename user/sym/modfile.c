@@ -20,7 +20,8 @@ struct search {
 	char **seen;             /* realpaths already tried */
 	size_t nseen;
 	bool found_file;         /* some x86-64 ELF file matched the module */
-	bool sizeless;           /* ... and defined name without a size */
+	int unusable;            /* ... and defined name unusably (-EINVAL) */
+	char why[256];           /* the first such reason */
 	char *path;
 	size_t pathlen;
 	uint64_t lo, hi;
@@ -59,13 +60,13 @@ static int try_file(struct search *s, const char *file)
 	    (eh.e_type == ET_DYN || eh.e_type == ET_EXEC) && !gb_elfsyms_read(e, &es)) {
 		s->found_file = true;
 		const struct gb_elfsym *y = gb_elfsyms_find(&es, s->name);
-		if (y && !y->size)
-			s->sizeless = true;
-		if (y && y->size) {
-			snprintf(s->path, s->pathlen, "%s", file);
-			s->lo = y->value;
-			s->hi = y->value + y->size - 1;
+		char why[256];
+		if (y && !gb_elfsym_range(y, s->seen[s->nseen - 1], &s->lo, &s->hi, why, sizeof(why))) {
+			snprintf(s->path, s->pathlen, "%s", s->seen[s->nseen - 1]);
 			hit = 1;
+		} else if (y && !s->unusable) {
+			s->unusable = -EINVAL;
+			snprintf(s->why, sizeof(s->why), "%s", why);
 		}
 	}
 	gb_elfsyms_free(&es);
@@ -230,10 +231,9 @@ int gb_modfile_resolve(const char *module, const char *name, const char *exe, ch
 		*hi = s.hi;
 		return 0;
 	}
-	if (s.sizeless) {
-		snprintf(err, errlen, "symbol %s in module '%s' has no size; give a START-END range",
-			 name, module);
-		return -EINVAL;
+	if (s.unusable) {
+		snprintf(err, errlen, "%s", s.why);
+		return s.unusable;
 	}
 	if (!s.found_file)
 		snprintf(err, errlen, "no x86-64 ELF file matches module '%s' in the loader's "

@@ -15,9 +15,10 @@
  * /lib64, /usr/lib64, /lib, /usr/lib, /usr/local/lib/x86_64-linux-gnu,
  * /usr/local/lib, and those named in the .conf files of /etc/ld.so.conf.d), then $PATH.
  * Among the x86-64 ELF files that match (each real file once; exact names
- * first), the first that defines name with a size wins.
- * Sets path (the file as found, symlinks kept) and the inclusive link-time
- * [*lo, *hi].  0, or -ENOENT / -EINVAL with the reason in err. */
+ * first), the first that defines name usably (gb_elfsym_range()) wins.
+ * Sets path (the real path, as /proc/PID/maps will show the file once it
+ * is mapped) and the inclusive link-time [*lo, *hi].  0, or -ENOENT /
+ * -EINVAL with the reason in err. */
 int gb_modfile_resolve(const char *module, const char *name, const char *exe, char *path,
 		       size_t pathlen, uint64_t *lo, uint64_t *hi, char *err, size_t errlen);
 

@@ -112,18 +112,16 @@ int gb_syms__resolve(struct gb_syms *s, const char *module, const char *name,
 			const struct gb_elfsym *best = gb_elfsyms_find(&m->es, name);
 			if (!best)
 				continue;
-			uint64_t a = to_runtime(s, m, best->value);
+			uint64_t lo, hi, a = to_runtime(s, m, best->value);
 			if (!a) {
 				snprintf(err, errlen, "symbol %s in %s is not mapped", name, m->path);
 				return -ENOENT;
 			}
-			if (!best->size) {
-				snprintf(err, errlen, "symbol %s in %s has no size; give a START-END range",
-					 name, m->path);
-				return -EINVAL;
-			}
+			int r = gb_elfsym_range(best, m->path, &lo, &hi, err, errlen);
+			if (r)
+				return r;
 			*start = a;
-			*end = a + best->size - 1;
+			*end = a + (hi - lo);
 			return 0;
 		}
 	}
