@@ -193,6 +193,7 @@ struct gb_engine *gb_engine__new(struct gb_tracee *t, const struct gb_engine_opt
 	 * bounded range; without one everything is in range and is stepped
 	 * anyway. */
 	e->probes = o->trap == GB_TRAP_PROBES ? o->probes : NULL;
+	e->range_pending = o->range_pending;
 	if (e->probes) {
 		gb_icache__set_patch(e->ic, gb_probes__patch, e->probes);
 		eng_sync_range(e);

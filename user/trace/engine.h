@@ -24,8 +24,11 @@ struct gb_engine;
 /* Called when a snapshot point is reached (all threads stopped). */
 typedef int (*gb_snap_cb)(void *ctx, struct gb_tracee *t, pid_t tid, uint64_t vt, uint64_t pc);
 
-/* Called after exec to re-resolve the range in the new image; return 0 and
- * set start and end, or non-zero to keep the old one. */
+/* Called after exec to re-resolve the range in the new image (and, for a
+ * pending range, after each mmap); return 0 and set start and end,
+ * -EAGAIN when the range's module is not mapped yet (pending: under no
+ * trap, looked for again after each mmap), other non-zero to keep the old
+ * one. */
 typedef int (*gb_rerange_cb)(void *ctx, pid_t pid, uint64_t *start, uint64_t *end);
 
 /* Called with page faults seen for the instruction just stepped, to merge
@@ -51,6 +54,8 @@ struct gb_engine_opts {
 	uint64_t first_vt;            /* vt of the first instruction (trace --from SNAP) */
 	double duration;              /* seconds, 0 = unlimited */
 	enum gb_trap_kind trap;       /* GB_TRAP_NONE: single-step out-of-range code too */
+	bool range_pending;           /* GB_TRAP_NONE: the range's module is not mapped
+				       * yet: rerange_cb is tried after each mmap */
 	struct gb_probes *probes;     /* GB_TRAP_PROBES: the probe trap, set up by the
 				       * caller (the engine uses it, the caller frees it) */
 	bool pin;                     /* pin tracer + tracee to one CPU */

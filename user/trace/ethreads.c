@@ -7,6 +7,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 
@@ -140,9 +141,24 @@ void eng_on_exec(struct gb_engine *e, size_t i)
 		return;
 	}
 	uint64_t s = e->o.start, en = e->o.end;
-	if (e->o.rerange_cb && e->o.rerange_cb(e->o.rerange_ctx, e->t->pid, &s, &en) == 0) {
+	int r = e->o.rerange_cb ? e->o.rerange_cb(e->o.rerange_ctx, e->t->pid, &s, &en) : -1;
+	if (r == 0) {
 		e->o.start = s;
 		e->o.end = en;
+		e->range_pending = false;
+	} else if (r == -EAGAIN) {
+		/* Its module is not mapped in the new image yet: look again
+		 * after each mmap, single-stepping (the page trap needs the
+		 * range's pages). */
+		e->range_pending = true;
+		if (e->trap) {
+			gb_warn("pid %d: after exec the range's module is not mapped yet; "
+				"single-stepping everything from here (slow; the probe trap follows "
+				"it natively)", e->t->pid);
+			gb_pagetrap__free(e->trap);
+			e->trap = NULL;
+		}
+		return;
 	}
 	if (e->trap) {
 		/* The old image's protections died with it: trap the range again
@@ -197,6 +213,20 @@ static void finish_syscall_stopped(struct gb_engine *e, size_t i)
 		eng_on_exit(e, i, &st);
 	else if (st.kind == GB_STOP_SIGNAL)
 		e->t->threads[i].pending_sig = st.sig;
+}
+
+/* A pending range (--trap none): after an mmap, is its module there? */
+static void look_for_range(struct gb_engine *e, size_t i)
+{
+	struct user_regs_struct r;
+	uint64_t s = 0, en = 0;
+	if (gb_regs_get(e->t->threads[i].tid, &r) || r.orig_rax != SYS_mmap || !e->o.rerange_cb ||
+	    e->o.rerange_cb(e->o.rerange_ctx, e->t->pid, &s, &en))
+		return;
+	e->o.start = s;
+	e->o.end = en;
+	e->range_pending = false;
+	gb_jsonl__set_range(e->out, true, s, true, en);
 }
 
 void eng_event(struct gb_engine *e, size_t i, const struct gb_stop *st)
@@ -301,6 +331,8 @@ void eng_async(struct gb_engine *e, const struct gb_stop *st)
 			/* The syscall is done: the thread is before its next
 			 * instruction, as after a step. */
 			gb_icache__bump(e->ic);
+			if (e->range_pending && !e->probes)
+				look_for_range(e, (size_t)i);
 			stopped_at(e, (size_t)i);
 			return;
 		}

@@ -120,8 +120,9 @@ static int resolve_range(struct session *s)
 {
 	const struct gb_range_spec *spec = &s->o->range;
 	bool retry = s->o->argv && spec->kind == GB_RANGE_SYM;
-	bool may_probe = s->o->trap == GB_TRAP_AUTO || s->o->trap == GB_TRAP_PROBES;
-	bool pendable = spec->kind == GB_RANGE_SYM && spec->module[0] && may_probe;
+	/* Pending: the probe trap learns the range at its first hit, --trap
+	 * none after each mmap; the page trap needs it now. */
+	bool pendable = spec->kind == GB_RANGE_SYM && spec->module[0] && s->o->trap != GB_TRAP_PAGES;
 	gb_range_describe(spec, s->range_text, sizeof(s->range_text));
 	int r = gb_range_resolve(spec, s->t.pid, &s->range, !retry && !pendable);
 	char exe[4096], ferr[512];
@@ -132,8 +133,8 @@ static int resolve_range(struct session *s)
 		s->range_pending = true;
 		s->range.has_start = s->range.has_end = true;
 		s->range.start = s->range.end = 0;
-		gb_warn("range %s: %s is not mapped in pid %d yet; tracing it once it is (%s)",
-			s->range_text, s->pending_path, s->t.pid, "probe trap");
+		gb_warn("range %s: %s is not mapped in pid %d yet; tracing it once it is",
+			s->range_text, s->pending_path, s->t.pid);
 		return 0;
 	}
 	if (r && retry) {
@@ -214,6 +215,7 @@ static int choose_trap(struct session *s)
 	bool bounded = s->range.has_start && s->range.has_end;
 	s->trap = o->trap;
 	if (s->trap == GB_TRAP_NONE || !bounded) {
+		/* A pending range is looked for after each mmap (engine). */
 		s->trap = GB_TRAP_NONE;
 		return 0;
 	}
@@ -228,8 +230,8 @@ static int choose_trap(struct session *s)
 			return 0;
 		}
 		if (s->range_pending) {
-			gb_err("range %s: the probe trap is needed for a module that is not mapped yet",
-			       s->range_text);
+			gb_err("range %s: a module that is not mapped yet needs the probe trap (or "
+			       "--trap none)", s->range_text);
 			return -1;
 		}
 		if (s->trap == GB_TRAP_PROBES)
@@ -247,11 +249,18 @@ static int rerange(void *ctx, pid_t pid, uint64_t *start, uint64_t *end)
 	if (s->o->range.kind != GB_RANGE_SYM)
 		return -1;
 	if (gb_range_resolve(&s->o->range, pid, &r, false)) {
+		if (s->o->range.module[0]) {
+			s->range_pending = true; /* its module may be mapped later */
+			return -EAGAIN;
+		}
 		gb_warn("range %s after exec: not found in the new program; keeping 0x%llx-0x%llx",
-			s->range_text,
-			(unsigned long long)*start, (unsigned long long)*end);
+			s->range_text, (unsigned long long)*start, (unsigned long long)*end);
 		return -1;
 	}
+	if (s->range_pending)
+		gb_info("range %s: mapped at 0x%llx-0x%llx", s->range_text,
+			(unsigned long long)r.start, (unsigned long long)r.end);
+	s->range_pending = false;
 	*start = r.start;
 	*end = r.end;
 	return 0;
@@ -403,6 +412,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 		.start = s.range.start, .end = s.range.end,
 		.max_insns = o->max_insns, .first_vt = s.first_vt, .duration = o->duration,
 		.trap = s.trap, .probes = s.probes, .pin = o->pin,
+		.range_pending = s.range_pending && s.trap == GB_TRAP_NONE,
 		.snap_pcs = o->snap_pcs, .nsnap_pcs = o->nsnap_pcs,
 		.snap_vts = o->snap_vts, .nsnap_vts = o->nsnap_vts,
 		.rerange_cb = rerange, .rerange_ctx = &s,
