@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "common/log.h"
 #include "gebpf_events.h"
 #include "probe/counters.h"
@@ -219,6 +220,17 @@ bool gb_probetrap__claim(struct gb_probetrap *p, pid_t tid, int sig, const sigin
 	(*n)--;
 	pending_put(p, tid, &pd);
 	p->claimed++;
+	for (size_t i = 0; i < p->nowed; i++) {
+		if (p->owed[i].tid != tid || p->owed[i].signo != (stop ? SIGSTOP : p->signo))
+			continue;
+		/* Its record was taken by take_early(): only the signal left. */
+		p->owed[i] = p->owed[--p->nowed];
+		if (hit) {
+			memset(hit, 0, sizeof(*hit));
+			hit->flags = GB_PROBE_HIT_TAKEN;
+		}
+		return true;
+	}
 	gb_probetrap__drain(p);
 	for (size_t i = 0; i < p->nq; i++) {
 		const struct gb_ev_probe *e = &p->q[i];
@@ -236,6 +248,26 @@ bool gb_probetrap__claim(struct gb_probetrap *p, pid_t tid, int sig, const sigin
 		hit->flags = GB_PROBE_HIT_LOST | (stop ? GB_PROBE_HIT_SIGSTOP : 0);
 	}
 	return true;
+}
+
+bool gb_probetrap__take_early(struct gb_probetrap *p, pid_t tid, struct gb_probe_hit *hit)
+{
+	if (!p)
+		return false;
+	gb_probetrap__drain(p);
+	for (size_t i = 0; i < p->nq; i++) {
+		const struct gb_ev_probe *e = &p->q[i];
+		if ((pid_t)e->h.tid != tid)
+			continue;
+		if (GB_GROW(&p->owed, &p->capowed, p->nowed + 1))
+			return false;
+		p->owed[p->nowed++] = (struct owed){ tid, (int)e->signo };
+		fill_hit(hit, e);
+		memmove(&p->q[i], &p->q[i + 1], (p->nq - i - 1) * sizeof(*p->q));
+		p->nq--;
+		return true;
+	}
+	return false;
 }
 
 bool gb_probetrap__is_step_artifact(struct gb_probetrap *p, pid_t tid, uint64_t rip_before,
@@ -314,6 +346,7 @@ void gb_probetrap__free(struct gb_probetrap *p)
 	free(p->rt);
 	free(p->plain);
 	free(p->q);
+	free(p->owed);
 	ring_buffer__free(p->rb);
 	probetrap_bpf__destroy(p->skel);
 	free(p);

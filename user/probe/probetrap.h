@@ -85,6 +85,8 @@ struct gb_probetrap_opts {
 
 #define GB_PROBE_HIT_SIGSTOP 1u  /* the stop was SIGSTOP (signo blocked or pending) */
 #define GB_PROBE_HIT_LOST 2u     /* the record was lost (ring full): regs unknown, addr 0 */
+#define GB_PROBE_HIT_TAKEN 4u    /* the record was taken early (take_early): only
+				  * the signal was left to swallow; no hit */
 
 struct gb_probe_hit {
 	uint64_t addr;           /* the probe's runtime address (= regs.rip) */
@@ -147,6 +149,12 @@ void gb_probetrap__set_stepping(struct gb_probetrap *p, pid_t tid, bool on);
  * with hit filled.  The engine then suppresses sig. */
 bool gb_probetrap__claim(struct gb_probetrap *p, pid_t tid, int sig, const siginfo_t *si,
 			 struct gb_probe_hit *hit);
+/* Thread tid stopped for a signal of the program's own (sig != signo)
+ * while a probe's signal may still be queued behind it (signals are
+ * delivered lowest number first): take the probe's record now, if one is
+ * queued for tid.  Its signal, when its stop comes, is claimed with
+ * GB_PROBE_HIT_TAKEN and nothing else.  true with hit filled. */
+bool gb_probetrap__take_early(struct gb_probetrap *p, pid_t tid, struct gb_probe_hit *hit);
 /* The stop after PTRACE_SINGLESTEP of a thread from rip_before: true when
  * it is uprobes' SIGTRAP that ends a step over a probed address (contract
  * 2), i.e. the step's own stop: do not deliver it. */

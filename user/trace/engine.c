@@ -373,6 +373,12 @@ static void run_natives(struct gb_engine *e)
 		if (e->et[i].state != T_STOPPED || e->et[i].want_entry || (ssize_t)i == e->owner)
 			continue;
 		int sig = eng_take_signal(e, i);
+		struct user_regs_struct r;
+		/* A handler that interrupts the range (this thread was stopped
+		 * inside it after a probe) returns into its middle: an entry. */
+		if (sig && e->probes && gb_regs_get(e->t->threads[i].tid, &r) == 0 &&
+		    eng_inside(e, r.rip))
+			gb_probes__add_entry(e->probes, r.rip);
 		if (ptrace(PTRACE_CONT, e->t->threads[i].tid, 0, sig) == 0)
 			eng_set_state(e, i, T_NATIVE);
 		else

@@ -35,6 +35,11 @@ struct ethread {
 			      * that faults raises it before the probe's stop) */
 	uint64_t fault_pc;
 	struct gb_stop fault;
+	bool in_handler;     /* probe trap: the owner runs a signal handler that
+			      * interrupted the range: it stays owner (stepped,
+			      * not emitted) until it is back at handler_ret */
+	uint64_t handler_ret;
+	uint32_t handler_steps;
 	bool last_in_range;  /* as owner: its previous step was in the range */
 	uint32_t out_steps;  /* as owner: consecutive out-of-range steps on the pages */
 	uint64_t stale_pc;   /* pc of an entry fault already dropped once (0: none) */
@@ -43,6 +48,9 @@ struct ethread {
 /* Out-of-range steps on the range's pages after which an owner yields to the
  * other threads (see estep.c). */
 #define GB_OWNER_OUT_BUDGET 1024
+/* Steps of a signal handler that interrupted the range (probe trap) after
+ * which its owner runs natively, with a probe at the return address. */
+#define GB_HANDLER_BUDGET 100000
 
 struct gb_engine {
 	struct gb_tracee *t;

@@ -158,33 +158,56 @@ static int prepare(struct gb_engine *e, pid_t tid, const struct user_regs_struct
 }
 
 
-/* The owner is about to make a syscall that may block: the range is given
- * up for the others meanwhile.  Under the page trap the syscall instruction
- * itself sits on the pages, so it is run to its syscall-entry stop first
- * (fetched, now in the kernel), then the pages are re-protected through
- * another, held thread.  false when the thread did not get there. */
-static bool give_up_range(struct gb_engine *e, size_t i)
+/* Under the probe trap, a signal delivered to the owner inside the range
+ * runs a handler that may return into the range's middle, where no probe
+ * is: the owner keeps the range while it runs the handler (stepped, lines
+ * not emitted) until it is back; a handler that runs long (or leaves for
+ * good) gets a probe at the return address instead. */
+static void enter_handler(struct gb_engine *e, size_t i, const struct pending *p, int sig)
+{
+	struct ethread *t = &e->et[i];
+	if (!sig || !e->probes || !p->in_range || t->in_handler)
+		return;
+	t->in_handler = true;
+	t->handler_ret = p->pc;
+	t->handler_steps = 0;
+}
+
+/* The owner in a handler left the range: a probe at the return address. */
+static void leave_handler(struct gb_engine *e, size_t i)
+{
+	struct ethread *t = &e->et[i];
+	if (!t->in_handler)
+		return;
+	t->in_handler = false;
+	gb_probes__add_entry(e->probes, t->handler_ret);
+}
+
+/* A syscall instruction: run thread i to its syscall-entry stop, so that
+ * the instruction is known to have executed (a signal already pending is
+ * delivered first, and then the syscall runs later, after the handler: it
+ * must not be logged twice).  Then the range is given up for the others
+ * while it may block (under the page trap the syscall instruction sits on
+ * the pages: it is in the kernel now, and the loop re-protects the pages
+ * through a held thread before anyone runs natively).  false when the
+ * thread did not get there (its signal is pending, or it died). */
+static bool enter_syscall(struct gb_engine *e, size_t i)
 {
 	pid_t tid = e->t->threads[i].tid;
-	eng_set_owner(e, -1);
-	if (!e->trap)
-		return true;
 	struct gb_stop st;
 	if (ptrace(PTRACE_SYSCALL, tid, 0, 0) || !step_wait(e, i, PTRACE_SYSCALL, &st))
 		return false;
 	if (st.kind != GB_STOP_SYSCALL) {
-		/* A signal came first (nothing executed) or the thread died. */
-		if (st.kind == GB_STOP_SIGNAL)
+		if (st.kind == GB_STOP_SIGNAL && !eng_claim_watch(e, tid, st.sig))
 			e->t->threads[i].pending_sig = st.sig;
 		else if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED)
 			eng_on_exit(e, i, &st);
-		if (e->et[i].state == T_STOPPED)
-			eng_set_owner(e, (ssize_t)i);
 		return false;
 	}
-	/* The loop re-protects the pages through a held thread before it lets
-	 * anyone run natively (threads stepping through syscalls stop on their
-	 * way out and cannot slip through). */
+	if (e->owner == (ssize_t)i && eng_live(e) > 1) {
+		leave_handler(e, i); /* it may block: the others go on */
+		eng_set_owner(e, -1);
+	}
 	return true;
 }
 
@@ -290,15 +313,6 @@ void eng_emit_hit(struct gb_engine *e, size_t i)
 	commit(e, i, &p);
 }
 
-/* Under the probe trap, a signal delivered to the owner inside the range
- * may run a handler outside it that returns into the range's middle: that
- * return becomes an entry too. */
-static void entry_after_handler(struct gb_engine *e, const struct pending *p, int sig)
-{
-	if (sig && e->probes && p->in_range)
-		gb_probes__add_entry(e->probes, p->pc);
-}
-
 void eng_step(struct gb_engine *e, size_t i)
 {
 	struct gb_thread *th = &e->t->threads[i];
@@ -328,6 +342,14 @@ void eng_step(struct gb_engine *e, size_t i)
 	 * one instruction. */
 	bool inside = eng_inside(e, p.pc);
 	struct ethread *et = &e->et[i];
+	if (et->in_handler && e->owner == (ssize_t)i) {
+		if (p.pc == et->handler_ret || p.in_range)
+			et->in_handler = false; /* back */
+		else if (++et->handler_steps < GB_HANDLER_BUDGET)
+			inside = true; /* still in the handler: keep the range */
+		else
+			leave_handler(e, i);
+	}
 	if (e->owner == (ssize_t)i && inside && e->trap && !p.in_range && eng_live(e) > 1 &&
 	    (et->last_in_range || et->out_steps >= GB_OWNER_OUT_BUDGET))
 		inside = false;
@@ -355,13 +377,14 @@ void eng_step(struct gb_engine *e, size_t i)
 	e->st.steps++;
 
 	if (!sig && is_sys) {
-		/* Asynchronous: it may block (until another thread acts, or for
-		 * ever), and the loop must still see Ctrl-C and --duration.  Other
-		 * threads may use the range meanwhile.  PTRACE_SYSCALL, not a
-		 * step: a thread blocked in the kernel then carries no pending
-		 * step trap that a detach could leave behind (it would kill the
-		 * program with SIGTRAP).  Its exit stop completes it (ethreads.c). */
-		if (e->owner == (ssize_t)i && eng_live(e) > 1 && !give_up_range(e, i))
+		/* Its exit is asynchronous: it may block (until another thread
+		 * acts, or for ever), and the loop must still see Ctrl-C and
+		 * --duration.  Other threads may use the range meanwhile.
+		 * PTRACE_SYSCALL, not a step: a thread blocked in the kernel then
+		 * carries no pending step trap that a detach could leave behind
+		 * (it would kill the program with SIGTRAP).  Its exit stop
+		 * completes it (ethreads.c). */
+		if (!enter_syscall(e, i))
 			return;
 		commit(e, i, &p);
 		gb_icache__bump(e->ic);
@@ -369,7 +392,7 @@ void eng_step(struct gb_engine *e, size_t i)
 		ptrace(PTRACE_SYSCALL, tid, 0, 0);
 		return;
 	}
-	entry_after_handler(e, &p, sig);
+	enter_handler(e, i, &p, sig);
 	struct gb_step_insn si = {
 		.pushf = fl & GB_INSN_PUSHF, .cpuid = fl & GB_INSN_CPUID,
 		.len = p.insn ? p.insn->len : 0, .rflags = p.rflags_before,
@@ -400,6 +423,10 @@ void eng_step(struct gb_engine *e, size_t i)
 	case GB_STOP_SIGNAL: {
 		if (stale_entry_fault(e, i, &st, p.pc))
 			break; /* our own trap's fault, queued before it stopped */
+		struct gb_probe_hit late;
+		if (e->probes && gb_probes__claim(e->probes, &st, &late))
+			break; /* a probe's signal from before it owned the range
+				* (its hit taken early): nothing ran, step again */
 		if (eng_claim_watch(e, tid, st.sig))
 			break; /* it changed the range's pages: applied */
 		th->pending_sig = st.sig;

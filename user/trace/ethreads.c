@@ -187,6 +187,15 @@ void eng_on_exit(struct gb_engine *e, size_t i, const struct gb_stop *st)
 	}
 }
 
+/* Thread i stopped after a probe's instruction: it waits for the range. */
+static void took_hit(struct gb_engine *e, size_t i, const struct gb_probe_hit *hit)
+{
+	e->et[i].hit = *hit;
+	e->et[i].has_hit = true;
+	e->et[i].want_entry = true;
+	eng_sync_range(e);
+}
+
 /* Where a stopped thread is: inside (the range, or the trapped pages) it
  * must own the range first. */
 static void stopped_at(struct gb_engine *e, size_t i)
@@ -286,14 +295,22 @@ void eng_async(struct gb_engine *e, const struct gb_stop *st)
 			eng_set_state(e, (size_t)i, T_STOPPED);
 			return;
 		}
-		if (e->probes && gb_probes__claim(e->probes, st, &e->et[i].hit)) {
-			/* A probe: the probed instruction ran, the thread stopped
-			 * after it.  Never delivered. */
-			eng_set_state(e, (size_t)i, T_STOPPED);
-			e->et[i].want_entry = true;
-			e->et[i].has_hit = true;
-			eng_sync_range(e);
-			return;
+		if (e->probes) {
+			struct gb_probe_hit hit;
+			if (gb_probes__claim(e->probes, st, &hit)) {
+				/* A probe: the probed instruction ran, the thread
+				 * stopped after it.  Never delivered.  (TAKEN: its hit
+				 * was taken at an earlier stop.) */
+				eng_set_state(e, (size_t)i, T_STOPPED);
+				if (!(hit.flags & GB_PROBE_HIT_TAKEN))
+					took_hit(e, (size_t)i, &hit);
+				return;
+			}
+			/* The program's own signal, dequeued before a probe's
+			 * (lower numbers first): the hit is taken now, so that the
+			 * handler runs after its instruction is in the trace. */
+			if (!e->et[i].has_hit && gb_probes__take_early(e->probes, st, &hit))
+				took_hit(e, (size_t)i, &hit);
 		}
 		if (e->trap && gb_regs_get(th->tid, &r) == 0 && gb_pagetrap__is_entry(e->trap, st, r.rip)) {
 			/* Our trap: the fault is swallowed, the instruction re-runs. */
@@ -303,7 +320,8 @@ void eng_async(struct gb_engine *e, const struct gb_stop *st)
 		}
 		eng_set_state(e, (size_t)i, T_STOPPED);
 		th->pending_sig = st->sig;
-		if (e->probes && st->code > 0 && gb_regs_get(th->tid, &r) == 0) {
+		if (e->probes && st->code > 0 && (st->sig == SIGSEGV || st->sig == SIGBUS ||
+		    st->sig == SIGILL || st->sig == SIGFPE) && gb_regs_get(th->tid, &r) == 0) {
 			e->et[i].fault_seen = true;
 			e->et[i].fault_pc = r.rip;
 			e->et[i].fault = *st;

@@ -214,11 +214,24 @@ bool gb_probes__claim(struct gb_probes *p, const struct gb_stop *st, struct gb_p
 	siginfo_t si = stop_siginfo(st);
 	if (st->kind != GB_STOP_SIGNAL || !gb_probetrap__claim(p->pt, st->tid, st->sig, &si, hit))
 		return false;
+	if (hit->flags & GB_PROBE_HIT_TAKEN)
+		return true; /* its hit was taken already: a signal to swallow */
 	if (hit->flags & GB_PROBE_HIT_LOST) {
 		gb_err("probe trap: thread %d: a probe's record was lost (ring buffer full): the "
 		       "trace would miss an instruction", st->tid);
 		p->lost++;
 	}
+	if (!p->mapped)
+		learn_bias(p, hit->addr);
+	p->st.hits++;
+	return true;
+}
+
+bool gb_probes__take_early(struct gb_probes *p, const struct gb_stop *st, struct gb_probe_hit *hit)
+{
+	if (!gb_probetrap__take_early(p->pt, st->tid, hit))
+		return false;
+
 	if (!p->mapped)
 		learn_bias(p, hit->addr);
 	p->st.hits++;

@@ -63,6 +63,11 @@ bool gb_probes__step_artifact(struct gb_probes *p, const struct gb_stop *st, uin
 /* Thread tid exited. */
 void gb_probes__forget(struct gb_probes *p, pid_t tid);
 
+/* A signal stop of the program's own (st) of a thread that a probe may
+ * have hit just before (its probe's signal queued behind): the hit, taken
+ * now.  true with hit filled. */
+bool gb_probes__take_early(struct gb_probes *p, const struct gb_stop *st, struct gb_probe_hit *hit);
+
 /* Thread tid is being single-stepped (probes it passes do not stop it). */
 void gb_probes__stepping(struct gb_probes *p, pid_t tid, bool on);
 
