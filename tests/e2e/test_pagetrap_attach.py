@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import check_vt_order, gebpf_path, prog_path, read_trace, run_gebpf, stable_env
+from conftest import trap_args, check_vt_order, gebpf_path, prog_path, read_trace, run_gebpf, stable_env
 from test_pagetrap import ENTERS, symbol
 
 pytestmark = pytest.mark.usefixtures("trace_ready")
@@ -160,7 +160,7 @@ def attach_while_serving(srv, gebpf_args, stop=None, out=None):
     server requests of 100 calls; STOP (a signal) is sent after 0.8 s.
     Returns (gebpf's CompletedProcess-like result, {request: answer},
     whether the range's page was seen without exec while tracing)."""
-    g = subprocess.Popen([gebpf_path(), "trace", "-p", str(srv.pid), "--range", "handle",
+    g = subprocess.Popen([gebpf_path(), "trace", *trap_args("pages"), "-p", str(srv.pid), "--range", "handle",
                           "-o", str(out)] + [str(a) for a in gebpf_args],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=stable_env())
     got, armed, n, t0, sent = {}, False, 100, time.monotonic(), False
@@ -227,7 +227,7 @@ def test_attach_to_idle_server(tick_us, server, tmp_path):
     out = tmp_path / "out.jsonl"
     # ended by SIGINT after 1 s (test_duration_on_idle_target checks
     # --duration on an idle target)
-    g = subprocess.Popen([gebpf_path(), "trace", "-p", str(srv.pid), "--range", "handle",
+    g = subprocess.Popen([gebpf_path(), "trace", *trap_args("pages"), "-p", str(srv.pid), "--range", "handle",
                           "-o", str(out)], stderr=subprocess.PIPE, env=stable_env())
     time.sleep(1)
     g.send_signal(signal.SIGINT)
@@ -254,7 +254,7 @@ def test_duration_on_idle_target(step_all, server, tmp_path):
     srv = server(0)
     srv.ask(3)
     out = tmp_path / "out.jsonl"
-    argv = ["trace", "-p", str(srv.pid), "--range", "handle", "--duration", "1", "-o", str(out)]
+    argv = ["trace", *trap_args("pages"), "-p", str(srv.pid), "--range", "handle", "--duration", "1", "-o", str(out)]
     t0 = time.monotonic()
     try:
         r = run_gebpf(argv + (["--step-all"] if step_all else []), timeout=10)
@@ -310,7 +310,7 @@ def test_way_out_target_exits_launch_mode(tmp_path):
     with exit 0 and the summary, and the program's output is the native one."""
     out = tmp_path / "out.jsonl"
     reqs = b"100\n200\n300\n"
-    r = subprocess.run([gebpf_path(), "trace", "-v", "--range", "handle", "-o", str(out), "--",
+    r = subprocess.run([gebpf_path(), "trace", *trap_args("pages"), "-v", "--range", "handle", "-o", str(out), "--",
                         prog_path("trap_server"), "1000"], input=reqs, capture_output=True,
                        timeout=60, env=stable_env())
     assert r.returncode == 0, r.stderr
@@ -328,7 +328,7 @@ def test_way_out_target_exits_attach_mode(server, tmp_path):
     srv = server()
     srv.ask(10)
     out = tmp_path / "out.jsonl"
-    g = subprocess.Popen([gebpf_path(), "trace", "-p", str(srv.pid), "--range", "handle", "-o",
+    g = subprocess.Popen([gebpf_path(), "trace", *trap_args("pages"), "-p", str(srv.pid), "--range", "handle", "-o",
                           str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          env=stable_env())
     time.sleep(0.7)
@@ -355,7 +355,7 @@ def test_gebpf_sigkilled_launch_mode_kills_target(tmp_path):
     """If gebpf is SIGKILLed while the trap is armed, a launched target would
     fault at its next entry: it dies with gebpf (PTRACE_O_EXITKILL) instead
     of running on half-protected (documented in `gebpf trace --help`)."""
-    g = subprocess.Popen([gebpf_path(), "trace", "--range", "handle", "-o",
+    g = subprocess.Popen([gebpf_path(), "trace", *trap_args("pages"), "--range", "handle", "-o",
                           str(tmp_path / "out.jsonl"), "--", prog_path("trap_server"), "1000"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=stable_env())
     try:

@@ -261,7 +261,11 @@ def test_target_sigkilled_mid_trace(spawn, no_stray_spin, tmp_path):
                prog_path("spin"), 100000, 1000], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     ready(g)
     time.sleep(0.5)
-    kids = wait_for(lambda: children(g.pid), what="gebpf's child")
+    # gebpf traces from a worker process (user/common/guard.h): the target
+    # is the worker's child
+    worker = wait_for(lambda: children(g.pid), what="gebpf's worker")
+    assert len(worker) == 1
+    kids = wait_for(lambda: children(worker[0]), what="the worker's child")
     assert len(kids) == 1
     os.kill(kids[0], signal.SIGKILL)
     _, err = g.communicate(timeout=20)

@@ -6,6 +6,7 @@
 
 #include "cli/args.h"
 #include "cli/cmds.h"
+#include "common/guard.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "record/jsonl.h"
@@ -50,10 +51,9 @@ static void usage(FILE *f)
 "\n"
 "The trace ends when the launched command exits, after --duration or --max-insns,\n"
 "or on Ctrl-C/SIGTERM; the summary line is always written.  An attached target is\n"
-"left running as it was found, also when gebpf itself is SIGKILLed under the probe\n"
-"trap (the uprobes go with gebpf).  Under --trap pages a SIGKILLed gebpf leaves\n"
-"the range's pages without PROT_EXEC: the target faults when it next enters it.\n"
-"Launch mode kills the target with gebpf (PTRACE_O_EXITKILL).\n");
+"left running as it was found, also when gebpf is SIGKILLed: the tracing is done\n"
+"by a worker process that then ends the trace as SIGTERM does (docs/trace.md\n"
+"\"Ending\").  Launch mode kills the target when the trace is interrupted.\n");
 }
 
 enum { O_START = 256, O_END, O_EXEC, O_MAX_EVENTS, O_MAX_INSNS, O_DURATION, O_OUT, O_SNAP_AT,
@@ -190,5 +190,8 @@ int cmd_trace(int argc, char **argv)
 	    (start_arg && gb_range_set_bound("trace", &o.range, false, start_arg)) ||
 	    (end_arg && gb_range_set_bound("trace", &o.range, true, end_arg)))
 		return GB_EXIT_USAGE;
+	/* A SIGKILL of this process must not leave a stepped thread with its
+	 * trap flag set (common/guard.h). */
+	gb_guard();
 	return gb_trace_session_run(&o);
 }
