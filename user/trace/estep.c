@@ -315,8 +315,9 @@ void eng_emit_hit(struct gb_engine *e, size_t i)
 
 void eng_step(struct gb_engine *e, size_t i)
 {
-	struct gb_thread *th = &e->t->threads[i];
-	pid_t tid = th->tid;
+	/* No pointer into e->t->threads is kept: a step can add a thread
+	 * (a clone on the way), which may move the array. */
+	pid_t tid = e->t->threads[i].tid;
 	struct user_regs_struct regs;
 	struct pending p;
 
@@ -429,7 +430,7 @@ void eng_step(struct gb_engine *e, size_t i)
 				* (its hit taken early): nothing ran, step again */
 		if (eng_claim_watch(e, tid, st.sig))
 			break; /* it changed the range's pages: applied */
-		th->pending_sig = st.sig;
+		e->t->threads[i].pending_sig = st.sig;
 		struct user_regs_struct after;
 		int done = sig || gb_regs_get(tid, &after) ? -1 : faulted_accesses(&p, &st, after.rip);
 		if (done >= 0) {
