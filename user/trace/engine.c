@@ -279,7 +279,8 @@ static void poll_events(struct gb_engine *e, bool block, int timeout_ms)
 static bool any_running(const struct gb_engine *e)
 {
 	for (size_t i = 0; i < e->t->nthreads; i++)
-		if (e->et[i].state == T_NATIVE || e->et[i].state == T_SYSCALL || e->et[i].state == T_GROUP)
+		if (e->et[i].state == T_NATIVE || e->et[i].state == T_SYSCALL ||
+		    e->et[i].state == T_GROUP || e->et[i].state == T_DYING)
 			return true;
 	return false;
 }
@@ -361,7 +362,7 @@ static void trap_schedule(struct gb_engine *e)
 		if (ptrace(PTRACE_CONT, th->tid, 0, sig) == 0)
 			eng_set_state(e, i, T_NATIVE);
 		else
-			eng_set_state(e, i, T_SYSCALL); /* dying: its exit is on its way */
+			eng_set_state(e, i, T_DYING);
 	}
 	poll_events(e, true, 100);
 }
@@ -382,7 +383,7 @@ static void run_natives(struct gb_engine *e)
 		if (ptrace(PTRACE_CONT, e->t->threads[i].tid, 0, sig) == 0)
 			eng_set_state(e, i, T_NATIVE);
 		else
-			eng_set_state(e, i, T_SYSCALL); /* dying: its exit is on its way */
+			eng_set_state(e, i, T_DYING);
 	}
 }
 

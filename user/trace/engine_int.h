@@ -18,7 +18,8 @@
 enum tstate {
 	T_STOPPED,   /* in a ptrace-stop, ours to step or resume */
 	T_NATIVE,    /* running natively (PTRACE_CONT), entry trap armed */
-	T_SYSCALL,   /* inside a syscall (PTRACE_SYSCALL to its exit stop), or dying */
+	T_SYSCALL,   /* inside a syscall (PTRACE_SYSCALL to its exit stop) */
+	T_DYING,     /* could not be resumed or read: its exit is on its way */
 	T_GROUP,     /* in a group-stop (PTRACE_LISTEN) */
 	T_GONE,
 };

@@ -323,7 +323,7 @@ void eng_step(struct gb_engine *e, size_t i)
 
 	if (gb_regs_get(tid, &regs)) {
 		/* Killed under us: its exit status comes through waitpid. */
-		eng_set_state(e, i, T_SYSCALL);
+		eng_set_state(e, i, T_DYING);
 		return;
 	}
 	p.pc = regs.rip;
@@ -401,7 +401,7 @@ void eng_step(struct gb_engine *e, size_t i)
 	struct step_ctx sc = { e, i };
 	int r = gb_step(tid, sig, p.insn ? &si : NULL, step_event, &sc, &st);
 	if (r == -ESRCH) {
-		eng_set_state(e, i, T_SYSCALL); /* killed under us: its exit comes */
+		eng_set_state(e, i, T_DYING); /* killed under us */
 		return;
 	}
 	if (r) {
