@@ -5,8 +5,10 @@
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "common/sigflag.h"
+#include "ptrace/procfs.h"
 
 #ifndef TRAP_TRACE
 #define TRAP_TRACE 2
@@ -84,22 +86,84 @@ void gb_stop_classify(pid_t tid, int status, struct gb_stop *out)
 	out->kind = GB_STOP_SIGNAL;
 }
 
+/* How long a wait sleeps between looks at the process and the stop flag. */
+#define SLICE_MS 100
+/* How long a wait the caller did not make interruptible still waits once a
+ * SIGINT/SIGTERM arrived (it normally ends in microseconds: a step, an
+ * interrupt). */
+#define GRACE_MS 1000
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 int gb_wait(pid_t tid, int flags, struct gb_stop *out, bool stop_on_signal)
 {
 	int status;
-	for (;;) {
-		pid_t r = waitpid(tid, &status, flags | __WALL);
-		if (r > 0) {
-			gb_stop_classify(r, status, out);
-			return 0;
-		}
-		if (r == 0)
-			return -EAGAIN; /* WNOHANG, nothing yet */
-		if (errno == EINTR) {
+	if (flags & WNOHANG) {
+		for (;;) {
+			pid_t r = waitpid(tid, &status, flags | __WALL);
+			if (r > 0) {
+				gb_stop_classify(r, status, out);
+				return 0;
+			}
+			if (r == 0)
+				return -EAGAIN; /* nothing yet */
+			if (errno != EINTR)
+				return -errno;
 			if (stop_on_signal && gb_sigflag_stop())
 				return -EINTR;
-			continue;
 		}
-		return -errno;
 	}
+	/* Blocking: in slices, woken by SIGCHLD (blocked meanwhile, so that
+	 * sigtimedwait sees it), looking between slices at whether the thread
+	 * can still report and whether Ctrl-C/SIGTERM arrived. */
+	sigset_t chld, old;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
+	int64_t flag_seen = -1;
+	int ret;
+	for (;;) {
+		pid_t r = waitpid(tid, &status, flags | WNOHANG | __WALL);
+		if (r > 0) {
+			gb_stop_classify(r, status, out);
+			ret = 0;
+			break;
+		}
+		if (r < 0 && errno != EINTR) {
+			ret = -errno;
+			break;
+		}
+		if (r == 0 && tid > 0 && gb_proc_gone(tid)) {
+			/* Exited: its report is either there now or never comes
+			 * (an exited leader waits for its other threads). */
+			r = waitpid(tid, &status, flags | WNOHANG | __WALL);
+			if (r > 0) {
+				gb_stop_classify(r, status, out);
+				ret = 0;
+			} else {
+				ret = -ESRCH;
+			}
+			break;
+		}
+		if (gb_sigflag_stop()) {
+			if (flag_seen < 0)
+				flag_seen = now_ms();
+			if (stop_on_signal || now_ms() - flag_seen >= GRACE_MS) {
+				ret = -EINTR;
+				break;
+			}
+		}
+		if (r < 0)
+			continue; /* EINTR: look again */
+		struct timespec ts = { 0, SLICE_MS * 1000000L };
+		sigtimedwait(&chld, NULL, &ts); /* a SIGCHLD, a slice, or EINTR */
+	}
+	if (!sigismember(&old, SIGCHLD))
+		sigprocmask(SIG_SETMASK, &old, NULL);
+	return ret;
 }

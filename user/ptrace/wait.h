@@ -30,8 +30,12 @@ struct gb_stop {
 
 /* Classify a waitpid status of tid (reads siginfo / event message as needed). */
 void gb_stop_classify(pid_t tid, int status, struct gb_stop *out);
-/* waitpid(tid, __WALL) retried on EINTR unless stop_on_signal and a stop
- * signal arrived; 0 on success, -errno otherwise. */
+/* waitpid(tid, flags | __WALL): 0 with the stop classified, or -errno:
+ * -EAGAIN with WNOHANG and nothing ready; -ESRCH when tid exited and cannot
+ * report (the whole process is gone: an exited group leader reports only
+ * after its other threads are reaped); -EINTR when a SIGINT/SIGTERM arrived
+ * (gb_sigflag): at once with stop_on_signal, else after a grace of one
+ * second.  So no wait outlives the process or ignores Ctrl-C. */
 int gb_wait(pid_t tid, int flags, struct gb_stop *out, bool stop_on_signal);
 const char *gb_stop_kind_name(enum gb_stop_kind k);
 
