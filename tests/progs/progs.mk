@@ -34,3 +34,6 @@ $(OUTPUT)/progs/trap_dyn: tests/progs/trap_dyn.c $(OUTPUT)/progs/lib/libtrapfoo.
 
 # trap_smc's code page is writable and executable on purpose.
 $(OUTPUT)/progs/trap_smc: PROG_CFLAGS += -Wl,--no-warn-rwx-segments
+
+# trap_mix: `mix` and its callers' loop stay in definition order on one page.
+$(OUTPUT)/progs/trap_mix: PROG_CFLAGS += -fno-toplevel-reorder
