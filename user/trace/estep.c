@@ -241,8 +241,7 @@ static bool give_up_range(struct gb_engine *e, size_t i)
 static bool stale_entry_fault(struct gb_engine *e, size_t i, const struct gb_stop *st, uint64_t pc)
 {
 	struct ethread *t = &e->et[i];
-	if (!e->trap || st->sig != SIGSEGV || st->code != 2 /* SEGV_ACCERR */ ||
-	    st->fault_addr != pc || !gb_pagetrap__covers(e->trap, pc) || t->stale_pc == pc)
+	if (!e->trap || !gb_pagetrap__is_fetch_fault(e->trap, st, pc) || t->stale_pc == pc)
 		return false;
 	t->stale_pc = pc;
 	return true;
