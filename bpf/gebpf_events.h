@@ -10,6 +10,10 @@
 #include <linux/types.h>
 #endif
 
+/* The x86-64 base page: the unit of the watcher's ranges (struct gb_ev_prot)
+ * and of every page computation in user space (user/common/page.h). */
+#define GB_PAGE_SIZE 4096ull
+
 /* Deepest user stack a sample record carries (--folded). */
 #define GB_MAX_STACK 127
 
