@@ -112,6 +112,22 @@ def execs(lines):
     return [(ln["pc"], ln["vt"]) for ln in lines if ln["t"] == "exec"]
 
 
+def wait_trapped(pid, g, timeout=20):
+    """Until the page trap is on in PID (the page of mix lost exec: the trace
+    is under way), or gebpf G exited."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and g.poll() is None:
+        try:
+            with open("/proc/%d/maps" % pid) as f:
+                maps = f.read()
+        except OSError:
+            return
+        # The text mapping split around mix's page, now r--p.
+        if len(re.findall(r"^[0-9a-f]+-[0-9a-f]+ r-xp .*/trap_mix$", maps, re.M)) >= 2:
+            return
+        time.sleep(0.01)
+
+
 def trap_pages_args():
     """--trap pages where the binary has it (else the page trap is the default
     without --step-all): None when the binary rejects the option."""
@@ -208,7 +224,8 @@ def test_target_sigkilled_mid_trace(tmp_path, target):
         out = tmp_path / ("t%d.jsonl" % run)
         g = subprocess.Popen([gebpf_path(), "trace", "-p", str(t.pid), "--range", "mix", "-o", str(out)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=stable_env())
-        time.sleep(rnd.uniform(0.05, 0.6))
+        wait_trapped(t.pid, g)
+        time.sleep(rnd.uniform(0, 0.5))
         t.p.kill()
         t0 = time.monotonic()
         try:
@@ -234,7 +251,8 @@ def test_sigterm_ends_the_trace_promptly(tmp_path, target):
         out = tmp_path / ("t%d.jsonl" % run)
         g = subprocess.Popen([gebpf_path(), "trace", "-p", str(t.pid), "--range", "mix", "-o", str(out)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=stable_env())
-        time.sleep(rnd.uniform(0.05, 0.6))
+        wait_trapped(t.pid, g)
+        time.sleep(rnd.uniform(0, 0.5))
         g.send_signal(signal.SIGTERM)
         try:
             _, err = g.communicate(timeout=2)

@@ -99,8 +99,10 @@ int gb_inject_syscall(pid_t tid, uint64_t insn, long nr, const uint64_t args[6],
 			return -errno;
 		if ((e = gb_wait(tid, 0, &st, false)))
 			return e;
-		if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED)
+		if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED) {
+			gb_wait_putback(&st); /* the thread's owner learns of it */
 			return -ESRCH;
+		}
 		if (st.kind == GB_STOP_STEP) {
 			struct user_regs_struct now;
 			if ((e = gb_regs_get(tid, &now)))

@@ -37,6 +37,7 @@ void gb_stop_classify(pid_t tid, int status, struct gb_stop *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->tid = tid;
+	out->status = status;
 	if (WIFEXITED(status)) {
 		out->kind = GB_STOP_EXITED;
 		out->code = WEXITSTATUS(status);
@@ -109,7 +110,7 @@ void gb_stop_classify(pid_t tid, int status, struct gb_stop *out)
  * reaped (ptrace children of any thread of ours can be waited for from any
  * other), so that the leader's own exit reaches the waiter.  Their reports
  * are kept here and handed out first by the next gb_wait calls: nothing is
- * lost.  Process-wide by nature (like common/sigflag), hence static. */
+ * lost (gb_wait_putback keeps reports the same way).  Process-wide by nature (like common/sigflag), hence static. */
 static struct {
 	pthread_once_t once;
 	pthread_mutex_t mu;
@@ -197,6 +198,11 @@ static void start_watchdog(void)
 	if (pthread_create(&th, NULL, watchdog, NULL) == 0)
 		pthread_detach(th);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void gb_wait_putback(const struct gb_stop *st)
+{
+	stash_push(st->tid, st->status);
 }
 
 static int64_t now_ms(void)
