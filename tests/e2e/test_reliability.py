@@ -77,8 +77,27 @@ class Target:
         time.sleep(0.05)
         b = self.beat()
         stuck = [k for k in range(len(a)) if b[k] <= a[k]]
-        assert not stuck, "%s %d: threads %s made no progress %s (%s -> %s)" % (
-            self.name, self.pid, stuck, what, a, b)
+        if stuck:
+            # A busy machine may not have run a thread for a while: look
+            # again, longer, before calling it stuck.
+            time.sleep(1)
+            c = self.beat()
+            stuck = [k for k in stuck if c[k] <= b[k]]
+            assert not stuck, "%s %d: threads %s made no progress in 1 s %s (%s -> %s -> %s; %s)" % (
+                self.name, self.pid, stuck, what, a, b, c, self.tasks())
+
+    def tasks(self):
+        out = []
+        for t in sorted(os.listdir("/proc/%d/task" % self.pid)):
+            try:
+                with open("/proc/%d/task/%s/stat" % (self.pid, t)) as f:
+                    st = f.read().rsplit(")", 1)[1].split()
+                with open("/proc/%d/task/%s/status" % (self.pid, t)) as f:
+                    aff = re.search(r"Cpus_allowed_list:\s*(\S+)", f.read()).group(1)
+                out.append("%s %s cpus %s" % (t, st[0], aff))
+            except OSError:
+                pass
+        return ", ".join(out)
 
     def finish(self):
         if self.p.poll() is None:
