@@ -313,3 +313,25 @@ def test_blocked_threads_survive_detach(tmp_path, target, mode):
     read_trace(out)
     t.finish()
     assert t.p.returncode == 0, t.state()
+
+
+def test_sigterm_ends_a_launched_multithreaded_trace(tmp_path):
+    """Ctrl-C/SIGTERM of a launch-mode trace kills the command: with four
+    threads, gebpf must not wait for ever for the leader (reported only once
+    its zombie threads are reaped).  Before: hung until SIGKILLed."""
+    for run in range(5):
+        out = tmp_path / ("t%d.jsonl" % run)
+        g = subprocess.Popen([gebpf_path(), "trace", "--range", "mix", "-o", str(out), "--",
+                              prog_path("trap_mix")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=stable_env())
+        assert g.stdout.readline() == b"ready\n", "trap_mix did not start under gebpf"
+        time.sleep(0.2 + 0.1 * run)
+        g.send_signal(signal.SIGTERM)
+        try:
+            _, err = g.communicate(timeout=2)
+        except subprocess.TimeoutExpired:
+            g.kill()
+            _, err = g.communicate()
+            pytest.fail("run %d: gebpf still running 2 s after SIGTERM: %s" % (run, err.decode().strip()))
+        assert g.returncode == 0, "run %d: %s" % (run, err.decode())
+        read_trace(out)

@@ -443,8 +443,11 @@ void gb_tracee_kill(struct gb_tracee *t)
 {
 	if (t->pid > 0 && !t->exited) {
 		kill(t->pid, SIGKILL);
-		int status;
-		while (waitpid(t->pid, &status, __WALL) < 0 && errno == EINTR)
+		/* gb_wait: the leader of a killed multi-threaded process reports
+		 * only once its other (traced) threads are reaped. */
+		struct gb_stop st;
+		while (gb_wait(t->pid, 0, &st, false) == 0 && st.kind != GB_STOP_EXITED &&
+		       st.kind != GB_STOP_KILLED)
 			;
 		t->exited = true;
 	}
