@@ -1,5 +1,5 @@
-"""A trace never harms its target, and gebpf never hangs (docs/trace.md, "The
-page trap"): each test below failed on the code before its fix.
+"""A trace never harms its target, and gebpf never hangs (docs/trace.md, "How it
+works", the page-trap bullets): each test below failed on the code before its fix.
 
 - an instruction that starts before the trapped page and ends on it
   (tests/progs/trap_cross.S) runs under the page trap;

@@ -343,7 +343,7 @@ static void restore_affinity(struct gb_tracee *t)
 }
 
 /* A signal a tracer leaves queued behind it that must never reach the
- * program (docs/trace.md, "The page trap"):
+ * program (docs/trace.md, "How it works": the page-trap bullets):
  * - a single-step report: SIGTRAP with TRAP_TRACE, or TRAP_BRKPT for a
  *   thread stepped into a syscall (queued at the syscall's exit, e.g. when
  *   it was interrupted out of a blocking one);

@@ -10,7 +10,7 @@
  * every entry and before every restore, so a program that mprotects or
  * unmaps the pages itself keeps what it set.  The state is one extent per
  * executable VMA stretch inside the range: memory and work follow the mapped
- * code, not the range's size (docs/trace.md, "The page trap").
+ * code, not the range's size (docs/trace.md, "How it works": the page-trap bullets).
  */
 #ifndef GB_TRACE_PAGETRAP_H
 #define GB_TRACE_PAGETRAP_H
