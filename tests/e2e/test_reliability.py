@@ -7,7 +7,8 @@ works", the page-trap bullets): each test below failed on the code before its fi
 - 100 attach/detach cycles on four threads looping on the trapped page
   (tests/progs/trap_mix.c) never kill the program;
 - the target SIGKILLed at random moments: gebpf exits within 2 s with the
-  summary written; SIGTERM ends a trace within 2 s in every state;
+  summary written; SIGTERM ends a trace within 2 s in every state, also a
+  launched multi-threaded one;
 - threads blocked in nanosleep/read/futex/pthread_cond_wait
   (tests/progs/trap_block.c) survive being traced and detached.
 Every test is bounded in time (timeouts on every wait).
