@@ -373,11 +373,14 @@ static int queued_stale(pid_t pid, pid_t tid)
 	siginfo_t q[8];
 	struct __ptrace_peeksiginfo_args a = { .off = 0, .flags = 0, .nr = 8 };
 	struct user_regs_struct r;
+	uint64_t blocked = 0;
 	long n = ptrace(PTRACE_PEEKSIGINFO, tid, &a, q);
-	if (n <= 0 || gb_regs_get(tid, &r))
+	if (n <= 0 || gb_regs_get(tid, &r) || gb_proc_status_num(tid, "SigBlk", 16, &blocked))
 		return 0;
+	/* (Faults and step traps are forced: never blocked.  A blocked one
+	 * would not stop the thread, which would run on: leave it.) */
 	for (long i = 0; i < n; i++)
-		if (stale_signal(pid, &q[i], r.rip))
+		if (stale_signal(pid, &q[i], r.rip) && !(blocked >> (q[i].si_signo - 1) & 1))
 			return q[i].si_signo;
 	return 0;
 }
