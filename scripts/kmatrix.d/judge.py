@@ -22,7 +22,7 @@ import os
 import re
 import sys
 
-CHECKS = ("trace", "snap", "faults", "sample")
+CHECKS = ("trace", "snap", "faults", "sample", "detach")
 
 # A gebpf line that reports a kernel feature the kernel lacks.  gebpf's rooms
 # phrase these as "gebpf: <what>: <feature> not supported by this kernel ..."
@@ -291,7 +291,21 @@ def judge_sample(rdir, exp, env):
     return ("pass", "%d samples in range" % len(samples))
 
 
-JUDGES = {"trace": judge_trace, "snap": judge_snap, "faults": judge_faults, "sample": judge_sample}
+def judge_detach(rdir, exp, env):
+    c = Check(rdir, "detach")
+    bad = c.failed_run()
+    if bad:
+        return bad
+    st = (read(os.path.join(rdir, "detach.target"), "") or "").strip()
+    if st != "0":
+        sig = int(st) - 128 if st.isdigit() and int(st) > 128 else None
+        return ("fail", "kmsleep, detached while blocked in a stepped nanosleep, then exited %s%s"
+                % (st or "?", " (signal %d)" % sig if sig else ""))
+    return ("pass", "target ran on after detach")
+
+
+JUDGES = {"trace": judge_trace, "snap": judge_snap, "faults": judge_faults, "sample": judge_sample,
+          "detach": judge_detach}
 
 
 def judge_row(rdir, exp, env):

@@ -81,5 +81,16 @@ run faults 30 "$G" trace --faults --range "$WORK_START-$WORK_LAST" -o "$O/faults
 # (4) BPF sampling of a busy loop (kmbusy spins ~1.5 s, then exits)
 run sample 30 "$G" sample --range "$SPIN_START-$SPIN_LAST" -F 997 --duration 20 -o "$O/sample.jsonl" -- "$P/kmbusy"
 
+# (5) detach from a thread single-stepped into a blocking nanosleep: kmsleep
+# (2.1 s of 300 ms sleeps) must then run to its end and exit 0, not die of a
+# SIGTRAP queued at its syscall's exit (detach.target: its exit status)
+"$P/kmsleep" &
+kp=$!
+sleep 0.2
+run detach 30 "$G" trace -p "$kp" --step-all --duration 0.5 -o "$O/detach.jsonl"
+wait "$kp"
+echo $? >"$O/detach.target"
+flush
+
 echo "kmatrix: smoke suite done" >&2
 [ -z "${KM_CHANNEL:-}" ] || echo "@@KM-DONE" >>"$KM_CHANNEL"

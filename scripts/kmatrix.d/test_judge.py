@@ -52,6 +52,7 @@ def write_good(d):
         "sample.rc": "0\n", "sample.err": "",
         "sample.jsonl": "".join('{"t":"sample","vcpu":0,"tid":9,"pc":"0x401064","ns":%d}\n' % i for i in range(500))
         + '{"t":"summary","seen":600,"kept":500}\n',
+        "detach.rc": "0\n", "detach.err": "", "detach.target": "0\n",
     }
     for name, text in files.items():
         with open(os.path.join(d, name), "w") as f:
@@ -179,7 +180,7 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
     put(vm, "serial.txt", frame(str(src), ["kernel", "trace.rc", "trace.err", "trace.jsonl"], done=False))
     res = verdicts(vm)
     assert res["trace"][0] == "pass"
-    for ck in ("snap", "faults", "sample"):
+    for ck in ("snap", "faults", "sample", "detach"):
         assert res[ck][0] == "fail" and "Oops: int3" in res[ck][1]
 
 
@@ -193,3 +194,9 @@ def test_corrupt_channel_file_is_detected(tmp_path):
     put(vm, "serial.txt", frame(str(src), sorted(os.listdir(src)), corrupt="trace.jsonl"))
     res = verdicts(vm)
     assert res["trace"][0] == "fail" and "corrupt" in res["trace"][1]
+
+
+def test_target_killed_after_detach_fails(good):
+    put(good, "detach.target", "133\n")
+    v = verdicts(good)["detach"]
+    assert v[0] == "fail" and "signal 5" in v[1]
