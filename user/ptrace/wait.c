@@ -9,7 +9,9 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "common/sigflag.h"
@@ -110,12 +112,16 @@ void gb_stop_classify(pid_t tid, int status, struct gb_stop *out)
  * reaped (ptrace children of any thread of ours can be waited for from any
  * other), so that the leader's own exit reaches the waiter.  Their reports
  * are kept here and handed out first by the next gb_wait calls: nothing is
- * lost (gb_wait_putback keeps reports the same way).  Process-wide by nature (like common/sigflag), hence static. */
+ * lost (gb_wait_putback keeps reports the same way).  A wait that blocked
+ * just after a SIGINT/SIGTERM (which then did not interrupt it) gets the
+ * signal once more.  Process-wide by nature (like common/sigflag), hence
+ * static. */
 static struct {
 	pthread_once_t once;
 	pthread_mutex_t mu;
 	atomic_ulong seq;       /* bumped when a blocking wait starts and ends */
 	atomic_int tid;         /* the tid a blocking wait is for (0: none) */
+	pid_t waiter;           /* the thread of ours that waits (the tracer) */
 	atomic_int nstash;
 	struct { pid_t pid; int status; } stash[STASH_MAX];
 } wd = { .once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER };
@@ -180,8 +186,13 @@ static void *watchdog(void *arg)
 		nanosleep(&ts, NULL);
 		unsigned long seq = atomic_load(&wd.seq);
 		pid_t tid = atomic_load(&wd.tid);
-		if (tid > 0 && seq == last && (seq & 1) && gb_proc_gone(tid))
+		if (seq == last && (seq & 1) && gb_sigflag_stop()) {
+			/* The stop signal came just before the wait blocked
+			 * (it did not interrupt it): once more, to the waiter. */
+			syscall(SYS_tgkill, getpid(), wd.waiter, gb_sigflag_signo());
+		} else if (tid > 0 && seq == last && (seq & 1) && gb_proc_gone(tid)) {
 			reap_others(tid);
+		}
 		last = seq;
 	}
 	return arg;
@@ -191,6 +202,7 @@ static void start_watchdog(void)
 {
 	sigset_t all, old;
 	pthread_t th;
+	wd.waiter = (pid_t)syscall(SYS_gettid);
 	sigfillset(&all);
 	/* Created with every signal blocked: SIGINT/SIGTERM go to the tracer
 	 * thread and interrupt its waits. */
