@@ -110,7 +110,7 @@ const char *gb_pid_problem(pid_t pid, char *buf, size_t len)
 		return buf;
 	}
 	int r = gb_proc_stat(pid, &state, &flags);
-	if (r == -ENOENT) {
+	if (r == -ESRCH) {
 		snprintf(buf, len, "no such process");
 		return buf;
 	}
