@@ -216,6 +216,20 @@ def test_huge_range_attach(tmp_path, target, rng):
     t.finish()
 
 
+def test_huge_range_trace_equals_step_all(tmp_path):
+    """Launched, trap_cross under --range 0-ffffffffff (all of its code on
+    trapped pages) gives the trace --step-all gives: every instruction."""
+    outs = {}
+    for mode, extra in (("trap", []), ("step-all", ["--step-all"])):
+        out = tmp_path / ("%s.jsonl" % mode)
+        r = run_gebpf(["trace", "--range", "0-ffffffffff", "-o", out] + extra + ["--",
+                       prog_path("trap_cross")], timeout=60)
+        assert r.returncode == 0, "%s: %s" % (mode, r.stderr.strip())
+        outs[mode], _ = read_trace(out)
+    assert len(execs(outs["step-all"])) > 30
+    assert outs["trap"] == outs["step-all"]
+
+
 # ---------------------------------------------------------------- repeated attach/detach
 
 @pytest.mark.parametrize("trap", ["default", "pages"])
