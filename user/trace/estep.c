@@ -28,6 +28,7 @@
 #include "trace/engine_int.h"
 
 static int finish_step(struct gb_engine *e, size_t i, struct gb_stop *st);
+static bool stale_entry_fault(struct gb_engine *e, size_t i, const struct gb_stop *st, uint64_t pc);
 
 struct pending {
 	const struct gb_insn *insn;
@@ -219,6 +220,10 @@ static bool give_up_range(struct gb_engine *e, size_t i)
 		return true;
 	struct gb_stop st;
 	if (ptrace(PTRACE_SYSCALL, tid, 0, 0) || finish_step(e, i, &st))
+		return false;
+	/* Our entry fault, queued before it stopped: dropped, and once more. */
+	if (st.kind == GB_STOP_SIGNAL && stale_entry_fault(e, i, &st, st.fault_addr) &&
+	    (ptrace(PTRACE_SYSCALL, tid, 0, 0) || finish_step(e, i, &st)))
 		return false;
 	if (st.kind != GB_STOP_SYSCALL) {
 		/* A signal came first (nothing executed) or the thread died. */
