@@ -27,7 +27,7 @@
 #include "trace/cpu.h"
 #include "trace/engine_int.h"
 
-static int finish_step(struct gb_engine *e, size_t i, struct gb_stop *st);
+static int finish_step(struct gb_engine *e, size_t i, struct gb_stop *st, int req);
 static bool stale_entry_fault(struct gb_engine *e, size_t i, const struct gb_stop *st, uint64_t pc);
 
 struct pending {
@@ -168,8 +168,10 @@ static int prepare(struct gb_engine *e, pid_t tid, const struct user_regs_struct
 	return 0;
 }
 
-/* Wait for the end of the step of tid, following events on the way. */
-static int finish_step(struct gb_engine *e, size_t i, struct gb_stop *st)
+/* Wait for the end of the step of tid, following events on the way (and
+ * resuming after them with req: PTRACE_SINGLESTEP, or PTRACE_SYSCALL for a
+ * run to the syscall-entry stop). */
+static int finish_step(struct gb_engine *e, size_t i, struct gb_stop *st, int req)
 {
 	pid_t tid = e->t->threads[i].tid;
 	bool interrupted = false;
@@ -194,11 +196,11 @@ static int finish_step(struct gb_engine *e, size_t i, struct gb_stop *st)
 				e->vfork_window = false;
 			else if (st->event == PTRACE_EVENT_EXEC)
 				eng_on_exec(e, i);
-			ptrace(PTRACE_SINGLESTEP, tid, 0, 0);
+			ptrace(req, tid, 0, 0);
 			continue;
 		}
 		if (st->kind == GB_STOP_INTERRUPT && !interrupted) {
-			ptrace(PTRACE_SINGLESTEP, tid, 0, 0);
+			ptrace(req, tid, 0, 0);
 			continue;
 		}
 		return 0;
@@ -219,11 +221,11 @@ static bool give_up_range(struct gb_engine *e, size_t i)
 	if (!e->trap)
 		return true;
 	struct gb_stop st;
-	if (ptrace(PTRACE_SYSCALL, tid, 0, 0) || finish_step(e, i, &st))
+	if (ptrace(PTRACE_SYSCALL, tid, 0, 0) || finish_step(e, i, &st, PTRACE_SYSCALL))
 		return false;
 	/* Our entry fault, queued before it stopped: dropped, and once more. */
 	if (st.kind == GB_STOP_SIGNAL && stale_entry_fault(e, i, &st, st.fault_addr) &&
-	    (ptrace(PTRACE_SYSCALL, tid, 0, 0) || finish_step(e, i, &st)))
+	    (ptrace(PTRACE_SYSCALL, tid, 0, 0) || finish_step(e, i, &st, PTRACE_SYSCALL)))
 		return false;
 	if (st.kind != GB_STOP_SYSCALL) {
 		/* A signal came first (nothing executed) or the thread died. */
@@ -329,7 +331,7 @@ void eng_step(struct gb_engine *e, size_t i)
 			return;
 	} else {
 		ptrace(PTRACE_SINGLESTEP, tid, 0, sig);
-		if (finish_step(e, i, &st))
+		if (finish_step(e, i, &st, PTRACE_SINGLESTEP))
 			return;
 	}
 
