@@ -10,6 +10,10 @@
 #include <linux/types.h>
 #endif
 
+/* The x86-64 base page: the unit of the watcher's ranges (struct gb_ev_prot)
+ * and of every page computation in user space (user/common/page.h). */
+#define GB_PAGE_SIZE 4096ull
+
 /* Deepest frame-pointer user stack and kernel stack a sample record
  * carries, and the largest copy of the user stack for DWARF unwinding
  * (--stack-size; a multiple of 8). */

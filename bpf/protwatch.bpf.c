@@ -65,7 +65,6 @@ struct gb_x86_regs {
 #define X32_SYSCALL_BIT 0x40000000ull
 
 #define MREMAP_DONTUNMAP_FLAG 4
-#define PAGE_MASK_4K 4095ull
 
 struct args {
 	__u64 nr, di, si, dx, r10, ip;
@@ -78,7 +77,7 @@ static __always_inline bool is_err(long ret)
 
 static __always_inline __u64 page_up(__u64 len)
 {
-	return (len + PAGE_MASK_4K) & ~PAGE_MASK_4K;
+	return (len + GB_PAGE_SIZE - 1) & ~(GB_PAGE_SIZE - 1);
 }
 
 static __always_inline bool overlaps(__u64 addr, __u64 len)

@@ -22,7 +22,7 @@ import os
 import re
 import sys
 
-CHECKS = ("trace", "snap", "resume", "faults", "sample", "probe", "stacks")
+CHECKS = ("trace", "snap", "resume", "faults", "sample", "probe", "stacks", "detach")
 
 # A gebpf line that reports a kernel feature the kernel lacks.  gebpf's rooms
 # phrase these as "gebpf: <what>: <feature> not supported by this kernel ..."
@@ -383,8 +383,21 @@ def judge_stacks(rdir, exp, env):
     return ("pass", "%d of %d in %s unwound to _start, %d lost" % (whole, leaf, CHAIN[-1], lost))
 
 
+def judge_detach(rdir, exp, env):
+    c = Check(rdir, "detach")
+    bad = c.failed_run()
+    if bad:
+        return bad
+    st = (read(os.path.join(rdir, "detach.target"), "") or "").strip()
+    if st != "0":
+        sig = int(st) - 128 if st.isdigit() and int(st) > 128 else None
+        return ("fail", "kmsleep, detached while blocked in a stepped nanosleep, then exited %s%s"
+                % (st or "?", " (signal %d)" % sig if sig else ""))
+    return ("pass", "target ran on after detach")
+
+
 JUDGES = {"trace": judge_trace, "snap": judge_snap, "resume": judge_resume, "faults": judge_faults,
-          "sample": judge_sample, "probe": judge_probe, "stacks": judge_stacks}
+          "sample": judge_sample, "probe": judge_probe, "stacks": judge_stacks, "detach": judge_detach}
 
 
 def judge_row(rdir, exp, env):

@@ -99,5 +99,16 @@ run probe 60 "${G%/*}/probecheck"
 [ -x "$P/unwind_chain" ] &&
 	run stacks 30 "$G" sample --folded --kernel -F 997 --duration 20 -o "$O/stacks.folded" -- "$P/unwind_chain" 1
 
+# (7) detach from a thread single-stepped into a blocking nanosleep: kmsleep
+# (2.1 s of 300 ms sleeps) must then run to its end and exit 0, not die of a
+# SIGTRAP queued at its syscall's exit (detach.target: its exit status)
+"$P/kmsleep" &
+kp=$!
+sleep 0.2
+run detach 30 "$G" trace -p "$kp" --step-all --duration 0.5 -o "$O/detach.jsonl"
+wait "$kp"
+echo $? >"$O/detach.target"
+flush
+
 echo "kmatrix: smoke suite done" >&2
 [ -z "${KM_CHANNEL:-}" ] || echo "@@KM-DONE" >>"$KM_CHANNEL"

@@ -67,6 +67,7 @@ def write_good(d):
                       "480 unwound, 20 truncated\n",
         "stacks.folded": "_start;__libc_start_main;__libc_start_call_main;main;chain1;chain2;"
                          "chain3;chain4;chain5;leaf_hot 480\nleaf_hot 20\n",
+        "detach.rc": "0\n", "detach.err": "", "detach.target": "0\n",
     }
     for name, text in files.items():
         with open(os.path.join(d, name), "w") as f:
@@ -215,7 +216,7 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
                                           "trace_pages.err", "trace_pages.jsonl"], done=False))
     res = verdicts(vm)
     assert res["trace"][0] == "pass"
-    for ck in ("snap", "faults", "sample", "probe"):
+    for ck in ("snap", "faults", "sample", "probe", "detach"):
         assert res[ck][0] == "fail" and "Oops: int3" in res[ck][1]
 
 
@@ -240,3 +241,9 @@ def test_resume_must_run_the_snapshot_s_next_instructions(good):
     put(good, "resume.err", "gebpf: --from snap.core: prctl PR_SET_MM_MAP (brk 0x0-0x0, auxv): Invalid argument\n")
     assert verdicts(good)["resume"] == (
         "fail", "gebpf: --from snap.core: prctl PR_SET_MM_MAP (brk 0x0-0x0, auxv): Invalid argument (exit 1)")
+
+
+def test_target_killed_after_detach_fails(good):
+    put(good, "detach.target", "133\n")
+    v = verdicts(good)["detach"]
+    assert v[0] == "fail" and "signal 5" in v[1]

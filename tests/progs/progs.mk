@@ -71,3 +71,6 @@ $(OUTPUT)/progs/unwind_chain: tests/progs/unwind_chain.c $(OUTPUT)/progs/lib/lib
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -g -fPIE -pie -fomit-frame-pointer $< -L$(OUTPUT)/progs/lib -lunwindleaf \
 		-Wl,-rpath,'$$ORIGIN/lib' -o $@
+
+# trap_mix: `mix` and its callers' loop stay in definition order on one page.
+$(OUTPUT)/progs/trap_mix: PROG_CFLAGS += -fno-toplevel-reorder

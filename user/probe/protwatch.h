@@ -28,6 +28,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "gebpf_events.h" /* GB_PROT_UNMAPPED, GB_PROT_REREAD */
+
 struct gb_protwatch_opts {
 	pid_t tgid;
 	uint64_t start, end;        /* watched range [start, end), page aligned */
@@ -52,8 +54,6 @@ struct gb_protwatch_opts {
  * of changes.  If the kernel side could not record a change (its 64 KiB ring
  * buffer full, say), the next drain reports one change with tid 0, nr 0,
  * [start, end) and prot -2: re-read the whole range. */
-#define GB_PROT_UNMAPPED (-1)
-#define GB_PROT_REREAD (-2)
 
 struct gb_prot_change {
 	pid_t tid;

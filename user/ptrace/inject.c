@@ -10,12 +10,23 @@
 #include <sys/ptrace.h>
 #include <sys/user.h>
 
+#include "common/page.h"
 #include "ptrace/maps.h"
 #include "ptrace/mem.h"
 #include "ptrace/regs.h"
 #include "ptrace/wait.h"
 
-static uint64_t scan(pid_t pid, const struct gb_map *m, uint64_t avoid_start, uint64_t avoid_end)
+struct avoid {
+	int (*fn)(void *ctx, uint64_t page);
+	void *ctx;
+};
+
+static bool avoided(const struct avoid *av, uint64_t a)
+{
+	return av->fn && (av->fn(av->ctx, gb_page_down(a)) || av->fn(av->ctx, gb_page_down(a + 1)));
+}
+
+static uint64_t scan(pid_t pid, const struct gb_map *m, const struct avoid *av)
 {
 	size_t len = (size_t)(m->end - m->start);
 	if (len > (64u << 20))
@@ -27,7 +38,7 @@ static uint64_t scan(pid_t pid, const struct gb_map *m, uint64_t avoid_start, ui
 	uint64_t found = 0;
 	for (ssize_t i = 0; i + 1 < n; i++) {
 		uint64_t a = m->start + (uint64_t)i;
-		if (buf[i] == 0x0f && buf[i + 1] == 0x05 && (a + 2 <= avoid_start || a >= avoid_end)) {
+		if (buf[i] == 0x0f && buf[i + 1] == 0x05 && !avoided(av, a)) {
 			found = a;
 			break;
 		}
@@ -36,18 +47,19 @@ static uint64_t scan(pid_t pid, const struct gb_map *m, uint64_t avoid_start, ui
 	return found;
 }
 
-uint64_t gb_inject_find_syscall(pid_t pid, uint64_t avoid_start, uint64_t avoid_end)
+uint64_t gb_inject_find_syscall(pid_t pid, int (*avoid)(void *ctx, uint64_t page), void *ctx)
 {
+	struct avoid av = { avoid, ctx };
 	struct gb_maps maps;
 	uint64_t found = 0;
 	if (gb_maps_read(pid, &maps))
 		return 0;
 	for (size_t i = 0; i < maps.n && !found; i++)
 		if (!strcmp(maps.v[i].path, "[vdso]"))
-			found = scan(pid, &maps.v[i], avoid_start, avoid_end);
+			found = scan(pid, &maps.v[i], &av);
 	for (size_t i = 0; i < maps.n && !found; i++)
 		if ((maps.v[i].prot & PROT_EXEC) && maps.v[i].path[0] == '/')
-			found = scan(pid, &maps.v[i], avoid_start, avoid_end);
+			found = scan(pid, &maps.v[i], &av);
 	gb_maps_free(&maps);
 	return found;
 }
@@ -95,8 +107,10 @@ int gb_inject_syscall_ev(pid_t tid, uint64_t insn, long nr, const uint64_t args[
 			return -errno;
 		if ((e = gb_wait(tid, 0, &st, false)))
 			return e;
-		if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED)
+		if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED) {
+			gb_wait_putback(&st); /* the thread's owner learns of it */
 			return -ESRCH;
+		}
 		if (st.kind == GB_STOP_STEP) {
 			struct user_regs_struct now;
 			if ((e = gb_regs_get(tid, &now)))

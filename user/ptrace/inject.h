@@ -12,10 +12,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Address of a syscall instruction in pid's address space, avoiding
- * [avoid_start, avoid_end) (the pages whose protection we change); 0 when
- * none is found. */
-uint64_t gb_inject_find_syscall(pid_t pid, uint64_t avoid_start, uint64_t avoid_end);
+/* Address of a syscall instruction in pid's address space whose two bytes
+ * are not on pages for which avoid(ctx, page address) is nonzero (the pages
+ * whose protection we change; avoid may be NULL); 0 when none is found. */
+uint64_t gb_inject_find_syscall(pid_t pid, int (*avoid)(void *ctx, uint64_t page), void *ctx);
 
 /* Execute syscall nr(args) in stopped thread tid through the syscall
  * instruction at insn.  Returns 0 with the syscall's return value in *ret,

@@ -11,12 +11,27 @@
 #include <string.h>
 #include <sys/personality.h>
 #include <sys/ptrace.h>
+#include <sys/mman.h>
+#include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/log.h"
-#include "common/procstatus.h"
+#include "common/page.h"
+#include "ptrace/maps.h"
+#include "ptrace/procfs.h"
+#include "ptrace/regs.h"
 #include "ptrace/wait.h"
+
+#ifndef TRAP_BRKPT
+#define TRAP_BRKPT 1
+#endif
+#ifndef TRAP_TRACE
+#define TRAP_TRACE 2
+#endif
+#ifndef SEGV_ACCERR
+#define SEGV_ACCERR 2
+#endif
 
 #define SEIZE_OPTS (PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACEVFORKDONE | \
 		    PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD)
@@ -70,52 +85,21 @@ void gb_tracee_free(struct gb_tracee *t)
 	t->nthreads = t->cap = 0;
 }
 
-/* Fields of /proc/PID/stat after the command name. */
-static int read_stat(pid_t pid, char *state, unsigned long *flags)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = 0;
-	char *p = strrchr(buf, ')');
-	if (!p)
-		return -EIO;
-	/* ") S ppid pgrp session tty tpgid flags" */
-	int ppid, pgrp, session, tty, tpgid;
-	if (sscanf(p + 2, "%c %d %d %d %d %d %lu", state, &ppid, &pgrp, &session, &tty, &tpgid, flags) != 7)
-		return -EIO;
-	return 0;
-}
-
 static pid_t tracer_of(pid_t pid, char *name, size_t len)
 {
-	char path[64], line[256];
-	pid_t tracer = 0;
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "TracerPid: %d", &tracer) == 1)
-			break;
-	fclose(f);
+	char path[64];
+	uint64_t tracer = 0;
 	name[0] = 0;
-	if (tracer > 0) {
-		snprintf(path, sizeof(path), "/proc/%d/comm", tracer);
-		f = fopen(path, "re");
-		if (f) {
-			if (fgets(name, (int)len, f))
-				name[strcspn(name, "\n")] = 0;
-			fclose(f);
-		}
+	if (gb_proc_status_num(pid, "TracerPid", 10, &tracer) || !tracer)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)tracer);
+	FILE *f = fopen(path, "re");
+	if (f) {
+		if (fgets(name, (int)len, f))
+			name[strcspn(name, "\n")] = 0;
+		fclose(f);
 	}
-	return tracer;
+	return (pid_t)tracer;
 }
 
 const char *gb_pid_problem(pid_t pid, char *buf, size_t len)
@@ -127,8 +111,8 @@ const char *gb_pid_problem(pid_t pid, char *buf, size_t len)
 		snprintf(buf, len, "not a valid process id");
 		return buf;
 	}
-	int r = read_stat(pid, &state, &flags);
-	if (r == -ENOENT) {
+	int r = gb_proc_stat(pid, &state, &flags);
+	if (r == -ESRCH) {
 		snprintf(buf, len, "no such process");
 		return buf;
 	}
@@ -162,7 +146,7 @@ static const char *seize_error(pid_t pid, int err, char *buf, size_t len)
 	}
 	/* EPERM: say what refused it, from what can be read. */
 	uint64_t ours = 0, theirs = 0, scope = 0;
-	bool can_ptrace = gb_status_u64(0, "CapEff", &ours) == 0 && (ours >> CAP_SYS_PTRACE & 1);
+	bool can_ptrace = gb_proc_status_num(0, "CapEff", 16, &ours) == 0 && (ours >> CAP_SYS_PTRACE & 1);
 	FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
 	bool yama = f && fscanf(f, "%" SCNu64, &scope) == 1;
 	if (f)
@@ -173,7 +157,7 @@ static const char *seize_error(pid_t pid, int err, char *buf, size_t len)
 	else if (!can_ptrace)
 		snprintf(buf, len, "permission denied: gebpf lacks CAP_SYS_PTRACE (run as root)%s",
 			 yama && scope ? "; /proc/sys/kernel/yama/ptrace_scope also restricts attaching" : "");
-	else if (gb_status_u64(pid, "CapPrm", &theirs) == 0 && (theirs & ~ours))
+	else if (gb_proc_status_num(pid, "CapPrm", 16, &theirs) == 0 && (theirs & ~ours))
 		snprintf(buf, len, "permission denied by the kernel although gebpf has CAP_SYS_PTRACE: "
 				   "%s holds capabilities gebpf lacks (its CapPrm %" PRIx64 ", gebpf's CapEff "
 				   "%" PRIx64 ")", pid == 1 ? "pid 1 (init)" : "the target", theirs, ours);
@@ -380,6 +364,81 @@ static void restore_affinity(struct gb_tracee *t)
 	t->affinity_saved = false;
 }
 
+/* A signal a tracer leaves queued behind it that must never reach the
+ * program (docs/trace.md, "How it works": the page-trap bullets):
+ * - a single-step report: SIGTRAP with TRAP_TRACE, or TRAP_BRKPT for a
+ *   thread stepped into a syscall (queued at the syscall's exit, e.g. when
+ *   it was interrupted out of a blocking one);
+ * - the fetch fault of a protection since lifted: SIGSEGV, SEGV_ACCERR, at
+ *   rip or where the instruction at rip crosses onto the next page, on a
+ *   page that is executable now (a page trap's fault taken as the thread
+ *   was being stopped).  Run again, the instruction no longer faults. */
+static bool stale_signal(pid_t pid, const siginfo_t *si, uint64_t rip)
+{
+	if (si->si_signo == SIGTRAP)
+		return si->si_code == TRAP_TRACE || si->si_code == TRAP_BRKPT;
+	if (si->si_signo != SIGSEGV || si->si_code != SEGV_ACCERR)
+		return false;
+	uint64_t f = (uint64_t)(uintptr_t)si->si_addr;
+	if (f != rip && !(f > rip && f < rip + 15 && f == gb_page_down(f)))
+		return false;
+	struct gb_vmaq *q = gb_vmaq__open(pid);
+	struct gb_vma v;
+	bool exec = q && gb_vmaq__find(q, f, false, &v) == 0 && (v.prot & PROT_EXEC);
+	gb_vmaq__close(q);
+	return exec;
+}
+
+/* The first stale signal queued for stopped thread tid (0: none). */
+static int queued_stale(pid_t pid, pid_t tid)
+{
+	siginfo_t q[8];
+	struct __ptrace_peeksiginfo_args a = { .off = 0, .flags = 0, .nr = 8 };
+	struct user_regs_struct r;
+	uint64_t blocked = 0;
+	long n = ptrace(PTRACE_PEEKSIGINFO, tid, &a, q);
+	if (n <= 0 || gb_regs_get(tid, &r) || gb_proc_status_num(tid, "SigBlk", 16, &blocked))
+		return 0;
+	/* (Faults and step traps are forced: never blocked.  A blocked one
+	 * would not stop the thread, which would run on: leave it.) */
+	for (long i = 0; i < n; i++)
+		if (stale_signal(pid, &q[i], r.rip) && !(blocked >> (q[i].si_signo - 1) & 1))
+			return q[i].si_signo;
+	return 0;
+}
+
+/* Let stopped thread th dequeue each stale signal (it comes back as a
+ * signal-delivery-stop before the thread runs a single instruction: queued
+ * faults and traps are dequeued first) and drop it; its own pending signal
+ * is delivered on the way, as detach would have. */
+static void drop_stale(struct gb_tracee *t, struct gb_thread *th)
+{
+	for (int round = 0; round < 8; round++) {
+		int sig = queued_stale(t->pid, th->tid);
+		if (!sig)
+			return;
+		struct gb_stop st;
+		if (ptrace(PTRACE_CONT, th->tid, 0, th->pending_sig) || gb_wait(th->tid, 0, &st, false)) {
+			th->exited = true; /* gone (or we are being killed): nothing to detach */
+			return;
+		}
+		th->pending_sig = 0;
+		switch (st.kind) {
+		case GB_STOP_EXITED:
+		case GB_STOP_KILLED:
+			th->exited = true;
+			return;
+		case GB_STOP_STEP:
+		case GB_STOP_SIGNAL:
+			if (st.sig != sig)
+				th->pending_sig = st.sig; /* something else came first: keep it */
+			break;
+		default:
+			break; /* an interrupt or event stop on the way: look again */
+		}
+	}
+}
+
 void gb_tracee_detach(struct gb_tracee *t)
 {
 	if (!t->threads)
@@ -396,6 +455,9 @@ void gb_tracee_detach(struct gb_tracee *t)
 			if (th->exited)
 				continue;
 		}
+		drop_stale(t, th);
+		if (th->exited)
+			continue;
 		ptrace(PTRACE_DETACH, th->tid, 0, th->pending_sig);
 		th->stopped = false;
 	}
@@ -406,8 +468,11 @@ void gb_tracee_kill(struct gb_tracee *t)
 {
 	if (t->pid > 0 && !t->exited) {
 		kill(t->pid, SIGKILL);
-		int status;
-		while (waitpid(t->pid, &status, __WALL) < 0 && errno == EINTR)
+		/* gb_wait: the leader of a killed multi-threaded process reports
+		 * only once its other (traced) threads are reaped. */
+		struct gb_stop st;
+		while (gb_wait(t->pid, 0, &st, false) == 0 && st.kind != GB_STOP_EXITED &&
+		       st.kind != GB_STOP_KILLED)
 			;
 		t->exited = true;
 	}

@@ -1,12 +1,21 @@
 #include "ptrace/wait.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
+#include <time.h>
 
 #include "common/sigflag.h"
+#include "ptrace/procfs.h"
 
 #ifndef TRAP_TRACE
 #define TRAP_TRACE 2
@@ -33,6 +42,7 @@ void gb_stop_classify(pid_t tid, int status, struct gb_stop *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->tid = tid;
+	out->status = status;
 	if (WIFEXITED(status)) {
 		out->kind = GB_STOP_EXITED;
 		out->code = WEXITSTATUS(status);
@@ -92,22 +102,227 @@ void gb_stop_classify(pid_t tid, int status, struct gb_stop *out)
 	out->kind = GB_STOP_SIGNAL;
 }
 
+/* How long a wait sleeps between looks at the process and the stop flag,
+ * and how long a blocked wait lasts before the watchdog looks at it. */
+#define SLICE_MS 100
+/* How long a wait the caller did not make interruptible still waits once a
+ * SIGINT/SIGTERM arrived (it normally ends in microseconds: a step, an
+ * interrupt). */
+#define GRACE_MS 1000
+#define STASH_MAX 256
+
+/* The watchdog.  A blocking waitpid(tid) is the fast path (one syscall per
+ * step), but it never returns for an exited group leader whose other
+ * threads are zombies nobody reaps (a SIGKILLed process: the kernel reports
+ * the leader only once its thread group is empty).  A thread of gebpf looks
+ * every SLICE_MS at the wait in progress: one that has not moved for a
+ * whole slice, for a leader that is gone, gets the leader's other threads
+ * reaped (ptrace children of any thread of ours can be waited for from any
+ * other), so that the leader's own exit reaches the waiter.  Their reports
+ * are kept here and handed out first by the next gb_wait calls: nothing is
+ * lost (gb_wait_putback keeps reports the same way).  A wait that blocked
+ * just after a SIGINT/SIGTERM (which then did not interrupt it) gets the
+ * signal once more.  Process-wide by nature (like common/sigflag), hence
+ * static. */
+static struct {
+	pthread_once_t once;
+	pthread_mutex_t mu;
+	atomic_ulong seq;       /* bumped when a blocking wait starts and ends */
+	atomic_int tid;         /* the tid a blocking wait is for (0: none) */
+	pid_t waiter;           /* the thread of ours that waits (the tracer) */
+	atomic_int nstash;
+	struct { pid_t pid; int status; } stash[STASH_MAX];
+} wd = { .once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static void stash_push(pid_t pid, int status)
+{
+	pthread_mutex_lock(&wd.mu);
+	int n = atomic_load(&wd.nstash);
+	if (n < STASH_MAX) {
+		wd.stash[n].pid = pid;
+		wd.stash[n].status = status;
+		atomic_store(&wd.nstash, n + 1);
+	}
+	pthread_mutex_unlock(&wd.mu);
+}
+
+/* A kept report for tid (-1: any). */
+static bool stash_pop(pid_t tid, int *pid, int *status)
+{
+	if (!atomic_load(&wd.nstash))
+		return false;
+	bool found = false;
+	pthread_mutex_lock(&wd.mu);
+	int n = atomic_load(&wd.nstash);
+	for (int i = 0; i < n && !found; i++) {
+		if (tid != -1 && wd.stash[i].pid != tid)
+			continue;
+		*pid = wd.stash[i].pid;
+		*status = wd.stash[i].status;
+		memmove(&wd.stash[i], &wd.stash[i + 1], (size_t)(n - i - 1) * sizeof(wd.stash[0]));
+		atomic_store(&wd.nstash, n - 1);
+		found = true;
+	}
+	pthread_mutex_unlock(&wd.mu);
+	return found;
+}
+
+/* Reap the exited threads of leader's process other than leader. */
+static void reap_others(pid_t leader)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", leader);
+	DIR *d = opendir(path);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		pid_t t = atoi(de->d_name);
+		int status;
+		if (t > 0 && t != leader && gb_proc_gone(t) &&
+		    waitpid(t, &status, WNOHANG | __WALL) == t)
+			stash_push(t, status);
+	}
+	closedir(d);
+}
+
+static void *watchdog(void *arg)
+{
+	unsigned long last = 0;
+	for (;;) {
+		struct timespec ts = { 0, SLICE_MS * 1000000L };
+		nanosleep(&ts, NULL);
+		unsigned long seq = atomic_load(&wd.seq);
+		pid_t tid = atomic_load(&wd.tid);
+		if (seq == last && (seq & 1) && gb_sigflag_stop()) {
+			/* The stop signal came just before the wait blocked
+			 * (it did not interrupt it): once more, to the waiter. */
+			syscall(SYS_tgkill, getpid(), wd.waiter, gb_sigflag_signo());
+		} else if (tid > 0 && seq == last && (seq & 1) && gb_proc_gone(tid)) {
+			reap_others(tid);
+		}
+		last = seq;
+	}
+	return arg;
+}
+
+static void start_watchdog(void)
+{
+	sigset_t all, old;
+	pthread_t th;
+	wd.waiter = (pid_t)syscall(SYS_gettid);
+	sigfillset(&all);
+	/* Created with every signal blocked: SIGINT/SIGTERM go to the tracer
+	 * thread and interrupt its waits. */
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&th, NULL, watchdog, NULL) == 0)
+		pthread_detach(th);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void gb_wait_putback(const struct gb_stop *st)
+{
+	stash_push(st->tid, st->status);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 int gb_wait(pid_t tid, int flags, struct gb_stop *out, bool stop_on_signal)
 {
 	int status;
-	for (;;) {
-		pid_t r = waitpid(tid, &status, flags | __WALL);
-		if (r > 0) {
-			gb_stop_classify(r, status, out);
+	pid_t got;
+	if (stash_pop(tid, &got, &status)) {
+		gb_stop_classify(got, status, out);
+		return 0;
+	}
+	if (!(flags & WNOHANG) && !gb_sigflag_stop()) {
+		/* The fast path: block (the watchdog above unblocks a wait for a
+		 * dead leader; SIGINT/SIGTERM interrupt it: no SA_RESTART). */
+		pthread_once(&wd.once, start_watchdog);
+		atomic_store(&wd.tid, tid);
+		atomic_fetch_add(&wd.seq, 1);
+		got = waitpid(tid, &status, flags | __WALL);
+		int e = errno;
+		atomic_fetch_add(&wd.seq, 1);
+		atomic_store(&wd.tid, 0);
+		if (got > 0) {
+			gb_stop_classify(got, status, out);
 			return 0;
 		}
-		if (r == 0)
-			return -EAGAIN; /* WNOHANG, nothing yet */
-		if (errno == EINTR) {
+		if (stash_pop(tid, &got, &status)) {
+			gb_stop_classify(got, status, out);
+			return 0;
+		}
+		if (e != EINTR)
+			return e == ECHILD && tid > 0 && gb_proc_gone(tid) ? -ESRCH : -e;
+		/* Interrupted: the slow path below decides. */
+	}
+	if (flags & WNOHANG) {
+		for (;;) {
+			got = waitpid(tid, &status, flags | __WALL);
+			if (got > 0) {
+				gb_stop_classify(got, status, out);
+				return 0;
+			}
+			if (got == 0)
+				return -EAGAIN; /* nothing yet */
+			if (errno != EINTR)
+				return -errno;
 			if (stop_on_signal && gb_sigflag_stop())
 				return -EINTR;
-			continue;
 		}
-		return -errno;
 	}
+	/* The slow path, once a signal arrived: in slices, woken by SIGCHLD
+	 * (blocked meanwhile, so that sigtimedwait sees it), looking between
+	 * slices at whether the thread can still report and at the stop flag. */
+	sigset_t chld, old;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
+	int64_t flag_seen = -1;
+	int ret;
+	for (;;) {
+		got = waitpid(tid, &status, flags | WNOHANG | __WALL);
+		if (got > 0) {
+			gb_stop_classify(got, status, out);
+			ret = 0;
+			break;
+		}
+		if (got < 0 && errno != EINTR) {
+			ret = -errno;
+			break;
+		}
+		if (got == 0 && tid > 0 && gb_proc_gone(tid)) {
+			/* Exited: its report is either there now or never comes
+			 * (an exited leader waits for its other threads). */
+			got = waitpid(tid, &status, flags | WNOHANG | __WALL);
+			if (got > 0) {
+				gb_stop_classify(got, status, out);
+				ret = 0;
+			} else {
+				ret = -ESRCH;
+			}
+			break;
+		}
+		if (gb_sigflag_stop()) {
+			if (flag_seen < 0)
+				flag_seen = now_ms();
+			if (stop_on_signal || now_ms() - flag_seen >= GRACE_MS) {
+				ret = -EINTR;
+				break;
+			}
+		}
+		if (got < 0)
+			continue; /* EINTR: look again */
+		struct timespec ts = { 0, SLICE_MS * 1000000L };
+		sigtimedwait(&chld, NULL, &ts); /* a SIGCHLD, a slice, or EINTR */
+	}
+	if (!sigismember(&old, SIGCHLD))
+		sigprocmask(SIG_SETMASK, &old, NULL);
+	return ret;
 }

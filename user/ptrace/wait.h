@@ -26,15 +26,24 @@ struct gb_stop {
 	int code;           /* exit status, or si_code of the signal */
 	uint64_t fault_addr; /* siginfo si_addr for fault signals */
 	unsigned long msg;  /* PTRACE_GETEVENTMSG for events (new tid, exit status) */
+	int status;         /* the raw waitpid status */
 	bool sys_exit;      /* GB_STOP_SYSCALL: a syscall-exit stop (else entry) */
 	pid_t sender;       /* GB_STOP_SIGNAL: siginfo si_pid (the sender, for SI_USER) */
 };
 
 /* Classify a waitpid status of tid (reads siginfo / event message as needed). */
 void gb_stop_classify(pid_t tid, int status, struct gb_stop *out);
-/* waitpid(tid, __WALL) retried on EINTR unless stop_on_signal and a stop
- * signal arrived; 0 on success, -errno otherwise. */
+/* waitpid(tid, flags | __WALL): 0 with the stop classified, or -errno:
+ * -EAGAIN with WNOHANG and nothing ready; -ESRCH when tid exited and cannot
+ * report (the whole process is gone: an exited group leader reports only
+ * after its other threads are reaped); -EINTR when a SIGINT/SIGTERM arrived
+ * (gb_sigflag): at once with stop_on_signal, else after a grace of one
+ * second.  So no wait outlives the process or ignores Ctrl-C. */
 int gb_wait(pid_t tid, int flags, struct gb_stop *out, bool stop_on_signal);
+/* Give back an exit (GB_STOP_EXITED/KILLED) a caller took but does not
+ * own: the next gb_wait for its tid or for any (-1) returns it, so that the
+ * owner of the thread's state (the trace engine) learns of it. */
+void gb_wait_putback(const struct gb_stop *st);
 const char *gb_stop_kind_name(enum gb_stop_kind k);
 
 #endif

@@ -27,6 +27,7 @@
 #include "trace/cpu.h"
 #include "trace/engine_int.h"
 
+static bool stale_entry_fault(struct gb_engine *e, size_t i, const struct gb_stop *st, uint64_t pc);
 
 struct pending {
 	const struct gb_insn *insn;
@@ -197,6 +198,10 @@ static bool enter_syscall(struct gb_engine *e, size_t i)
 	struct gb_stop st;
 	if (ptrace(PTRACE_SYSCALL, tid, 0, 0) || !step_wait(e, i, PTRACE_SYSCALL, &st))
 		return false;
+	/* Our entry fault, queued before it stopped: dropped, and once more. */
+	if (st.kind == GB_STOP_SIGNAL && stale_entry_fault(e, i, &st, st.fault_addr) &&
+	    (ptrace(PTRACE_SYSCALL, tid, 0, 0) || !step_wait(e, i, PTRACE_SYSCALL, &st)))
+		return false;
 	if (st.kind != GB_STOP_SYSCALL) {
 		if (st.kind == GB_STOP_SIGNAL && !eng_claim_watch(e, tid, st.sig))
 			e->t->threads[i].pending_sig = st.sig;
@@ -217,8 +222,7 @@ static bool enter_syscall(struct gb_engine *e, size_t i)
 static bool stale_entry_fault(struct gb_engine *e, size_t i, const struct gb_stop *st, uint64_t pc)
 {
 	struct ethread *t = &e->et[i];
-	if (!e->trap || st->sig != SIGSEGV || st->code != 2 /* SEGV_ACCERR */ ||
-	    st->fault_addr != pc || !gb_pagetrap__covers(e->trap, pc) || t->stale_pc == pc)
+	if (!e->trap || !gb_pagetrap__is_fetch_fault(e->trap, st, pc) || t->stale_pc == pc)
 		return false;
 	t->stale_pc = pc;
 	return true;

@@ -13,8 +13,8 @@
 
 #include "common/grow.h"
 #include "common/log.h"
-#include "common/procstatus.h"
 #include "common/waitstatus.h"
+#include "ptrace/procfs.h"
 #include "ptrace/regs.h"
 #include "trace/engine_int.h"
 
@@ -23,7 +23,7 @@
 static bool is_thread_of(pid_t pid, pid_t tid)
 {
 	uint64_t tgid;
-	return gb_status_u64(tid, "Tgid", &tgid) == 0 && tgid == (uint64_t)pid;
+	return gb_proc_status_num(tid, "Tgid", 10, &tgid) == 0 && tgid == (uint64_t)pid;
 }
 
 static bool was_detached(struct gb_engine *e, pid_t pid)
@@ -109,12 +109,9 @@ static void new_task(struct gb_engine *e, pid_t nt, int event)
 	if (eng_index(e, nt) >= 0 || was_detached(e, nt))
 		return; /* a thread whose first stop was seen already */
 	if (!is_pending_kid(e, nt, true)) {
-		int status;
-		while (waitpid(nt, &status, __WALL) < 0) {
-			if (errno != EINTR)
-				return;
-		}
-		if (WIFEXITED(status) || WIFSIGNALED(status))
+		/* Its first stop (it starts in one of its own). */
+		struct gb_stop st;
+		if (gb_wait(nt, 0, &st, false) || st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED)
 			return;
 		if (is_thread_of(e->t->pid, nt)) {
 			add_thread(e, nt);

@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 
 #include "common/log.h"
+#include "common/page.h"
 #include "ptrace/inject.h"
 #include "ptrace/maps.h"
 #include "probe/protwatch.h"
@@ -17,51 +18,155 @@
 #define SEGV_ACCERR 2
 #endif
 
-/* One page of the range: the protection the program gave it (what it has
- * when we are not trapping it), and whether our PROT_EXEC-less copy of that
- * protection is on it now. */
-struct page {
-	int orig;              /* PROT_*; -1 = not mapped */
+/* The range's executable code as extents: stretches of pages that the
+ * program gave one protection (with PROT_EXEC), and whether our
+ * PROT_EXEC-less copy of it is on them now.  Built from the VMAs that
+ * intersect the range (one query per VMA), so memory and work follow the
+ * mapped code, whatever the range's size.  Sorted, never overlapping. */
+struct ext {
+	uint64_t a, b;         /* [a, b), page aligned */
+	int orig;              /* PROT_* the program gave it (PROT_EXEC among them) */
 	bool ours;
 };
 
 struct gb_pagetrap {
 	pid_t pid;
 	uint64_t start, end;   /* [start, end) page-aligned cover of the range */
-	struct page *pg;       /* (end - start) / 4096 pages */
-	size_t npg;
-	bool armed;            /* every executable page carries our protection */
+	struct ext *x;
+	size_t nx, capx;
+	bool armed;            /* every extent carries our protection */
 	uint64_t syscall_insn;
 	struct gb_vmaq *vq;    /* VMA queries on the process (PROCMAP_QUERY) */
 	struct gb_tramp *tramp;  /* re-protect on the way out without a stop */
 	bool no_tramp;           /* mapping the trampoline failed once */
-	size_t inflight_k, inflight_kend;  /* pages the trampoline is protecting */
+	uint64_t inflight_a, inflight_b;  /* what the trampoline is protecting */
 	struct gb_protwatch *watch;  /* the program's own mprotect/munmap/... of the pages */
 	struct gb_pagetrap_stats st;
 };
 
-#define PG(p, k) ((p)->start + (uint64_t)(k) * 4096)
+/* An x86-64 instruction is at most 15 bytes long. */
+#define MAX_INSN 15
+#define MAX_ERRNO 4095
 
-static bool trappable(const struct page *g) { return g->orig >= 0 && (g->orig & PROT_EXEC); }
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
-/* Read page k's current protection from the process (-1: unmapped). */
-static int current_prot(struct gb_pagetrap *p, size_t k)
+static int add_ext(struct gb_pagetrap *p, uint64_t a, uint64_t b, int orig)
+{
+	if (a >= b || orig < 0 || !(orig & PROT_EXEC))
+		return 0;
+	if (p->nx == p->capx) {
+		size_t cap = p->capx ? p->capx * 2 : 8;
+		struct ext *v = realloc(p->x, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		p->x = v;
+		p->capx = cap;
+	}
+	/* Insert in order (the list is short: a few VMAs). */
+	size_t i = p->nx;
+	while (i > 0 && p->x[i - 1].a > a) {
+		p->x[i] = p->x[i - 1];
+		i--;
+	}
+	p->x[i] = (struct ext){ a, b, orig, false };
+	p->nx++;
+	return 0;
+}
+
+/* The extents of [a, b) as the process has them now (the trampoline page,
+ * ours, is never one). */
+static int read_span(struct gb_pagetrap *p, uint64_t a, uint64_t b)
 {
 	struct gb_vma v;
-	if (gb_vmaq__find(p->vq, PG(p, k), false, &v))
-		return -1;
+	while (a < b && gb_vmaq__find(p->vq, a, true, &v) == 0 && v.start < b) {
+		uint64_t lo = max_u64(a, v.start), hi = min_u64(b, v.end);
+		if (lo < GB_TRAMP_ADDR + GB_PAGE_SIZE && hi > GB_TRAMP_ADDR) {
+			int e = add_ext(p, lo, GB_TRAMP_ADDR, v.prot);
+			if (!e)
+				e = add_ext(p, GB_TRAMP_ADDR + GB_PAGE_SIZE, hi, v.prot);
+			if (e)
+				return e;
+		} else if (add_ext(p, lo, hi, v.prot)) {
+			return -ENOMEM;
+		}
+		if (v.end <= a)
+			break;
+		a = v.end;
+	}
+	return 0;
+}
+
+/* Forget what is known of [a, b) (cut out of the extents). */
+static int cut_span(struct gb_pagetrap *p, uint64_t a, uint64_t b)
+{
+	size_t n = p->nx;
+	for (size_t i = 0; i < n; i++) {
+		struct ext *x = &p->x[i];
+		if (x->b <= a || x->a >= b)
+			continue;
+		struct ext tail = *x;
+		if (x->a < a) {
+			x->b = a;
+			if (tail.b > b) {
+				/* A hole in the middle: the right part is a new extent. */
+				int e = add_ext(p, b, tail.b, tail.orig);
+				if (e)
+					return e;
+				p->x[i + 1].ours = tail.ours; /* it sorts right after */
+			}
+		} else if (x->b > b) {
+			x->a = b;
+		} else {
+			x->a = x->b; /* emptied: dropped below */
+		}
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < p->nx; i++)
+		if (p->x[i].a < p->x[i].b)
+			p->x[k++] = p->x[i];
+	p->nx = k;
+	return 0;
+}
+
+static struct ext *ext_of(const struct gb_pagetrap *p, uint64_t a)
+{
+	size_t lo = 0, hi = p->nx;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (a < p->x[mid].a)
+			hi = mid;
+		else if (a >= p->x[mid].b)
+			lo = mid + 1;
+		else
+			return &p->x[mid];
+	}
+	return NULL;
+}
+
+/* The process's current protection at a (-1: unmapped). */
+static int current_prot(struct gb_pagetrap *p, uint64_t a, uint64_t *vend)
+{
+	struct gb_vma v;
+	if (gb_vmaq__find(p->vq, a, true, &v))
+		return *vend = UINT64_MAX, -1;
+	if (v.start > a)
+		return *vend = v.start, -1;
+	*vend = v.end;
 	return v.prot;
 }
 
 static void recompute_armed(struct gb_pagetrap *p)
 {
-	bool all = true, any = false;
-	for (size_t k = 0; k < p->npg; k++)
-		if (trappable(&p->pg[k])) {
-			any = true;
-			all &= p->pg[k].ours;
-		}
-	p->armed = any && all;
+	bool all = p->nx > 0;
+	for (size_t k = 0; k < p->nx; k++)
+		all &= p->x[k].ours;
+	p->armed = all;
+}
+
+static int avoid_ext(void *ctx, uint64_t a)
+{
+	return ext_of(ctx, a) != NULL;
 }
 
 struct gb_pagetrap *gb_pagetrap__new(pid_t pid, uint64_t start, uint64_t end)
@@ -70,7 +175,7 @@ struct gb_pagetrap *gb_pagetrap__new(pid_t pid, uint64_t start, uint64_t end)
 	if (!p)
 		return NULL;
 	p->pid = pid;
-	p->start = start & ~0xfffull;
+	p->start = gb_page_down(start);
 	/* User space ends below 2^47: clamp so the page count cannot wrap. */
 	if (end > 0x7fffffffffffull)
 		end = 0x7fffffffffffull;
@@ -78,22 +183,16 @@ struct gb_pagetrap *gb_pagetrap__new(pid_t pid, uint64_t start, uint64_t end)
 		gb_pagetrap__free(p);
 		return NULL;
 	}
-	p->end = (end | 0xfffull) + 1;
-	p->npg = (size_t)((p->end - p->start) / 4096);
-	p->pg = calloc(p->npg, sizeof(*p->pg));
+	p->end = gb_page_down(end) + GB_PAGE_SIZE;
 	p->vq = gb_vmaq__open(pid);
-	bool any = false;
-	for (size_t k = 0; p->pg && p->vq && k < p->npg; k++) {
-		p->pg[k].orig = current_prot(p, k);
-		any |= trappable(&p->pg[k]);
-	}
-	if (!any) {
-		gb_info("range 0x%llx-0x%llx: not in an executable mapping of pid %d",
-			(unsigned long long)start, (unsigned long long)end, pid);
+	if (!p->vq || read_span(p, p->start, p->end) || !p->nx) {
+		if (p->vq)
+			gb_info("range 0x%llx-0x%llx: not in an executable mapping of pid %d",
+				(unsigned long long)start, (unsigned long long)end, pid);
 		gb_pagetrap__free(p);
 		return NULL;
 	}
-	p->syscall_insn = gb_inject_find_syscall(pid, p->start, p->end);
+	p->syscall_insn = gb_inject_find_syscall(pid, avoid_ext, p);
 	if (!p->syscall_insn) {
 		gb_info("pid %d: no syscall instruction outside the range to inject mprotect through",
 			pid);
@@ -117,7 +216,7 @@ void gb_pagetrap__free(struct gb_pagetrap *p)
 	gb_protwatch__free(p->watch);
 	gb_tramp__free(p->tramp);
 	gb_vmaq__close(p->vq);
-	free(p->pg);
+	free(p->x);
 	free(p);
 }
 
@@ -129,27 +228,31 @@ static int mprotect_in(struct gb_pagetrap *p, pid_t tid, uint64_t a, uint64_t le
 	int e = gb_inject_syscall(tid, p->syscall_insn, SYS_mprotect, args, &ret, pending_sig);
 	if (e)
 		return e;
-	return ret < 0 && ret > -4096 ? (int)ret : 0;
+	return ret < 0 && ret >= -MAX_ERRNO ? (int)ret : 0;
 }
 
-/* Runs of pages [k, *kend) that need the same change: arming (want_ours)
- * takes trappable pages not yet ours; disarming takes pages that are ours
- * and (checked against the process) still carry our protection. */
+/* Runs of extents [k, *kend) that one mprotect can change: arming
+ * (want_ours) takes extents not yet ours, disarming those that are;
+ * contiguous, with the same protection. */
 static bool next_run(struct gb_pagetrap *p, size_t *k, size_t *kend, bool want_ours)
 {
-	for (; *k < p->npg; (*k)++) {
-		struct page *g = &p->pg[*k];
-		if (want_ours ? (trappable(g) && !g->ours) : g->ours)
+	for (; *k < p->nx; (*k)++)
+		if (p->x[*k].ours != want_ours)
 			break;
-	}
-	if (*k == p->npg)
+	if (*k == p->nx)
 		return false;
-	int orig = p->pg[*k].orig;
 	*kend = *k + 1;
-	while (*kend < p->npg && p->pg[*kend].orig == orig &&
-	       (want_ours ? !p->pg[*kend].ours : p->pg[*kend].ours))
+	while (*kend < p->nx && p->x[*kend].orig == p->x[*k].orig && p->x[*kend].a == p->x[*kend - 1].b &&
+	       p->x[*kend].ours != want_ours)
 		(*kend)++;
 	return true;
+}
+
+static void set_ours(struct gb_pagetrap *p, uint64_t a, uint64_t b, bool ours)
+{
+	for (size_t k = 0; k < p->nx; k++)
+		if (p->x[k].a >= a && p->x[k].b <= b)
+			p->x[k].ours = ours;
 }
 
 int gb_pagetrap__arm(struct gb_pagetrap *p, pid_t tid, int *pending_sig)
@@ -158,12 +261,12 @@ int gb_pagetrap__arm(struct gb_pagetrap *p, pid_t tid, int *pending_sig)
 	bool did = false;
 	while (next_run(p, &k, &kend, true)) {
 		did = true;
-		int orig = p->pg[k].orig;
-		int e = mprotect_in(p, tid, PG(p, k), (kend - k) * 4096, orig & ~PROT_EXEC, pending_sig);
+		uint64_t a = p->x[k].a, b = p->x[kend - 1].b;
+		int e = mprotect_in(p, tid, a, b - a, p->x[k].orig & ~PROT_EXEC, pending_sig);
 		if (e)
 			return e;
-		for (; k < kend; k++)
-			p->pg[k].ours = true;
+		set_ours(p, a, b, true);
+		k = kend;
 	}
 	if (did)
 		p->st.arms++;
@@ -173,32 +276,39 @@ int gb_pagetrap__arm(struct gb_pagetrap *p, pid_t tid, int *pending_sig)
 
 int gb_pagetrap__disarm(struct gb_pagetrap *p, pid_t tid, int *pending_sig)
 {
-	size_t k = 0, kend;
-	while (next_run(p, &k, &kend, false)) {
-		/* A page the program re-protected or unmapped behind our back
-		 * keeps what it did (and is no longer ours); the others are given
-		 * back their protection, one mprotect per contiguous stretch. */
-		size_t from = k;
-		for (size_t j = k; j <= kend; j++) {
-			bool ok = j < kend && current_prot(p, j) == (p->pg[j].orig & ~PROT_EXEC);
-			if (ok)
-				continue;
-			if (j > from) {
-				int e = mprotect_in(p, tid, PG(p, from), (j - from) * 4096, p->pg[from].orig,
-						    pending_sig);
+	/* Stretches the program re-protected or unmapped behind our back keep
+	 * what it did (re-read below); the others get their protection back,
+	 * one mprotect per stretch that still carries ours. */
+	uint64_t reread[16][2];
+	size_t nre = 0;
+	bool reread_all = false;
+	for (size_t k = 0; k < p->nx; k++) {
+		struct ext *x = &p->x[k];
+		if (!x->ours)
+			continue;
+		uint64_t a = x->a, b = x->b, vend;
+		int orig = x->orig;
+		while (a < b) {
+			int cur = current_prot(p, a, &vend);
+			uint64_t to = min_u64(b, vend);
+			if (cur == (orig & ~PROT_EXEC)) {
+				int e = mprotect_in(p, tid, a, to - a, orig, pending_sig);
 				if (e)
 					return e;
-				for (size_t x = from; x < j; x++)
-					p->pg[x].ours = false;
+			} else if (nre < 16) {
+				reread[nre][0] = a;
+				reread[nre++][1] = to;
+			} else {
+				reread_all = true;
 			}
-			if (j < kend) {
-				p->pg[j].ours = false;
-				p->pg[j].orig = current_prot(p, j);
-			}
-			from = j + 1;
+			a = to;
 		}
-		k = kend;
+		x->ours = false;
 	}
+	for (size_t i = 0; i < nre && !reread_all; i++)
+		gb_pagetrap__program_changed(p, reread[i][0], reread[i][1] - reread[i][0], GB_PROT_REREAD);
+	if (reread_all)
+		gb_pagetrap__program_changed(p, p->start, p->end - p->start, GB_PROT_REREAD);
 	p->armed = false;
 	p->st.disarms++;
 	return 0;
@@ -206,12 +316,15 @@ int gb_pagetrap__disarm(struct gb_pagetrap *p, pid_t tid, int *pending_sig)
 
 void gb_pagetrap__program_changed(struct gb_pagetrap *p, uint64_t addr, uint64_t len, int prot)
 {
-	uint64_t a = addr & ~0xfffull, b = addr + len;
-	for (uint64_t x = a > p->start ? a : p->start; x < b && x < p->end; x += 4096) {
-		struct page *g = &p->pg[(x - p->start) / 4096];
-		g->orig = prot == -2 ? current_prot(p, (size_t)((x - p->start) / 4096)) : prot;
-		g->ours = false;
-	}
+	uint64_t a = max_u64(gb_page_down(addr), p->start);
+	uint64_t b = min_u64(gb_page_up(addr + len), p->end);
+	if (a >= b)
+		return;
+	int e = cut_span(p, a, b);
+	if (!e)
+		e = prot == GB_PROT_REREAD ? read_span(p, a, b) : add_ext(p, a, b, prot);
+	if (e)
+		gb_err("pid %d: page trap: %s", p->pid, strerror(-e)); /* nothing trapped there */
 	recompute_armed(p);
 }
 
@@ -236,15 +349,14 @@ int gb_pagetrap__arm_on_resume(struct gb_pagetrap *p, pid_t tid, const struct us
 			return 0;
 		}
 	}
-	int orig = p->pg[k].orig;
-	int e = gb_tramp__launch(p->tramp, tid, r, SYS_mprotect, PG(p, k), (kend - k) * 4096,
-				 (uint64_t)(orig & ~PROT_EXEC));
+	uint64_t a = p->x[k].a, b = p->x[kend - 1].b;
+	int e = gb_tramp__launch(p->tramp, tid, r, SYS_mprotect, a, b - a,
+				 (uint64_t)(p->x[k].orig & ~PROT_EXEC));
 	if (e)
 		return e;
-	for (size_t j = k; j < kend; j++)
-		p->pg[j].ours = true;
-	p->inflight_k = k;
-	p->inflight_kend = kend;
+	set_ours(p, a, b, true);
+	p->inflight_a = a;
+	p->inflight_b = b;
 	p->st.arms++;
 	recompute_armed(p);
 	return 1;
@@ -255,8 +367,7 @@ void gb_pagetrap__settle(struct gb_pagetrap *p, pid_t tid)
 	bool ran = false;
 	if (gb_tramp__settle(p->tramp, tid, &ran) == 1 && !ran) {
 		/* Its mprotect never ran: those pages are not ours after all. */
-		for (size_t j = p->inflight_k; j < p->inflight_kend; j++)
-			p->pg[j].ours = false;
+		set_ours(p, p->inflight_a, p->inflight_b, false);
 		p->st.arms--;
 		recompute_armed(p);
 	}
@@ -292,46 +403,56 @@ bool gb_pagetrap__armed(const struct gb_pagetrap *p) { return p->armed; }
 
 bool gb_pagetrap__writable(const struct gb_pagetrap *p)
 {
-	for (size_t k = 0; k < p->npg; k++)
-		if (trappable(&p->pg[k]) && (p->pg[k].orig & PROT_WRITE))
+	for (size_t k = 0; k < p->nx; k++)
+		if (p->x[k].orig & PROT_WRITE)
 			return true;
 	return false;
 }
 
 bool gb_pagetrap__touched(const struct gb_pagetrap *p)
 {
-	for (size_t k = 0; k < p->npg; k++)
-		if (p->pg[k].ours)
+	for (size_t k = 0; k < p->nx; k++)
+		if (p->x[k].ours)
 			return true;
 	return false;
 }
 
-static struct page *page_of(const struct gb_pagetrap *p, uint64_t a)
-{
-	if (a < p->start || a >= p->end)
-		return NULL;
-	return &p->pg[(a - p->start) / 4096];
-}
-
 bool gb_pagetrap__covers(const struct gb_pagetrap *p, uint64_t pc)
 {
-	struct page *g = page_of(p, pc);
-	return g && trappable(g);
+	if (ext_of(p, pc))
+		return true;
+	/* An instruction that starts on an untrapped page may end on a
+	 * trapped one: within MAX_INSN - 1 bytes of an extent, pc counts as on
+	 * the pages (the owner steps it; stepping a few more is harmless). */
+	struct ext *next = ext_of(p, gb_page_down(pc + MAX_INSN - 1));
+	return next && next->a > pc;
+}
+
+bool gb_pagetrap__is_fetch_fault(const struct gb_pagetrap *p, const struct gb_stop *st, uint64_t rip)
+{
+	if (st->kind != GB_STOP_SIGNAL || st->sig != SIGSEGV || st->code != SEGV_ACCERR)
+		return false;
+	/* The fetch of the instruction at rip faulted at rip, or where it
+	 * crosses onto the next page (that page's first byte). */
+	uint64_t f = st->fault_addr;
+	if (f != rip && !(f > rip && f < rip + MAX_INSN && f == gb_page_down(f)))
+		return false;
+	return ext_of(p, f) != NULL;
 }
 
 bool gb_pagetrap__is_entry(struct gb_pagetrap *p, const struct gb_stop *st, uint64_t rip)
 {
-	struct page *g = page_of(p, rip);
-	if (!g || !g->ours || st->kind != GB_STOP_SIGNAL || st->sig != SIGSEGV ||
-	    st->code != SEGV_ACCERR || st->fault_addr != rip)
+	if (!gb_pagetrap__is_fetch_fault(p, st, rip))
+		return false;
+	struct ext *x = ext_of(p, st->fault_addr);
+	if (!x->ours)
 		return false;
 	/* Still our protection?  If the program made the page non-executable
 	 * itself (unseen: no watcher), this fault is its own. */
-	int cur = current_prot(p, (size_t)((rip - p->start) / 4096));
-	if (cur != (g->orig & ~PROT_EXEC)) {
-		g->ours = false;
-		g->orig = cur;
-		recompute_armed(p);
+	uint64_t vend;
+	int cur = current_prot(p, st->fault_addr, &vend);
+	if (cur != (x->orig & ~PROT_EXEC)) {
+		gb_pagetrap__program_changed(p, st->fault_addr, GB_PAGE_SIZE, GB_PROT_REREAD);
 		return false;
 	}
 	p->st.entries++;
@@ -341,9 +462,9 @@ bool gb_pagetrap__is_entry(struct gb_pagetrap *p, const struct gb_stop *st, uint
 int gb_pagetrap__fix_child(struct gb_pagetrap *p, pid_t child)
 {
 	int sig = 0, e = 0;
-	for (size_t k = 0; k < p->npg && !e; k++)
-		if (p->pg[k].ours)
-			e = mprotect_in(p, child, PG(p, k), 4096, p->pg[k].orig, &sig);
+	for (size_t k = 0; k < p->nx && !e; k++)
+		if (p->x[k].ours)
+			e = mprotect_in(p, child, p->x[k].a, p->x[k].b - p->x[k].a, p->x[k].orig, &sig);
 	if (p->tramp && !e)
 		gb_tramp__unmap(p->tramp, child, p->syscall_insn, &sig); /* its copy of the page */
 	if (sig)

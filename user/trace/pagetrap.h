@@ -1,12 +1,16 @@
 /* The page trap (docs/trace.md "How it works"): PROT_EXEC is removed from the pages
  * that hold the range, so the process runs natively outside the range and
- * faults (SIGSEGV, SEGV_ACCERR, si_addr == rip) when it enters; the engine
+ * faults (SIGSEGV, SEGV_ACCERR, si_addr == rip, or the trapped page's first
+ * byte for an instruction that starts on the page before and ends on a
+ * trapped one) when it enters; the engine
  * then restores exec, single-steps while the PC stays on those pages, and
  * re-protects on leaving.  The mprotect calls are injected into the tracee.
  *
  * The original protections are read from /proc/PID/maps and re-checked on
  * every entry and before every restore, so a program that mprotects or
- * unmaps the pages itself keeps what it set.
+ * unmaps the pages itself keeps what it set.  The state is one extent per
+ * executable VMA stretch inside the range: memory and work follow the mapped
+ * code, not the range's size (docs/trace.md, "How it works": the page-trap bullets).
  */
 #ifndef GB_TRACE_PAGETRAP_H
 #define GB_TRACE_PAGETRAP_H
@@ -21,7 +25,9 @@
 
 struct gb_pagetrap;
 
-/* Pages [start & ~0xfff, end | 0xfff] of pid.  NULL with a message printed. */
+/* The executable pages of pid inside [start, end] (whole pages).  NULL with
+ * a message printed (nothing executable there, no syscall instruction to
+ * inject through outside them). */
 struct gb_pagetrap *gb_pagetrap__new(pid_t pid, uint64_t start, uint64_t end);
 void gb_pagetrap__free(struct gb_pagetrap *p);
 
@@ -62,10 +68,16 @@ bool gb_pagetrap__claim_signal(struct gb_pagetrap *p, pid_t tid, int sig);
  * runs natively (decodes must be re-checked at each entry). */
 bool gb_pagetrap__writable(const struct gb_pagetrap *p);
 
-/* Is pc on the trapped pages? */
+/* Is pc on the trapped pages, or on an instruction that may end on them
+ * (within 14 bytes before one)? */
 bool gb_pagetrap__covers(const struct gb_pagetrap *p, uint64_t pc);
-/* Is this stop our entry fault (armed, SEGV_ACCERR at rip on our pages, and
- * the pages still carry the protection we set)?  rip is the thread's rip. */
+/* Is this stop the fetch fault of the instruction at rip on the trapped
+ * pages (SEGV_ACCERR at rip, or at the first byte of the trapped page the
+ * instruction crosses onto)?  Whether the protection is ours is not
+ * checked (a fault queued before the trap was lifted passes too). */
+bool gb_pagetrap__is_fetch_fault(const struct gb_pagetrap *p, const struct gb_stop *st, uint64_t rip);
+/* Is this stop our entry fault (a fetch fault as above on pages that carry
+ * the protection we set)?  rip is the thread's rip. */
 bool gb_pagetrap__is_entry(struct gb_pagetrap *p, const struct gb_stop *st, uint64_t rip);
 
 /* A forked child (a copy of our protections): restore its protections

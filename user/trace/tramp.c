@@ -10,10 +10,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/page.h"
 #include "ptrace/inject.h"
 #include "ptrace/regs.h"
 
-#define PAGE 4096
 #define DATA_OFF 128            /* data after the code */
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
@@ -68,11 +68,11 @@ struct gb_tramp *gb_tramp__new(pid_t pid, pid_t tid, uint64_t syscall_insn, int 
 	 * from below the stack, brk grows up from the executable), so the page
 	 * never moves a later mmap of the program: its address-space layout
 	 * stays what it is natively. */
-	uint64_t args[6] = { GB_TRAMP_ADDR, PAGE, PROT_READ | PROT_EXEC,
+	uint64_t args[6] = { GB_TRAMP_ADDR, GB_PAGE_SIZE, PROT_READ | PROT_EXEC,
 			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, (uint64_t)-1, 0 };
 	if (t->memfd < 0 ||
 	    gb_inject_syscall(tid, syscall_insn, SYS_mmap, args, &ret, pending_sig) ||
-	    (ret < 0 && ret > -4096)) {
+	    (ret < 0 && ret >= -4095)) { /* -errno */
 		if (t->memfd >= 0)
 			close(t->memfd);
 		free(t);
@@ -133,7 +133,7 @@ int gb_tramp__settle(struct gb_tramp *t, pid_t tid, bool *ran_syscall)
 
 void gb_tramp__unmap(struct gb_tramp *t, pid_t tid, uint64_t syscall_insn, int *pending_sig)
 {
-	uint64_t args[6] = { t->page, PAGE, 0, 0, 0, 0 };
+	uint64_t args[6] = { t->page, GB_PAGE_SIZE, 0, 0, 0, 0 };
 	long ret;
 	gb_inject_syscall(tid, syscall_insn, SYS_munmap, args, &ret, pending_sig);
 }

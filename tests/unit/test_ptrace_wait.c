@@ -1,0 +1,162 @@
+/* The ptrace room's waits and detach against real children (needs ptrace
+ * rights over our own children: skipped with the reason otherwise):
+ * - a wait for the leader of a SIGKILLed multi-threaded process returns
+ *   (its exit is never reported while its zombie threads are unreaped);
+ * - SIGTERM ends a wait for a thread that never stops;
+ * - a thread single-stepped into a blocking syscall survives detach (no
+ *   step report is left queued for it). */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/sigflag.h"
+#include "ptrace/tracee.h"
+#include "ptrace/wait.h"
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *sleeper(void *a)
+{
+	for (;;)
+		pause();
+	return a;
+}
+
+static int ntasks(pid_t pid)
+{
+	char path[64];
+	int n = 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return 0;
+	struct dirent *de;
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static pid_t spawn_threads(int extra)
+{
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		pthread_t th;
+		for (int k = 0; k < extra; k++)
+			pthread_create(&th, NULL, sleeper, NULL);
+		sleeper(NULL);
+	}
+	for (int i = 0; i < 500 && ntasks(pid) < extra + 1; i++)
+		usleep(2000);
+	cr_assert_eq(ntasks(pid), extra + 1);
+	return pid;
+}
+
+static void attach(pid_t pid, struct gb_tracee *t)
+{
+	if (gb_tracee_attach(pid, t)) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		cr_skip_test("cannot ptrace our own child (ptrace_scope?)");
+	}
+}
+
+Test(ptrace_wait, leader_of_killed_process, .timeout = 20)
+{
+	struct gb_tracee t;
+	pid_t pid = spawn_threads(3);
+	attach(pid, &t);
+	cr_assert_eq(t.nthreads, 4);
+	for (size_t i = 0; i < t.nthreads; i++)
+		cr_assert_eq(ptrace(PTRACE_CONT, t.threads[i].tid, 0, 0), 0);
+	kill(pid, SIGKILL);
+	struct gb_stop st;
+	double t0 = now();
+	int r = gb_wait(pid, 0, &st, false);
+	cr_assert(now() - t0 < 2, "gb_wait(leader) took %.1f s", now() - t0);
+	cr_assert(r == -ESRCH || (r == 0 && st.kind == GB_STOP_KILLED), "r %d kind %d", r, st.kind);
+	while (waitpid(-1, NULL, __WALL) > 0)
+		;
+	gb_tracee_free(&t);
+}
+
+static void *send_term(void *a)
+{
+	usleep(200000);
+	kill(getpid(), SIGTERM);
+	return a;
+}
+
+Test(ptrace_wait, sigterm_ends_a_wait, .timeout = 20)
+{
+	struct gb_tracee t;
+	pid_t pid = spawn_threads(0);
+	attach(pid, &t);
+	cr_assert_eq(ptrace(PTRACE_CONT, pid, 0, 0), 0); /* pause()s for ever */
+	gb_sigflag_install();
+	pthread_t th;
+	pthread_create(&th, NULL, send_term, NULL);
+	struct gb_stop st;
+	double t0 = now();
+	int r = gb_wait(pid, 0, &st, false);
+	double took = now() - t0;
+	pthread_join(th, NULL);
+	cr_assert_eq(r, -EINTR);
+	cr_assert(took < 2.0, "a wait went on %.1f s after SIGTERM", took);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, __WALL);
+	gb_tracee_free(&t);
+}
+
+Test(ptrace_wait, detach_from_a_stepped_blocking_syscall, .timeout = 30)
+{
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		/* Ten 100 ms sleeps, then exit 0. */
+		struct timespec ts = { 0, 100000000 };
+		for (int k = 0; k < 10; k++)
+			syscall(SYS_nanosleep, &ts, NULL);
+		_exit(0);
+	}
+	struct gb_tracee t;
+	attach(pid, &t);
+	/* Step until a step does not come back: the thread blocks in nanosleep
+	 * with a step pending. */
+	struct gb_stop st;
+	bool blocked = false;
+	for (int i = 0; i < 100000 && !blocked; i++) {
+		cr_assert_eq(ptrace(PTRACE_SINGLESTEP, pid, 0, 0), 0);
+		usleep(i < 50 ? 0 : 1000);
+		int r = gb_wait(pid, WNOHANG, &st, false);
+		if (r == -EAGAIN) {
+			usleep(30000);
+			r = gb_wait(pid, WNOHANG, &st, false);
+			blocked = r == -EAGAIN;
+		}
+		if (!blocked)
+			cr_assert(r == 0 && st.kind == GB_STOP_STEP, "r %d kind %d", r, st.kind);
+	}
+	cr_assert(blocked, "never blocked in nanosleep");
+	t.threads[0].stopped = false; /* in its syscall: detach interrupts it */
+	gb_tracee_detach(&t);
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		  "the child died of signal %d after the detach", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}

@@ -1,0 +1,89 @@
+#include "ptrace/procfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Read a small /proc file into buf (NUL-terminated). */
+static int slurp(pid_t pid, const char *what, char *buf, size_t len)
+{
+	char path[64];
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/%s", pid, what);
+	else
+		snprintf(path, sizeof(path), "/proc/self/%s", what); /* gebpf itself */
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	ssize_t n = read(fd, buf, len - 1);
+	int e = errno;
+	close(fd);
+	if (n < 0)
+		return e == ESRCH ? -ESRCH : -e;
+	buf[n] = 0;
+	return 0;
+}
+
+int gb_proc_status_field(pid_t pid, const char *name, char *val, size_t len)
+{
+	char buf[8192];
+	int e = slurp(pid, "status", buf, sizeof(buf));
+	if (e)
+		return e;
+	size_t nl = strlen(name);
+	for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		if (strncmp(line, name, nl) || line[nl] != ':')
+			continue;
+		char *v = line + nl + 1;
+		v += strspn(v, " \t");
+		size_t l = strcspn(v, "\n");
+		while (l && (v[l - 1] == ' ' || v[l - 1] == '\t'))
+			l--;
+		if (l >= len)
+			l = len - 1;
+		memcpy(val, v, l);
+		val[l] = 0;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int gb_proc_status_num(pid_t pid, const char *name, int base, uint64_t *out)
+{
+	char v[64], *end;
+	int e = gb_proc_status_field(pid, name, v, sizeof(v));
+	if (e)
+		return e;
+	errno = 0;
+	*out = strtoull(v, &end, base);
+	return errno || end == v ? -EINVAL : 0;
+}
+
+int gb_proc_stat(pid_t pid, char *state, unsigned long *flags)
+{
+	char buf[1024];
+	int e = slurp(pid, "stat", buf, sizeof(buf));
+	if (e)
+		return e;
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return -EIO;
+	/* ") S ppid pgrp session tty tpgid flags" */
+	int ppid, pgrp, session, tty, tpgid;
+	unsigned long fl;
+	if (sscanf(p + 2, "%c %d %d %d %d %d %lu", state, &ppid, &pgrp, &session, &tty, &tpgid, &fl) != 7)
+		return -EIO;
+	if (flags)
+		*flags = fl;
+	return 0;
+}
+
+bool gb_proc_gone(pid_t pid)
+{
+	char st;
+	int e = gb_proc_stat(pid, &st, NULL);
+	return e == -ESRCH || (!e && (st == 'Z' || st == 'X'));
+}
