@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "common/grow.h"
 #include "common/log.h"
 #include "profile.pb-c.h"
 
@@ -59,19 +60,6 @@ static int cmp_node(const void *p, const void *q)
 	return (x->start > y->start) - (x->start < y->start);
 }
 
-/* Grow an array of n items to hold one more (doubling); -ENOMEM. */
-static int grow(void **v, size_t *cap, size_t n, size_t size)
-{
-	if (n < *cap)
-		return 0;
-	size_t ncap = *cap ? 2 * *cap : 64;
-	void *nv = realloc(*v, ncap * size);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = ncap;
-	return 0;
-}
 
 /* Index of s in the string table (added if new). */
 static int64_t str(struct enc *e, const char *s)
@@ -82,7 +70,7 @@ static int64_t str(struct enc *e, const char *s)
 	if (slot)
 		return (int64_t)(*slot)->id;
 	n = malloc(sizeof(*n));
-	if (!n || grow((void **)&e->prof.string_table, &e->cap_str, e->prof.n_string_table,
+	if (!n || gb_grow((void **)&e->prof.string_table, &e->cap_str, e->prof.n_string_table + 1,
 		       sizeof(char *))) {
 		free(n);
 		e->err = -ENOMEM;
@@ -125,7 +113,7 @@ static void *append(struct enc *e, void ***arr, size_t *n, size_t *cap, size_t s
 {
 	void *m = calloc(1, size);
 
-	if (!m || grow((void **)arr, cap, *n, sizeof(void *))) {
+	if (!m || gb_grow((void **)arr, cap, *n + 1, sizeof(void *))) {
 		free(m);
 		e->err = -ENOMEM;
 		return NULL;
@@ -219,7 +207,7 @@ static int add_sample(void *ctx, const uint64_t *ids, size_t n, pid_t pid, const
 	struct enc *e = ctx;
 	size_t i = e->prof.n_sample;
 
-	if (grow((void **)&e->prof.sample, &e->cap_sample, i, sizeof(PbSample *)))
+	if (gb_grow((void **)&e->prof.sample, &e->cap_sample, i + 1, sizeof(PbSample *)))
 		return -ENOMEM;
 	PbSample *s = calloc(1, sizeof(*s) + 2 * sizeof(int64_t) + 2 * sizeof(PbLabel) +
 			     2 * sizeof(PbLabel *) + n * sizeof(uint64_t));

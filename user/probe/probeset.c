@@ -14,6 +14,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "probe/probetrap_int.h"
 #include "probe/umulti.h"
 #include "ptrace/maps.h"
@@ -36,22 +37,6 @@ static struct probe *find_probe(struct gb_probetrap *p, dev_t dev, ino_t ino, ui
 	return NULL;
 }
 
-static int grow(void **v, size_t *cap, size_t need, size_t size)
-{
-	size_t c = *cap ? *cap : 16;
-	void *nv;
-
-	if (need <= *cap)
-		return 0;
-	while (c < need)
-		c *= 2;
-	nv = realloc(*v, c * size);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = c;
-	return 0;
-}
 
 static void set_muted(struct gb_probetrap *p, struct probe *pr, bool on)
 {
@@ -95,7 +80,7 @@ static int attach(struct gb_probetrap *p, struct probe *pr, size_t n)
 		uint64_t *offs = calloc(n, sizeof(*offs)), *ids = calloc(n, sizeof(*ids));
 		int fd;
 
-		if (!offs || !ids || grow((void **)&p->gr, &p->capgr, p->ngr + 1, sizeof(*p->gr))) {
+		if (!offs || !ids || gb_grow((void **)&p->gr, &p->capgr, p->ngr + 1, sizeof(*p->gr))) {
 			free(offs);
 			free(ids);
 			return -ENOMEM;
@@ -186,7 +171,7 @@ int gb_probetrap__add_many(struct gb_probetrap *p, const char *path, const uint6
 			goto out;
 		}
 	}
-	if (nf && ((err = grow((void **)&p->pr, &p->capr, p->npr + nf, sizeof(*p->pr))) ||
+	if (nf && ((err = gb_grow((void **)&p->pr, &p->capr, p->npr + nf, sizeof(*p->pr))) ||
 		   (err = attach(p, fresh, nf))))
 		goto out;
 	for (size_t i = 0; i < n; i++) {
@@ -425,7 +410,7 @@ int gb_probetrap__orig_bytes(struct gb_probetrap *p, uint64_t addr, uint8_t *buf
 		fixed += restore(p, addr, buf, len);
 		for (size_t j = i; j < len && p->nplain < PLAIN_MAX; j++)
 			if (buf[j] == 0xCC && !is_plain(p, addr + j) &&
-			    grow((void **)&p->plain, &p->capplain, p->nplain + 1,
+			    gb_grow((void **)&p->plain, &p->capplain, p->nplain + 1,
 				 sizeof(*p->plain)) == 0)
 				p->plain[p->nplain++] = addr + j;
 		break;

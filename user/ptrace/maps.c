@@ -10,6 +10,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/grow.h"
+
 int gb_maps_read(pid_t pid, struct gb_maps *out)
 {
 	char path[64], line[4096 + 256];
@@ -36,15 +38,10 @@ int gb_maps_read(pid_t pid, struct gb_maps *out)
 		m.path[l] = 0;
 		m.prot = (m.perms[0] == 'r' ? PROT_READ : 0) | (m.perms[1] == 'w' ? PROT_WRITE : 0) |
 			 (m.perms[2] == 'x' ? PROT_EXEC : 0);
-		if (out->n == cap) {
-			cap = cap ? cap * 2 : 64;
-			struct gb_map *v = realloc(out->v, cap * sizeof(*v));
-			if (!v) {
-				fclose(f);
-				gb_maps_free(out);
-				return -ENOMEM;
-			}
-			out->v = v;
+		if (GB_GROW(&out->v, &cap, out->n + 1)) {
+			fclose(f);
+			gb_maps_free(out);
+			return -ENOMEM;
 		}
 		out->v[out->n++] = m;
 	}

@@ -16,6 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/cpuset.h"
+#include "common/grow.h"
 #include "common/log.h"
 #include "common/page.h"
 #include "ptrace/maps.h"
@@ -50,14 +52,8 @@ struct gb_thread *gb_tracee_add_thread(struct gb_tracee *t, pid_t tid)
 	struct gb_thread *th = gb_tracee_thread(t, tid);
 	if (th)
 		return th;
-	if (t->nthreads == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 8;
-		struct gb_thread *v = realloc(t->threads, cap * sizeof(*v));
-		if (!v)
-			return NULL;
-		t->threads = v;
-		t->cap = cap;
-	}
+	if (GB_GROW(&t->threads, &t->cap, t->nthreads + 1))
+		return NULL;
 	th = &t->threads[t->nthreads++];
 	memset(th, 0, sizeof(*th));
 	th->tid = tid;
@@ -499,14 +495,10 @@ void gb_tracee_pin(struct gb_tracee *t, bool all_threads)
 		return;
 	if (sched_getaffinity(t->pid, sizeof(t->saved_affinity), &t->saved_affinity))
 		return;
-	int cpu = sched_getcpu();
-	if (cpu < 0 || !CPU_ISSET(cpu, &t->saved_affinity)) {
-		/* Our CPU is not allowed for the target: use its first allowed one. */
-		for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &t->saved_affinity); cpu++)
-			;
-		if (cpu == CPU_SETSIZE)
-			return;
-	}
+	/* Our CPU, or the target's first allowed one if ours is not. */
+	int cpu = gb_cpu_pick(&t->saved_affinity, sched_getcpu());
+	if (cpu < 0)
+		return;
 	cpu_set_t one;
 	CPU_ZERO(&one);
 	CPU_SET(cpu, &one);

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/cpuset.h"
 #include "common/log.h"
 
 static void pin_lowest_cpu(void)
@@ -16,13 +17,12 @@ static void pin_lowest_cpu(void)
 	cpu_set_t set, one;
 	if (sched_getaffinity(0, sizeof(set), &set))
 		return;
-	for (int c = 0; c < CPU_SETSIZE; c++)
-		if (CPU_ISSET(c, &set)) {
-			CPU_ZERO(&one);
-			CPU_SET(c, &one);
-			sched_setaffinity(0, sizeof(one), &one);
-			return;
-		}
+	int c = gb_cpu_pick(&set, -1);
+	if (c < 0)
+		return;
+	CPU_ZERO(&one);
+	CPU_SET(c, &one);
+	sched_setaffinity(0, sizeof(one), &one);
 }
 
 pid_t gb_snap_launch_env(bool pidns)
