@@ -312,37 +312,61 @@ def check_fork_output(stdout, what):
     assert stdout.splitlines() == want, "%s printed:\n%s" % (what, stdout)
 
 
-@pytest.fixture(scope="module")
-def fork_reference(tmp_path_factory):
-    out = tmp_path_factory.mktemp("fork") / "none.jsonl"
-    r = trace("fork_range", "traced_fork", out, FORK_ARGS, trap="none")
-    check_fork_output(r.stdout, "fork_range --trap none")
-    return out
+MODES = {
+    "sigchld-blocked": ["block"],   # nothing asynchronous reaches the parent
+    "sigchld": [],                  # each child's exit sends SIGCHLD, maybe while the parent is in range
+}
 
 
-def test_fork_range_step_all_lines(fork_reference):
-    """--trap none: after each call the parent's next instruction is there
-    (test %eax,%eax), once per call; the children's in-range paths (the calls
-    to fork_child/vfork_child) are not: children are not traced."""
-    lines, _ = read_trace(fork_reference)
+def check_fork_counts(out, what):
+    """After each call the parent's next instruction (test %eax,%eax) is in
+    the trace once per call; the children's in-range calls to fork_child and
+    vfork_child are not (children are not traced)."""
+    lines, summary = read_trace(out)
     check_vt_order(lines)
+    assert summary["dropped"] == 0
     execs = collections.Counter(ln["pc"] for ln in lines if ln["t"] == "exec")
     calls = fork_calls()
     n = collections.Counter(FORK_ARGS)
     for (call, nxt), k in zip(calls, "012"):
         assert execs[hex(call)] == execs[hex(nxt)] == n[k], \
-            "%s: call at %#x ran %d times, the test after it %d, want %d" % (
-                KINDS[k][0], call, execs[hex(call)], execs[hex(nxt)], n[k])
+            "%s: %s's call at %#x ran %d times, the test after it %d, want %d" % (
+                what, KINDS[k][0], call, execs[hex(call)], execs[hex(nxt)], n[k])
     for call, _ in calls[3:]:
-        assert execs[hex(call)] == 0, "a child's in-range call at %#x is in the trace" % call
+        assert execs[hex(call)] == 0, "%s: a child's in-range call at %#x is in the trace" % (
+            what, call)
+
+
+_FORK_REF = {}
+
+
+@pytest.fixture
+def fork_reference(tmp_path_factory):
+    def get(mode):
+        if mode not in _FORK_REF:
+            out = tmp_path_factory.mktemp("fork") / "none.jsonl"
+            r = trace("fork_range", "traced_fork", out, FORK_ARGS, *MODES[mode], trap="none")
+            check_fork_output(r.stdout, "fork_range %s --trap none" % mode)
+            _FORK_REF[mode] = out
+        return _FORK_REF[mode]
+    return get
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_fork_range_step_all_lines(mode, fork_reference):
+    """--trap none, the reference: every call and the test after it."""
+    check_fork_counts(fork_reference(mode), "fork_range %s --trap none" % mode)
 
 
 @pytest.mark.parametrize("trap", ("pages", "probes"))
-def test_fork_range_same_bytes(trap, fork_reference, tmp_path):
+@pytest.mark.parametrize("mode", MODES)
+def test_fork_range_same_bytes(mode, trap, fork_reference, tmp_path):
     """fork, vfork, posix_spawn (8 of each) from inside the range: the
     parent's trace is --trap none's, byte for byte; each child exits with its
     own status and prints what it should."""
     out = tmp_path / ("%s.jsonl" % trap)
-    r = trace("fork_range", "traced_fork", out, FORK_ARGS, trap=trap)
-    check_fork_output(r.stdout, "fork_range --trap %s" % trap)
-    same_file(out, fork_reference, "fork_range %s" % FORK_ARGS, (trap, "none"))
+    what = "fork_range %s --trap %s" % (mode, trap)
+    r = trace("fork_range", "traced_fork", out, FORK_ARGS, *MODES[mode], trap=trap)
+    check_fork_output(r.stdout, what)
+    check_fork_counts(out, what)
+    same_file(out, fork_reference(mode), what, (trap, "none"))

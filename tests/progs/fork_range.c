@@ -11,10 +11,13 @@
  *          prints "spawned child" and exits 7.
  * The parent (traced_fork returns the child's pid, or -1) waits for the
  * child and prints how it ended, then calls `traced_fork` for the next kind.
- * Usage: fork_range [KINDS]: a string of digits 0-2 (default "012").
+ * Usage: fork_range [KINDS [block]]: KINDS a string of digits 0-2 (default
+ * "012"); with "block", SIGCHLD is blocked (never delivered: waitpid still
+ * reaps), so that no asynchronous signal reaches the parent in the range.
  * Exit 0; 1 on an error.  Range: `traced_fork` (section .text.fork_range,
  * alone on its page). */
 #define _GNU_SOURCE
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +94,13 @@ int main(int argc, char **argv)
 		return 7;
 	}
 	self = argv[0];
+	if (argc > 2 && !strcmp(argv[2], "block")) {
+		sigset_t chld;
+		sigemptyset(&chld);
+		sigaddset(&chld, SIGCHLD);
+		if (sigprocmask(SIG_BLOCK, &chld, NULL))
+			return 1;
+	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (const char *k = kinds; *k; k++) {
 		if (*k < '0' || *k > '2')
