@@ -20,11 +20,12 @@ items 1 and 2), under every entry trap (docs/trace.md "Entry traps").
 """
 import collections
 import re
+import subprocess
 
 import pytest
 
 import lackey
-from conftest import check_vt_order, prog_path, read_trace
+from conftest import check_vt_order, prog_path, read_trace, stable_env
 from test_pagetrap import same_file, trace
 
 pytestmark = pytest.mark.usefixtures("probes_ready")
@@ -162,6 +163,16 @@ def sub_trace(lines, lo, hi):
             vt += 1
         out.append(dict(ln, vt=vt))
     return out
+
+
+@pytest.mark.parametrize("args", [["all"], ["trap"]], ids=["all", "trap"])
+def test_sync_sigs_natively(args):
+    """Without gebpf: every signal is the one expected (signal, si_addr) and
+    every round finishes, exit 0."""
+    r = subprocess.run([prog_path("sync_sigs")] + args + [str(ROUNDS)], capture_output=True,
+                       text=True, timeout=30, env=stable_env())
+    assert r.returncode == 0, "sync_sigs %s exits %d natively:\n%s" % (args, r.returncode, r.stdout)
+    check_run(r, "sync_sigs %s natively" % args[0])
 
 
 # ------------------------------------------------------------ (1) every exception but int3
@@ -350,6 +361,14 @@ def fork_reference(tmp_path_factory):
             _FORK_REF[mode] = out
         return _FORK_REF[mode]
     return get
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_fork_range_natively(mode):
+    r = subprocess.run([prog_path("fork_range"), FORK_ARGS] + MODES[mode], capture_output=True,
+                       text=True, timeout=30, env=stable_env())
+    assert r.returncode == 0, "fork_range %s exits %d natively" % (mode, r.returncode)
+    check_fork_output(r.stdout, "fork_range %s natively" % mode)
 
 
 @pytest.mark.parametrize("mode", MODES)
