@@ -239,10 +239,10 @@ def test_sub_range_of_step_all_is_its_filter(reference, tmp_path):
 # ------------------------------------------------------------ (1) int3
 
 INT3_NONE = pytest.mark.xfail(strict=True, reason=(
-    "engine bug: under --trap none the SIGTRAP handler is single-stepped while SIGTRAP is "
-    "blocked in it; the kernel's step trap (force_sig) then resets the program's SIGTRAP "
-    "action to SIG_DFL, and the second int3 kills the program (gebpf: 'killed by SIGTRAP "
-    "during the trace')"))
+    "known limitation (docs/trace.md): under --trap none the SIGTRAP handler is single-stepped "
+    "while SIGTRAP is blocked in it; the kernel's step trap (force_sig_fault) then resets the "
+    "program's SIGTRAP action to SIG_DFL, and the second int3 kills the program (gebpf: "
+    "'killed by SIGTRAP during the trace').  The probe and page traps run the handler natively"))
 
 
 @pytest.mark.parametrize("trap", [pytest.param("none", marks=INT3_NONE), "pages", "probes"])
@@ -401,14 +401,11 @@ def test_fork_range_same_bytes(mode, trap, fork_reference, tmp_path):
 # ------------------------------------------------------------ asynchronous SIGCHLD in the range
 
 ASYNC_N = 10000
-ASYNC_LOST = pytest.mark.xfail(strict=True, reason=(
-    "engine bug: a SIGCHLD sent by another process (default action: ignore) that reaches the "
-    "owner while it is single-stepped in the range loses one exec line per signal, under every "
-    "trap (`gebpf -v` says 'signal 17 (code 1) at pc X while stepping'); the fork_range "
-    "'sigchld' failures above are this"))
-
-
-@pytest.mark.parametrize("kids", [pytest.param(4, marks=ASYNC_LOST), 0],
+# A SIGCHLD sent by another process (default action: ignore) that reaches
+# the owner while it is single-stepped: injected with the step, it is
+# dropped and the instruction runs (ptrace/step.h gb_step_ran); this lost
+# one exec line per signal under every trap before.
+@pytest.mark.parametrize("kids", [4, 0],
                          ids=["4-sigchld", "no-signal"])
 @pytest.mark.parametrize("trap", TRAPS)
 def test_async_sigchld_loses_nothing(trap, kids, tmp_path):

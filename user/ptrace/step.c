@@ -11,6 +11,11 @@
 
 #define TF 0x100ull
 
+bool gb_step_ran(const struct gb_stop *st)
+{
+	return st->kind == GB_STOP_STEP && st->code != SIGTRAP;
+}
+
 int gb_bp_plant(pid_t tid, uint64_t addr, uint8_t *orig)
 {
 	uint8_t cc = 0xcc;
@@ -107,7 +112,7 @@ int gb_step(pid_t tid, int sig, const struct gb_step_insn *in, gb_step_event_fn 
 	if (ptrace(PTRACE_SINGLESTEP, tid, 0, sig))
 		return -errno;
 	int e = gb_step_wait(tid, PTRACE_SINGLESTEP, on_event, ctx, st);
-	if (e || sig || !in->pushf || st->kind != GB_STOP_STEP || (in->rflags & TF))
+	if (e || !in->pushf || !gb_step_ran(st) || (in->rflags & TF))
 		return e;
 	/* The pushed copy of RFLAGS has our TF: the program's had none. */
 	struct user_regs_struct r;

@@ -39,6 +39,14 @@ typedef void (*gb_step_event_fn)(void *ctx, const struct gb_stop *st);
 int gb_step(pid_t tid, int sig, const struct gb_step_insn *in, gb_step_event_fn on_event,
 	    void *ctx, struct gb_stop *st);
 
+/* After gb_step with a signal: did an instruction run?  A signal with a
+ * handler is delivered by building its frame, and the step stops at the
+ * handler's first instruction without running one (a ptrace_notify stop,
+ * si_code SIGTRAP); a signal that is ignored (SIGCHLD, SIGURG, SIGWINCH by
+ * default) is dropped and the step runs the instruction (a debug trap,
+ * TRAP_TRACE, or TRAP_BRKPT after a syscall). */
+bool gb_step_ran(const struct gb_stop *st);
+
 /* Wait for the stop that ends req (PTRACE_SINGLESTEP, PTRACE_SYSCALL...)
  * of tid, handling events and queued interrupts as gb_step does. */
 int gb_step_wait(pid_t tid, int req, gb_step_event_fn on_event, void *ctx, struct gb_stop *st);

@@ -116,8 +116,9 @@ int gb_snap_step_det(struct gb_tracee *t, pid_t tid, uint64_t n, uint64_t *done,
 			return -ESRCH;
 		case GB_STOP_STEP:
 			/* A step that only entered a signal handler ran no
-			 * instruction of the program. */
-			if (!injected)
+			 * instruction of the program (an ignored signal was
+			 * dropped and the instruction ran). */
+			if (!injected || gb_step_ran(&st))
 				(*done)++;
 			fix_getrandom(tid, rng);
 			break;

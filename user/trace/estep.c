@@ -420,9 +420,10 @@ void eng_step(struct gb_engine *e, size_t i)
 
 	switch (st.kind) {
 	case GB_STOP_STEP:
-		/* With a signal the step only delivered it (no instruction ran). */
+		/* With a signal that has a handler the step only entered it (no
+		 * instruction ran); an ignored one was dropped and it ran. */
 		e->et[i].stale_pc = 0;
-		if (!sig)
+		if (!sig || gb_step_ran(&st))
 			commit(e, i, &p);
 		break;
 	case GB_STOP_SIGNAL: {
