@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 
-from benchlib import GEBPF, OUT, RAWSTEP, Runner, med, verdict
+from benchlib import GEBPF, OUT, RAWSTEP, Runner, add_common_args, med, verdict
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 LOOP = os.path.join(OUT, "bench", "loop")
@@ -104,7 +104,7 @@ def loops_between(reports, t0, t1):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reps", type=int, default=3, help="interleaved rounds (default 3)")
+    add_common_args(ap, 3, "small sizes, 1 round (a smoke run)")
     ap.add_argument("--calls", type=int, default=10000, help="a/b/d: calls of hot (default 10000)")
     ap.add_argument("--inner", type=int, default=2500,
                     help="b/d: loop iterations between calls (4 insns each; default 2500)")
@@ -121,8 +121,6 @@ def main():
     ap.add_argument("--py-loops", type=int, default=15000,
                     help="f: loops of the launched python run (default 15000)")
     ap.add_argument("--attach-secs", type=int, default=5, help="f: --duration of the attach")
-    ap.add_argument("--quick", action="store_true", help="small sizes, 1 round (a smoke run)")
-    ap.add_argument("-v", "--verbose", action="store_true", help="print each command on stderr")
     a = ap.parse_args()
     if a.quick:
         a.reps, a.calls, a.cold_inner, a.nb_calls, a.nb_page_calls = 1, 1000, 20000, 1000, 10
@@ -280,7 +278,7 @@ def main():
     print("   e   probes: native %.4f s + %d in-range x raw + %d entries x d(probes); "
           "%d single-steps; job ~%.3g insns, %d busy calls" %
           (T["e_native"], st["in_range"], st["entries"], st["steps"],
-           a.nb_calls * (HOT_INSNS + a.nb_per * (BUSY_INSNS + 4) + 3), a.nb_calls * a.nb_per))
+           a.nb_calls * (HOT_INSNS + 6 + a.nb_per * (BUSY_INSNS + 3)), a.nb_calls * a.nb_per))
     for trap in TRAPS:
         st = s["es_" + trap]
         print("   e   %-6s (small job, %d round(s)): native %.4f s + %d in-range x raw + %d entries "

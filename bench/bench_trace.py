@@ -36,7 +36,7 @@ import shutil
 import sys
 import tempfile
 
-from benchlib import GEBPF, OUT, RAWSTEP, Runner, med, verdict
+from benchlib import GEBPF, OUT, RAWSTEP, Runner, add_common_args, med, verdict
 
 LOOP = os.path.join(OUT, "bench", "loop")
 HOTCALL = os.path.join(OUT, "bench", "hotcall")
@@ -86,7 +86,7 @@ def sha256(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reps", type=int, default=5, help="interleaved rounds (default 5)")
+    add_common_args(ap, 5, "small sizes, 2 rounds (a smoke run)")
     ap.add_argument("--loop-iter", type=int, default=10000,
                     help="issue 2: loop iterations (7 steps each; default 10000)")
     ap.add_argument("--calls", type=int, default=10000, help="3b/3d: calls of hot (default 10000)")
@@ -103,8 +103,6 @@ def main():
     ap.add_argument("--stepall-calls", type=int, default=20,
                     help="ctx: calls for the --step-all comparison (default 20)")
     ap.add_argument("--stepall-reps", type=int, default=3, help="ctx: --step-all runs (default 3)")
-    ap.add_argument("--quick", action="store_true", help="small sizes, 2 rounds (a smoke run)")
-    ap.add_argument("-v", "--verbose", action="store_true", help="print each command on stderr")
     a = ap.parse_args()
     if a.quick:
         a.reps, a.loop_iter, a.calls, a.cold_inner, a.cold_pairs = 2, 2000, 1000, 30000, 1

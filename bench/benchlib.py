@@ -113,6 +113,15 @@ def last_line(path):
     return json.loads(tail(path).strip().splitlines()[-1])
 
 
+def add_common_args(ap, reps, quick):
+    """--reps (default reps), --quick (help: quick) and -v, which every
+    bench_*.py takes."""
+    ap.add_argument("--reps", type=int, default=reps,
+                    help="interleaved rounds (default %d)" % reps)
+    ap.add_argument("--quick", action="store_true", help=quick)
+    ap.add_argument("-v", "--verbose", action="store_true", help="print each command on stderr")
+
+
 def med(xs):
     return statistics.median(xs)
 
