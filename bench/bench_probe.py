@@ -11,7 +11,7 @@ from bench/rawstep (pinned like gebpf), twice per round, averaged; steps, in-ran
 instructions and entries from `gebpf trace -v`'s closing stderr line.
 
   a  range never entered (`--range cold` of hotcall, CPU-bound): gebpf wall
-     / native wall.
+     / native wall, --cold-pairs times a round.
   b  hot-function job (hotcall: CALLS calls of the 7-instruction `hot`):
      gebpf wall / (native wall + in-range instructions x raw step).
   d  entry+exit cost per entry on the same runs: (gebpf wall - native wall -
@@ -110,6 +110,8 @@ def main():
                     help="b/d: loop iterations between calls (4 insns each; default 2500)")
     ap.add_argument("--cold-inner", type=int, default=300000,
                     help="a: iterations between calls for the CPU-bound run (default 300000)")
+    ap.add_argument("--cold-pairs", type=int, default=3,
+                    help="a: native/probes/pages runs per round (default 3)")
     ap.add_argument("--nb-calls", type=int, default=10000,
                     help="e: calls of hot in the neighbour job (default 10000)")
     ap.add_argument("--nb-per", type=int, default=100,
@@ -124,8 +126,9 @@ def main():
     a = ap.parse_args()
     if a.quick:
         a.reps, a.calls, a.cold_inner, a.nb_calls, a.nb_page_calls = 1, 1000, 20000, 1000, 10
+        a.cold_pairs = 1
         a.py_loops, a.attach_secs = 1000, 2
-    if min(a.reps, a.calls, a.inner, a.cold_inner, a.nb_calls, a.nb_per, a.nb_page_calls,
+    if min(a.reps, a.cold_pairs, a.calls, a.inner, a.cold_inner, a.nb_calls, a.nb_per, a.nb_page_calls,
            a.py_loops, a.attach_secs) < 1:
         ap.error("counts must be positive")
 
@@ -164,13 +167,14 @@ def main():
         for rnd in range(a.reps):
             # the raw step cost: twice a round (here and before b), averaged
             raw0 = run.raw_cost([LOOP, "3000"])
-            # (a) never entered
-            cn = run.native(cold_job)
-            add(t, "a_native", cn)
-            for trap in TRAPS:
-                cg, _ = traced("a_" + trap, ["--trap", trap, "--range", "cold"], cold_job, 0, 0)
-                add(t, "a_" + trap, cg)
-                add(r, "a_" + trap, cg / cn)
+            # (a) never entered: --cold-pairs (native, probes, pages) triples
+            for _ in range(a.cold_pairs):
+                cn = run.native(cold_job)
+                add(t, "a_native", cn)
+                for trap in TRAPS:
+                    cg, _ = traced("a_" + trap, ["--trap", trap, "--range", "cold"], cold_job, 0, 0)
+                    add(t, "a_" + trap, cg)
+                    add(r, "a_" + trap, cg / cn)
             # (b)/(d) hot function
             raw = (raw0 + run.raw_cost([LOOP, "3000"])) / 2
             add(t, "raw", raw)
