@@ -7,7 +7,7 @@ ratios measured in one run (issue 9).
 Every variant runs once per round, rounds repeated --reps times, so drift on
 a shared machine hits every variant alike; times are medians over the rounds
 and each ratio is the median of per-round ratios.  The raw step cost comes
-from bench/rawstep (pinned like gebpf), twice per round, averaged; steps, in-range
+from bench/rawstep (pinned like gebpf): the least of three short runs a round; steps, in-range
 instructions and entries from `gebpf trace -v`'s closing stderr line.
 
   a  range never entered (`--range cold` of hotcall, CPU-bound): gebpf wall
@@ -150,6 +150,7 @@ def main():
     # s: the last stats line of each variant (counts for the model lines).
     t, r, s = {}, {}, {}
     warn = []
+    clamped = []
 
     def add(d, k, v):
         d.setdefault(k, []).append(v)
@@ -165,8 +166,10 @@ def main():
 
     try:
         for rnd in range(a.reps):
-            # the raw step cost: twice a round (here and before b), averaged
-            raw0 = run.raw_cost([LOOP, "3000"])
+            # the raw step cost: the least of three short runs a round (here,
+            # before b and before e): a load spike only ever adds to a
+            # measurement, and an inflated unit makes every model too kind
+            raws = [run.raw_cost([LOOP, "2000"])]
             # (a) never entered: --cold-pairs (native, probes, pages) triples
             for _ in range(a.cold_pairs):
                 cn = run.native(cold_job)
@@ -176,21 +179,32 @@ def main():
                     add(t, "a_" + trap, cg)
                     add(r, "a_" + trap, cg / cn)
             # (b)/(d) hot function
-            raw = (raw0 + run.raw_cost([LOOP, "3000"])) / 2
-            add(t, "raw", raw)
+            raws.append(run.raw_cost([LOOP, "2000"]))
             hn = run.native(hot_job)
             add(t, "b_native", hn)
-            cost = {}
+            cost, hot_runs = {}, {}
             for trap in TRAPS:
                 hg, st = traced("b_" + trap, ["--trap", trap, "--range", "hot"], hot_job,
                                 HOT_INSNS * a.calls, a.calls)
-                model = hn + st["in_range"] * raw
-                cost[trap] = (hg - model) / st["entries"]
+                hot_runs[trap] = (hg, st)
                 add(t, "b_" + trap, hg)
+            raws.append(run.raw_cost([LOOP, "2000"]))
+            raw = min(raws)
+            add(t, "raw", raw)
+            # (b)/(d) on the runs made above, with this round's unit
+            for trap in TRAPS:
+                hg, st = hot_runs[trap]
+                model = hn + st["in_range"] * raw
+                d = (hg - model) / st["entries"]
+                # the models below take no negative cost (noise), only 0
+                cost[trap] = max(d, 0.0)
+                if d < 0:
+                    clamped.append("round %d: d(%s) = %.1f us < 0, 0 used in its models" %
+                                   (rnd + 1, trap, d * 1e6))
                 add(t, "b_model_" + trap, model)
                 add(r, "b_" + trap, hg / model)
-                add(r, "d_" + trap, cost[trap])
-                add(r, "d_steps_" + trap, cost[trap] / raw)
+                add(r, "d_" + trap, d)
+                add(r, "d_steps_" + trap, d / raw)
             # (e) neighbour, full size: probe trap
             nn = run.native(nb_job)
             eg, st = traced("e_probes", ["--trap", "probes", "--range", "hot"], nb_job,
@@ -239,7 +253,7 @@ def main():
     raw = T["raw"]
     print("== bench_probe: %d interleaved rounds; times are medians, each ratio the median of "
           "per-round ratios ==" % a.reps)
-    print("   raw step (bench/rawstep, pinned like gebpf): %.1f us" % (raw * 1e6))
+    print("   raw step (bench/rawstep, pinned like gebpf; least of 3 a round): %.1f us" % (raw * 1e6))
     fmt = "%-2s %-44s %-7s %11s %19s %8s %8s %s"
     print(fmt % ("", "measure", "trap", "gebpf", "baseline", "ratio", "target", ""))
 
@@ -295,6 +309,8 @@ def main():
     print("   f   attached: %.0f loops x %.2f us native loop time + %d in-range x raw + %d entries "
           "x d(probes); %d single-steps" % (T["f_attach_loops"], T["f_loop"] * 1e6,
                                              st["in_range"], st["entries"], st["steps"]))
+    for c in clamped:
+        print("   note: " + c)
     for w in sorted(set(warn)):
         print("WARNING: " + w)
     sys.stdout.flush()
