@@ -117,6 +117,7 @@ $(OUTPUT)/bench/%: bench/%.S
 	$(Q)$(CC) -g -static -no-pie -nostdlib $< -o $@
 
 BENCH_BINS := $(OUTPUT)/bench/rawstep $(patsubst bench/%.S,$(OUTPUT)/bench/%,$(wildcard bench/*.S))
+$(patsubst bench/%.S,$(OUTPUT)/bench/%,$(wildcard bench/*.S)): bench/tracee.inc
 
 # Unit tests: one Criterion binary from tests/unit/*.c and every non-CLI object.
 $(OUTPUT)/unit-tests: $(UNIT_OBJS) $(LIB_OBJS)

@@ -33,72 +33,24 @@ import hashlib
 import json
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUT = os.path.abspath(os.environ.get("GEBPF_OUTPUT", os.path.join(REPO, ".output")))
-GEBPF = os.path.join(OUT, "gebpf")
-RAWSTEP = os.path.join(OUT, "bench", "rawstep")
+from benchlib import GEBPF, OUT, RAWSTEP, Runner, add_common_args, med, verdict
+
 LOOP = os.path.join(OUT, "bench", "loop")
 HOTCALL = os.path.join(OUT, "bench", "hotcall")
 HOT_INSNS = 7            # instructions of hotcall's `hot`, per call
 
 
-class Runner:
-    def __init__(self, tmp, verbose):
-        self.tmp = tmp
-        self.verbose = verbose
-
-    def timed(self, cmd, what):
-        """Run cmd; returns (wall seconds, stdout).  Fails the bench on a
-        non-zero exit."""
-        if self.verbose:
-            print("  $ " + " ".join(cmd), file=sys.stderr, flush=True)
-        t0 = time.perf_counter()
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           timeout=1800)
-        dt = time.perf_counter() - t0
-        if r.returncode != 0:
-            raise SystemExit("bench_trace: %s: exit %d: %s" % (what, r.returncode,
-                                                              r.stderr.strip()[-500:]))
-        return dt, r.stdout
-
-    def native(self, argv):
-        return self.timed(argv, argv[0])[0]
-
-    def rawstep(self, argv):
-        _, out = self.timed([RAWSTEP] + argv, "rawstep")
-        steps, secs = out.split()
-        return int(steps), float(secs)
-
-    def gebpf(self, opts, argv, keep=None):
-        """gebpf trace ... -o FILE -- argv; returns (wall, summary dict, path)."""
-        path = keep or os.path.join(self.tmp, "trace.jsonl")
-        cmd = [GEBPF, "trace"] + opts + ["--max-events", "0", "-o", path, "--"] + argv
-        dt, _ = self.timed(cmd, "gebpf trace " + " ".join(opts))
-        summary = last_line(path)
-        if keep is None:
-            os.unlink(path)
-        return dt, summary, path
-
-    def lackey(self, argv):
-        log = os.path.join(self.tmp, "lackey.txt")
-        dt, _ = self.timed(["valgrind", "--tool=lackey", "--trace-mem=yes",
-                            "--vex-iropt-level=0", "--log-file=" + log] + argv, "valgrind lackey")
-        size = os.path.getsize(log)
-        os.unlink(log)
-        return dt, size
-
-
-def last_line(path):
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        f.seek(max(0, f.tell() - 4096))
-        return json.loads(f.read().decode().strip().splitlines()[-1])
+def run_lackey(run, argv):
+    """valgrind lackey writing its trace to a file: (wall, bytes written)."""
+    log = os.path.join(run.tmp, "lackey.txt")
+    dt, _ = run.timed(["valgrind", "--tool=lackey", "--trace-mem=yes",
+                       "--vex-iropt-level=0", "--log-file=" + log] + argv, "valgrind lackey")
+    size = os.path.getsize(log)
+    os.unlink(log)
+    return dt, size
 
 
 def exec_range(path):
@@ -130,19 +82,11 @@ def sha256(path):
     return h.hexdigest()
 
 
-def med(xs):
-    return statistics.median(xs)
-
-
-def verdict(ratio, target, higher_is_better):
-    """ok when the ratio meets its target, MISS otherwise."""
-    ok = ratio >= target if higher_is_better else ratio <= target
-    return "ok" if ok else "MISS"
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reps", type=int, default=5, help="interleaved rounds (default 5)")
+    add_common_args(ap, 5, "small sizes, 2 rounds (a smoke run)")
     ap.add_argument("--loop-iter", type=int, default=10000,
                     help="issue 2: loop iterations (7 steps each; default 10000)")
     ap.add_argument("--calls", type=int, default=10000, help="3b/3d: calls of hot (default 10000)")
@@ -159,8 +103,6 @@ def main():
     ap.add_argument("--stepall-calls", type=int, default=20,
                     help="ctx: calls for the --step-all comparison (default 20)")
     ap.add_argument("--stepall-reps", type=int, default=3, help="ctx: --step-all runs (default 3)")
-    ap.add_argument("--quick", action="store_true", help="small sizes, 2 rounds (a smoke run)")
-    ap.add_argument("-v", "--verbose", action="store_true", help="print each command on stderr")
     a = ap.parse_args()
     if a.quick:
         a.reps, a.loop_iter, a.calls, a.cold_inner, a.cold_pairs = 2, 2000, 1000, 30000, 1
@@ -178,7 +120,7 @@ def main():
     lackey = shutil.which("valgrind") is not None
 
     tmp = tempfile.mkdtemp(prefix="gebpf-bench-trace-")
-    run = Runner(tmp, a.verbose)
+    run = Runner("bench_trace", tmp, a.verbose)
     loop = [LOOP, str(a.loop_iter)]
     job = [HOTCALL, str(a.calls), str(a.inner)]
     cpu_job = [HOTCALL, str(a.calls), str(a.cold_inner)]
@@ -200,26 +142,26 @@ def main():
             raw_cost = secs / steps
             t["raw_cost"].append(raw_cost)
             t["raw_rate"].append(steps / secs)
-            dt, s, _ = run.gebpf([], loop)
+            dt, s = run.gebpf([], loop)
             t["full_s"].append(dt)
             t["full_rate"].append(s["insns"] / dt)
             r["2"].append(s["insns"] / dt * raw_cost)
             if abs(s["insns"] - steps) > 2:
                 warn.append("gebpf traced %d instructions of loop, rawstep stepped %d" %
                             (s["insns"], steps))
-            dt, s, _ = run.gebpf(["--range", code_range], loop)
+            dt, s = run.gebpf(["--range", code_range], loop)
             t["range_rate"].append(s["insns"] / dt)
             r["2r"].append(s["insns"] / dt * raw_cost)
             if abs(s["insns"] - steps) > 2:
                 warn.append("gebpf --range %s traced %d instructions of loop, rawstep stepped %d" %
                             (code_range, s["insns"], steps))
-            nopin, _, _ = run.gebpf(["--no-pin"], loop)
+            nopin, _ = run.gebpf(["--no-pin"], loop)
             t["nopin_s"].append(nopin)
             r["pin"].append(nopin / dt)
 
             for _ in range(a.cold_pairs):
                 cn = run.native(cpu_job)
-                cg, s, _ = run.gebpf(["--range", "cold"], cpu_job)
+                cg, s = run.gebpf(["--range", "cold"], cpu_job)
                 t["cold_native"].append(cn)
                 t["cold_gebpf"].append(cg)
                 r["3a"].append(cg / cn)
@@ -229,12 +171,12 @@ def main():
             hn = run.native(job)
             if hot is None:
                 keep = os.path.join(tmp, "hot.jsonl")
-                hg, hot, _ = run.gebpf(["--range", "hot"], job, keep=keep)
+                hg, hot = run.gebpf(["--range", "hot"], job, keep=keep)
                 entries = count_entries(keep, hot["start"])
                 os.unlink(keep)
                 s = hot
             else:
-                hg, s, _ = run.gebpf(["--range", "hot"], job)
+                hg, s = run.gebpf(["--range", "hot"], job)
             if s["insns"] != HOT_INSNS * a.calls:
                 warn.append("--range hot traced %d instructions, expected %d" %
                             (s["insns"], HOT_INSNS * a.calls))
@@ -247,7 +189,7 @@ def main():
 
             if lackey and rnd < a.lackey_reps:
                 sg = run.gebpf(["--range", "hot"], small)[0]
-                lk, size = run.lackey(small)
+                lk, size = run_lackey(run, small)
                 t["small_gebpf"].append(sg)
                 t["lackey"].append(lk)
                 t["lackey_bytes"].append(size)

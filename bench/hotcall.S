@@ -11,23 +11,13 @@
  * page, so the page trap's pages hold nothing else (code that shares a
  * trapped page with the range is single-stepped too).  Built -static
  * -nostdlib (bench/*.S rule of the Makefile).  Exit status 0. */
+#include "tracee.inc"
+
 	.text
 	.globl _start
 _start:
-	mov (%rsp), %rbx          /* argc */
-	mov $10000, %r12          /* CALLS */
-	mov $2500, %r13           /* INNER */
-	cmp $2, %rbx
-	jl 9f
-	mov 16(%rsp), %rsi        /* argv[1] */
-	call atou
-	mov %rax, %r12
-	cmp $3, %rbx
-	jl 9f
-	mov 24(%rsp), %rsi        /* argv[2] */
-	call atou
-	mov %rax, %r13
-9:	xor %eax, %eax
+	ARGS2 10000, 2500
+	xor %eax, %eax
 	xor %ebx, %ebx
 	test %r12, %r12
 	jz 8f
@@ -41,36 +31,9 @@ _start:
 	call hot
 	dec %r12
 	jnz 1b
-8:	xor %edi, %edi
-	mov $60, %eax
-	syscall
+8:	EXIT0_ATOU
 
-/* Decimal string at %rsi -> %rax. */
-atou:
-	xor %eax, %eax
-1:	movzbl (%rsi), %edx
-	sub $'0', %edx
-	cmp $9, %edx
-	ja 2f
-	imul $10, %rax, %rax
-	add %rdx, %rax
-	inc %rsi
-	jmp 1b
-2:	ret
-
-	.section .text.trapped, "ax", @progbits
-	.balign 4096
-	.globl hot
-	.type hot, @function
-hot:
-	lea arr(%rip), %rsi
-	mov %r12d, %edx
-	and $63, %edx
-	mov (%rsi,%rdx,4), %r8d
-	add $1, %r8d
-	mov %r8d, (%rsi,%rdx,4)
-	ret
-	.size hot, .-hot
+	HOT
 
 	.balign 4096
 	.globl cold
