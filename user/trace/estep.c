@@ -284,8 +284,16 @@ void eng_emit_hit(struct gb_engine *e, size_t i)
 	p.nacc = 0;
 	if (!p.in_range)
 		return;
+	if (gb_regs_get(e->t->threads[i].tid, &now)) {
+		eng_set_state(e, i, T_DYING); /* killed meanwhile: its exit comes */
+		return;
+	}
 	p.insn = gb_icache__get(e->ic, e->t->threads[i].tid, p.pc, &err);
-	if (!p.insn || gb_regs_get(e->t->threads[i].tid, &now)) {
+	if (!p.insn) {
+		if (err == -ESRCH) {
+			eng_set_state(e, i, T_DYING);
+			return;
+		}
 		gb_err("trace: thread %d: the entry at 0x%llx cannot be decoded: %s",
 		       e->t->threads[i].tid, (unsigned long long)p.pc, strerror(err ? -err : ESRCH));
 		eng_finish(e, GB_END_ERROR);
