@@ -49,7 +49,7 @@ static int cmp_probe(const void *a, const void *b)
 static const struct probe *find_probe(const struct gb_probes *p, uint64_t vaddr)
 {
 	struct probe key = { .vaddr = vaddr };
-	return bsearch(&key, p->v, p->n, sizeof(*p->v), cmp_probe);
+	return p->n ? bsearch(&key, p->v, p->n, sizeof(*p->v), cmp_probe) : NULL;
 }
 
 /* Can the instruction at an entry be emitted exactly from the registers
