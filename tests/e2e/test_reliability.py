@@ -268,7 +268,8 @@ def test_target_sigkilled_mid_trace(tmp_path, target):
     for run in range(20):
         t = target("trap_mix")
         out = tmp_path / ("t%d.jsonl" % run)
-        g = subprocess.Popen([gebpf_path(), "trace", "-p", str(t.pid), "--range", "mix", "-o", str(out)],
+        g = subprocess.Popen([gebpf_path(), "trace", "-p", str(t.pid), "--range", "mix", "-o", str(out)]
+                             + (trap_pages_args() or []),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=stable_env())
         wait_trapped(t.pid, g)
         time.sleep(rnd.uniform(0, 0.5))
@@ -286,7 +287,8 @@ def test_sigterm_ends_the_trace_promptly(tmp_path, target):
     t = target("trap_mix")
     for run in range(10):
         out = tmp_path / ("t%d.jsonl" % run)
-        g = subprocess.Popen([gebpf_path(), "trace", "-p", str(t.pid), "--range", "mix", "-o", str(out)],
+        g = subprocess.Popen([gebpf_path(), "trace", "-p", str(t.pid), "--range", "mix", "-o", str(out)]
+                             + (trap_pages_args() or []),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=stable_env())
         wait_trapped(t.pid, g)
         time.sleep(rnd.uniform(0, 0.5))
