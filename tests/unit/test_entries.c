@@ -328,17 +328,17 @@ Test(syms, runtime_address_to_file)
 {
 	char path[PATH_MAX], fpath[PATH_MAX], err[256];
 	uint64_t va, off, lo, hi;
-	void *fn = dlsym(RTLD_DEFAULT, "malloc_usable_size");
+	void *fn = dlsym(RTLD_DEFAULT, "getpid");
 	cr_assert(fn);
 	struct gb_syms *s = gb_syms__new(getpid());
 	cr_assert(s);
 	cr_assert_eq(gb_syms__to_file(s, (uint64_t)(uintptr_t)fn, path, sizeof(path), &va, &off), 0);
-	cr_assert_eq(gb_modfile_resolve(path, "malloc_usable_size", NULL, fpath, sizeof(fpath), &lo,
+	cr_assert_eq(gb_modfile_resolve(path, "getpid", NULL, fpath, sizeof(fpath), &lo,
 					&hi, err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(va, lo, "%s: run-time %p is link-time %#lx, the symbol says %#lx", path, fn,
 		     (unsigned long)va, (unsigned long)lo);
 	/* The file-based resolution names the file as the maps do. */
-	cr_assert_eq(gb_modfile_resolve("libc", "malloc_usable_size", NULL, fpath, sizeof(fpath),
+	cr_assert_eq(gb_modfile_resolve("libc", "getpid", NULL, fpath, sizeof(fpath),
 					&lo, &hi, err, sizeof(err)), 0, "%s", err);
 	cr_assert_str_eq(fpath, path);
 	cr_assert_eq(gb_syms__to_file(s, 8, path, sizeof(path), &va, &off), -ENOENT);

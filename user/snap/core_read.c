@@ -208,6 +208,10 @@ static int read_core(struct reader *rd)
 		return rfail(rd, -EINVAL, "not an x86-64 ELF file");
 	if (eh->e_type != ET_CORE)
 		return rfail(rd, -EINVAL, "an ELF file but not a core (e_type %u)", eh->e_type);
+	/* The headers are read in place: they must be aligned (a core's are). */
+	if (eh->e_phoff % 8 || eh->e_shoff % 8)
+		return rfail(rd, -EINVAL, "misaligned program or section headers (offsets 0x%" PRIx64
+			     ", 0x%" PRIx64 ")", (uint64_t)eh->e_phoff, (uint64_t)eh->e_shoff);
 	uint64_t phnum = eh->e_phnum;
 	if (phnum == PN_XNUM) {
 		if (eh->e_shoff + sizeof(Elf64_Shdr) > rd->size)
