@@ -373,6 +373,8 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 		if (gb_target__release(S.targets[i]))
 			goto cleanup;
 	gb_sampler__arm(S.smp);
+	for (size_t i = 0; i < S.ntargets; i++)
+		gb_target__go(S.targets[i]);
 	if (o->cmd && S.unw)
 		gb_unwinder__prepare(S.unw, gb_target__pid(S.targets[0]));
 	if (o->range.kind == GB_RANGE_SYM && o->cmd) {

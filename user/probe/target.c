@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@
 struct gb_target {
 	pid_t pid;
 	bool launched, released, exited;
+	bool held;        /* stopped by ptrace right after its exec, until go() */
 	int status;
 	int gate_fd;      /* write end: one byte lets the child exec */
 	int exec_fd;      /* read end: EOF = exec done, an int = its errno */
@@ -61,6 +63,10 @@ struct gb_target *gb_target__launch(char *const *argv, bool aslr)
 		/* The parent dies: so do we (it can no longer unload for us). */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (read(gate[0], &c, 1) != 1)
+			_exit(127);
+		/* Stop right after the exec (a SIGTRAP for the parent), so the
+		 * probes are armed before the program's first instruction. */
+		if (ptrace(PTRACE_TRACEME, 0, 0, 0))
 			_exit(127);
 		if (!aslr)
 			personality(personality(0xffffffff) | ADDR_NO_RANDOMIZE);
@@ -160,7 +166,25 @@ int gb_target__release(struct gb_target *t)
 		gb_target__exited(t);
 		return -e;
 	}
+	int st;
+	while (waitpid(t->pid, &st, __WALL) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (!WIFSTOPPED(st)) {
+		t->exited = true;
+		t->status = st;
+		return 0;
+	}
+	t->held = true;
 	return 0;
+}
+
+void gb_target__go(struct gb_target *t)
+{
+	if (!t->held)
+		return;
+	t->held = false;
+	ptrace(PTRACE_DETACH, t->pid, 0, 0);
 }
 
 bool gb_target__exited(struct gb_target *t)

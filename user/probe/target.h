@@ -25,6 +25,9 @@ bool gb_target__launched(const struct gb_target *t);
 /* Launch mode: open the gate and wait until the exec happened.  0, or
  * -errno of a failed exec (line printed).  Attach mode: no-op. */
 int gb_target__release(struct gb_target *t);
+/* A launched command is held stopped after its exec by release(): let it
+ * run (once the sampler is armed, so that nothing it does is missed). */
+void gb_target__go(struct gb_target *t);
 /* Readable once the process exited (-1 if the kernel has no pidfd: then
  * poll gb_target__exited() instead). */
 int gb_target__fd(const struct gb_target *t);
