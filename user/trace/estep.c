@@ -301,10 +301,8 @@ void eng_emit_hit(struct gb_engine *e, size_t i)
 	}
 	/* The BPF program saw the registers before the instruction; the
 	 * segment bases cannot have changed since (entries are checked). */
-	struct user_regs_struct before = t->hit.regs;
-	before.fs_base = now.fs_base;
-	before.gs_base = now.gs_base;
-	gb_cpu_from_regs(&cpu, &before);
+	gb_probe_hit__complete(&t->hit, &now);
+	gb_cpu_from_regs(&cpu, &t->hit.regs);
 	int n = gb_insn_accesses(p.insn, &cpu, p.acc, GB_MAX_ACCESSES);
 	if (n < 0) {
 		gb_err("trace: entry at 0x%llx: cannot compute its memory accesses: %s",
