@@ -44,6 +44,10 @@ static void usage(FILE *f)
 "                         range's pages; the default for anonymous code), none\n"
 "                         (single-step everything); the trace is the same\n"
 "      --step-all         the same as --trap none\n"
+"      --engine step|jit  what runs the range (docs/trace.md \"Engines\"): step\n"
+"                         (single-step each instruction; the default) or jit\n"
+"                         (the range's code translated in a code cache in the\n"
+"                         target, with the probe trap); the trace is the same\n"
 "      --aslr             keep ASLR on in launch mode\n"
 "      --no-pin           do not pin tracer and target to one CPU while stepping\n"
 "  -v, --verbose          diagnostics on stderr\n"
@@ -57,7 +61,7 @@ static void usage(FILE *f)
 }
 
 enum { O_START = 256, O_END, O_EXEC, O_MAX_EVENTS, O_MAX_INSNS, O_DURATION, O_OUT, O_SNAP_AT,
-       O_FAULTS, O_STEP_ALL, O_TRAP, O_ASLR, O_NO_PIN, O_FROM, O_FORCE };
+       O_FAULTS, O_STEP_ALL, O_TRAP, O_ASLR, O_NO_PIN, O_FROM, O_FORCE, O_ENGINE };
 
 static const struct option longopts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -74,6 +78,7 @@ static const struct option longopts[] = {
 	{ "faults", no_argument, NULL, O_FAULTS },
 	{ "step-all", no_argument, NULL, O_STEP_ALL },
 	{ "trap", required_argument, NULL, O_TRAP },
+	{ "engine", required_argument, NULL, O_ENGINE },
 	{ "aslr", no_argument, NULL, O_ASLR },
 	{ "no-pin", no_argument, NULL, O_NO_PIN },
 	{ "from", required_argument, NULL, O_FROM },
@@ -167,6 +172,14 @@ int cmd_trace(int argc, char **argv)
 				o.trap = GB_TRAP_NONE;
 			else
 				return bad("--trap", "expected probes, pages or none");
+			break;
+		case O_ENGINE:
+			if (!strcmp(optarg, "step"))
+				o.engine = GB_ENGINE_STEP;
+			else if (!strcmp(optarg, "jit"))
+				o.engine = GB_ENGINE_JIT;
+			else
+				return bad("--engine", "expected step or jit");
 			break;
 		case O_ASLR: o.aslr = true; break;
 		case O_NO_PIN: o.pin = false; break;

@@ -81,6 +81,29 @@ int gb_proc_stat(pid_t pid, char *state, unsigned long *flags)
 	return 0;
 }
 
+int gb_proc_stat_num(pid_t pid, int n, uint64_t *out)
+{
+	char buf[1024];
+	int e = slurp(pid, "stat", buf, sizeof(buf));
+	if (e)
+		return e;
+	char *p = strrchr(buf, ')');
+	if (!p || n < 3)
+		return -EIO;
+	/* field 3 (the state) starts after ") " */
+	p += 2;
+	for (int f = 3; f < n; f++) {
+		p = strchr(p, ' ');
+		if (!p)
+			return -ENOENT;
+		p++;
+	}
+	char *end;
+	errno = 0;
+	*out = strtoull(p, &end, 10);
+	return errno || end == p ? -EINVAL : 0;
+}
+
 bool gb_proc_gone(pid_t pid)
 {
 	char st;

@@ -19,6 +19,10 @@ int gb_proc_status_num(pid_t pid, const char *name, int base, uint64_t *out);
  * field (PF_*).  0, -ESRCH or -errno. */
 int gb_proc_stat(pid_t pid, char *state, unsigned long *flags);
 
+/* Numeric field n (1-based, as in proc(5): 47 is start_brk) of
+ * /proc/PID/stat.  0, -ESRCH, -ENOENT (the kernel has no such field) or -errno. */
+int gb_proc_stat_num(pid_t pid, int n, uint64_t *out);
+
 /* The task has exited (a zombie, dead, or gone from /proc): a wait for it
  * may never be answered (an exited group leader reports only after every
  * other thread of its process has been reaped). */

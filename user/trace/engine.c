@@ -197,6 +197,10 @@ struct gb_engine *gb_engine__new(struct gb_tracee *t, const struct gb_engine_opt
 	if (e->probes) {
 		gb_icache__set_patch(e->ic, gb_probes__patch, e->probes);
 		eng_sync_range(e);
+		if (o->jit && !(e->jit = eng_jit_new())) {
+			gb_engine__free(e);
+			return NULL;
+		}
 		/* Threads stopped inside the range (attach) own it in turn. */
 		struct user_regs_struct r;
 		for (size_t i = 0; i < t->nthreads; i++)
@@ -221,6 +225,7 @@ void gb_engine__free(struct gb_engine *e)
 	if (!e)
 		return;
 	gb_pagetrap__free(e->trap);
+	eng_jit_free(e);
 	gb_icache__free(e->ic);
 	free(e->et);
 	free(e->detached);
@@ -368,7 +373,7 @@ static void trap_schedule(struct gb_engine *e)
 }
 
 /* Resume every stopped thread that is not waiting for the range. */
-static void run_natives(struct gb_engine *e)
+void eng_run_natives(struct gb_engine *e)
 {
 	for (size_t i = 0; i < e->t->nthreads; i++) {
 		if (e->et[i].state != T_STOPPED || e->et[i].want_entry || (ssize_t)i == e->owner)
@@ -405,11 +410,11 @@ static void probe_schedule(struct gb_engine *e)
 		eng_emit_hit(e, i);
 		return;
 	}
-	run_natives(e);
+	eng_run_natives(e);
 	poll_events(e, true, 100);
 }
 
-static void check_limits(struct gb_engine *e, uint64_t iter)
+void eng_check_limits(struct gb_engine *e, uint64_t iter)
 {
 	if (gb_sigflag_stop())
 		eng_finish(e, GB_END_SIGNAL);
@@ -470,6 +475,7 @@ static void teardown(struct gb_engine *e)
 			gb_pagetrap__release(e->trap, e->t->threads[i].tid, &e->t->threads[i].pending_sig);
 			break;
 		}
+	eng_jit_teardown(e);
 	/* Threads stopped at our entry fault have no signal pending: they
 	 * re-run the instruction, now executable. */
 }
@@ -489,15 +495,16 @@ enum gb_end gb_engine__run(struct gb_engine *e)
 		gb_tracee_pin(e->t, !eng_trapped(e) || eng_live(e) == 1);
 	uint64_t iter = 0;
 	while (!e->ended) {
-		check_limits(e, ++iter);
+		eng_check_limits(e, ++iter);
 		if (e->ended)
 			break;
 		if (any_running(e))
 			poll_events(e, false, 0);
 		if (e->owner >= 0 && e->et[e->owner].state == T_STOPPED) {
 			if (e->probes)
-				run_natives(e); /* the others run on meanwhile */
-			eng_step(e, (size_t)e->owner);
+				eng_run_natives(e); /* the others run on meanwhile */
+			if (!e->jit || !eng_jit_run(e, (size_t)e->owner))
+				eng_step(e, (size_t)e->owner);
 			continue;
 		}
 		if (e->owner >= 0) {

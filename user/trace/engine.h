@@ -47,6 +47,13 @@ enum gb_trap_kind {
 
 struct gb_probes;
 
+/* Which engine runs the owner inside the range (docs/trace.md "Engines"). */
+enum gb_engine_kind {
+	GB_ENGINE_AUTO = 0,  /* jit where it applies, else step */
+	GB_ENGINE_STEP,      /* single-step every instruction (the reference) */
+	GB_ENGINE_JIT,       /* translated code (needs the probe trap) */
+};
+
 struct gb_engine_opts {
 	bool has_start, has_end;      /* in-range: start <= pc <= end (open bounds allowed) */
 	uint64_t start, end;
@@ -59,6 +66,8 @@ struct gb_engine_opts {
 	struct gb_probes *probes;     /* GB_TRAP_PROBES: the probe trap, set up by the
 				       * caller (the engine uses it, the caller frees it) */
 	bool pin;                     /* pin tracer + tracee to one CPU */
+	bool jit;                     /* the translating engine where it applies
+				       * (--engine jit; with the probe trap) */
 	/* Snapshot points. */
 	const uint64_t *snap_pcs;  size_t nsnap_pcs;
 	const uint64_t *snap_vts;  size_t nsnap_vts;
@@ -91,6 +100,10 @@ struct gb_engine_stats {
 	uint64_t entries;        /* trap entries into the range (page faults or probe hits) */
 	uint64_t decodes;        /* instructions decoded (decode-cache misses) */
 	uint64_t revalidations;  /* cached decodes whose bytes were read again */
+	uint64_t jit_runs;       /* entries into translated code */
+	uint64_t jit_stops;      /* stops of translated code (exits, drains, signals) */
+	uint64_t jit_insns;      /* in-range instructions run translated */
+	uint64_t jit_blocks;     /* blocks translated */
 };
 void gb_engine__stats(const struct gb_engine *e, struct gb_engine_stats *s);
 

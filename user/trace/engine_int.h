@@ -21,6 +21,7 @@ enum tstate {
 	T_SYSCALL,   /* inside a syscall (PTRACE_SYSCALL to its exit stop) */
 	T_DYING,     /* could not be resumed or read: its exit is on its way */
 	T_GROUP,     /* in a group-stop (PTRACE_LISTEN) */
+	T_JIT,       /* the owner, running translated code (ejit.c waits for it) */
 	T_GONE,
 };
 
@@ -60,6 +61,7 @@ struct gb_engine {
 	struct gb_icache *ic;
 	struct gb_pagetrap *trap;   /* page trap, or NULL */
 	struct gb_probes *probes;   /* probe trap, or NULL (not owned) */
+	struct gb_ejit *jit;        /* translating engine (ejit.c), or NULL */
 	bool range_pending;         /* probe trap: the range's module is not mapped */
 	bool vfork_window;          /* a vfork child shares the mm: trap lifted */
 	struct ethread *et;         /* parallel to t->threads */
@@ -104,10 +106,36 @@ bool eng_claim_watch(struct gb_engine *e, pid_t tid, int sig);
 int eng_take_signal(struct gb_engine *e, size_t i);
 
 /* estep.c: one instruction of stopped thread i (sets e->owner on entry). */
+/* The lines of in-range instruction pc that thread i executed (vt++). */
+void eng_commit(struct gb_engine *e, size_t i, uint64_t pc, const struct gb_access *acc, int nacc);
+/* An instruction (pc, len, its accesses) ended in signal stop st with the
+ * thread at rip: did it raise the signal itself (a synchronous exception)?
+ * Then it was executed: how many of its accesses completed before the fault;
+ * -1 when the signal is not the instruction's (docs/trace-format.md). */
+int eng_fault_done(uint64_t pc, uint8_t len, const struct gb_access *acc, int nacc,
+		   const struct gb_stop *st, uint64_t rip);
 void eng_step(struct gb_engine *e, size_t i);
 /* The instruction a probe hit ran natively, emitted from the registers the
  * BPF program saw before it (thread i has just become the owner). */
 void eng_emit_hit(struct gb_engine *e, size_t i);
+
+/* engine.c: resume every stopped thread not waiting for the range. */
+void eng_run_natives(struct gb_engine *e);
+/* engine.c: end the trace if Ctrl-C, the output, --max-insns, --duration say so. */
+void eng_check_limits(struct gb_engine *e, uint64_t iter);
+
+/* ejit.c: the translating engine (docs/trace.md "Engines"). */
+struct gb_ejit;
+struct gb_ejit *eng_jit_new(void);
+/* Run owner i (stopped at an in-range instruction) in translated code until
+ * it leaves it; false (nothing done) when the step engine must take this
+ * instruction. */
+bool eng_jit_run(struct gb_engine *e, size_t i);
+/* The image changed (exec): the code cache went with the old one. */
+void eng_jit_exec(struct gb_engine *e);
+/* Remove the code cache from the process (every thread stopped, none in it). */
+void eng_jit_teardown(struct gb_engine *e);
+void eng_jit_free(struct gb_engine *e);
 
 /* ethreads.c */
 /* The one handler of ptrace events (clone, fork, vfork, vfork-done, exec)

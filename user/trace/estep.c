@@ -77,26 +77,32 @@ static void maybe_snap(struct gb_engine *e, size_t i, uint64_t pc, bool inr)
 	free(was);
 }
 
-static void commit(struct gb_engine *e, size_t i, const struct pending *p)
+void eng_commit(struct gb_engine *e, size_t i, uint64_t pc, const struct gb_access *acc, int nacc)
 {
-	for (int k = 0; k < p->nacc; k++)
-		if (p->acc[k].write)
-			gb_icache__note_write(e->ic, p->acc[k].addr, p->acc[k].size);
-	if (!p->in_range)
-		return;
+	for (int k = 0; k < nacc; k++)
+		if (acc[k].write)
+			gb_icache__note_write(e->ic, acc[k].addr, acc[k].size);
 	struct ethread *t = &e->et[i];
 	if (t->vcpu < 0)
 		t->vcpu = (int)e->next_vcpu++;
-	gb_jsonl__exec(e->out, (uint32_t)t->vcpu, p->pc, e->vt);
-	for (int k = 0; k < p->nacc; k++)
-		gb_jsonl__mem(e->out, p->acc[k].write, (uint32_t)t->vcpu, p->acc[k].addr,
-			      p->acc[k].size, p->pc, e->vt);
+	gb_jsonl__exec(e->out, (uint32_t)t->vcpu, pc, e->vt);
+	for (int k = 0; k < nacc; k++)
+		gb_jsonl__mem(e->out, acc[k].write, (uint32_t)t->vcpu, acc[k].addr, acc[k].size, pc, e->vt);
 	if (e->o.faults_cb)
-		e->o.faults_cb(e->o.faults_ctx, e, e->t->threads[i].tid, (uint32_t)t->vcpu, p->pc, e->vt);
+		e->o.faults_cb(e->o.faults_ctx, e, e->t->threads[i].tid, (uint32_t)t->vcpu, pc, e->vt);
 	e->vt++;
 }
 
-
+static void commit(struct gb_engine *e, size_t i, const struct pending *p)
+{
+	if (p->in_range) {
+		eng_commit(e, i, p->pc, p->acc, p->nacc);
+		return;
+	}
+	for (int k = 0; k < p->nacc; k++)
+		if (p->acc[k].write)
+			gb_icache__note_write(e->ic, p->acc[k].addr, p->acc[k].size);
+}
 
 /* Events (clone, fork, exec...) that a step of thread i passes. */
 struct step_ctx {
@@ -235,38 +241,43 @@ static bool stale_entry_fault(struct gb_engine *e, size_t i, const struct gb_sto
  * accesses it completed before the fault (docs/trace-format.md).  Returns
  * how many of p's accesses completed, or -1 when the signal is not the
  * instruction's (it came from outside, or the fetch itself faulted). */
-static int faulted_accesses(const struct pending *p, const struct gb_stop *st, uint64_t rip)
+int eng_fault_done(uint64_t pc, uint8_t len, const struct gb_access *acc, int nacc,
+		   const struct gb_stop *st, uint64_t rip)
 {
-	if (!p->insn || st->code <= 0) /* SI_USER, SI_TKILL, SI_QUEUE: sent, not raised */
+	if (st->code <= 0) /* SI_USER, SI_TKILL, SI_QUEUE: sent, not raised */
 		return -1;
 	switch (st->sig) {
 	case SIGTRAP: /* int3 (SI_KERNEL): a trap, rip is past it */
-		return rip == p->pc + p->insn->len ? 0 : -1;
+		return rip == pc + len ? 0 : -1;
 	case SIGILL:
-		return rip == p->pc ? 0 : -1;
+		return rip == pc ? 0 : -1;
 	case SIGFPE: /* #DE after the divisor was read */
-		return rip == p->pc ? p->nacc : -1;
+		return rip == pc ? nacc : -1;
 	case SIGSEGV:
 	case SIGBUS:
-		if (rip != p->pc)
+		if (rip != pc)
 			return -1;
-		if (st->fault_addr >= p->pc && st->fault_addr < p->pc + p->insn->len) {
+		if (st->fault_addr >= pc && st->fault_addr < pc + len) {
 			/* The fetch faulted, unless an access covers it too. */
 			bool data = false;
-			for (int k = 0; k < p->nacc; k++)
-				data |= st->fault_addr >= p->acc[k].addr &&
-					st->fault_addr < p->acc[k].addr + p->acc[k].size;
+			for (int k = 0; k < nacc; k++)
+				data |= st->fault_addr >= acc[k].addr &&
+					st->fault_addr < acc[k].addr + acc[k].size;
 			if (!data)
 				return -1;
 		}
-		for (int k = 0; k < p->nacc; k++)
-			if (st->fault_addr >= p->acc[k].addr &&
-			    st->fault_addr < p->acc[k].addr + p->acc[k].size)
+		for (int k = 0; k < nacc; k++)
+			if (st->fault_addr >= acc[k].addr && st->fault_addr < acc[k].addr + acc[k].size)
 				return k;
 		return 0; /* #GP (si_addr 0), alignment: before any access */
 	default:
 		return -1;
 	}
+}
+
+static int faulted_accesses(const struct pending *p, const struct gb_stop *st, uint64_t rip)
+{
+	return p->insn ? eng_fault_done(p->pc, p->insn->len, p->acc, p->nacc, st, rip) : -1;
 }
 
 void eng_emit_hit(struct gb_engine *e, size_t i)

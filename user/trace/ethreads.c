@@ -130,6 +130,7 @@ void eng_on_exec(struct gb_engine *e, size_t i)
 	e->t->threads[i].tid = e->t->pid;
 	eng_set_owner(e, -1);
 	gb_icache__clear(e->ic);
+	eng_jit_exec(e);
 	if (e->probes) {
 		/* The probes stay on the file: the range is known again at the
 		 * first hit in the new image (if it maps the file at all). */

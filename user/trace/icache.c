@@ -68,6 +68,7 @@ void gb_icache__free(struct gb_icache *c)
 }
 
 void gb_icache__bump(struct gb_icache *c) { c->epoch++; }
+uint64_t gb_icache__epoch(const struct gb_icache *c) { return c->epoch; }
 
 static inline void mark_page(struct gb_icache *c, uint64_t page)
 {

@@ -34,6 +34,8 @@ void gb_icache__set_patch(struct gb_icache *c, gb_icache_patch_fn fn, void *ctx)
 void gb_icache__bump(struct gb_icache *c);
 /* A write of len bytes at addr happened: bump when it touches a code page. */
 void gb_icache__note_write(struct gb_icache *c, uint64_t addr, uint64_t len);
+/* Changes whenever code may have changed (bump, clear, a write to code). */
+uint64_t gb_icache__epoch(const struct gb_icache *c);
 /* Forget everything (exec of a new image). */
 void gb_icache__clear(struct gb_icache *c);
 

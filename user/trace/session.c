@@ -412,6 +412,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 		.start = s.range.start, .end = s.range.end,
 		.max_insns = o->max_insns, .first_vt = s.first_vt, .duration = o->duration,
 		.trap = s.trap, .probes = s.probes, .pin = o->pin,
+		.jit = o->engine == GB_ENGINE_JIT && s.trap == GB_TRAP_PROBES,
 		.range_pending = s.range_pending && s.trap == GB_TRAP_NONE,
 		.snap_pcs = o->snap_pcs, .nsnap_pcs = o->nsnap_pcs,
 		.snap_vts = o->snap_vts, .nsnap_vts = o->nsnap_vts,
@@ -431,6 +432,11 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	s.probes = NULL;
 	struct gb_engine_stats es;
 	gb_engine__stats(s.eng, &es);
+	if (o->engine == GB_ENGINE_JIT && s.trap != GB_TRAP_PROBES)
+		gb_warn("trace: --engine jit needs the probe trap; the step engine traced the range");
+	gb_info("trace: jit: %llu runs, %llu stops, %llu instructions translated-run, %llu blocks",
+		(unsigned long long)es.jit_runs, (unsigned long long)es.jit_stops,
+		(unsigned long long)es.jit_insns, (unsigned long long)es.jit_blocks);
 	gb_info("trace: %s trap: %llu single-steps, %llu in-range instructions, %llu range entries, "
 		"%llu decodes, %llu re-validated",
 		s.trap == GB_TRAP_PROBES ? "probe" : s.trap == GB_TRAP_PAGES ? "page" : "no",

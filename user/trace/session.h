@@ -24,6 +24,7 @@ struct gb_trace_opts {
 	uint64_t max_insns;
 	double duration;
 	enum gb_trap_kind trap;     /* GB_TRAP_AUTO unless --trap / --step-all */
+	int engine;                 /* enum gb_engine_kind (engine.h): --engine */
 	bool faults;
 	bool pin;
 	const char *out_file;       /* -o FILE, or NULL for stdout */

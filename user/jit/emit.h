@@ -1,0 +1,45 @@
+/* Private to user/jit: encoding the few instruction forms the code cache
+ * uses, with the Zydis encoder, at their run-time (target) address. */
+#ifndef GB_JIT_EMIT_H
+#define GB_JIT_EMIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <Zydis/Zydis.h>
+
+#include "decode/decode.h"
+
+struct gb_emit {
+	uint8_t *buf;        /* gebpf's view of the code */
+	uint64_t base;       /* its target address */
+	size_t size, used;
+	int err;             /* sticky: -ENOSPC or -EINVAL */
+};
+
+static inline uint64_t gb_emit_here(const struct gb_emit *m) { return m->base + m->used; }
+
+/* The Zydis register of enum gb_reg slot r (64-bit). */
+ZydisRegister gb_emit_reg(unsigned r);
+
+void gb_emit_store(struct gb_emit *m, uint64_t slot, unsigned r);        /* mov [slot], r */
+void gb_emit_load(struct gb_emit *m, unsigned r, uint64_t slot);         /* mov r, [slot] */
+void gb_emit_store_imm(struct gb_emit *m, unsigned base, int32_t disp, int32_t imm); /* mov qword [base+disp], imm */
+void gb_emit_store_reg(struct gb_emit *m, unsigned base, int32_t disp, unsigned r);   /* mov [base+disp], r */
+/* lea r, [base + index*scale + disp] (GB_REG_NONE for no base / index). */
+void gb_emit_lea(struct gb_emit *m, unsigned r, unsigned base, unsigned index, uint8_t scale,
+		 int64_t disp);
+void gb_emit_mov_imm32(struct gb_emit *m, unsigned r, uint32_t imm);     /* mov r32, imm */
+void gb_emit_syscall(struct gb_emit *m);
+/* jmp / jcc with a 32-bit displacement to target; returns the offset of the
+ * rel32 field (for re-pointing it later). */
+size_t gb_emit_jump(struct gb_emit *m, ZydisMnemonic mn, uint64_t target);
+void gb_emit_jrcxz(struct gb_emit *m, uint64_t target);
+void gb_emit_jmp8(struct gb_emit *m, uint64_t target);
+/* The instruction in, moved to the current address (RIP-relative operands
+ * re-encoded to reach the same bytes; others copied). */
+void gb_emit_moved(struct gb_emit *m, const struct gb_insn *in);
+/* Re-point the rel32 field at offset off (ending at off + 4) to target. */
+void gb_emit_repoint(struct gb_emit *m, size_t off, uint64_t target);
+
+#endif

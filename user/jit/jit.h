@@ -1,0 +1,113 @@
+/* The translating engine's code cache (docs/trace.md "Engines").
+ *
+ * A region of the target's address space, shared with gebpf: code (mapped
+ * read+exec in the target, written by gebpf through its own mapping) and
+ * data (save slots, the ring head and budget, the record ring).  The range's
+ * basic blocks are copied there, each original instruction preceded by code
+ * that appends its record to the ring: its id, then the effective address
+ * of each access whose address depends on registers (the access plan of
+ * user/decode says which accesses, their sizes and their order).  The
+ * instrumentation uses only mov and lea (no flags), two registers saved in
+ * the slots, and never the stack.
+ *
+ * Every way out of translated code is an exit stub: it saves rax, rcx and
+ * r11, makes a getpid system call (gebpf, tracing with PTRACE_SYSCALL,
+ * stops it there, drains the ring and puts the thread at the stub's
+ * original target), restores them and jumps to the original target.  So a
+ * thread left in the cache when gebpf is gone runs on correctly: records
+ * are dropped, the code continues at original addresses.
+ *
+ * This room knows nothing of ptrace: the engine (trace/ejit.c) maps the
+ * region, runs threads in it and asks here what a cache address means.
+ */
+#ifndef GB_JIT_JIT_H
+#define GB_JIT_JIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "decode/decode.h"
+
+/* Layout of the shared region (code, then data). */
+#define GB_JIT_CODE_SIZE   (8u << 20)
+#define GB_JIT_DATA_SLOTS  4096u                  /* slots, head, budget */
+#define GB_JIT_RING_SIZE   (16u << 20)
+#define GB_JIT_DATA_SIZE   (GB_JIT_DATA_SLOTS + GB_JIT_RING_SIZE)
+#define GB_JIT_SIZE        (GB_JIT_CODE_SIZE + GB_JIT_DATA_SIZE)
+/* Instructions per block at most: the budget check at a block's head
+ * guarantees ring room for one whole block. */
+#define GB_JIT_BLOCK_INSNS 16
+
+struct gb_jit;
+
+/* Where the region is: in gebpf (code, data) and in the target. */
+struct gb_jit_mem {
+	uint8_t *code;        /* gebpf's view, GB_JIT_CODE_SIZE bytes */
+	uint8_t *data;        /* gebpf's view, GB_JIT_DATA_SIZE bytes */
+	uint64_t code_addr;   /* the target's addresses of the same bytes */
+	uint64_t data_addr;
+};
+
+/* The decoded instruction at pc (original bytes), or NULL. */
+typedef const struct gb_insn *(*gb_jit_fetch_fn)(void *ctx, uint64_t pc);
+
+struct gb_jit *gb_jit__new(const struct gb_jit_mem *m, uint64_t start, uint64_t end);
+void gb_jit__free(struct gb_jit *j);
+
+/* Can the instruction run translated?  (Otherwise the step engine runs it.) */
+bool gb_jit__supported(const struct gb_insn *in);
+
+/* Target address of the translated block at pc, translating it (and
+ * linking a pending exit to it) if needed; 0 when the instruction at pc is
+ * not translatable (or the cache is out of room: gb_jit__flush and retry).
+ * Translating is done only with the ring drained. */
+uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, void *ctx);
+/* Forget every translation (code changed, or the cache is full). */
+void gb_jit__flush(struct gb_jit *j);
+
+/* Every original instruction translated: for re-checking their bytes. */
+size_t gb_jit__ninsns(const struct gb_jit *j);
+void gb_jit__insn_bytes(const struct gb_jit *j, size_t id, uint64_t *pc, const uint8_t **bytes,
+			uint8_t *len);
+
+/* The ring: empty it (head at its start, budget full), and read it. */
+void gb_jit__ring_reset(struct gb_jit *j);
+size_t gb_jit__ring_used(const struct gb_jit *j);        /* words */
+/* Drop the last words written (a rolled-back instruction). */
+void gb_jit__ring_unwrite(struct gb_jit *j, size_t words);
+
+/* One instruction's record, decoded from the ring. */
+struct gb_jit_rec {
+	uint64_t pc;
+	uint8_t len;
+	int nacc;
+	struct gb_access acc[6];
+};
+/* Decode the record at word *pos of the ring (advancing *pos): 1, 0 at the
+ * end, -EINVAL when the ring holds garbage.  fs/gs: the thread's bases. */
+int gb_jit__ring_next(const struct gb_jit *j, size_t *pos, uint64_t fs_base, uint64_t gs_base,
+		      struct gb_jit_rec *out);
+
+/* What a target rip in the code region means, for putting the thread back
+ * at an original instruction boundary. */
+struct gb_jit_loc {
+	uint64_t pc;          /* original address to continue at */
+	uint32_t restore;     /* enum gb_reg slots (bit r) to reload from save slots */
+	uint32_t unwrite;     /* ring words to drop (an instruction not run) */
+	bool at_insn;         /* rip is at the copy of the instruction at pc: a
+			       * fault raised there was raised by it (its record
+			       * is the ring's last: keep it, unwrite is 0) */
+	bool stub;            /* an exit stub (pc: its target) */
+	bool stub_call;       /* ... stopped at its system call */
+};
+/* 0, or -ENOENT when rip is not in the code region (or in nothing known). */
+int gb_jit__locate(const struct gb_jit *j, uint64_t rip, struct gb_jit_loc *out);
+/* The value register slot r (enum gb_reg) was saved in. */
+uint64_t gb_jit__saved(const struct gb_jit *j, unsigned r);
+bool gb_jit__in_code(const struct gb_jit *j, uint64_t rip);
+
+struct gb_jit_stats { uint64_t blocks, insns, stubs, links, flushes; };
+void gb_jit__stats(const struct gb_jit *j, struct gb_jit_stats *s);
+
+#endif

@@ -1,0 +1,489 @@
+/* The translating engine (docs/trace.md "Engines"): the owner runs the
+ * range's code translated in a code cache (user/jit) instead of being
+ * single-stepped; its records come back through a shared ring and become
+ * the same lines, through the same eng_commit, as the step engine's.
+ *
+ * - The cache is a shared anonymous mapping made in the target by injected
+ *   mmap/mprotect, near the range (RIP-relative operands must reach), and
+ *   mapped by gebpf through /proc/PID/map_files.  It is unmapped at the end.
+ * - The owner runs with PTRACE_SYSCALL: an exit stub's getpid stops it at
+ *   its entry; the syscall is skipped (orig_rax -1) and at its exit stop
+ *   the thread is put at the stub's original target with its registers.
+ * - Any other stop (a signal, an interrupt for the end) finds the thread at
+ *   some cache address: gb_jit__locate says which original instruction it
+ *   stands for, the scratch registers are reloaded and the thread is put
+ *   there; a fault raised by a translated instruction is that
+ *   instruction's (its exec line and completed accesses, as when stepped).
+ *   So a signal handler, a snapshot or a detach only ever sees original
+ *   addresses, and the step engine takes over from there.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/page.h"
+#include "decode/plan.h"
+#include "jit/jit.h"
+#include "ptrace/inject.h"
+#include "ptrace/maps.h"
+#include "ptrace/mem.h"
+#include "ptrace/procfs.h"
+#include "ptrace/regs.h"
+#include "trace/engine_int.h"
+
+struct gb_ejit {
+	bool failed;             /* no cache in this image: step engine only */
+	struct gb_jit *j;
+	uint8_t *view;           /* gebpf's mapping of the region */
+	uint64_t addr;           /* the region in the target (0: not made) */
+	uint64_t start, end;     /* the range the translations are for */
+	uint64_t epoch;          /* icache epoch the translations were checked at */
+	uint64_t fs_base, gs_base;
+};
+
+struct gb_ejit *eng_jit_new(void) { return calloc(1, sizeof(struct gb_ejit)); }
+
+static void drop_region(struct gb_ejit *x)
+{
+	gb_jit__free(x->j);
+	x->j = NULL;
+	if (x->view)
+		munmap(x->view, GB_JIT_SIZE);
+	x->view = NULL;
+	x->addr = 0;
+}
+
+void eng_jit_free(struct gb_engine *e)
+{
+	if (!e->jit)
+		return;
+	drop_region(e->jit);
+	free(e->jit);
+	e->jit = NULL;
+}
+
+void eng_jit_exec(struct gb_engine *e)
+{
+	if (e->jit) {
+		drop_region(e->jit); /* the mapping went with the old image */
+		e->jit->failed = false;
+	}
+}
+
+/* A free hole of GB_JIT_SIZE bytes within 1 GiB of the range (RIP-relative
+ * operands of the range reach +-2 GiB), or 0.  Nearest the range, except
+ * in the hole the program's brk heap grows into: there as high as the
+ * reach allows, so the heap keeps its room. */
+static uint64_t find_hole(pid_t pid, uint64_t start, uint64_t end)
+{
+	struct gb_maps m;
+	uint64_t brk = 0;
+	if (gb_maps_read(pid, &m))
+		return 0;
+	gb_proc_stat_num(pid, 47, &brk);
+	const uint64_t reach = 1ull << 30, size = GB_JIT_SIZE;
+	uint64_t best = 0, bestd = UINT64_MAX;
+	for (size_t k = 0; k <= m.n; k++) {
+		uint64_t lo = k ? m.v[k - 1].end : 0x10000, hi = k < m.n ? m.v[k].start : 0x7ffffffff000ull;
+		if (hi <= lo || hi - lo < size + 2 * GB_PAGE_SIZE)
+			continue;
+		bool heap = (brk && brk >= (k ? m.v[k - 1].start : 0) && brk <= hi) ||
+			    (k && !strcmp(m.v[k - 1].path, "[heap]"));
+		uint64_t a;
+		if (heap) {
+			uint64_t top = start + reach - size;
+			a = hi - GB_PAGE_SIZE - size < top ? hi - GB_PAGE_SIZE - size : top & ~(uint64_t)GB_PAGE_MASK;
+			if (a < lo + GB_PAGE_SIZE)
+				continue;
+		} else {
+			/* the end of the hole nearest the range, a page off its neighbour */
+			a = lo >= end ? lo + GB_PAGE_SIZE : hi - GB_PAGE_SIZE - size;
+		}
+		uint64_t d = a >= end ? a + size - start : end - a;
+		if (d < reach && d < bestd) {
+			best = a;
+			bestd = d;
+		}
+	}
+	gb_maps_free(&m);
+	return best;
+}
+
+static int inject(struct gb_engine *e, size_t i, uint64_t insn, long nr, uint64_t a0, uint64_t a1,
+		  uint64_t a2, uint64_t a3, long *ret)
+{
+	uint64_t args[6] = { a0, a1, a2, a3, (uint64_t)-1, 0 };
+	int pend = 0;
+	int r = gb_inject_syscall(e->t->threads[i].tid, insn, nr, args, ret, &pend);
+	if (pend && !e->t->threads[i].pending_sig)
+		e->t->threads[i].pending_sig = pend;
+	return r;
+}
+
+/* Make the region in the target and map it here. */
+static int setup(struct gb_engine *e, size_t i)
+{
+	struct gb_ejit *x = e->jit;
+	pid_t pid = e->t->pid;
+	uint64_t insn = gb_inject_find_syscall(pid, NULL, NULL);
+	uint64_t at = find_hole(pid, e->o.start, e->o.end);
+	long ret;
+	if (!insn || !at) {
+		gb_warn("trace: no room for a code cache near 0x%llx: the step engine traces the range",
+			(unsigned long long)e->o.start);
+		return -ENOSPC;
+	}
+	int r = inject(e, i, insn, SYS_mmap, at, GB_JIT_SIZE, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, &ret);
+	if (r || ret != (long)at) {
+		if (!r && ret > 0 && ret < -4095L)
+			inject(e, i, insn, SYS_munmap, (uint64_t)ret, GB_JIT_SIZE, 0, 0, &ret);
+		gb_warn("trace: cannot map a code cache in pid %d (%s): the step engine traces the range",
+			pid, strerror(r ? -r : ret < 0 && ret > -4096 ? (int)-ret : EEXIST));
+		return r ? r : -ENOMEM;
+	}
+	x->addr = at;
+	r = inject(e, i, insn, SYS_mprotect, at, GB_JIT_CODE_SIZE, PROT_READ | PROT_EXEC, 0, &ret);
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", pid,
+		 (unsigned long long)(at + GB_JIT_CODE_SIZE), (unsigned long long)(at + GB_JIT_SIZE));
+	int fd = r || ret ? -1 : open(path, O_RDWR | O_CLOEXEC);
+	void *v = fd < 0 ? MAP_FAILED : mmap(NULL, GB_JIT_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (fd >= 0)
+		close(fd);
+	if (v == MAP_FAILED) {
+		gb_warn("trace: cannot share the code cache of pid %d (%s): the step engine traces the "
+			"range", pid, strerror(errno));
+		inject(e, i, insn, SYS_munmap, at, GB_JIT_SIZE, 0, 0, &ret);
+		x->addr = 0;
+		return -EIO;
+	}
+	x->view = v;
+	gb_info("trace: code cache at 0x%llx-0x%llx", (unsigned long long)at,
+		(unsigned long long)(at + GB_JIT_SIZE));
+	return 0;
+}
+
+void eng_jit_teardown(struct gb_engine *e)
+{
+	struct gb_ejit *x = e->jit;
+	if (!x || !x->addr)
+		return;
+	for (size_t i = 0; i < e->t->nthreads; i++) {
+		if (e->et[i].state != T_STOPPED)
+			continue;
+		uint64_t insn = gb_inject_find_syscall(e->t->pid, NULL, NULL);
+		long ret = -1;
+		if (insn && inject(e, i, insn, SYS_munmap, x->addr, GB_JIT_SIZE, 0, 0, &ret) == 0 && !ret) {
+			drop_region(x);
+			return;
+		}
+		break;
+	}
+	if (eng_live(e))
+		gb_warn("pid %d: the code cache at 0x%llx stays mapped (never entered again)", e->t->pid,
+			(unsigned long long)x->addr);
+	drop_region(x);
+}
+
+static const struct gb_insn *fetch(void *ctx, uint64_t pc)
+{
+	struct gb_engine *e = ctx;
+	int err = 0;
+	return gb_icache__get(e->ic, e->t->pid, pc, &err);
+}
+
+/* Translations are of the range's bytes when they were made: re-check
+ * them (one read) when code may have changed since. */
+static void revalidate(struct gb_engine *e)
+{
+	struct gb_ejit *x = e->jit;
+	uint64_t ep = gb_icache__epoch(e->ic);
+	if (ep == x->epoch)
+		return;
+	x->epoch = ep;
+	size_t n = gb_jit__ninsns(x->j);
+	uint64_t lo = UINT64_MAX, hi = 0, pc;
+	const uint8_t *b;
+	uint8_t len;
+	for (size_t k = 0; k < n; k++) {
+		gb_jit__insn_bytes(x->j, k, &pc, &b, &len);
+		lo = pc < lo ? pc : lo;
+		hi = pc + len > hi ? pc + len : hi;
+	}
+	if (!n)
+		return;
+	uint8_t *buf = malloc(hi - lo);
+	bool same = buf && gb_mem_read(e->t->pid, lo, buf, hi - lo) == (ssize_t)(hi - lo);
+	if (same && e->probes)
+		gb_probes__patch(e->probes, lo, buf, hi - lo);
+	for (size_t k = 0; same && k < n; k++) {
+		gb_jit__insn_bytes(x->j, k, &pc, &b, &len);
+		same = !memcmp(buf + (pc - lo), b, len);
+	}
+	free(buf);
+	if (!same) {
+		gb_info("trace: the range's code changed: translations dropped");
+		gb_jit__flush(x->j);
+	}
+}
+
+/* Make the ring's records lines.  fault: the last record's instruction
+ * raised this signal (its completed accesses only). */
+static void drain(struct gb_engine *e, size_t i, const struct gb_stop *fault)
+{
+	struct gb_ejit *x = e->jit;
+	size_t pos = 0, used = gb_jit__ring_used(x->j);
+	struct gb_jit_rec rec;
+	int r;
+	while ((r = gb_jit__ring_next(x->j, &pos, x->fs_base, x->gs_base, &rec)) == 1) {
+		if (e->o.max_insns && e->vt - e->o.first_vt >= e->o.max_insns) {
+			eng_finish(e, GB_END_MAX_INSNS);
+			break;
+		}
+		int n = rec.nacc;
+		if (fault && pos == used) {
+			int d = eng_fault_done(rec.pc, rec.len, rec.acc, rec.nacc, fault, rec.pc);
+			n = d >= 0 ? d : n;
+		}
+		eng_commit(e, i, rec.pc, rec.acc, n);
+		e->st.jit_insns++;
+	}
+	if (r < 0) {
+		gb_err("trace: the code cache's ring holds a record gebpf did not write");
+		eng_finish(e, GB_END_ERROR);
+	}
+	gb_jit__ring_reset(x->j);
+}
+
+/* Put thread i (stopped in the cache, regs r) at the original instruction
+ * loc stands for. */
+static int put_back(struct gb_engine *e, size_t i, struct user_regs_struct *r,
+		    const struct gb_jit_loc *loc)
+{
+	static const size_t off[GB_REG_COUNT] = {
+		offsetof(struct user_regs_struct, rax), offsetof(struct user_regs_struct, rbx),
+		offsetof(struct user_regs_struct, rcx), offsetof(struct user_regs_struct, rdx),
+		offsetof(struct user_regs_struct, rsi), offsetof(struct user_regs_struct, rdi),
+		offsetof(struct user_regs_struct, rbp), offsetof(struct user_regs_struct, rsp),
+		offsetof(struct user_regs_struct, r8),  offsetof(struct user_regs_struct, r9),
+		offsetof(struct user_regs_struct, r10), offsetof(struct user_regs_struct, r11),
+		offsetof(struct user_regs_struct, r12), offsetof(struct user_regs_struct, r13),
+		offsetof(struct user_regs_struct, r14), offsetof(struct user_regs_struct, r15),
+	};
+	for (unsigned k = 0; k < GB_REG_COUNT; k++)
+		if (loc->restore & (1u << k))
+			*(unsigned long long *)((char *)r + off[k]) = gb_jit__saved(e->jit->j, k);
+	r->rip = loc->pc;
+	return gb_regs_set(e->t->threads[i].tid, r);
+}
+
+/* A signal's si_addr that names the faulting instruction (SIGILL, SIGFPE)
+ * names the original one. */
+static void fix_siginfo(pid_t tid, uint64_t cache_rip, uint64_t pc)
+{
+	siginfo_t si;
+	if (ptrace(PTRACE_GETSIGINFO, tid, 0, &si) == 0 && (uint64_t)si.si_addr == cache_rip) {
+		si.si_addr = (void *)pc;
+		ptrace(PTRACE_SETSIGINFO, tid, 0, &si);
+	}
+}
+
+enum after { GO_ON, GIVE_BACK, GONE };
+
+/* A stop of the owner in translated code: what now. */
+static enum after on_stop(struct gb_engine *e, size_t i, const struct gb_stop *st, bool *at_exit,
+			  struct gb_jit_loc *exit_loc)
+{
+	struct gb_ejit *x = e->jit;
+	pid_t tid = e->t->threads[i].tid;
+	struct user_regs_struct r;
+	struct gb_jit_loc loc;
+	e->st.jit_stops++;
+	if (st->kind == GB_STOP_EXITED || st->kind == GB_STOP_KILLED) {
+		drain(e, i, NULL);
+		eng_on_exit(e, i, st);
+		return GONE;
+	}
+	if (gb_regs_get(tid, &r)) {
+		eng_set_state(e, i, T_DYING);
+		return GONE;
+	}
+	if (st->kind == GB_STOP_SYSCALL && !st->sys_exit && !*at_exit &&
+	    gb_jit__locate(x->j, r.rip, &loc) == 0 && loc.stub_call) {
+		/* An exit stub's getpid: skipped; finished at its exit stop. */
+		r.orig_rax = (unsigned long long)-1;
+		if (gb_regs_set(tid, &r))
+			return GONE;
+		*at_exit = true;
+		*exit_loc = loc;
+		return GO_ON;
+	}
+	if (st->kind == GB_STOP_SYSCALL && st->sys_exit && *at_exit) {
+		*at_exit = false;
+		drain(e, i, NULL);
+		if (put_back(e, i, &r, exit_loc))
+			return GONE;
+		uint64_t pc = exit_loc->pc;
+		bool inr = pc >= e->o.start && pc <= e->o.end;
+		uint64_t blk = inr && !e->ended ? gb_jit__block(x->j, pc, fetch, e) : 0;
+		if (blk) {
+			r.rip = blk;
+			if (gb_regs_set(tid, &r))
+				return GONE;
+			return GO_ON;
+		}
+		return GIVE_BACK;
+	}
+	if (gb_jit__locate(x->j, r.rip, &loc)) {
+		gb_err("trace: thread %d stopped at 0x%llx, outside the code it was given",
+		       tid, (unsigned long long)r.rip);
+		eng_finish(e, GB_END_ERROR);
+		return GIVE_BACK;
+	}
+	if (st->kind == GB_STOP_SIGNAL) {
+		struct gb_probe_hit hit;
+		if (e->probes && gb_probes__claim(e->probes, st, &hit))
+			return GO_ON; /* a probe's signal from before: never delivered */
+		bool sync = loc.at_insn && st->code > 0 &&
+			    (st->sig == SIGSEGV || st->sig == SIGBUS || st->sig == SIGFPE ||
+			     st->sig == SIGILL);
+		if (sync) {
+			drain(e, i, st);
+			fix_siginfo(tid, r.rip, loc.pc);
+		} else {
+			gb_jit__ring_unwrite(x->j, loc.unwrite);
+			drain(e, i, NULL);
+		}
+		e->t->threads[i].pending_sig = st->sig;
+		if (put_back(e, i, &r, &loc))
+			return GONE;
+		if (!sync)
+			gb_info("trace: thread %d: signal %d in translated code, before 0x%llx", tid,
+				st->sig, (unsigned long long)loc.pc);
+		return GIVE_BACK;
+	}
+	/* An interrupt (the end), a group-stop, anything else: back at the
+	 * instruction boundary. */
+	gb_jit__ring_unwrite(x->j, loc.unwrite);
+	drain(e, i, NULL);
+	if (put_back(e, i, &r, &loc))
+		return GONE;
+	if (st->kind == GB_STOP_GROUP) {
+		eng_set_state(e, i, T_GROUP);
+		ptrace(PTRACE_LISTEN, tid, 0, 0);
+		return GONE;
+	}
+	return GIVE_BACK;
+}
+
+bool eng_jit_run(struct gb_engine *e, size_t i)
+{
+	struct gb_ejit *x = e->jit;
+	struct ethread *t = &e->et[i];
+	struct gb_thread *th = &e->t->threads[i];
+	struct user_regs_struct r;
+	if (x->failed || t->in_handler || th->pending_sig || e->range_pending ||
+	    e->o.nsnap_pcs || e->o.nsnap_vts || gb_regs_get(th->tid, &r) ||
+	    gb_regs_restarting_syscall(&r) || r.rip < e->o.start || r.rip > e->o.end)
+		return false;
+	if (!x->addr && setup(e, i)) {
+		x->failed = true;
+		return false;
+	}
+	if (!x->j || x->start != e->o.start || x->end != e->o.end) {
+		gb_jit__free(x->j);
+		struct gb_jit_mem m = { x->view, x->view + GB_JIT_CODE_SIZE, x->addr,
+					x->addr + GB_JIT_CODE_SIZE };
+		x->j = gb_jit__new(&m, e->o.start, e->o.end);
+		if (!x->j)
+			return false;
+		x->start = e->o.start;
+		x->end = e->o.end;
+		x->epoch = gb_icache__epoch(e->ic);
+	}
+	revalidate(e);
+	uint64_t blk = gb_jit__block(x->j, r.rip, fetch, e);
+	if (!blk) {
+		const struct gb_insn *in = fetch(e, r.rip);
+		if (!in || !gb_jit__supported(in))
+			return false; /* stepped */
+		gb_jit__flush(x->j); /* out of room */
+		if (!(blk = gb_jit__block(x->j, r.rip, fetch, e)))
+			return false;
+	}
+	x->fs_base = r.fs_base;
+	x->gs_base = r.gs_base;
+	r.rip = blk;
+	if (gb_regs_set(th->tid, &r))
+		return false;
+	e->st.jit_runs++;
+	eng_set_state(e, i, T_JIT);
+	bool at_exit = false, interrupted = false;
+	struct gb_jit_loc exit_loc;
+	uint64_t iter = 0;
+	for (;;) {
+		if (ptrace(PTRACE_SYSCALL, th->tid, 0, 0)) {
+			eng_set_state(e, i, T_DYING);
+			break;
+		}
+		struct gb_stop st;
+		int w;
+		for (;;) {
+			w = gb_wait(-1, WNOHANG, &st, true);
+			if (w == 0 && st.tid == e->t->threads[i].tid)
+				break;
+			if (w == 0) {
+				eng_async(e, &st); /* another thread's */
+				eng_run_natives(e);
+				continue;
+			}
+			eng_check_limits(e, ++iter);
+			if (e->ended && !interrupted) {
+				ptrace(PTRACE_INTERRUPT, th->tid, 0, 0);
+				interrupted = true;
+			}
+			if (w == -EAGAIN || w == -EINTR) {
+				sigset_t chld;
+				sigemptyset(&chld);
+				sigaddset(&chld, SIGCHLD);
+				struct timespec ts = { 0, 100 * 1000000L };
+				sigtimedwait(&chld, NULL, &ts);
+				continue;
+			}
+			break;
+		}
+		if (w) {
+			gb_err("trace: waiting for thread %d: %s", th->tid, strerror(-w));
+			eng_finish(e, GB_END_ERROR);
+			eng_set_state(e, i, T_DYING);
+			break;
+		}
+		enum after a = on_stop(e, i, &st, &at_exit, &exit_loc);
+		if (a == GONE)
+			break;
+		if (a == GIVE_BACK) {
+			eng_set_state(e, i, T_STOPPED);
+			break;
+		}
+		eng_check_limits(e, ++iter);
+		if (e->ended && !at_exit && !interrupted) {
+			ptrace(PTRACE_INTERRUPT, th->tid, 0, 0);
+			interrupted = true;
+		}
+	}
+	struct gb_jit_stats js;
+	gb_jit__stats(x->j, &js);
+	e->st.jit_blocks = js.blocks;
+	return true;
+}
