@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/grow.h"
@@ -30,7 +31,10 @@ struct unit {
 	uint32_t off, end;     /* [off, end) in the code region */
 	uint8_t kind;
 	uint8_t a, b;          /* U_INSN: the scratch registers (b: GB_REG_NONE if unused) */
-	uint8_t words;         /* U_INSN: ring words it writes */
+	uint8_t words;         /* U_INSN: ring words it writes; U_STUB (emu): the
+				* words of the instruction it stands for */
+	bool emu;              /* U_STUB: gebpf performs the instruction at pc (a
+				* call, ret or indirect jump) at the stop */
 	uint32_t o_b, o_load;  /* U_INSN: after A's save, after B's save */
 	uint32_t o_commit;     /* U_INSN: after the head's update */
 	uint32_t o_insn;       /* U_INSN: the instruction's copy; U_STUB: after the syscall */
@@ -181,6 +185,23 @@ static bool relative_imm(const struct gb_insn *in)
 	return false;
 }
 
+bool gb_jit__emulated(const struct gb_insn *in)
+{
+	const ZydisDecodedInstruction *z = &in->zi;
+	if (z->meta.branch_type == ZYDIS_BRANCH_TYPE_FAR || z->operand_width != 64 ||
+	    (in->flags & GB_INSN_NEEDS_VEC))
+		return false;
+	switch (z->mnemonic) {
+	case ZYDIS_MNEMONIC_RET:
+	case ZYDIS_MNEMONIC_CALL:
+		return true;
+	case ZYDIS_MNEMONIC_JMP: /* indirect only; jmp rel is rebuilt */
+		return !relative_imm(in);
+	default:
+		return false;
+	}
+}
+
 bool gb_jit__supported(const struct gb_insn *in)
 {
 	const struct gb_plan *p = &in->plan;
@@ -193,15 +214,20 @@ bool gb_jit__supported(const struct gb_insn *in)
 		if (p->refs[k].flags & GB_REF_INDEX_AL)
 			return false;
 	switch (in->zi.meta.category) {
-	case ZYDIS_CATEGORY_CALL: case ZYDIS_CATEGORY_RET: case ZYDIS_CATEGORY_INTERRUPT:
-	case ZYDIS_CATEGORY_SYSTEM: case ZYDIS_CATEGORY_SYSCALL: case ZYDIS_CATEGORY_SYSRET:
-	case ZYDIS_CATEGORY_UNCOND_BR: case ZYDIS_CATEGORY_COND_BR:
-		/* only direct jmp / jcc rel are rebuilt; the rest is stepped */
-		if (!((in->zi.meta.category == ZYDIS_CATEGORY_UNCOND_BR ||
-		       in->zi.meta.category == ZYDIS_CATEGORY_COND_BR) &&
-		      rel_branch(in) && relative_imm(in)))
+	case ZYDIS_CATEGORY_CALL: case ZYDIS_CATEGORY_RET:
+		return gb_jit__emulated(in);
+	case ZYDIS_CATEGORY_UNCOND_BR:
+		if (gb_jit__emulated(in))
+			return true;
+		/* fall through */
+	case ZYDIS_CATEGORY_COND_BR:
+		/* direct jmp / jcc rel are rebuilt; the rest is stepped */
+		if (!(rel_branch(in) && relative_imm(in)))
 			return false;
 		break;
+	case ZYDIS_CATEGORY_INTERRUPT: case ZYDIS_CATEGORY_SYSTEM: case ZYDIS_CATEGORY_SYSCALL:
+	case ZYDIS_CATEGORY_SYSRET:
+		return false;
 	default:
 		if (relative_imm(in)) /* xbegin and the like */
 			return false;
@@ -237,12 +263,14 @@ static void unit_end(struct gb_jit *j, struct unit *u) { u->end = (uint32_t)j->e
 
 /* An exit stub to target; src: the rel32 field jumping here (re-pointed at
  * a block for target once it is translated), or UINT32_MAX. */
-static uint64_t stub(struct gb_jit *j, uint64_t target, uint32_t src)
+static uint64_t stub(struct gb_jit *j, uint64_t target, uint32_t src, uint8_t emu_words)
 {
 	uint64_t at = gb_emit_here(&j->em);
 	struct unit *u = unit_add(j, U_STUB, target);
 	if (!u)
 		return 0;
+	u->emu = emu_words != 0;
+	u->words = emu_words;
 	gb_emit_store(&j->em, daddr(j, SLOT(GB_REG_RAX)), GB_REG_RAX);
 	gb_emit_store(&j->em, daddr(j, SLOT(GB_REG_RCX)), GB_REG_RCX);
 	gb_emit_store(&j->em, daddr(j, SLOT(GB_REG_R11)), GB_REG_R11);
@@ -369,7 +397,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	gb_emit_load(&j->em, GB_REG_RCX, daddr(j, SLOT(GB_REG_RCX)));
 	gb_emit_jmp8(&j->em, body);
 	gb_emit_load(&j->em, GB_REG_RCX, daddr(j, SLOT(GB_REG_RCX)));
-	size_t full_src = gb_emit_jump(&j->em, ZYDIS_MNEMONIC_JMP, 0);
+	size_t full_src = gb_emit_jump(&j->em, ZYDIS_MNEMONIC_JMP, gb_emit_here(&j->em));
 	unit_end(j, h);
 	if (!j->em.err && gb_emit_here(&j->em) != body)
 		j->em.err = -EINVAL;
@@ -388,9 +416,18 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 		}
 		struct unit *u = &j->u[j->nu - 1];
 		uint64_t next = gi->pc + gi->len;
+		if (gb_jit__emulated(gi)) {
+			/* gebpf performs it at the stub's stop; without gebpf
+			 * the stub goes on to the original instruction */
+			uint8_t words = u->words;
+			unit_end(j, u);
+			stub(j, gi->pc, UINT32_MAX, words);
+			at = 0;
+			break;
+		}
 		if (gi->flags & GB_INSN_BRANCH) {
 			uint64_t tgt = next + (uint64_t)gi->zi.raw.imm[0].value.s;
-			uint32_t src = (uint32_t)gb_emit_jump(&j->em, gi->zi.mnemonic, 0);
+			uint32_t src = (uint32_t)gb_emit_jump(&j->em, gi->zi.mnemonic, gb_emit_here(&j->em));
 			unit_end(j, u);
 			links[nlinks++] = (struct link){ gi->zi.mnemonic, tgt, src };
 			at = gi->zi.mnemonic == ZYDIS_MNEMONIC_JMP ? 0 : next;
@@ -404,7 +441,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	if (at) {
 		struct unit *l = unit_add(j, U_LINK, at);
 		if (l) {
-			uint32_t src = (uint32_t)gb_emit_jump(&j->em, ZYDIS_MNEMONIC_JMP, 0);
+			uint32_t src = (uint32_t)gb_emit_jump(&j->em, ZYDIS_MNEMONIC_JMP, gb_emit_here(&j->em));
 			unit_end(j, l);
 			links[nlinks++] = (struct link){ ZYDIS_MNEMONIC_JMP, at, src };
 		}
@@ -413,10 +450,10 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	for (unsigned k = 0; k < nlinks && !j->em.err; k++) {
 		uint64_t dst = block_of(j, links[k].target);
 		if (!dst)
-			dst = stub(j, links[k].target, links[k].src);
+			dst = stub(j, links[k].target, links[k].src, 0);
 		gb_emit_repoint(&j->em, links[k].src, dst);
 	}
-	uint64_t full_stub = stub(j, pc, UINT32_MAX);
+	uint64_t full_stub = stub(j, pc, UINT32_MAX, 0);
 	if (!j->em.err)
 		gb_emit_repoint(&j->em, full_src, full_stub);
 	if (j->em.err || block_put(j, pc, head)) {
@@ -546,6 +583,9 @@ int gb_jit__locate(const struct gb_jit *j, uint64_t rip, struct gb_jit_loc *out)
 				out->restore |= 1u << saved[k];
 		out->stub = true;
 		out->stub_call = off == u->o_insn;
+		out->emulate = u->emu;
+		/* the instruction it stands for has its record: not run yet */
+		out->unwrite = u->emu ? u->words : 0;
 		return 0;
 	}
 	case U_INSN:

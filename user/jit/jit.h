@@ -57,6 +57,9 @@ void gb_jit__free(struct gb_jit *j);
 
 /* Can the instruction run translated?  (Otherwise the step engine runs it.) */
 bool gb_jit__supported(const struct gb_insn *in);
+/* Is it one gebpf performs at an exit stub's stop (near call, ret, indirect
+ * jmp: their targets are known only then)? */
+bool gb_jit__emulated(const struct gb_insn *in);
 
 /* Target address of the translated block at pc, translating it (and
  * linking a pending exit to it) if needed; 0 when the instruction at pc is
@@ -100,6 +103,9 @@ struct gb_jit_loc {
 			       * is the ring's last: keep it, unwrite is 0) */
 	bool stub;            /* an exit stub (pc: its target) */
 	bool stub_call;       /* ... stopped at its system call */
+	bool emulate;         /* ... for the instruction at pc (a call, ret or
+			       * indirect jump: gebpf performs it; its record is
+			       * the ring's last, unwrite says how long) */
 };
 /* 0, or -ENOENT when rip is not in the code region (or in nothing known). */
 int gb_jit__locate(const struct gb_jit *j, uint64_t rip, struct gb_jit_loc *out);

@@ -39,6 +39,7 @@
 #include "ptrace/mem.h"
 #include "ptrace/procfs.h"
 #include "ptrace/regs.h"
+#include "trace/cpu.h"
 #include "trace/engine_int.h"
 
 struct gb_ejit {
@@ -301,9 +302,117 @@ static void fix_siginfo(pid_t tid, uint64_t cache_rip, uint64_t pc)
 
 enum after { GO_ON, GIVE_BACK, GONE };
 
+static const struct gb_insn *fetch(void *ctx, uint64_t pc);
+
+/* The value of 64-bit general register z in r (0 if it is not one). */
+static bool reg_value(const struct user_regs_struct *r, ZydisRegister z, uint64_t *v)
+{
+	const unsigned long long *f[] = {
+		&r->rax, &r->rcx, &r->rdx, &r->rbx, &r->rsp, &r->rbp, &r->rsi, &r->rdi,
+		&r->r8, &r->r9, &r->r10, &r->r11, &r->r12, &r->r13, &r->r14, &r->r15,
+	};
+	if (z < ZYDIS_REGISTER_RAX || z > ZYDIS_REGISTER_R15)
+		return false;
+	*v = *f[z - ZYDIS_REGISTER_RAX];
+	return true;
+}
+
+/* Perform the call, ret or indirect jmp at r->rip (its registers before
+ * it) as the hardware does: 0, or -errno (then nothing was changed). */
+static int emulate(struct gb_engine *e, struct user_regs_struct *r)
+{
+	pid_t pid = e->t->pid;
+	const struct gb_insn *in = fetch(e, r->rip);
+	if (!in)
+		return -EINVAL;
+	uint64_t next = r->rip + in->len, target = 0;
+	if (in->zi.mnemonic == ZYDIS_MNEMONIC_RET) {
+		if (gb_mem_read(pid, r->rsp, &target, 8) != 8)
+			return -EFAULT;
+		r->rsp += 8 + (in->zi.operand_count_visible ? (uint16_t)in->ops[0].imm.value.u : 0);
+		r->rip = target;
+		return 0;
+	}
+	const ZydisDecodedOperand *o = &in->ops[0];
+	if (o->type == ZYDIS_OPERAND_TYPE_IMMEDIATE && o->imm.is_relative) {
+		target = next + (uint64_t)o->imm.value.s;
+	} else if (o->type == ZYDIS_OPERAND_TYPE_REGISTER) {
+		if (!reg_value(r, o->reg.value, &target))
+			return -EINVAL;
+	} else if (o->type == ZYDIS_OPERAND_TYPE_MEMORY) {
+		struct gb_cpu cpu;
+		struct gb_access acc[GB_MAX_ACCESSES];
+		gb_cpu_from_regs(&cpu, r);
+		int n = gb_insn_accesses(in, &cpu, acc, GB_MAX_ACCESSES);
+		int k = 0;
+		while (k < n && (acc[k].write || acc[k].size != 8))
+			k++;
+		if (k >= n || gb_mem_read(pid, acc[k].addr, &target, 8) != 8)
+			return -EFAULT;
+	} else {
+		return -EINVAL;
+	}
+	if (in->zi.mnemonic == ZYDIS_MNEMONIC_CALL) {
+		if (gb_mem_write(pid, r->rsp - 8, &next, 8) != 8)
+			return -EFAULT;
+		r->rsp -= 8;
+	}
+	r->rip = target;
+	return 0;
+}
+
+static int put_back(struct gb_engine *e, size_t i, struct user_regs_struct *r,
+		    const struct gb_jit_loc *loc);
+static void drain(struct gb_engine *e, size_t i, const struct gb_stop *fault);
+
+/* An exit stub's getpid stopped owner i: it is skipped; the thread goes on
+ * at the stub's target (after the call, ret or jump it stands for): in
+ * translated code, natively (out of the range: one stop for the whole
+ * exit), or stopped for the step engine (at the skipped syscall's exit
+ * stop, so that a single-step starts cleanly). */
+static enum after on_exit_stub(struct gb_engine *e, size_t i, struct user_regs_struct *r,
+			       struct gb_jit_loc *loc, bool *at_exit, bool *give_back)
+{
+	struct gb_ejit *x = e->jit;
+	pid_t tid = e->t->threads[i].tid;
+	struct gb_jit_loc here = *loc;
+	here.unwrite = 0;
+	r->orig_rax = (unsigned long long)-1; /* skipped */
+	if (put_back(e, i, r, &here))  /* registers restored, rip: the target */
+		return GONE;
+	if (loc->emulate && emulate(e, r)) {
+		gb_jit__ring_unwrite(x->j, loc->unwrite); /* stepped instead */
+		r->rip = loc->pc;
+	}
+	drain(e, i, NULL);
+	uint64_t pc = r->rip, blk = 0;
+	bool inr = pc >= e->o.start && pc <= e->o.end;
+	if (inr && !e->ended)
+		blk = gb_jit__block(x->j, pc, fetch, e);
+	if (!inr && !e->ended) {
+		/* Out of the range: it runs natively from here. */
+		if (gb_regs_set(tid, r))
+			return GONE;
+		eng_set_owner(e, -1);
+		if (ptrace(PTRACE_CONT, tid, 0, 0)) {
+			eng_set_state(e, i, T_DYING);
+			return GONE;
+		}
+		eng_set_state(e, i, T_NATIVE);
+		return GONE;
+	}
+	if (blk)
+		r->rip = blk;
+	if (gb_regs_set(tid, r))
+		return GONE;
+	*at_exit = true;
+	*give_back = !blk;
+	return GO_ON;
+}
+
 /* A stop of the owner in translated code: what now. */
 static enum after on_stop(struct gb_engine *e, size_t i, const struct gb_stop *st, bool *at_exit,
-			  struct gb_jit_loc *exit_loc)
+			  bool *give_back)
 {
 	struct gb_ejit *x = e->jit;
 	pid_t tid = e->t->threads[i].tid;
@@ -320,30 +429,12 @@ static enum after on_stop(struct gb_engine *e, size_t i, const struct gb_stop *s
 		return GONE;
 	}
 	if (st->kind == GB_STOP_SYSCALL && !st->sys_exit && !*at_exit &&
-	    gb_jit__locate(x->j, r.rip, &loc) == 0 && loc.stub_call) {
-		/* An exit stub's getpid: skipped; finished at its exit stop. */
-		r.orig_rax = (unsigned long long)-1;
-		if (gb_regs_set(tid, &r))
-			return GONE;
-		*at_exit = true;
-		*exit_loc = loc;
-		return GO_ON;
-	}
+	    gb_jit__locate(x->j, r.rip, &loc) == 0 && loc.stub_call)
+		return on_exit_stub(e, i, &r, &loc, at_exit, give_back);
 	if (st->kind == GB_STOP_SYSCALL && st->sys_exit && *at_exit) {
+		/* the skipped getpid's exit: the registers are set already */
 		*at_exit = false;
-		drain(e, i, NULL);
-		if (put_back(e, i, &r, exit_loc))
-			return GONE;
-		uint64_t pc = exit_loc->pc;
-		bool inr = pc >= e->o.start && pc <= e->o.end;
-		uint64_t blk = inr && !e->ended ? gb_jit__block(x->j, pc, fetch, e) : 0;
-		if (blk) {
-			r.rip = blk;
-			if (gb_regs_set(tid, &r))
-				return GONE;
-			return GO_ON;
-		}
-		return GIVE_BACK;
+		return *give_back ? GIVE_BACK : GO_ON;
 	}
 	if (gb_jit__locate(x->j, r.rip, &loc)) {
 		gb_err("trace: thread %d stopped at 0x%llx, outside the code it was given",
@@ -429,8 +520,7 @@ bool eng_jit_run(struct gb_engine *e, size_t i)
 		return false;
 	e->st.jit_runs++;
 	eng_set_state(e, i, T_JIT);
-	bool at_exit = false, interrupted = false;
-	struct gb_jit_loc exit_loc;
+	bool at_exit = false, give_back = false, interrupted = false;
 	uint64_t iter = 0;
 	for (;;) {
 		if (ptrace(PTRACE_SYSCALL, th->tid, 0, 0)) {
@@ -469,7 +559,7 @@ bool eng_jit_run(struct gb_engine *e, size_t i)
 			eng_set_state(e, i, T_DYING);
 			break;
 		}
-		enum after a = on_stop(e, i, &st, &at_exit, &exit_loc);
+		enum after a = on_stop(e, i, &st, &at_exit, &give_back);
 		if (a == GONE)
 			break;
 		if (a == GIVE_BACK) {
