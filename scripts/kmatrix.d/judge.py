@@ -166,10 +166,14 @@ def first_diff(got, want):
     return None
 
 
+JIT_RE = re.compile(r"jit: (\d+) runs, \d+ stops, (\d+) instructions translated-run")
+
+
 def judge_trace(rdir, exp, env):
     """The exact trace under the probe trap (which must have been used: its
-    -v line names the entries it probed) and under the page trap."""
-    for name, trap in (("trace", "probe"), ("trace_pages", "page")):
+    -v line names the entries it probed), under the page trap, and by the
+    translating engine (which must have run instructions translated)."""
+    for name, trap in (("trace", "probe"), ("trace_pages", "page"), ("trace_jit", "jit")):
         c = Check(rdir, name)
         bad = c.failed_run()
         if bad:
@@ -182,7 +186,11 @@ def judge_trace(rdir, exp, env):
             return ("fail", "%s trap: trace differs from expect/kmtrace.jsonl: %s" % (trap, diff))
         if trap == "probe" and not any("probe trap: " in l and " entries in " in l for l in c.err):
             return ("fail", "the probe trap was not used: %s" % c.gebpf_line())
-    return ("pass", "%d lines exact under the probe and the page trap" % len(got))
+        if trap == "jit":
+            m = next((JIT_RE.search(l) for l in c.err if JIT_RE.search(l)), None)
+            if not m or int(m.group(2)) == 0:
+                return ("fail", "--engine jit ran nothing translated: %s" % c.gebpf_line())
+    return ("pass", "%d lines exact: probe trap, page trap, jit" % len(got))
 
 
 def ran_jsonl(rdir, name):

@@ -63,9 +63,12 @@ flush
 
 # (1) exact trace of a range (expect/kmtrace.jsonl), entered through the probe
 # trap (uprobes + BPF: the range's start and the return site of its inner
-# call) and through the page trap (injected mprotect)
+# call) and through the page trap (injected mprotect); and run by the
+# translating engine (a code cache made by injected mmap/mprotect, shared
+# through /proc/PID/map_files, left through PTRACE_SYSCALL stops)
 run trace 30 "$G" trace -v --trap probes --range "$WORK_START-$WORK_LAST" -o "$O/trace.jsonl" -- "$P/kmtrace"
 run trace_pages 30 "$G" trace --trap pages --range "$WORK_START-$WORK_LAST" -o "$O/trace_pages.jsonl" -- "$P/kmtrace"
+run trace_jit 30 "$G" trace -v --trap probes --engine jit --range "$WORK_START-$WORK_LAST" -o "$O/trace_jit.jsonl" -- "$P/kmtrace"
 
 # (2) snapshot at a PC, then read bytes back from it.  The bytes come from a
 # copy-on-write copy (an injected clone(CLONE_PARENT), exit signal 0): -v says so.

@@ -50,6 +50,8 @@ def write_good(d):
         "trace.rc": "0\n", "trace.jsonl": EXPECT,
         "trace.err": "gebpf: probe trap: 2 entries in /kmprogs/kmtrace 0x401010-0x40105a\n",
         "trace_pages.rc": "0\n", "trace_pages.err": "", "trace_pages.jsonl": EXPECT,
+        "trace_jit.rc": "0\n", "trace_jit.jsonl": EXPECT,
+        "trace_jit.err": "gebpf: trace: jit: 2 runs, 3 stops, 20 instructions translated-run, 3 blocks\n",
         "snap.rc": "0\n",
         "snap.err": "gebpf: snap: freeze 2.0 ms (registers, maps, copy-on-write copy pid 9); the process runs again\n", "snap.head": ELF_CORE_HEAD,
         "read.rc": "0\n", "read.err": "",
@@ -94,6 +96,12 @@ def good(tmp_path):
 
 def test_good_results_pass(good):
     assert {k: v[0] for k, v in verdicts(good).items()} == dict.fromkeys(judge.CHECKS, "pass")
+
+
+def test_jit_that_translated_nothing_fails(good):
+    put(good, "trace_jit.err", "gebpf: trace: jit: 0 runs, 0 stops, 0 instructions translated-run, 0 blocks\n")
+    v, why = verdicts(good)["trace"]
+    assert v == "fail" and "translated" in why
 
 
 def test_one_wrong_trace_line_fails(good):
@@ -213,7 +221,8 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
     put(vm, "row.env", "NAME=9.9\nSUITE=test\nMODE=vm\nVM_RC=0\n")
     put(vm, "console.log", "[    2.9] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\n")
     put(vm, "serial.txt", frame(str(src), ["kernel", "trace.rc", "trace.err", "trace.jsonl", "trace_pages.rc",
-                                          "trace_pages.err", "trace_pages.jsonl"], done=False))
+                                          "trace_pages.err", "trace_pages.jsonl", "trace_jit.rc",
+                                          "trace_jit.err", "trace_jit.jsonl"], done=False))
     res = verdicts(vm)
     assert res["trace"][0] == "pass"
     for ck in ("snap", "faults", "sample", "probe", "detach"):
