@@ -595,12 +595,7 @@ int gb_jit__locate(const struct gb_jit *j, uint64_t rip, struct gb_jit_loc *out)
 			out->restore |= 1u << u->b;
 		if (off >= u->o_commit)
 			out->unwrite = u->words;
-		if (off == u->o_insn) {
-			out->at_insn = true;
-		} else if (off > u->o_insn) {
-			/* past a jcc/jmp's copy: cannot be (it is the unit's end) */
-			return -ENOENT;
-		}
+		out->at_insn = off == u->o_insn; /* (rip is never inside the copy) */
 		return 0;
 	}
 	return -ENOENT;
