@@ -33,14 +33,14 @@ def jit_stats(stderr):
     return dict(zip(("runs", "stops", "insns", "blocks"), map(int, m.groups())))
 
 
-def jit_vs_step(name, rng, tmp_path, *args, timeout=120, check_native=True, extra=()):
-    """Trace NAME ARGS with both engines (probe trap): byte-identical traces,
+def jit_vs_step(name, rng, tmp_path, *args, timeout=120, check_native=True, extra=(), trap="probes"):
+    """Trace NAME ARGS with both engines (under TRAP): byte-identical traces,
     the same output (that of a native run unless check_native is false).
     Returns (lines, summary, jit statistics)."""
     a, b = tmp_path / "jit.jsonl", tmp_path / "step.jsonl"
-    ra = trace(name, rng, a, *args, trap="probes", timeout=timeout,
+    ra = trace(name, rng, a, *args, trap=trap, timeout=timeout,
                extra=["--engine", "jit"] + list(extra))
-    rb = trace(name, rng, b, *args, trap="probes", timeout=timeout,
+    rb = trace(name, rng, b, *args, trap=trap, timeout=timeout,
                extra=["--engine", "step"] + list(extra))
     assert ra.stdout == rb.stdout, "%s printed differently: jit %r, step %r" % (
         name, ra.stdout, rb.stdout)
@@ -55,11 +55,13 @@ def jit_vs_step(name, rng, tmp_path, *args, timeout=120, check_native=True, extr
 SINGLE = sorted(n for n, s in PROGS.items() if not s.get("threads"))
 
 
+@pytest.mark.parametrize("trap", ["probes", "pages"])
 @pytest.mark.parametrize("name", SINGLE)
-def test_exact_programs(name, tmp_path):
-    """Every program of test_exact.py (checked against lackey there)."""
+def test_exact_programs(name, trap, tmp_path):
+    """Every program of test_exact.py (checked against lackey there), entered
+    through the probe trap and through the page trap."""
     _, summary, st = jit_vs_step(name, range_arg(name), tmp_path,
-                                 check_native=not PROGS[name].get("exit"))
+                                 check_native=not PROGS[name].get("exit"), trap=trap)
     assert summary["insns"] > 0
 
 
@@ -84,12 +86,14 @@ def test_probe_programs(name, args, tmp_path):
     assert st["insns"] > summary["insns"] // 2, (st, summary)
 
 
+@pytest.mark.parametrize("trap", ["probes", "pages"])
 @pytest.mark.parametrize("case", ["segv", "movs", "push", "bus", "fpe", "gp"])
-def test_fault_in_translated_code(case, tmp_path):
+def test_fault_in_translated_code(case, trap, tmp_path):
     """A translated instruction that faults: its exec line and the accesses
     it completed, the handler sees the original address, the re-run is
     logged again (the program checks si_addr and the saved RIP itself)."""
-    _, _, st = jit_vs_step("sync_sigs", "sf_" + case, tmp_path, case, 2, check_native=False)
+    _, _, st = jit_vs_step("sync_sigs", "sf_" + case, tmp_path, case, 2, check_native=False,
+                           trap=trap)
     assert st["insns"] > 0
 
 

@@ -213,6 +213,9 @@ bool gb_jit__supported(const struct gb_insn *in)
 	for (unsigned k = 0; k < p->nrefs; k++)
 		if (p->refs[k].flags & GB_REF_INDEX_AL)
 			return false;
+	for (unsigned k = 0; k < in->zi.operand_count; k++)
+		if (in->ops[k].type == ZYDIS_OPERAND_TYPE_MEMORY && in->ops[k].mem.base == ZYDIS_REGISTER_EIP)
+			return false; /* EIP-relative (0x67): wraps at 4 GiB, stepped */
 	switch (in->zi.meta.category) {
 	case ZYDIS_CATEGORY_CALL: case ZYDIS_CATEGORY_RET:
 		return gb_jit__emulated(in);

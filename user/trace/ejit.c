@@ -389,8 +389,9 @@ static enum after on_exit_stub(struct gb_engine *e, size_t i, struct user_regs_s
 	bool inr = pc >= e->o.start && pc <= e->o.end;
 	if (inr && !e->ended)
 		blk = gb_jit__block(x->j, pc, fetch, e);
-	if (!inr && !e->ended) {
-		/* Out of the range: it runs natively from here. */
+	if (!inr && !e->ended && e->probes) {
+		/* Out of the range: it runs natively from here (under the page
+		 * trap the step engine takes it off the range's pages). */
 		if (gb_regs_set(tid, r))
 			return GONE;
 		eng_set_owner(e, -1);
@@ -485,6 +486,7 @@ bool eng_jit_run(struct gb_engine *e, size_t i)
 	struct gb_thread *th = &e->t->threads[i];
 	struct user_regs_struct r;
 	if (x->failed || t->in_handler || th->pending_sig || e->range_pending ||
+	    (e->trap && gb_pagetrap__writable(e->trap)) ||
 	    e->o.nsnap_pcs || e->o.nsnap_vts || gb_regs_get(th->tid, &r) ||
 	    gb_regs_restarting_syscall(&r) || r.rip < e->o.start || r.rip > e->o.end)
 		return false;
@@ -535,7 +537,8 @@ bool eng_jit_run(struct gb_engine *e, size_t i)
 				break;
 			if (w == 0) {
 				eng_async(e, &st); /* another thread's */
-				eng_run_natives(e);
+				if (e->probes) /* (the page trap holds them) */
+					eng_run_natives(e);
 				continue;
 			}
 			eng_check_limits(e, ++iter);

@@ -197,10 +197,7 @@ struct gb_engine *gb_engine__new(struct gb_tracee *t, const struct gb_engine_opt
 	if (e->probes) {
 		gb_icache__set_patch(e->ic, gb_probes__patch, e->probes);
 		eng_sync_range(e);
-		if (o->jit && !(e->jit = eng_jit_new())) {
-			gb_engine__free(e);
-			return NULL;
-		}
+
 		/* Threads stopped inside the range (attach) own it in turn. */
 		struct user_regs_struct r;
 		for (size_t i = 0; i < t->nthreads; i++)
@@ -216,6 +213,11 @@ struct gb_engine *gb_engine__new(struct gb_tracee *t, const struct gb_engine_opt
 			gb_warn("pid %d: no page trap for 0x%llx-0x%llx; single-stepping everything "
 				"(slow)", t->pid, (unsigned long long)o->start, (unsigned long long)o->end);
 		}
+	}
+	/* The translating engine runs the owner between entries of either trap. */
+	if (o->jit && eng_trapped(e) && !(e->jit = eng_jit_new())) {
+		gb_engine__free(e);
+		return NULL;
 	}
 	return e;
 }

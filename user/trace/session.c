@@ -407,12 +407,15 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 		.start = s.range.start, .end = s.range.end,
 	};
 	s.out = gb_jsonl__new(s.fd, &jo);
+	if (o->engine == GB_ENGINE_JIT && s.trap == GB_TRAP_NONE)
+		gb_warn("trace: --engine jit: with no entry trap (--trap none) every instruction is "
+			"single-stepped; the step engine traces the range");
 	struct gb_engine_opts eo = {
 		.has_start = s.range.has_start, .has_end = s.range.has_end,
 		.start = s.range.start, .end = s.range.end,
 		.max_insns = o->max_insns, .first_vt = s.first_vt, .duration = o->duration,
 		.trap = s.trap, .probes = s.probes, .pin = o->pin,
-		.jit = o->engine == GB_ENGINE_JIT && s.trap == GB_TRAP_PROBES,
+		.jit = o->engine == GB_ENGINE_JIT && s.trap != GB_TRAP_NONE,
 		.range_pending = s.range_pending && s.trap == GB_TRAP_NONE,
 		.snap_pcs = o->snap_pcs, .nsnap_pcs = o->nsnap_pcs,
 		.snap_vts = o->snap_vts, .nsnap_vts = o->nsnap_vts,
@@ -432,8 +435,6 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	s.probes = NULL;
 	struct gb_engine_stats es;
 	gb_engine__stats(s.eng, &es);
-	if (o->engine == GB_ENGINE_JIT && s.trap != GB_TRAP_PROBES)
-		gb_warn("trace: --engine jit needs the probe trap; the step engine traced the range");
 	gb_info("trace: jit: %llu runs, %llu stops, %llu instructions translated-run, %llu blocks",
 		(unsigned long long)es.jit_runs, (unsigned long long)es.jit_stops,
 		(unsigned long long)es.jit_insns, (unsigned long long)es.jit_blocks);
