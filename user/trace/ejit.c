@@ -447,6 +447,19 @@ static enum after on_stop(struct gb_engine *e, size_t i, const struct gb_stop *s
 		struct gb_probe_hit hit;
 		if (e->probes && gb_probes__claim(e->probes, st, &hit))
 			return GO_ON; /* a probe's signal from before: never delivered */
+		/* The page trap's entry fault, queued before this thread became
+		 * the owner: delivered at its first return to user mode, before
+		 * any instruction of the cache (which is executable: no fetch of
+		 * it faults; a data fault stops at an instruction's copy). */
+		if (e->trap && !loc.at_insn && gb_pagetrap__is_fetch_fault(e->trap, st, st->fault_addr))
+			return GO_ON;
+		if (eng_claim_watch(e, tid, st->sig)) {
+			/* The program changed the range's protections: re-check the
+			 * translations before going on. */
+			gb_jit__ring_unwrite(x->j, loc.unwrite);
+			drain(e, i, NULL);
+			return put_back(e, i, &r, &loc) ? GONE : GIVE_BACK;
+		}
 		bool sync = loc.at_insn && st->code > 0 &&
 			    (st->sig == SIGSEGV || st->sig == SIGBUS || st->sig == SIGFPE ||
 			     st->sig == SIGILL);
@@ -485,7 +498,7 @@ bool eng_jit_run(struct gb_engine *e, size_t i)
 	struct ethread *t = &e->et[i];
 	struct gb_thread *th = &e->t->threads[i];
 	struct user_regs_struct r;
-	if (x->failed || t->in_handler || th->pending_sig || e->range_pending ||
+	if (x->failed || t->in_handler || th->pending_sig || e->range_pending || e->o.faults_cb ||
 	    (e->trap && gb_pagetrap__writable(e->trap)) ||
 	    e->o.nsnap_pcs || e->o.nsnap_vts || gb_regs_get(th->tid, &r) ||
 	    gb_regs_restarting_syscall(&r) || r.rip < e->o.start || r.rip > e->o.end)

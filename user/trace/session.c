@@ -415,7 +415,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 		.start = s.range.start, .end = s.range.end,
 		.max_insns = o->max_insns, .first_vt = s.first_vt, .duration = o->duration,
 		.trap = s.trap, .probes = s.probes, .pin = o->pin,
-		.jit = o->engine == GB_ENGINE_JIT && s.trap != GB_TRAP_NONE,
+		.jit = o->engine != GB_ENGINE_STEP && s.trap != GB_TRAP_NONE,
 		.range_pending = s.range_pending && s.trap == GB_TRAP_NONE,
 		.snap_pcs = o->snap_pcs, .nsnap_pcs = o->nsnap_pcs,
 		.snap_vts = o->snap_vts, .nsnap_vts = o->nsnap_vts,
