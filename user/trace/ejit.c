@@ -535,10 +535,13 @@ bool eng_jit_run(struct gb_engine *e, size_t i)
 		return false;
 	e->st.jit_runs++;
 	eng_set_state(e, i, T_JIT);
+	/* (No pointer into e->t->threads or e->et past here: another thread's
+	 * clone may move the arrays.) */
+	pid_t tid = th->tid;
 	bool at_exit = false, give_back = false, interrupted = false;
 	uint64_t iter = 0;
 	for (;;) {
-		if (ptrace(PTRACE_SYSCALL, th->tid, 0, 0)) {
+		if (ptrace(PTRACE_SYSCALL, tid, 0, 0)) {
 			eng_set_state(e, i, T_DYING);
 			break;
 		}
@@ -546,17 +549,21 @@ bool eng_jit_run(struct gb_engine *e, size_t i)
 		int w;
 		for (;;) {
 			w = gb_wait(-1, WNOHANG, &st, true);
-			if (w == 0 && st.tid == e->t->threads[i].tid)
+			if (w == 0 && st.tid == tid)
 				break;
 			if (w == 0) {
 				eng_async(e, &st); /* another thread's */
+				/* An exec by another thread ends this one (and the
+				 * image the cache was in). */
+				if (e->et[i].state != T_JIT || !x->j)
+					break;
 				if (e->probes) /* (the page trap holds them) */
 					eng_run_natives(e);
 				continue;
 			}
 			eng_check_limits(e, ++iter);
 			if (e->ended && !interrupted) {
-				ptrace(PTRACE_INTERRUPT, th->tid, 0, 0);
+				ptrace(PTRACE_INTERRUPT, tid, 0, 0);
 				interrupted = true;
 			}
 			if (w == -EAGAIN || w == -EINTR) {
@@ -569,8 +576,10 @@ bool eng_jit_run(struct gb_engine *e, size_t i)
 			}
 			break;
 		}
+		if (!w && st.tid != tid)
+			break; /* (the owner is gone with an exec: see above) */
 		if (w) {
-			gb_err("trace: waiting for thread %d: %s", th->tid, strerror(-w));
+			gb_err("trace: waiting for thread %d: %s", tid, strerror(-w));
 			eng_finish(e, GB_END_ERROR);
 			eng_set_state(e, i, T_DYING);
 			break;
@@ -584,12 +593,14 @@ bool eng_jit_run(struct gb_engine *e, size_t i)
 		}
 		eng_check_limits(e, ++iter);
 		if (e->ended && !at_exit && !interrupted) {
-			ptrace(PTRACE_INTERRUPT, th->tid, 0, 0);
+			ptrace(PTRACE_INTERRUPT, tid, 0, 0);
 			interrupted = true;
 		}
 	}
-	struct gb_jit_stats js;
-	gb_jit__stats(x->j, &js);
-	e->st.jit_blocks = js.blocks;
+	if (x->j) {
+		struct gb_jit_stats js;
+		gb_jit__stats(x->j, &js);
+		e->st.jit_blocks = js.blocks;
+	}
 	return true;
 }
