@@ -16,7 +16,7 @@ a second or more, rates are what is compared):
 
   step    gebpf trace --engine step (no option while gebpf has no --engine),
           --max-insns caps the work (the loop: 1e6 iterations; qsort: 1e6 ints)
-  jit     gebpf trace --engine jit, the same jobs with a larger cap; skipped
+  jit     gebpf trace --engine jit, the same jobs with larger caps; skipped
           with a note while `gebpf trace --help` lists no --engine jit
   lackey  valgrind --tool=lackey --trace-mem=yes --vex-iropt-level=0 writing
           its log to a file (whole program traced: lackey has no range);
@@ -27,7 +27,7 @@ a second or more, rates are what is compared):
           bench/qemu-plugin-h.sh)
 
 Rounds are interleaved (every row once a round, --reps rounds); each rate is
-the median over rounds.  Checks: gebpf's and the plugin's in-range counts
+the median over rounds, each ratio the median of the per-round ratios.  Checks: gebpf's and the plugin's in-range counts
 equal the job's (loop) or each other (qsort, same N), lackey's count matches,
 and the plugin's trace of a small loop job equals gebpf's byte for byte
 except the stack address of `ret` (QEMU's guest stack is elsewhere).
@@ -89,7 +89,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_common_args(ap, 3, "small sizes, 1 round (a smoke run)")
     ap.add_argument("--step-insns", type=int, default=30000, help="step: --max-insns (default 30000)")
-    ap.add_argument("--jit-insns", type=int, default=5000000, help="jit: --max-insns (default 5e6)")
+    ap.add_argument("--jit-insns", type=int, default=5000000,
+                    help="jit: --max-insns on the loop (default 5e6)")
+    ap.add_argument("--jit-qsort-insns", type=int, default=1000000,
+                    help="jit: --max-insns on qsort (default 1e6)")
     ap.add_argument("--loop-iter", type=int, default=1000000, help="step/jit loop job (default 1e6)")
     ap.add_argument("--qsort-n", type=int, default=1000000, help="step/jit qsort job (default 1e6)")
     ap.add_argument("--lackey-loop", type=int, default=200000, help="lackey loop job (default 2e5)")
@@ -98,7 +101,7 @@ def main():
     ap.add_argument("--qemu-n", type=int, default=100000, help="qemu qsort job (default 1e5)")
     a = ap.parse_args()
     if a.quick:
-        a.reps, a.step_insns, a.jit_insns = 1, 3000, 300000
+        a.reps, a.step_insns, a.jit_insns, a.jit_qsort_insns = 1, 3000, 300000, 100000
         a.lackey_loop, a.lackey_n, a.qemu_loop, a.qemu_n = 20000, 500, 100000, 10000
     if os.geteuid() != 0:
         print("bench_engines: skipped: needs root (ptrace, uprobes, BPF)")
@@ -175,7 +178,8 @@ def main():
             for job, spec in jobs.items():
                 rates[(job, "step")].append(gebpf_row(job, "step", a.step_insns))
                 if "jit" in rows:
-                    rates[(job, "jit")].append(gebpf_row(job, "jit", a.jit_insns))
+                    rates[(job, "jit")].append(gebpf_row(
+                        job, "jit", a.jit_insns if job == "loop" else a.jit_qsort_insns))
                 lo, hi = span[job]
                 if "lackey" in rows:
                     log = os.path.join(tmp, "lackey.log")
@@ -209,26 +213,30 @@ def main():
     if lk and qe and lk != qe:
         warn.append("qsort %d: lackey counts %s, qemu %s" % (a.lackey_n, lk, qe))
 
-    print("bench_engines: in-range instructions per second (median of %d rounds)" % a.reps)
+    print("bench_engines: in-range instructions per second (median of %d rounds; load average %s)"
+          % (a.reps, " ".join(open("/proc/loadavg").read().split()[:3])))
     print("  %-6s %-7s %14s   %s" % ("job", "tool", "insns/s", "job size"))
     for job, spec in jobs.items():
         for row in rows:
             size = spec["args"][row]
-            cap = {"step": a.step_insns, "jit": a.jit_insns}.get(row)
+            cap = {"step": a.step_insns,
+                   "jit": a.jit_insns if job == "loop" else a.jit_qsort_insns}.get(row)
             what = ("%s %d, --max-insns %d" % (job, size, cap)) if cap else "%s %d" % (job, size)
             print("  %-6s %-7s %14.0f   %s" % (job, row, med(rates[(job, row)]), what))
     print("  ratios:")
     print("  %-6s %-12s %12s %8s %s" % ("job", "ratio", "value", "target", ""))
     for job in jobs:
-        r = {row: med(rates[(job, row)]) for row in rows}
+        r = {row: rates[(job, row)] for row in rows}
         pairs = [("jit/step", "jit", "step", 100), ("jit/lackey", "jit", "lackey", 1),
                  ("jit/qemu", "jit", "qemu", 1), ("lackey/step", "lackey", "step", None),
                  ("qemu/step", "qemu", "step", None)]
         for name, x, y, target in pairs:
             if x in r and y in r:
+                # the median of per-round ratios: a slow round slows both sides
+                ratio = med([p / q for p, q in zip(r[x], r[y])])
                 tgt = ("%d" % target) if target else "-"
-                v = verdict(r[x] / r[y], target, True) if target else ""
-                print("  %-6s %-12s %12.2f %8s %s" % (job, name, r[x] / r[y], tgt, v))
+                v = verdict(ratio, target, True) if target else ""
+                print("  %-6s %-12s %12.2f %8s %s" % (job, name, ratio, tgt, v))
     for n in notes:
         print("  note: " + n)
     for w in warn:
