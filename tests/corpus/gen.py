@@ -241,9 +241,8 @@ class Gen:
         r = self.r
         s = r.choice((1, 2, 4, 8))
         x = SUFFIX[s]
-        m = self.mem(align=s if s > 1 else 1, index=False, rsp=False)
-        if s > 1:
-            m = self.mem(align=8, index=False, rsp=False)
+        # aligned: a locked access that splits a cache line is a split lock
+        m = self.mem(align=1 if s == 1 else 8, index=False, rsp=False)
         k = r.randrange(5)
         if k == 0:
             return ["lock %s%s %s, %s" % (r.choice(("add", "sub", "and", "or", "xor")), x,
@@ -290,14 +289,10 @@ class Gen:
                                                                          self.data(s, ("rdx",)))]
         # register offset, also far beyond the operand and negative
         off = r.choice((r.randrange(0, 8 * s), r.randrange(-512, 1024)))
-        if self.lackey:
-            m = self.mem(align=s if not r.random() < 0.3 else 1, index=False, rsp=False)
-            if not m.endswith("(%rip)") and not m.startswith("scratch"):
-                m = self.mem(align=8, index=False, rsp=False)
-        else:
-            m = self.mem()
-        mov = "mov $%d, %%rdx" % off if off >= 0 else "mov $%d, %%rdx" % off
-        return [mov, "%s%s %s, %s" % (op, x, reg("rdx", s), m)]
+        # lackey's bit-test normalisation needs a base aligned to the operand
+        # size (exact for RIP-relative and absolute operands at any offset)
+        m = self.mem(align=8, index=False, rsp=False) if self.lackey else self.mem()
+        return ["mov $%d, %%rdx" % off, "%s%s %s, %s" % (op, x, reg("rdx", s), m)]
 
     def loop(self):
         r = self.r
