@@ -11,12 +11,15 @@ through the oracle of tests/e2e/lackey.py (its normalisations; generate with
 must give byte-identical JSONL; against lackey the normalised lines must be
 equal.
 
-On a difference: the sequence holding the first differing line is found,
-a program with that sequence alone is built (or, if that alone does not
-differ, with every sequence up to it), and its items are removed by delta
-debugging while the two engines still differ and the program still exits 0
-natively.  The shortest reproducer is printed as assembly and written to
-WORKDIR/repro.S.  Exit status: 0 identical, 1 different, 2 harness error.
+A target killed under one engine (gebpf exits non-zero after writing the
+summary) is a difference like any other.  On a difference: the sequence
+holding the first differing line is found, a program with that sequence
+alone is built (or, if that alone does not differ, after the fewest earlier
+sequences it needs, found by delta debugging over them), and its items are
+removed by delta debugging while the two engines still differ and the
+program still exits 0 natively.  The shortest reproducer is printed as
+assembly and written to WORKDIR/repro.S.  Exit status: 0 identical, 1
+different, 2 harness error.
 """
 import argparse
 import bisect
