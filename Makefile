@@ -116,7 +116,15 @@ $(OUTPUT)/bench/%: bench/%.S
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -g -static -no-pie -nostdlib $< -o $@
 
-BENCH_BINS := $(OUTPUT)/bench/rawstep $(patsubst bench/%.S,$(OUTPUT)/bench/%,$(wildcard bench/*.S))
+# The qsort job of bench_engines.py (a real hot function: libc's qsort
+# calling the comparator).
+$(OUTPUT)/bench/qsortjob: bench/qsortjob.c
+	$(call msg,PROG,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -static -no-pie -fno-pie $< -o $@
+
+BENCH_BINS := $(OUTPUT)/bench/rawstep $(OUTPUT)/bench/qsortjob \
+              $(patsubst bench/%.S,$(OUTPUT)/bench/%,$(wildcard bench/*.S))
 $(patsubst bench/%.S,$(OUTPUT)/bench/%,$(wildcard bench/*.S)): bench/tracee.inc
 
 # Unit tests: one Criterion binary from tests/unit/*.c and every non-CLI object.
@@ -132,7 +140,14 @@ e2e: gebpf progs
 
 test: unit e2e
 
+# bench_engines.py's QEMU plugin needs qemu-plugin.h, which no Debian binary
+# package ships: bench/qemu-plugin-h.sh takes it from Debian's qemu source
+# package.  Without it the QEMU rows are left out (the benchmark says why).
+QEMU_PLUGIN := $(OUTPUT)/bench/qemu_trace_plugin.so
+
 bench: gebpf progs $(BENCH_BINS)
+	-$(Q)bench/qemu-plugin-h.sh $(OUTPUT)/bench/include && \
+		$(CC) -O2 -Wall -shared -fPIC -I$(OUTPUT)/bench/include bench/qemu_trace_plugin.c -o $(QEMU_PLUGIN)
 	GEBPF_OUTPUT=$(abspath $(OUTPUT)) $(PYTHON) bench/run.py
 
 kmatrix: gebpf progs $(OUTPUT)/probecheck
