@@ -7,40 +7,52 @@
 #include "record/lines.h"
 
 #define LINE_MAX_LEN 160
+/* Bytes taken at once from the writer in a batch (gb_jsonl__batch). */
+#define BATCH_LEN (64 * 1024)
 
 struct gb_jsonl {
 	struct gb_lines *lines;
 	struct gb_jsonl_opts o;
 	struct gb_jsonl_counts c;
 	uint64_t written;   /* lines handed to the output */
+	bool batch;         /* gb_jsonl__batch: lines go into chunk */
+	char *chunk;        /* room reserved from the writer (lock held), or NULL */
+	size_t chunk_used;
 };
 
 int gb_fmt_hex(char *buf, uint64_t v)
 {
 	static const char digits[] = "0123456789abcdef";
-	char tmp[16];
-	int n = 0;
-	do {
-		tmp[n++] = digits[v & 15];
-		v >>= 4;
-	} while (v);
+	int n = v ? (67 - __builtin_clzll(v)) / 4 : 1;
 	buf[0] = '0';
 	buf[1] = 'x';
-	for (int i = 0; i < n; i++)
-		buf[2 + i] = tmp[n - 1 - i];
+	for (int i = n + 1; i >= 2; i--, v >>= 4)
+		buf[i] = digits[v & 15];
 	return n + 2;
 }
 
 static int fmt_dec(char *buf, uint64_t v)
 {
-	char tmp[20];
-	int n = 0;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	for (int i = 0; i < n; i++)
-		buf[i] = tmp[n - 1 - i];
+	static const char pairs[] =
+		"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+		"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+		"8081828384858687888990919293949596979899";
+	int n = 1;
+	for (uint64_t t = v; t >= 10; t /= 10)
+		n++;
+	char *p = buf + n;
+	while (v >= 100) {
+		unsigned k = (unsigned)(v % 100) * 2;
+		v /= 100;
+		*--p = pairs[k + 1];
+		*--p = pairs[k];
+	}
+	if (v >= 10) {
+		*--p = pairs[v * 2 + 1];
+		*--p = pairs[v * 2];
+	} else {
+		*--p = (char)('0' + v);
+	}
 	return n;
 }
 
@@ -59,20 +71,55 @@ struct gb_jsonl *gb_jsonl__new(int fd, const struct gb_jsonl_opts *o)
 	return w;
 }
 
+/* Hand the batch's lines over (the writer's lock is released). */
+static void release(struct gb_jsonl *w)
+{
+	if (w->chunk)
+		gb_lines__commit(w->lines, w->chunk_used);
+	w->chunk = NULL;
+}
+
+void gb_jsonl__batch(struct gb_jsonl *w, bool on)
+{
+	if (!on)
+		release(w);
+	w->batch = on;
+}
+
 /* Account one generated line; where to format it, or NULL when it is
  * dropped (budget spent, write error, stalled output). */
 static inline char *admit(struct gb_jsonl *w)
 {
 	w->c.events++;
 	char *p = NULL;
-	if (!w->o.max_events || w->written < w->o.max_events)
-		p = gb_lines__reserve(w->lines, LINE_MAX_LEN);
+	if (!w->o.max_events || w->written < w->o.max_events) {
+		if (!w->batch) {
+			p = gb_lines__reserve(w->lines, LINE_MAX_LEN);
+		} else {
+			if (w->chunk && BATCH_LEN - w->chunk_used < LINE_MAX_LEN)
+				release(w);
+			if (!w->chunk) {
+				w->chunk = gb_lines__reserve(w->lines, BATCH_LEN);
+				w->chunk_used = 0;
+			}
+			p = w->chunk ? w->chunk + w->chunk_used : NULL;
+		}
+	}
 	if (!p) {
 		w->c.dropped++;
 		return NULL;
 	}
 	w->written++;
 	return p;
+}
+
+/* The line formatted at p0 ends at p. */
+static inline void done(struct gb_jsonl *w, char *p0, char *p)
+{
+	if (w->batch)
+		w->chunk_used += (size_t)(p - p0);
+	else
+		gb_lines__commit(w->lines, (size_t)(p - p0));
 }
 
 #define PUT(lit) do { memcpy(p, lit, sizeof(lit) - 1); p += sizeof(lit) - 1; } while (0)
@@ -85,7 +132,7 @@ static void end_pc_vt(struct gb_jsonl *w, char *p0, char *p, uint64_t pc, uint64
 	PUT("\",\"vt\":");
 	p += fmt_dec(p, vt);
 	PUT("}\n");
-	gb_lines__commit(w->lines, (size_t)(p - p0));
+	done(w, p0, p);
 }
 
 void gb_jsonl__exec(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, uint64_t vt)
@@ -141,7 +188,7 @@ void gb_jsonl__fault(struct gb_jsonl *w, uint32_t vcpu, uint64_t addr, uint64_t 
 	PUT("\",\"vt\":");
 	p += fmt_dec(p, vt);
 	PUT("}\n");
-	gb_lines__commit(w->lines, (size_t)(p - p0));
+	done(w, p0, p);
 }
 
 static size_t fmt_summary(void *ctx, char *p0)
@@ -185,9 +232,17 @@ static size_t fmt_summary(void *ctx, char *p0)
 	return (size_t)(p - p0);
 }
 
-int gb_jsonl__flush(struct gb_jsonl *w) { return gb_lines__flush(w->lines); }
+int gb_jsonl__flush(struct gb_jsonl *w)
+{
+	release(w);
+	return gb_lines__flush(w->lines);
+}
 
-int gb_jsonl__finish(struct gb_jsonl *w) { return gb_lines__finish(w->lines, fmt_summary, w); }
+int gb_jsonl__finish(struct gb_jsonl *w)
+{
+	gb_jsonl__batch(w, false);
+	return gb_lines__finish(w->lines, fmt_summary, w);
+}
 
 static struct gb_lines_status status(const struct gb_jsonl *w)
 {
@@ -221,6 +276,7 @@ void gb_jsonl__free(struct gb_jsonl *w)
 {
 	if (!w)
 		return;
+	release(w);
 	gb_lines__free(w->lines);
 	free(w);
 }

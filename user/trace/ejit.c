@@ -247,6 +247,7 @@ static void drain(struct gb_engine *e, size_t i, const struct gb_stop *fault)
 	size_t pos = 0, used = gb_jit__ring_used(x->j);
 	struct gb_jit_rec rec;
 	int r;
+	gb_jsonl__batch(e->out, true); /* (only line functions until it is off) */
 	while ((r = gb_jit__ring_next(x->j, &pos, x->fs_base, x->gs_base, &rec)) == 1) {
 		if (e->o.max_insns && e->vt - e->o.first_vt >= e->o.max_insns) {
 			eng_finish(e, GB_END_MAX_INSNS);
@@ -260,6 +261,7 @@ static void drain(struct gb_engine *e, size_t i, const struct gb_stop *fault)
 		eng_commit(e, i, rec.pc, rec.acc, n);
 		e->st.jit_insns++;
 	}
+	gb_jsonl__batch(e->out, false);
 	if (r < 0) {
 		gb_err("trace: the code cache's ring holds a record gebpf did not write");
 		eng_finish(e, GB_END_ERROR);
