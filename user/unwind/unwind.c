@@ -109,21 +109,20 @@ static struct elf_file *open_file(struct gb_unwinder *u, pid_t pid, const char *
 	return f;
 }
 
-/* Dwfl_Callbacks.find_elf: the module's userdata is its struct proc.  The
- * handle returned is a counted reference to the shared one (elf_begin with
- * a reference of the same mode), which libdwfl ends with the module. */
+/* Dwfl_Callbacks.find_elf: the module's userdata is its file, opened when
+ * the maps were read (report()), not now: by the time a module's ELF is
+ * first needed the process may have exited, and a dead process's
+ * /proc/PID/root opens nothing.  The handle returned is a counted
+ * reference to the shared one (elf_begin with a reference of the same
+ * mode), which libdwfl ends with the module. */
 static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
 		    char **file_name, Elf **elfp)
 {
-	struct proc *p = *userdata;
-	struct elf_file *f;
+	struct elf_file *f = *userdata;
 
 	(void)mod;
 	(void)base;
 	*elfp = NULL;
-	if (!p || modname[0] != '/')
-		return -1;
-	f = open_file(p->u, p->pid, modname);
 	if (!f)
 		return -1;
 	*elfp = elf_begin(f->fd, ELF_C_READ_MMAP, f->elf);
@@ -205,7 +204,7 @@ static void report(struct proc *p)
 	snprintf(path, sizeof(path), "/proc/%d/maps", p->pid);
 	f = fopen(path, "re");
 	if (!f)
-		return;       /* gone: keep what we had */
+		return;       /* reaped: keep what we had */
 	mem = open_memstream(&text, &len);
 	if (!mem) {
 		fclose(f);
@@ -215,8 +214,12 @@ static void report(struct proc *p)
 		fputs(line, mem);
 	fclose(f);
 	fclose(mem);
+	/* A live process maps at least its executable; empty maps are those
+	 * of a process that has released its memory (exiting, or a zombie not
+	 * yet reaped).  Its samples still queued were taken with the modules
+	 * we know: keep them, never replace them by none. */
 	h = hash_text(text, len, h);
-	if (p->dwfl && h == p->maps_hash) {
+	if (!len || (p->dwfl && h == p->maps_hash)) {
 		free(text);
 		return;
 	}
@@ -244,7 +247,7 @@ static void report(struct proc *p)
 			Dwfl_Module *m = dwfl_report_module(p->dwfl, last, lo, hi);
 			void **ud;
 			if (m && dwfl_module_info(m, &ud, NULL, NULL, NULL, NULL, NULL, NULL))
-				*ud = p;
+				*ud = open_file(p->u, p->pid, last);
 			last[0] = 0;
 		}
 		if (!more)

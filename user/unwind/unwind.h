@@ -12,9 +12,14 @@
  *
  * Per process, one Dwfl made from /proc/PID/maps (read again when a pc of a
  * sample taken after the last read falls outside every module: a library
- * loaded later; rebuilt only when the maps changed);
+ * loaded later; rebuilt only when the maps changed; kept as it is when the
+ * process has exited, whose maps are empty or unreadable: its samples still
+ * queued were taken with those modules);
  * per file (device, inode), one ELF handle shared by every process that maps
- * it, so a long run or a whole-system run opens each file once.  Names come
+ * it, so a long run or a whole-system run opens each file once.  Files are
+ * opened when the maps are read, while the process lives (through
+ * /proc/PID/root, which a dead process no longer has), not when first
+ * needed.  Names come
  * from .symtab, .dynsym, the .gnu_debugdata mini debuginfo, and separate
  * debug files under /usr/lib/debug/.build-id/ (libdwfl's standard lookup),
  * which also give file:line.
