@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -305,9 +306,17 @@ static Dwfl_Module *module_of(struct proc *p, uint64_t addr)
 struct gb_unwinder *gb_unwinder__new(void)
 {
 	struct gb_unwinder *u = calloc(1, sizeof(*u));
+	struct rlimit r;
 
 	if (!u)
 		return NULL;
+	/* Every ELF file of every sampled process stays open (a whole-system
+	 * run maps many), and libdw opens debug files besides: the open-file
+	 * limit at its maximum. */
+	if (!getrlimit(RLIMIT_NOFILE, &r) && r.rlim_cur < r.rlim_max) {
+		r.rlim_cur = r.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &r);
+	}
 	elf_version(EV_CURRENT);
 	u->cbs.find_elf = find_elf;
 	u->cbs.find_debuginfo = dwfl_standard_find_debuginfo;

@@ -53,7 +53,10 @@ struct gb_frame_info {
 	int line;                  /* 0 when unknown */
 };
 
-struct gb_unwinder *gb_unwinder__new(void);   /* NULL on ENOMEM */
+/* NULL on ENOMEM.  Raises this process's soft open-file limit to the hard
+ * one (every ELF file used stays open): create it after forking any child
+ * that should keep the limit it was given. */
+struct gb_unwinder *gb_unwinder__new(void);
 void gb_unwinder__free(struct gb_unwinder *u);
 
 /* Unwind one sample of thread tid of process pid.  pcs[0] = regs->ip, then
