@@ -1,8 +1,11 @@
 /* unwind_chain: main -> chain1 -> ... -> chain5 -> leaf_hot (in
  * lib/libunwindleaf.so), all built -O2 -fomit-frame-pointer, so only DWARF
- * CFI can unwind it.  Runs for SECONDS (default 3) of CPU time.
+ * CFI can unwind it.  Runs for SECONDS (default 3) of CPU time.  With
+ * VDSO_CALLS, each round also calls clock_gettime(CLOCK_MONOTONIC) that
+ * many times: time spent in the vDSO, a pc in no mapped file, which makes
+ * gebpf's unwinder read the process's maps again (tests/e2e).
  *
- *   unwind_chain [SECONDS]
+ *   unwind_chain [SECONDS [VDSO_CALLS]]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,12 +33,15 @@ LEVEL(chain1, chain2)
 int main(int argc, char **argv)
 {
 	double secs = argc > 1 ? atof(argv[1]) : 3.0;
-	struct timespec t0, t;
+	long vdso_calls = argc > 2 ? atol(argv[2]) : 0;
+	struct timespec t0, t, m;
 	unsigned long x = 1;
 
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
 	do {
 		x = chain1(x, 2000000);
+		for (long i = 0; i < vdso_calls; i++)
+			clock_gettime(CLOCK_MONOTONIC, &m);
 		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
 	} while ((t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9 < secs);
 	printf("%lu\n", x & 1);

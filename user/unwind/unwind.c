@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -109,21 +110,20 @@ static struct elf_file *open_file(struct gb_unwinder *u, pid_t pid, const char *
 	return f;
 }
 
-/* Dwfl_Callbacks.find_elf: the module's userdata is its struct proc.  The
- * handle returned is a counted reference to the shared one (elf_begin with
- * a reference of the same mode), which libdwfl ends with the module. */
+/* Dwfl_Callbacks.find_elf: the module's userdata is its file, opened when
+ * the maps were read (report()), not now: by the time a module's ELF is
+ * first needed the process may have exited, and a dead process's
+ * /proc/PID/root opens nothing.  The handle returned is a counted
+ * reference to the shared one (elf_begin with a reference of the same
+ * mode), which libdwfl ends with the module. */
 static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
 		    char **file_name, Elf **elfp)
 {
-	struct proc *p = *userdata;
-	struct elf_file *f;
+	struct elf_file *f = *userdata;
 
 	(void)mod;
 	(void)base;
 	*elfp = NULL;
-	if (!p || modname[0] != '/')
-		return -1;
-	f = open_file(p->u, p->pid, modname);
 	if (!f)
 		return -1;
 	*elfp = elf_begin(f->fd, ELF_C_READ_MMAP, f->elf);
@@ -205,7 +205,7 @@ static void report(struct proc *p)
 	snprintf(path, sizeof(path), "/proc/%d/maps", p->pid);
 	f = fopen(path, "re");
 	if (!f)
-		return;       /* gone: keep what we had */
+		return;       /* reaped: keep what we had */
 	mem = open_memstream(&text, &len);
 	if (!mem) {
 		fclose(f);
@@ -215,8 +215,12 @@ static void report(struct proc *p)
 		fputs(line, mem);
 	fclose(f);
 	fclose(mem);
+	/* A live process maps at least its executable; empty maps are those
+	 * of a process that has released its memory (exiting, or a zombie not
+	 * yet reaped).  Its samples still queued were taken with the modules
+	 * we know: keep them, never replace them by none. */
 	h = hash_text(text, len, h);
-	if (p->dwfl && h == p->maps_hash) {
+	if (!len || (p->dwfl && h == p->maps_hash)) {
 		free(text);
 		return;
 	}
@@ -244,7 +248,7 @@ static void report(struct proc *p)
 			Dwfl_Module *m = dwfl_report_module(p->dwfl, last, lo, hi);
 			void **ud;
 			if (m && dwfl_module_info(m, &ud, NULL, NULL, NULL, NULL, NULL, NULL))
-				*ud = p;
+				*ud = open_file(p->u, p->pid, last);
 			last[0] = 0;
 		}
 		if (!more)
@@ -302,9 +306,17 @@ static Dwfl_Module *module_of(struct proc *p, uint64_t addr)
 struct gb_unwinder *gb_unwinder__new(void)
 {
 	struct gb_unwinder *u = calloc(1, sizeof(*u));
+	struct rlimit r;
 
 	if (!u)
 		return NULL;
+	/* Every ELF file of every sampled process stays open (a whole-system
+	 * run maps many), and libdw opens debug files besides: the open-file
+	 * limit at its maximum. */
+	if (!getrlimit(RLIMIT_NOFILE, &r) && r.rlim_cur < r.rlim_max) {
+		r.rlim_cur = r.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &r);
+	}
 	elf_version(EV_CURRENT);
 	u->cbs.find_elf = find_elf;
 	u->cbs.find_debuginfo = dwfl_standard_find_debuginfo;

@@ -12,9 +12,14 @@
  *
  * Per process, one Dwfl made from /proc/PID/maps (read again when a pc of a
  * sample taken after the last read falls outside every module: a library
- * loaded later; rebuilt only when the maps changed);
+ * loaded later; rebuilt only when the maps changed; kept as it is when the
+ * process has exited, whose maps are empty or unreadable: its samples still
+ * queued were taken with those modules);
  * per file (device, inode), one ELF handle shared by every process that maps
- * it, so a long run or a whole-system run opens each file once.  Names come
+ * it, so a long run or a whole-system run opens each file once.  Files are
+ * opened when the maps are read, while the process lives (through
+ * /proc/PID/root, which a dead process no longer has), not when first
+ * needed.  Names come
  * from .symtab, .dynsym, the .gnu_debugdata mini debuginfo, and separate
  * debug files under /usr/lib/debug/.build-id/ (libdwfl's standard lookup),
  * which also give file:line.
@@ -48,7 +53,10 @@ struct gb_frame_info {
 	int line;                  /* 0 when unknown */
 };
 
-struct gb_unwinder *gb_unwinder__new(void);   /* NULL on ENOMEM */
+/* NULL on ENOMEM.  Raises this process's soft open-file limit to the hard
+ * one (every ELF file used stays open): create it after forking any child
+ * that should keep the limit it was given. */
+struct gb_unwinder *gb_unwinder__new(void);
 void gb_unwinder__free(struct gb_unwinder *u);
 
 /* Unwind one sample of thread tid of process pid.  pcs[0] = regs->ip, then

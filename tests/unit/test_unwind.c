@@ -1,0 +1,192 @@
+/* The DWARF unwinder (user/unwind/unwind.c) on a process that has exited
+ * while its samples are still queued, as when gebpf's user side lags
+ * behind the target (a slow machine; QEMU TCG in scripts/kmatrix):
+ * the modules read while it lived must still name and unwind its samples
+ * once it is a zombie (its /proc/PID/maps empty, its /proc/PID/root
+ * unopenable) and once it is reaped.
+ *
+ * The target is a fork of this test binary, stopped in pause(): the same
+ * modules at the same addresses as ours, so a stack of ours (registers from
+ * getcontext(), the stack above them copied) is a stack of it.
+ * Run: .output/unit-tests --filter 'unwind/...' (the suite unwind). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "unwind/unwind.h"
+
+#define COPY_MAX (64u << 10)
+
+struct captured {
+	struct gb_user_regs regs;
+	uint8_t stack[COPY_MAX];
+	size_t len;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Registers as a sample would bring them, and the stack above them up to
+ * its end (or COPY_MAX bytes): what bpf/sample.bpf.c copies. */
+__attribute__((noinline)) static void capture(struct captured *c)
+{
+	ucontext_t uc;
+	pthread_attr_t a;
+	void *lo;
+	size_t size;
+
+	cr_assert_eq(getcontext(&uc), 0);
+	const greg_t *g = uc.uc_mcontext.gregs;
+	c->regs = (struct gb_user_regs){
+		.r15 = g[REG_R15], .r14 = g[REG_R14], .r13 = g[REG_R13], .r12 = g[REG_R12],
+		.bp = g[REG_RBP], .bx = g[REG_RBX], .r11 = g[REG_R11], .r10 = g[REG_R10],
+		.r9 = g[REG_R9], .r8 = g[REG_R8], .ax = g[REG_RAX], .cx = g[REG_RCX],
+		.dx = g[REG_RDX], .si = g[REG_RSI], .di = g[REG_RDI], .ip = g[REG_RIP],
+		.sp = g[REG_RSP],
+	};
+	cr_assert_eq(pthread_getattr_np(pthread_self(), &a), 0);
+	cr_assert_eq(pthread_attr_getstack(&a, &lo, &size), 0);
+	pthread_attr_destroy(&a);
+	uintptr_t top = (uintptr_t)lo + size;
+	c->len = top - c->regs.sp < COPY_MAX ? top - c->regs.sp : COPY_MAX;
+	/* Read as the kernel does, not with memcpy: other frames' bytes
+	 * include AddressSanitizer's redzones in a SANITIZE=1 build. */
+	struct iovec local = { c->stack, c->len };
+	struct iovec remote = { (void *)(uintptr_t)c->regs.sp, c->len };
+	cr_assert_eq(process_vm_readv(getpid(), &local, 1, &remote, 1, 0), (ssize_t)c->len);
+}
+
+/* A known chain above the captured frame; each does work after its call so
+ * that no call becomes a jump. */
+static volatile int sink;
+__attribute__((noinline)) void gb_unw_leaf(struct captured *c) { capture(c); sink++; }
+__attribute__((noinline)) void gb_unw_mid(struct captured *c) { gb_unw_leaf(c); sink++; }
+__attribute__((noinline)) void gb_unw_top(struct captured *c) { gb_unw_mid(c); sink++; }
+
+static pid_t start_target(void)
+{
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);   /* a failed test leaves nothing behind */
+		for (;;)
+			pause();
+	}
+	return pid;
+}
+
+/* Kill the target and wait until it is a zombie, without reaping it. */
+static void make_zombie(pid_t pid)
+{
+	siginfo_t si;
+	cr_assert_eq(kill(pid, SIGKILL), 0);
+	cr_assert_eq(waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT), 0);
+	char path[64], buf[64];
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	FILE *f = fopen(path, "r");
+	cr_assert(f);
+	cr_assert_null(fgets(buf, sizeof(buf), f), "a zombie maps nothing");
+	fclose(f);
+}
+
+/* The function names of pcs[0..n) (return addresses after the first). */
+static void names(struct gb_unwinder *u, pid_t pid, const uint64_t *pcs, int n, char out[][64])
+{
+	for (int i = 0; i < n; i++) {
+		struct gb_frame_info fi;
+		int rc = gb_unwinder__describe(u, pid, pcs[i], i > 0, &fi);
+		snprintf(out[i], 64, "%s", rc == 0 && fi.func ? fi.func : "?");
+	}
+}
+
+static void check_unwinds(struct gb_unwinder *u, pid_t pid, const struct captured *c)
+{
+	uint64_t pcs[128];
+	char nm[128][64];
+	bool complete = false;
+	int n = gb_unwinder__unwind(u, pid, pid, &c->regs, c->stack, c->len, pcs, 128, &complete);
+
+	cr_assert_geq(n, 3, "unwound %d frame(s) only", n);
+	names(u, pid, pcs, 3, nm);
+	cr_assert_str_eq(nm[0], "capture");
+	cr_assert_str_eq(nm[1], "gb_unw_leaf");
+	cr_assert_str_eq(nm[2], "gb_unw_mid");
+	names(u, pid, pcs, n, nm);
+	bool top = false;
+	for (int i = 3; i < n; i++)
+		top |= strcmp(nm[i], "gb_unw_top") == 0;
+	cr_assert(top, "gb_unw_top not among the %d frames", n);
+}
+
+Test(unwind, exited_process_keeps_its_modules)
+{
+	static struct captured c;
+	struct gb_unwinder *u = gb_unwinder__new();
+	pid_t pid = start_target();
+	struct gb_frame_info fi;
+	int st;
+
+	cr_assert(u);
+	gb_unw_top(&c);
+	/* Read while it lives (gebpf does so right after a launched
+	 * command's exec, and whenever a sample's pc is in no module). */
+	gb_unwinder__prepare(u, pid);
+	make_zombie(pid);
+
+	/* A sample taken after that read whose pc is in no module (the vDSO,
+	 * say) makes the unwinder read the maps again: now empty. */
+	gb_unwinder__sample_time(u, pid, now_ns());
+	cr_assert_eq(gb_unwinder__describe(u, pid, 0x1000, false, &fi), -ENOENT);
+
+	/* Its modules are still known, their files open: named and unwound. */
+	cr_assert_eq(gb_unwinder__describe(u, pid, (uint64_t)(uintptr_t)gb_unw_mid, false, &fi), 0);
+	cr_assert_str_eq(fi.func, "gb_unw_mid");
+	cr_assert_eq(fi.func_off, 0);
+	check_unwinds(u, pid, &c);
+
+	/* Reaped: /proc/PID is gone; still the same. */
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	gb_unwinder__sample_time(u, pid, now_ns());
+	cr_assert_eq(gb_unwinder__describe(u, pid, 0x1000, false, &fi), -ENOENT);
+	check_unwinds(u, pid, &c);
+	gb_unwinder__free(u);
+}
+
+Test(unwind, live_process_unwinds_to_its_outermost_frame)
+{
+	static struct captured c;
+	struct gb_unwinder *u = gb_unwinder__new();
+	pid_t pid = start_target();
+	uint64_t pcs[128];
+	bool complete = false;
+	int st;
+
+	cr_assert(u);
+	gb_unw_top(&c);
+	check_unwinds(u, pid, &c);
+	/* Every frame's data lies in the copy: the walk reaches the outermost
+	 * frame (_start, or the thread's start). */
+	int n = gb_unwinder__unwind(u, pid, pid, &c.regs, c.stack, c.len, pcs, 128, &complete);
+	cr_assert(n < 128 && complete, "n %d, complete %d, len %zu", n, complete, c.len);
+	/* A copy too short for the frame above the first: truncated. */
+	n = gb_unwinder__unwind(u, pid, pid, &c.regs, c.stack, 8, pcs, 128, &complete);
+	cr_assert(!complete);
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	gb_unwinder__free(u);
+}
