@@ -177,7 +177,7 @@ static bool file_unchanged(const struct gb_snap_map *m)
 	struct stat st;
 	uint64_t len = m->end - m->start;
 	bool same = !fstat(fd, &st) && S_ISREG(st.st_mode) &&
-		    (uint64_t)st.st_size + GB_SNAP_PAGE > m->pgoff + len; /* no page past EOF */
+		    (uint64_t)st.st_size + GB_PAGE_SIZE > m->pgoff + len; /* no page past EOF */
 	if (same && m->data) {
 		uint8_t *buf = calloc(1, (size_t)len);
 		same = buf && pread(fd, buf, (size_t)len, (off_t)m->pgoff) >= 0 &&
@@ -190,17 +190,17 @@ static bool file_unchanged(const struct gb_snap_map *m)
 
 static bool zero_page(const uint8_t *p)
 {
-	static const uint8_t zeros[GB_SNAP_PAGE];
-	return !memcmp(p, zeros, GB_SNAP_PAGE);
+	static const uint8_t zeros[GB_PAGE_SIZE];
+	return !memcmp(p, zeros, GB_PAGE_SIZE);
 }
 
 static int write_bytes(struct gb_rctx *c, const struct gb_snap_map *m)
 {
 	uint64_t len = m->end - m->start;
-	for (uint64_t off = 0; off < len; off += GB_SNAP_PAGE) {
+	for (uint64_t off = 0; off < len; off += GB_PAGE_SIZE) {
 		uint64_t run = off;
 		while (run < len && !zero_page(m->data + run)) /* a run of non-zero pages */
-			run += GB_SNAP_PAGE;
+			run += GB_PAGE_SIZE;
 		if (run > off) {
 			ssize_t n = gb_mem_write(c->pid, m->start + off, m->data + off, (size_t)(run - off));
 			if (n != (ssize_t)(run - off))

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "snap/note_json.h"
 
 #ifndef NT_SIGINFO
@@ -38,6 +39,7 @@ struct reader {
 	struct gb_snapshot *s;
 	const char *json;
 	size_t json_len;
+	size_t threads_cap;        /* room in s->threads */
 	char *err;
 	size_t errlen;
 };
@@ -67,11 +69,9 @@ static int on_prstatus(struct reader *rd, const uint8_t *d, uint32_t len)
 		return rfail(rd, -EINVAL, "NT_PRSTATUS note is %u bytes, expected %zu", len, sizeof(pr));
 	memcpy(&pr, d, sizeof(pr));
 	struct gb_snapshot *s = rd->s;
-	struct gb_snap_thread *v = realloc(s->threads, (s->nthreads + 1) * sizeof(*v));
-	if (!v)
+	if (GB_GROW(&s->threads, &rd->threads_cap, s->nthreads + 1))
 		return -ENOMEM;
-	s->threads = v;
-	struct gb_snap_thread *t = &v[s->nthreads++];
+	struct gb_snap_thread *t = &s->threads[s->nthreads++];
 	memset(t, 0, sizeof(*t));
 	t->tid = pr.pr_pid;
 	t->cursig = pr.pr_cursig;

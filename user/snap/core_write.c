@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "snap/core_data.h"
 #include "snap/note_json.h"
 
@@ -53,16 +54,8 @@ struct buf {
 
 static int buf_put(struct buf *b, const void *src, size_t n)
 {
-	if (b->len + n + 3 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (b->len + n + 3 > cap)
-			cap *= 2;
-		uint8_t *p = realloc(b->p, cap);
-		if (!p)
-			return -ENOMEM;
-		b->p = p;
-		b->cap = cap;
-	}
+	if (GB_GROW(&b->p, &b->cap, b->len + n + 3))
+		return -ENOMEM;
 	if (src)
 		memcpy(b->p + b->len, src, n);
 	else
@@ -144,7 +137,7 @@ static bool is_file_map(const struct gb_snap_map *m)
 static int note_file(struct buf *b, const struct gb_snapshot *s)
 {
 	struct buf d = { 0 };
-	uint64_t count = 0, page = GB_SNAP_PAGE;
+	uint64_t count = 0, page = GB_PAGE_SIZE;
 	int r = 0;
 	for (size_t i = 0; i < s->nmaps; i++)
 		count += is_file_map(&s->maps[i]);
@@ -153,7 +146,7 @@ static int note_file(struct buf *b, const struct gb_snapshot *s)
 		r = buf_put(&d, &page, 8);
 	for (size_t i = 0; i < s->nmaps && !r; i++) {
 		const struct gb_snap_map *m = &s->maps[i];
-		uint64_t e[3] = { m->start, m->end, m->pgoff / GB_SNAP_PAGE };
+		uint64_t e[3] = { m->start, m->end, m->pgoff / GB_PAGE_SIZE };
 		if (is_file_map(m))
 			r = buf_put(&d, e, sizeof(e));
 	}
@@ -191,7 +184,7 @@ static void place(struct gb_snapshot *s, struct layout *L)
 	L->notes_off = sizeof(Elf64_Ehdr) + L->phnum * sizeof(Elf64_Phdr);
 	L->shstr_off = L->notes_off + L->notes_len;
 	L->sh_off = ALIGN(L->shstr_off + sizeof(shstrtab), 8);
-	L->data_off = ALIGN(L->sh_off + 3 * sizeof(Elf64_Shdr), GB_SNAP_PAGE);
+	L->data_off = ALIGN(L->sh_off + 3 * sizeof(Elf64_Shdr), GB_PAGE_SIZE);
 	uint64_t off = L->data_off;
 	for (size_t i = 0; i < s->nmaps; i++) {
 		s->maps[i].core_off = off;
@@ -242,7 +235,7 @@ static int build_head(struct buf *h, const struct gb_snapshot *s, const struct l
 		ph.p_memsz = m->end - m->start;
 		ph.p_flags = (m->perms[0] == 'r' ? PF_R : 0) | (m->perms[1] == 'w' ? PF_W : 0) |
 			     (m->perms[2] == 'x' ? PF_X : 0);
-		ph.p_align = GB_SNAP_PAGE;
+		ph.p_align = GB_PAGE_SIZE;
 		r = buf_put(h, &ph, sizeof(ph));
 	}
 	if (!r)

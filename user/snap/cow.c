@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "common/grow.h"
 #include "ptrace/inject.h"
 #include "ptrace/maps.h"
 #include "ptrace/tracee.h"
@@ -110,13 +111,8 @@ struct gb_snap_cow_plan *gb_snap_cow_plan__read(pid_t pid)
 	while (fgets(line, sizeof(line), f)) {
 		uint64_t start, end;
 		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " ", &start, &end) == 2) {
-			if (p->n == cap) {
-				cap = cap ? cap * 2 : 64;
-				struct vma_flags *v = realloc(p->v, cap * sizeof(*v));
-				if (!v)
-					goto fail;
-				p->v = v;
-			}
+			if (GB_GROW(&p->v, &cap, p->n + 1))
+				goto fail;
 			p->v[p->n++] = (struct vma_flags){ start, end, false, false };
 		} else if (p->n && !strncmp(line, "VmFlags:", 8)) {
 			p->v[p->n - 1].dc = strstr(line, " dc") != NULL;

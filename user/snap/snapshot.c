@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "common/grow.h"
 #include "snap/source.h"
 
 int gb_snap__fail(char *err, size_t errlen, int e, const char *fmt, ...)
@@ -89,13 +90,13 @@ const struct gb_snap_map *gb_snapshot_find_map(const struct gb_snapshot *s, uint
 static int read_live(const struct gb_snapshot *s, const struct gb_snap_map *m, uint64_t a, void *out,
 		     size_t n)
 {
-	uint8_t page[GB_SNAP_PAGE];
+	uint8_t page[GB_PAGE_SIZE];
 	uint64_t failed = 0;
 	while (n) {
-		uint64_t p = (a - m->start) & ~(GB_SNAP_PAGE - 1), in = (a - m->start) - p;
-		size_t k = GB_SNAP_PAGE - in < n ? (size_t)(GB_SNAP_PAGE - in) : n;
+		uint64_t p = (a - m->start) & ~(GB_PAGE_SIZE - 1), in = (a - m->start) - p;
+		size_t k = GB_PAGE_SIZE - in < n ? (size_t)(GB_PAGE_SIZE - in) : n;
 		bool holes;
-		int64_t r = gb_snap_src__read(s->src, m, p, page, GB_SNAP_PAGE, &holes, &failed);
+		int64_t r = gb_snap_src__read(s->src, m, p, page, GB_PAGE_SIZE, &holes, &failed);
 		if (r < 0)
 			return (int)r;
 		if (holes)
@@ -115,8 +116,8 @@ static int make_writable(const struct gb_snapshot *s, uint8_t *p, size_t n)
 {
 	if (!s->file_base || p < (uint8_t *)s->file_base || p >= (uint8_t *)s->file_base + s->file_len)
 		return 0;
-	uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(GB_SNAP_PAGE - 1);
-	uintptr_t hi = ((uintptr_t)p + n + GB_SNAP_PAGE - 1) & ~(uintptr_t)(GB_SNAP_PAGE - 1);
+	uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(GB_PAGE_SIZE - 1);
+	uintptr_t hi = ((uintptr_t)p + n + GB_PAGE_SIZE - 1) & ~(uintptr_t)(GB_PAGE_SIZE - 1);
 	return mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE) ? -errno : 0;
 }
 
@@ -194,10 +195,9 @@ int gb_snapshot_set_var(struct gb_snapshot *s, const char *key, const char *valu
 			s->vars[i].value = v;
 			return 0;
 		}
-	struct gb_snap_var *nv = realloc(s->vars, (s->nvars + 1) * sizeof(*nv));
-	if (!nv)
+	if (GB_GROW(&s->vars, &s->vars_cap, s->nvars + 1))
 		return -ENOMEM;
-	s->vars = nv;
+	struct gb_snap_var *nv = s->vars;
 	nv[s->nvars].key = strdup(key);
 	nv[s->nvars].value = strdup(value);
 	if (!nv[s->nvars].key || !nv[s->nvars].value) {

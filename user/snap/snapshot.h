@@ -20,8 +20,9 @@
 #include <sys/types.h>
 #include <sys/user.h>
 
+#include "common/page.h"
+
 #define GB_SNAP_VERSION 1
-#define GB_SNAP_PAGE 4096ull
 
 struct gb_tracee;
 struct gb_snap_src;
@@ -113,6 +114,7 @@ struct gb_snapshot {
 	size_t auxv_len;
 	struct gb_snap_var *vars;            /* free-form key/values ("vars") */
 	size_t nvars;
+	size_t vars_cap;                     /* private: room in vars (0: exactly nvars) */
 	/* private: backing storage */
 	void *file_base;                     /* mmap of a loaded core */
 	size_t file_len;

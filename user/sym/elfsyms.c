@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/grow.h"
+
 static int cmp_sym(const void *a, const void *b)
 {
 	const struct gb_elfsym *x = a, *y = b;
@@ -20,10 +22,8 @@ static int read_symtab(struct gb_elfsyms *m, Elf *e, Elf_Scn *scn, const GElf_Sh
 	if (!d || !sh->sh_entsize)
 		return 0;
 	size_t n = sh->sh_size / sh->sh_entsize;
-	struct gb_elfsym *v = realloc(m->syms, (m->nsyms + n + 1) * sizeof(*v));
-	if (!v)
+	if (GB_GROW(&m->syms, &m->syms_cap, m->nsyms + n + 1))
 		return -ENOMEM;
-	m->syms = v;
 	for (size_t i = 0; i < n; i++) {
 		GElf_Sym s;
 		if (!gelf_getsym(d, (int)i, &s))

@@ -25,7 +25,7 @@ struct gb_elfload {
 
 struct gb_elfsyms {
 	struct gb_elfsym *syms;  /* sorted by value */
-	size_t nsyms;
+	size_t nsyms, syms_cap;
 	struct gb_elfload *loads;
 	size_t nloads;
 };

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "decode/flow.h"
 #include "sym/ehframe.h"
 #include "sym/elfsyms.h"
@@ -48,25 +49,17 @@ static void warnf(struct gb_entries *en, const char *fmt, ...)
 	va_start(ap, fmt);
 	int r = vasprintf(&s, fmt, ap);
 	va_end(ap);
-	char **w = r >= 0 ? realloc(en->warn, (en->nwarn + 1) * sizeof(*w)) : NULL;
-	if (!w) {
+	if (r < 0 || GB_GROW(&en->warn, &en->warn_cap, en->nwarn + 1)) {
 		free(r >= 0 ? s : NULL);
 		return;
 	}
-	en->warn = w;
-	w[en->nwarn++] = s;
+	en->warn[en->nwarn++] = s;
 }
 
 static int add(struct scan *sc, uint64_t va, uint32_t why)
 {
-	if (sc->ncand == sc->capcand) {
-		size_t cap = sc->capcand ? sc->capcand * 2 : 64;
-		struct gb_entry *v = realloc(sc->cand, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		sc->cand = v;
-		sc->capcand = cap;
-	}
+	if (GB_GROW(&sc->cand, &sc->capcand, sc->ncand + 1))
+		return -ENOMEM;
 	sc->cand[sc->ncand++] = (struct gb_entry){ .vaddr = va, .why = why };
 	return 0;
 }
@@ -124,11 +117,7 @@ static const struct code *code_at(const struct scan *sc, uint64_t va)
 static int decode_range(struct scan *sc, const struct code *c, uint64_t lo, uint64_t hi,
 			struct gb_entries *en)
 {
-	size_t cap = 64;
-	sc->insn = malloc(cap * sizeof(*sc->insn));
-	sc->ilen = malloc(cap);
-	if (!sc->insn || !sc->ilen)
-		return -ENOMEM;
+	size_t cap_insn = 0, cap_ilen = 0;
 	for (uint64_t pc = lo; pc <= hi;) {
 		struct gb_flow f;
 		size_t at = pc - c->va;
@@ -138,16 +127,9 @@ static int decode_range(struct scan *sc, const struct code *c, uint64_t lo, uint
 			pc++;
 			continue;
 		}
-		if (sc->ninsn == cap) {
-			cap *= 2;
-			uint64_t *v = realloc(sc->insn, cap * sizeof(*v));
-			uint8_t *l = v ? realloc(sc->ilen, cap) : NULL;
-			if (v)
-				sc->insn = v;
-			if (!l)
-				return -ENOMEM;
-			sc->ilen = l;
-		}
+		if (GB_GROW(&sc->insn, &cap_insn, sc->ninsn + 1) ||
+		    GB_GROW(&sc->ilen, &cap_ilen, sc->ninsn + 1))
+			return -ENOMEM;
 		sc->insn[sc->ninsn] = pc;
 		sc->ilen[sc->ninsn++] = f.len;
 		if (f.call && pc + f.len <= hi && add(sc, pc + f.len, GB_ENTRY_RETURN))
@@ -262,7 +244,8 @@ static int finish(struct scan *sc, const struct code *c, const struct gb_elfsyms
 		struct gb_entry e = sc->cand[i];
 		for (j = i + 1; j < sc->ncand && sc->cand[j].vaddr == e.vaddr; j++)
 			e.why |= sc->cand[j].why;
-		uint64_t *hit = bsearch(&e.vaddr, sc->insn, sc->ninsn, sizeof(*sc->insn), cmp_u64);
+		uint64_t *hit = sc->ninsn ? bsearch(&e.vaddr, sc->insn, sc->ninsn, sizeof(*sc->insn),
+						cmp_u64) : NULL;
 		if (!hit) {
 			warnf(en, "%#lx (%s) is not an instruction boundary of the range's decode; "
 			      "not an entry", (unsigned long)e.vaddr,

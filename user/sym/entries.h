@@ -37,7 +37,7 @@ struct gb_entries {
 	struct gb_entry *v;        /* sorted by vaddr, unique */
 	size_t n;
 	char **warn;               /* one line each, no "gebpf:" prefix */
-	size_t nwarn;
+	size_t nwarn, warn_cap;
 	/* What the scan did (for -v and tests). */
 	size_t range_insns;        /* instructions of the range's linear decode */
 	size_t code_bytes;         /* executable bytes scanned for branches */

@@ -13,12 +13,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "sym/elfsyms.h"
 
 struct search {
 	const char *module, *name;
 	char **seen;             /* realpaths already tried */
-	size_t nseen;
+	size_t nseen, seen_cap;
 	bool found_file;         /* some x86-64 ELF file matched the module */
 	int unusable;            /* ... and defined name unusably (-EINVAL) */
 	char why[256];           /* the first such reason */
@@ -35,12 +36,10 @@ static bool seen_before(struct search *s, const char *file)
 	for (size_t i = 0; i < s->nseen; i++)
 		if (!strcmp(s->seen[i], real))
 			return true;
-	char **v = realloc(s->seen, (s->nseen + 1) * sizeof(*v));
-	if (!v)
+	if (GB_GROW(&s->seen, &s->seen_cap, s->nseen + 1))
 		return true;
-	s->seen = v;
-	v[s->nseen] = strdup(real);
-	return !v[s->nseen++];
+	s->seen[s->nseen] = strdup(real);
+	return !s->seen[s->nseen++];
 }
 
 /* 1 when file defines the symbol (the search ends), else 0. */
@@ -92,15 +91,13 @@ static int try_dir(struct search *s, const char *dir)
 	if (!d)
 		return 0;
 	char **names = NULL;
-	size_t n = 0;
+	size_t n = 0, cap = 0;
 	struct dirent *de;
 	while ((de = readdir(d))) {
 		if (!gb_module_matches(de->d_name, s->module) || !strcmp(de->d_name, s->module))
 			continue;
-		char **v = realloc(names, (n + 1) * sizeof(*v));
-		if (!v)
+		if (GB_GROW(&names, &cap, n + 1))
 			break;
-		names = v;
 		if ((names[n] = strdup(de->d_name)))
 			n++;
 	}
