@@ -300,16 +300,10 @@ static int refresh_rt(struct gb_probetrap *p)
 			if (pr->off < mp->offset || pr->off - mp->offset >= mp->end - mp->start ||
 			    !same_file(pr, mp))
 				continue;
-			if (n == cap) {
-				struct rt *nv;
-				cap = cap ? 2 * cap : 64;
-				nv = realloc(v, cap * sizeof(*v));
-				if (!nv) {
-					free(v);
-					gb_maps_free(&m);
-					return -ENOMEM;
-				}
-				v = nv;
+			if (GB_GROW(&v, &cap, n + 1)) {
+				free(v);
+				gb_maps_free(&m);
+				return -ENOMEM;
 			}
 			v[n].addr = mp->start + (pr->off - mp->offset);
 			v[n].orig = pr->orig;

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
+#include "common/grow.h"
 #include "common/log.h"
 #include "common/page.h"
 #include "ptrace/inject.h"
@@ -55,14 +56,8 @@ static int add_ext(struct gb_pagetrap *p, uint64_t a, uint64_t b, int orig)
 {
 	if (a >= b || orig < 0 || !(orig & PROT_EXEC))
 		return 0;
-	if (p->nx == p->capx) {
-		size_t cap = p->capx ? p->capx * 2 : 8;
-		struct ext *v = realloc(p->x, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		p->x = v;
-		p->capx = cap;
-	}
+	if (GB_GROW(&p->x, &p->capx, p->nx + 1))
+		return -ENOMEM;
 	/* Insert in order (the list is short: a few VMAs). */
 	size_t i = p->nx;
 	while (i > 0 && p->x[i - 1].a > a) {

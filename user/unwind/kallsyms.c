@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
+
 struct ksym {
 	uint64_t addr;
 	char *name;
@@ -44,14 +46,9 @@ struct gb_kallsyms *gb_kallsyms__new(void)
 			continue;
 		if (type != 't' && type != 'T' && type != 'w' && type != 'W')
 			continue;
-		if (k->n == cap) {
-			cap = cap ? 2 * cap : 65536;
-			struct ksym *nv = realloc(k->v, cap * sizeof(*nv));
-			if (!nv) {
-				err = ENOMEM;
-				break;
-			}
-			k->v = nv;
+		if (GB_GROW(&k->v, &cap, k->n + 1)) {
+			err = ENOMEM;
+			break;
 		}
 		k->v[k->n].addr = addr;
 		k->v[k->n].name = strdup(name);
