@@ -66,15 +66,11 @@ int cmd_resume(int argc, char **argv)
 	struct gb_tracee t;
 	int rc = GB_EXIT_FAIL;
 	memset(&t, 0, sizeof(t));
-	if (gb_snapshot_load(path, &s, err, sizeof(err))) {
-		gb_err("resume: %s", err);
+	if (gb_snapshot_load(path, &s, "resume"))
 		goto cleanup;
-	}
 	for (size_t i = 0; i < nsets + npokes; i++) {
 		const char *spec = i < nsets ? sets[i] : pokes[i - nsets];
-		if (i < nsets ? gb_resume_edit_reg(s, spec, err, sizeof(err))
-			      : gb_resume_edit_poke(s, spec, err, sizeof(err))) {
-			gb_err("resume: %s %s: %s", i < nsets ? "--set" : "--poke", spec, err);
+		if (i < nsets ? gb_resume_edit_reg(s, spec) : gb_resume_edit_poke(s, spec)) {
 			rc = GB_EXIT_USAGE;
 			goto cleanup;
 		}

@@ -10,7 +10,7 @@
  * at the snapshot's next instruction, the same shape a launch produces.
  *
  *   struct gb_snapshot *s;   gb_snapshot_load(path, &s, ...);
- *   gb_resume_edit_reg(s, "rax=0x5", ...);  gb_resume_edit_poke(s, "0x401000=90", ...);
+ *   gb_resume_edit_reg(s, "rax=0x5");  gb_resume_edit_poke(s, "0x401000=90");
  *   struct gb_tracee t;      gb_resume_restore(s, &t, ...);
  *   ... detach (gebpf resume) or hand t to the trace engine (trace --from) ...
  *
@@ -31,10 +31,12 @@
 int gb_resume_restore(const struct gb_snapshot *s, struct gb_tracee *t, char *err, size_t errlen);
 
 /* --set REG=VALUE: a general register of thread 0 by its note name (rax,
- * rip, eflags, fs_base, ...), VALUE hex (0x...) or decimal. */
-int gb_resume_edit_reg(struct gb_snapshot *s, const char *spec, char *err, size_t errlen);
-/* --poke ADDR=HEX: bytes (hex digits, two per byte) written at ADDR. */
-int gb_resume_edit_poke(struct gb_snapshot *s, const char *spec, char *err, size_t errlen);
+ * rip, eflags, fs_base, ...), VALUE hex (0x...) or decimal.  0, or -errno
+ * with one "gebpf: resume: --set SPEC: <why>" line. */
+int gb_resume_edit_reg(struct gb_snapshot *s, const char *spec);
+/* --poke ADDR=HEX: bytes (hex digits, two per byte) written at ADDR.  0, or
+ * -errno with one "gebpf: resume: --poke SPEC: <why>" line. */
+int gb_resume_edit_poke(struct gb_snapshot *s, const char *spec);
 
 /* trace --from SNAP: load path and restore it into *t; *vt is the snapshot's
  * vt (0 when it has none).  0, or -1 with a "gebpf: ..." line printed. */

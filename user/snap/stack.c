@@ -52,7 +52,7 @@ static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
 static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
 {
 	struct unwind *u = arg;
-	return gb_snapshot_read_memory(u->s, addr, result, sizeof(*result), NULL, 0) == 0;
+	return gb_snapshot_read_memory(u->s, addr, result, sizeof(*result), NULL) == 0;
 }
 
 static bool set_initial_registers(Dwfl_Thread *thread, void *thread_arg)

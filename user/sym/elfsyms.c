@@ -123,20 +123,20 @@ const struct gb_elfsym *gb_elfsyms_find(const struct gb_elfsyms *s, const char *
 	return best;
 }
 
-int gb_elfsym_range(const struct gb_elfsym *y, const char *path, uint64_t *lo, uint64_t *hi,
-		    char *err, size_t errlen)
+const char *gb_elfsym_unusable(const struct gb_elfsym *y)
 {
-	if (y->ifunc) {
-		snprintf(err, errlen, "%s in %s is an IFUNC: its code is the resolver that picks an "
-			 "implementation at load time; name the implementation or give START-END",
-			 y->name, path);
+	if (y->ifunc)
+		return "is an IFUNC: its code is the resolver that picks an implementation at load "
+		       "time; name the implementation or give START-END";
+	if (!y->size)
+		return "has no size; give a START-END range";
+	return NULL;
+}
+
+int gb_elfsym_range(const struct gb_elfsym *y, uint64_t *lo, uint64_t *hi)
+{
+	if (gb_elfsym_unusable(y))
 		return -EINVAL;
-	}
-	if (!y->size) {
-		snprintf(err, errlen, "symbol %s in %s has no size; give a START-END range", y->name,
-			 path);
-		return -EINVAL;
-	}
 	*lo = y->value;
 	*hi = y->value + y->size - 1;
 	return 0;
