@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libelf.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/grow.h"
+#include "common/log.h"
 #include "decode/flow.h"
 #include "sym/ehframe.h"
 #include "sym/elfsyms.h"
@@ -263,8 +265,22 @@ static int finish(struct scan *sc, const struct code *c, const struct gb_elfsyms
 	return 0;
 }
 
+/* "gebpf: warning: WHAT: <fmt>" when what is not NULL. */
+static void say(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const char *what, const char *fmt, ...)
+{
+	char why[PATH_MAX + 256];
+	va_list ap;
+	if (!what)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	gb_warn("%s: %s", what, why);
+}
+
 int gb_entries_find(const char *path, uint64_t lo, uint64_t hi, struct gb_entries *en,
-		    char *err, size_t errlen)
+		    const char *what)
 {
 	struct scan sc = { 0 };
 	struct gb_elfsyms es = { 0 };
@@ -274,30 +290,30 @@ int gb_entries_find(const char *path, uint64_t lo, uint64_t hi, struct gb_entrie
 
 	memset(en, 0, sizeof(*en));
 	if (hi < lo) {
-		snprintf(err, errlen, "empty range %#lx-%#lx", (unsigned long)lo, (unsigned long)hi);
+		say(what, "empty range %#lx-%#lx", (unsigned long)lo, (unsigned long)hi);
 		return -EINVAL;
 	}
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		r = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		say(what, "%s: %s", path, strerror(errno));
 		return r;
 	}
 	elf_version(EV_CURRENT);
 	e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	r = -ENOEXEC;
 	if (!e || elf_kind(e) != ELF_K_ELF) {
-		snprintf(err, errlen, "%s: not an ELF file", path);
+		say(what, "%s: not an ELF file", path);
 		goto cleanup;
 	}
 	if ((r = gb_elfsyms_read(e, &es)) || (r = collect_code(e, &es, &sc)) ||
 	    (r = gb_eh_read(e, &eh))) {
-		snprintf(err, errlen, "%s: %s", path, strerror(-r));
+		say(what, "%s: %s", path, strerror(-r));
 		goto cleanup;
 	}
 	const struct code *c = code_at(&sc, lo);
 	if (!c || hi - c->va >= c->n) {
-		snprintf(err, errlen, "%#lx-%#lx is not inside one executable section of %s",
+		say(what, "%#lx-%#lx is not inside one executable section of %s",
 			 (unsigned long)lo, (unsigned long)hi, path);
 		r = -ERANGE;
 		goto cleanup;
@@ -322,7 +338,7 @@ int gb_entries_find(const char *path, uint64_t lo, uint64_t hi, struct gb_entrie
 	r = 0;
 	goto cleanup;
 nomem:
-	snprintf(err, errlen, "%s: out of memory", path);
+	say(what, "%s: out of memory", path);
 cleanup:
 	free(sc.code);
 	free(sc.sync);
