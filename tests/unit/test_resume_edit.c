@@ -60,14 +60,15 @@ Test(resume_edit, poke_bytes_across_pages)
 	gb_snapshot_free(s);
 }
 
-Test(resume_edit, multithreaded_refused_before_launch)
+Test(resume_edit, multithreaded_refused_before_launch, .init = cr_redirect_stderr)
 {
 	struct gb_snapshot *s = one_map(2);
 	struct gb_tracee t;
-	char err[256];
 	memset(&t, 0, sizeof(t));
-	cr_assert_eq(gb_resume_restore(s, &t, err, sizeof(err)), -ENOTSUP);
-	cr_assert_str_eq(err, "2 threads: only single-threaded snapshots can be resumed");
+	cr_assert_eq(gb_resume_restore(s, &t, "resume: x.core"), -ENOTSUP);
+	fflush(stderr);
+	cr_assert_stderr_eq_str(
+		"gebpf: resume: x.core: 2 threads: only single-threaded snapshots can be resumed\n");
 	cr_assert_eq(t.pid, 0);
 	gb_snapshot_free(s);
 }

@@ -61,7 +61,7 @@ int cmd_resume(int argc, char **argv)
 		return GB_EXIT_USAGE;
 	}
 	const char *path = argv[optind];
-	char err[512];
+	char what[4200];
 	struct gb_snapshot *s = NULL;
 	struct gb_tracee t;
 	int rc = GB_EXIT_FAIL;
@@ -75,10 +75,9 @@ int cmd_resume(int argc, char **argv)
 			goto cleanup;
 		}
 	}
-	if (gb_resume_restore(s, &t, err, sizeof(err))) {
-		gb_err("resume: %s: %s", path, err);
+	snprintf(what, sizeof(what), "resume: %s", path);
+	if (gb_resume_restore(s, &t, what))
 		goto cleanup;
-	}
 	pid_t pid = t.pid;
 	gb_tracee_detach(&t);
 	int st;

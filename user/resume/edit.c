@@ -69,11 +69,12 @@ int gb_resume_edit_poke(struct gb_snapshot *s, const char *spec)
 
 int gb_resume_start(const char *path, struct gb_tracee *t, uint64_t *vt)
 {
-	char err[512];
+	char what[4200];
 	struct gb_snapshot *s = NULL;
+	snprintf(what, sizeof(what), "--from %s", path);
 	int r = gb_snapshot_load(path, &s, "--from");
-	if (!r && (r = gb_resume_restore(s, t, err, sizeof(err))))
-		gb_err("--from %s: %s", path, err);
+	if (!r)
+		r = gb_resume_restore(s, t, what);
 	if (!r)
 		*vt = s->meta.vt > 0 ? (uint64_t)s->meta.vt : 0;
 	gb_snapshot_free(s);
