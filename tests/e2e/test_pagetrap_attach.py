@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from conftest import trap_args, check_vt_order, gebpf_path, prog_path, read_trace, run_gebpf, stable_env
+from conftest import (trap_args, check_vt_order, gebpf_path, prog_path, read_trace, run_gebpf,
+                      stable_env, started)
 from test_pagetrap import ENTERS, symbol
 
 pytestmark = pytest.mark.usefixtures("trace_ready")
@@ -95,15 +96,7 @@ def proc_state(pid):
 
 @pytest.fixture
 def server():
-    made = []
-
-    def start(tick_us=1000):
-        s = Server(tick_us)
-        made.append(s)
-        return s
-    yield start
-    for s in made:
-        s.kill()
+    yield from started(Server)
 
 
 def answers(reqs):

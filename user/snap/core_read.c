@@ -26,13 +26,6 @@
 #include "common/log.h"
 #include "snap/note_json.h"
 
-#ifndef NT_SIGINFO
-#define NT_SIGINFO 0x53494749
-#endif
-#ifndef NT_FILE
-#define NT_FILE 0x46494c45
-#endif
-
 struct reader {
 	const char *what;          /* the caller's context for messages, or NULL */
 	const char *path;
@@ -119,7 +112,7 @@ static int on_note(struct reader *rd, const char *owner, uint32_t type, const ui
 	struct gb_snapshot *s = rd->s;
 	struct gb_snap_thread *t = last_thread(rd);
 	if (!strcmp(owner, "GEBPF")) {
-		if (type == 1) {
+		if (type == NT_GEBPF_JSON) {
 			rd->json = (const char *)d;
 			rd->json_len = len;
 		}

@@ -38,13 +38,6 @@
 #include "snap/note_json.h"
 
 #define ALIGN(x, a) (((x) + (a) - 1) & ~((uint64_t)(a) - 1))
-#ifndef NT_SIGINFO
-#define NT_SIGINFO 0x53494749
-#endif
-#ifndef NT_FILE
-#define NT_FILE 0x46494c45
-#endif
-#define NT_GEBPF_JSON 1
 
 static const char shstrtab[] = "\0.note0\0.shstrtab";  /* 18 bytes with the final NUL */
 

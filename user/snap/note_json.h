@@ -6,6 +6,16 @@
 
 #include "snap/snapshot.h"
 
+/* Note types of the core (writer and reader): the GEBPF note's, and the
+ * kernel's that older headers lack. */
+#define NT_GEBPF_JSON 1
+#ifndef NT_SIGINFO
+#define NT_SIGINFO 0x53494749
+#endif
+#ifndef NT_FILE
+#define NT_FILE 0x46494c45
+#endif
+
 /* The general registers by name, in the note's order (user_regs_struct
  * offsets), shared with the diff. */
 struct gb_snap_regdesc {
