@@ -19,6 +19,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "trap_page.h"
+
 long calm(long *slot, long i);
 long traced(long *p, long v);
 long traced_null(long *p);
@@ -50,21 +52,6 @@ asm(".pushsection .text.trap_segv,\"ax\",@progbits\n"
     "	.size traced_null, .-traced_null\n"
     "	.balign 4096\n"
     ".popsection\n");
-
-static sigjmp_buf jb;
-static volatile sig_atomic_t faults;
-static volatile unsigned long last_addr;
-static volatile int last_code;
-
-static void on_segv(int sig, siginfo_t *si, void *uc)
-{
-	(void)sig;
-	(void)uc;
-	faults++;
-	last_addr = (unsigned long)si->si_addr;
-	last_code = si->si_code;
-	siglongjmp(jb, 1);
-}
 
 int main(int argc, char **argv)
 {
