@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "common/bound.h"
 #include "common/grow.h"
 #include "common/log.h"
 #include "ptrace/inject.h"
@@ -137,14 +138,7 @@ fail:
  * a heap grows). */
 static const struct vma_flags *plan_find(const struct gb_snap_cow_plan *p, uint64_t start)
 {
-	size_t lo = 0, hi = p->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (p->v[mid].start < start)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = GB_LOWER(p->v, p->n, start, start);
 	return lo < p->n && p->v[lo].start == start ? &p->v[lo] : NULL;
 }
 

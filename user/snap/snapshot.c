@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "common/bound.h"
 #include "common/grow.h"
 #include "common/log.h"
 #include "snap/source.h"
@@ -63,17 +64,8 @@ void gb_snapshot_free(struct gb_snapshot *s)
 
 const struct gb_snap_map *gb_snapshot_find_map(const struct gb_snapshot *s, uint64_t addr)
 {
-	size_t lo = 0, hi = s->nmaps;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (addr < s->maps[mid].start)
-			hi = mid;
-		else if (addr >= s->maps[mid].end)
-			lo = mid + 1;
-		else
-			return &s->maps[mid];
-	}
-	return NULL;
+	size_t i = GB_UPPER(s->maps, s->nmaps, start, addr);
+	return i && addr < s->maps[i - 1].end ? &s->maps[i - 1] : NULL;
 }
 
 /* Read [a, a + n) of a live map (within it) through whole pages. */

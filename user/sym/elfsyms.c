@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/bound.h"
 #include "common/grow.h"
 
 static int cmp_sym(const void *a, const void *b)
@@ -146,14 +147,7 @@ const struct gb_elfsym *gb_elfsyms_at(const struct gb_elfsyms *s, uint64_t va, u
 {
 	/* Last symbol whose value <= va (binary search), then back over
 	 * sized symbols that end before va. */
-	size_t lo = 0, hi = s->nsyms;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (s->syms[mid].value <= va)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = GB_UPPER(s->syms, s->nsyms, value, va);
 	for (size_t j = lo; j-- > 0;) {
 		const struct gb_elfsym *y = &s->syms[j];
 		if (va < y->value + (y->size ? y->size : 1) || (!y->size && j + 1 == lo)) {

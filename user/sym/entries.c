@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/bound.h"
 #include "common/grow.h"
 #include "common/log.h"
 #include "decode/flow.h"
@@ -145,14 +146,7 @@ static int decode_range(struct scan *sc, const struct code *c, uint64_t lo, uint
 /* The last sync point <= va inside code c (c's start when none). */
 static uint64_t sync_before(const struct scan *sc, const struct code *c, uint64_t va)
 {
-	size_t lo = 0, hi = sc->nsync;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (sc->sync[mid] <= va)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = GB_UPPER_U64(sc->sync, sc->nsync, va);
 	return lo && sc->sync[lo - 1] >= c->va ? sc->sync[lo - 1] : c->va;
 }
 

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
+#include "common/bound.h"
 #include "common/grow.h"
 #include "common/log.h"
 #include "common/page.h"
@@ -126,17 +127,8 @@ static int cut_span(struct gb_pagetrap *p, uint64_t a, uint64_t b)
 
 static struct ext *ext_of(const struct gb_pagetrap *p, uint64_t a)
 {
-	size_t lo = 0, hi = p->nx;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (a < p->x[mid].a)
-			hi = mid;
-		else if (a >= p->x[mid].b)
-			lo = mid + 1;
-		else
-			return &p->x[mid];
-	}
-	return NULL;
+	size_t i = GB_UPPER(p->x, p->nx, a, a);
+	return i && a < p->x[i - 1].b ? &p->x[i - 1] : NULL;
 }
 
 /* The process's current protection at a (-1: unmapped). */

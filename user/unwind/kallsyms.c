@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bound.h"
 #include "common/grow.h"
 
 struct ksym {
@@ -73,16 +74,8 @@ fail:
 
 const char *gb_kallsyms__lookup(const struct gb_kallsyms *k, uint64_t addr, uint64_t *off)
 {
-	size_t lo = 0, hi = k ? k->n : 0;
-
 	/* The last symbol at or below addr. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (k->v[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = k ? GB_UPPER(k->v, k->n, addr, addr) : 0;
 	if (!lo)
 		return NULL;
 	if (off)
