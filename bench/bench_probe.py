@@ -39,7 +39,8 @@ import tempfile
 import threading
 import time
 
-from benchlib import GEBPF, OUT, RAWSTEP, Runner, add_common_args, add_hotcall_args, med, verdict
+from benchlib import (GEBPF, OUT, RAWSTEP, Runner, add_common_args, add_hotcall_args, finish, med,
+                      verdict)
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 LOOP = os.path.join(OUT, "bench", "loop")
@@ -305,10 +306,7 @@ def main():
                                              st["in_range"], st["entries"], st["steps"]))
     for c in clamped:
         print("   note: " + c)
-    for w in sorted(set(warn)):
-        print("WARNING: " + w)
-    sys.stdout.flush()
-    return 1 if warn else 0
+    return finish(warn)
 
 
 if __name__ == "__main__":

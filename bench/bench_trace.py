@@ -36,7 +36,8 @@ import shutil
 import sys
 import tempfile
 
-from benchlib import GEBPF, OUT, RAWSTEP, Runner, add_common_args, add_hotcall_args, med, verdict
+from benchlib import (GEBPF, OUT, RAWSTEP, Runner, add_common_args, add_hotcall_args, finish, med,
+                      verdict)
 
 LOOP = os.path.join(OUT, "bench", "loop")
 HOTCALL = os.path.join(OUT, "bench", "hotcall")
@@ -247,10 +248,7 @@ def main():
         warn.append("%d entries counted, expected %d" % (entries, a.calls))
     if identical is False:
         warn.append("--step-all and page-trap traces differ")
-    for w in sorted(set(warn)):
-        print("WARNING: " + w)
-    sys.stdout.flush()
-    return 1 if warn else 0
+    return finish(warn)
 
 
 if __name__ == "__main__":

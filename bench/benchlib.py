@@ -138,6 +138,15 @@ def add_hotcall_args(ap, calls_rows, inner_rows, cold_rows):
                     help="%s: native/traced runs per round (default 3)" % cold_rows)
 
 
+def finish(warn):
+    """Print each distinct warning once ("WARNING: ..."): the exit status
+    of a bench_*.py, 1 when there was any."""
+    for w in sorted(set(warn)):
+        print("WARNING: " + w)
+    sys.stdout.flush()
+    return 1 if warn else 0
+
+
 def med(xs):
     return statistics.median(xs)
 

@@ -148,6 +148,18 @@ def started(make):
             x.kill()
 
 
+def exits_within(g, secs, what):
+    """gebpf process G's stderr once it exited, failing the test if it is
+    still running SECS seconds on (then it is killed)."""
+    try:
+        _, err = g.communicate(timeout=secs)
+    except subprocess.TimeoutExpired:
+        g.kill()
+        _, err = g.communicate()
+        pytest.fail("gebpf still running %s s after %s: %s" % (secs, what, err.decode().strip()))
+    return err.decode()
+
+
 def check_line(raw):
     """One trace line: exact schema (field order, no spaces, lower-case hex
     without leading zeros).  Returns the parsed object."""

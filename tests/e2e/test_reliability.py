@@ -23,8 +23,8 @@ import time
 
 import pytest
 
-from conftest import (check_vt_order, gebpf_path, prog_path, read_trace, run_gebpf, stable_env,
-                      started)
+from conftest import (check_vt_order, exits_within, gebpf_path, prog_path, read_trace, run_gebpf,
+                      stable_env, started)
 
 pytestmark = pytest.mark.usefixtures("trace_ready")
 
@@ -139,18 +139,6 @@ def wait_trapped(pid, g, timeout=20):
         if len(re.findall(r"^[0-9a-f]+-[0-9a-f]+ r-xp .*/trap_mix$", maps, re.M)) >= 2:
             return
         time.sleep(0.01)
-
-
-def exits_within(g, secs, what):
-    """gebpf process G's stderr once it exited, failing the test if it is
-    still running SECS seconds on (then it is killed)."""
-    try:
-        _, err = g.communicate(timeout=secs)
-    except subprocess.TimeoutExpired:
-        g.kill()
-        _, err = g.communicate()
-        pytest.fail("gebpf still running %s s after %s: %s" % (secs, what, err.decode().strip()))
-    return err.decode()
 
 
 def trap_pages_args():
