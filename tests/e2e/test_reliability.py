@@ -141,6 +141,16 @@ def wait_trapped(pid, g, timeout=20):
         time.sleep(0.01)
 
 
+def trace_mix_trapped(t, out):
+    """`gebpf trace -p T --range mix -o OUT` with the page trap, once the
+    trap is on (wait_trapped): the running gebpf."""
+    g = subprocess.Popen([gebpf_path(), "trace", "-p", str(t.pid), "--range", "mix", "-o", str(out)]
+                         + (trap_pages_args() or []),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=stable_env())
+    wait_trapped(t.pid, g)
+    return g
+
+
 def trap_pages_args():
     """--trap pages where the binary has it (else the page trap is the default
     without --step-all): None when the binary rejects the option."""
@@ -250,10 +260,7 @@ def test_target_sigkilled_mid_trace(tmp_path, target):
     for run in range(20):
         t = target("trap_mix")
         out = tmp_path / ("t%d.jsonl" % run)
-        g = subprocess.Popen([gebpf_path(), "trace", "-p", str(t.pid), "--range", "mix", "-o", str(out)]
-                             + (trap_pages_args() or []),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=stable_env())
-        wait_trapped(t.pid, g)
+        g = trace_mix_trapped(t, out)
         time.sleep(rnd.uniform(0, 0.5))
         t.p.kill()
         err = exits_within(g, 2, "its target was SIGKILLed (run %d)" % run)
@@ -269,10 +276,7 @@ def test_sigterm_ends_the_trace_promptly(tmp_path, target):
     t = target("trap_mix")
     for run in range(10):
         out = tmp_path / ("t%d.jsonl" % run)
-        g = subprocess.Popen([gebpf_path(), "trace", "-p", str(t.pid), "--range", "mix", "-o", str(out)]
-                             + (trap_pages_args() or []),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=stable_env())
-        wait_trapped(t.pid, g)
+        g = trace_mix_trapped(t, out)
         time.sleep(rnd.uniform(0, 0.5))
         g.send_signal(signal.SIGTERM)
         err = exits_within(g, 2, "SIGTERM (run %d)" % run)

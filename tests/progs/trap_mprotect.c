@@ -38,13 +38,7 @@ int main(int argc, char **argv)
 	static long slot[1] = {3};
 	unsigned long sum = 0;
 	void *page = (void *)((uintptr_t)traced & ~(uintptr_t)4095);
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_segv;
-	sa.sa_flags = SA_SIGINFO;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGSEGV, &sa, NULL))
+	if (catch_segv())
 		return 1;
 	sum += (unsigned long)traced(slot, 1);
 	for (long r = 0; r < rounds; r++) {

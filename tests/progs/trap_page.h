@@ -41,4 +41,12 @@ static __attribute__((unused)) void on_segv(int sig, siginfo_t *si, void *uc)
 	siglongjmp(jb, 1);
 }
 
+/* Install on_segv for SIGSEGV: 0, or -1 (sigaction failed). */
+static __attribute__((unused)) int catch_segv(void)
+{
+	struct sigaction sa = { .sa_sigaction = on_segv, .sa_flags = SA_SIGINFO };
+	sigemptyset(&sa.sa_mask);
+	return sigaction(SIGSEGV, &sa, NULL) ? -1 : 0;
+}
+
 #endif

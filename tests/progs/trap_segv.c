@@ -58,13 +58,7 @@ int main(int argc, char **argv)
 	long rounds = argc > 1 ? atol(argv[1]) : 3;
 	static long slot[1] = {5};
 	unsigned long sum = 0;
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_segv;
-	sa.sa_flags = SA_SIGINFO;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGSEGV, &sa, NULL))
+	if (catch_segv())
 		return 1;
 	char *ro = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	unsigned char *nx = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
