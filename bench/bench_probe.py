@@ -39,7 +39,8 @@ import tempfile
 import threading
 import time
 
-from benchlib import GEBPF, OUT, RAWSTEP, Runner, add_common_args, med, verdict
+from benchlib import (GEBPF, OUT, RAWSTEP, Runner, add_common_args, add_hotcall_args, finish, med,
+                      verdict)
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 LOOP = os.path.join(OUT, "bench", "loop")
@@ -105,13 +106,7 @@ def loops_between(reports, t0, t1):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_common_args(ap, 3, "small sizes, 1 round (a smoke run)")
-    ap.add_argument("--calls", type=int, default=10000, help="a/b/d: calls of hot (default 10000)")
-    ap.add_argument("--inner", type=int, default=2500,
-                    help="b/d: loop iterations between calls (4 insns each; default 2500)")
-    ap.add_argument("--cold-inner", type=int, default=300000,
-                    help="a: iterations between calls for the CPU-bound run (default 300000)")
-    ap.add_argument("--cold-pairs", type=int, default=3,
-                    help="a: native/probes/pages runs per round (default 3)")
+    add_hotcall_args(ap, "a/b/d", "b/d", "a")
     ap.add_argument("--nb-calls", type=int, default=10000,
                     help="e: calls of hot in the neighbour job (default 10000)")
     ap.add_argument("--nb-per", type=int, default=100,
@@ -311,10 +306,7 @@ def main():
                                              st["in_range"], st["entries"], st["steps"]))
     for c in clamped:
         print("   note: " + c)
-    for w in sorted(set(warn)):
-        print("WARNING: " + w)
-    sys.stdout.flush()
-    return 1 if warn else 0
+    return finish(warn)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,8 @@ import shutil
 import sys
 import tempfile
 
-from benchlib import GEBPF, OUT, RAWSTEP, Runner, add_common_args, med, verdict
+from benchlib import (GEBPF, OUT, RAWSTEP, Runner, add_common_args, add_hotcall_args, finish, med,
+                      verdict)
 
 LOOP = os.path.join(OUT, "bench", "loop")
 HOTCALL = os.path.join(OUT, "bench", "hotcall")
@@ -89,13 +90,7 @@ def main():
     add_common_args(ap, 5, "small sizes, 2 rounds (a smoke run)")
     ap.add_argument("--loop-iter", type=int, default=10000,
                     help="issue 2: loop iterations (7 steps each; default 10000)")
-    ap.add_argument("--calls", type=int, default=10000, help="3b/3d: calls of hot (default 10000)")
-    ap.add_argument("--inner", type=int, default=2500,
-                    help="3b/3c/ctx: loop iterations between calls (4 insns each; default 2500)")
-    ap.add_argument("--cold-inner", type=int, default=300000,
-                    help="3a: iterations between calls for the CPU-bound run (default 300000)")
-    ap.add_argument("--cold-pairs", type=int, default=3,
-                    help="3a: native/gebpf pairs per round (default 3)")
+    add_hotcall_args(ap, "3b/3d", "3b/3c/ctx", "3a")
     ap.add_argument("--lackey-calls", type=int, default=1000,
                     help="3c: calls for the lackey comparison (default 1000; 10000 = the 3b job, "
                          "~200 s per lackey run here)")
@@ -253,10 +248,7 @@ def main():
         warn.append("%d entries counted, expected %d" % (entries, a.calls))
     if identical is False:
         warn.append("--step-all and page-trap traces differ")
-    for w in sorted(set(warn)):
-        print("WARNING: " + w)
-    sys.stdout.flush()
-    return 1 if warn else 0
+    return finish(warn)
 
 
 if __name__ == "__main__":

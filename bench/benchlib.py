@@ -122,6 +122,31 @@ def add_common_args(ap, reps, quick):
     ap.add_argument("-v", "--verbose", action="store_true", help="print each command on stderr")
 
 
+def add_hotcall_args(ap, calls_rows, inner_rows, cold_rows):
+    """The sizes of the hotcall jobs, which bench_trace and bench_probe share:
+    --calls, --inner, --cold-inner, --cold-pairs; each help names the rows
+    of the caller's table that use it (calls_rows "a/b/d", ...)."""
+    ap.add_argument("--calls", type=int, default=10000,
+                    help="%s: calls of hot (default 10000)" % calls_rows)
+    ap.add_argument("--inner", type=int, default=2500,
+                    help="%s: loop iterations between calls (4 insns each; default 2500)"
+                    % inner_rows)
+    ap.add_argument("--cold-inner", type=int, default=300000,
+                    help="%s: iterations between calls for the CPU-bound run (default 300000)"
+                    % cold_rows)
+    ap.add_argument("--cold-pairs", type=int, default=3,
+                    help="%s: native/traced runs per round (default 3)" % cold_rows)
+
+
+def finish(warn):
+    """Print each distinct warning once ("WARNING: ..."): the exit status
+    of a bench_*.py, 1 when there was any."""
+    for w in sorted(set(warn)):
+        print("WARNING: " + w)
+    sys.stdout.flush()
+    return 1 if warn else 0
+
+
 def med(xs):
     return statistics.median(xs)
 

@@ -127,6 +127,39 @@ def threads_running(ms=1500):
         p.communicate(timeout=60)
 
 
+def started(make):
+    """The body of a factory fixture: yields start(*args), which returns
+    make(*args); everything started is .kill()ed at teardown.
+
+        @pytest.fixture
+        def server():
+            yield from started(Server)
+    """
+    made = []
+
+    def start(*args, **kw):
+        x = make(*args, **kw)
+        made.append(x)
+        return x
+    try:
+        yield start
+    finally:
+        for x in made:
+            x.kill()
+
+
+def exits_within(g, secs, what):
+    """gebpf process G's stderr once it exited, failing the test if it is
+    still running SECS seconds on (then it is killed)."""
+    try:
+        _, err = g.communicate(timeout=secs)
+    except subprocess.TimeoutExpired:
+        g.kill()
+        _, err = g.communicate()
+        pytest.fail("gebpf still running %s s after %s: %s" % (secs, what, err.decode().strip()))
+    return err.decode()
+
+
 def check_line(raw):
     """One trace line: exact schema (field order, no spaces, lower-case hex
     without leading zeros).  Returns the parsed object."""

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from conftest import trap_args, check_vt_order, gebpf_path, prog_path, read_trace, run_gebpf, stable_env
+from conftest import (trap_args, check_vt_order, exits_within, gebpf_path, prog_path, read_trace,
+                      run_gebpf, stable_env, started)
 from test_pagetrap import ENTERS, symbol
 
 pytestmark = pytest.mark.usefixtures("trace_ready")
@@ -95,15 +96,7 @@ def proc_state(pid):
 
 @pytest.fixture
 def server():
-    made = []
-
-    def start(tick_us=1000):
-        s = Server(tick_us)
-        made.append(s)
-        return s
-    yield start
-    for s in made:
-        s.kill()
+    yield from started(Server)
 
 
 def answers(reqs):
@@ -231,12 +224,7 @@ def test_attach_to_idle_server(tick_us, server, tmp_path):
                           "-o", str(out)], stderr=subprocess.PIPE, env=stable_env())
     time.sleep(1)
     g.send_signal(signal.SIGINT)
-    try:
-        _, err = g.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        g.kill()
-        g.communicate()
-        pytest.fail("gebpf did not end within 20 s of SIGINT")
+    err = exits_within(g, 20, "SIGINT")
     assert g.returncode == 0, err
     read_trace(out)
     got = [srv.ask(n) for n in (7, 300)]
@@ -336,13 +324,7 @@ def test_way_out_target_exits_attach_mode(server, tmp_path):
     rest = srv.finish()
     assert rest == b"bye 2\n" and srv.p.returncode == 0, (rest, srv.p.returncode)
     srv.check_errors()
-    try:
-        _, err = g.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        g.kill()
-        g.communicate()
-        pytest.fail("gebpf did not end after its target exited")
-    err = err.decode()
+    err = exits_within(g, 30, "its target exited")
     assert g.returncode in (0, 1), err
     if g.returncode == 1:
         lines = [ln for ln in err.splitlines() if ln.strip()]

@@ -23,7 +23,8 @@ import time
 
 import pytest
 
-from conftest import check_vt_order, gebpf_path, prog_path, read_trace, run_gebpf, stable_env
+from conftest import (check_vt_order, exits_within, gebpf_path, prog_path, read_trace, run_gebpf,
+                      stable_env, started)
 
 pytestmark = pytest.mark.usefixtures("trace_ready")
 
@@ -117,15 +118,7 @@ class Target:
 
 @pytest.fixture
 def target():
-    made = []
-
-    def start(name):
-        t = Target(name)
-        made.append(t)
-        return t
-    yield start
-    for t in made:
-        t.kill()
+    yield from started(Target)
 
 
 def execs(lines):
@@ -148,16 +141,14 @@ def wait_trapped(pid, g, timeout=20):
         time.sleep(0.01)
 
 
-def exits_within(g, secs, what):
-    """gebpf process G's stderr once it exited, failing the test if it is
-    still running SECS seconds on (then it is killed)."""
-    try:
-        _, err = g.communicate(timeout=secs)
-    except subprocess.TimeoutExpired:
-        g.kill()
-        _, err = g.communicate()
-        pytest.fail("gebpf still running %s s after %s: %s" % (secs, what, err.decode().strip()))
-    return err.decode()
+def trace_mix_trapped(t, out):
+    """`gebpf trace -p T --range mix -o OUT` with the page trap, once the
+    trap is on (wait_trapped): the running gebpf."""
+    g = subprocess.Popen([gebpf_path(), "trace", "-p", str(t.pid), "--range", "mix", "-o", str(out)]
+                         + (trap_pages_args() or []),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=stable_env())
+    wait_trapped(t.pid, g)
+    return g
 
 
 def trap_pages_args():
@@ -165,6 +156,21 @@ def trap_pages_args():
     without --step-all): None when the binary rejects the option."""
     r = run_gebpf(["trace", "--help"], timeout=10)
     return ["--trap", "pages"] if "--trap" in r.stdout + r.stderr else None
+
+
+def trap_and_step_all(tmp_path, rng, name):
+    """Launch NAME under `gebpf trace --range RNG` with the page trap and
+    with --step-all: {"trap": lines, "step-all": lines}, each in vt order."""
+    outs = {}
+    for mode, extra in (("trap", []), ("step-all", ["--step-all"])):
+        out = tmp_path / ("%s.jsonl" % mode)
+        r = run_gebpf(["trace", "--range", rng, "-o", out] + extra + ["--", prog_path(name)],
+                      timeout=60)
+        assert r.returncode == 0, "%s: %s" % (mode, r.stderr.strip())
+        lines, _ = read_trace(out)
+        check_vt_order(lines)
+        outs[mode] = lines
+    return outs
 
 
 # ---------------------------------------------------------------- an instruction across the boundary
@@ -175,15 +181,7 @@ def test_instruction_crossing_into_the_trapped_page(tmp_path):
     with si_addr = the trapped page's first byte.  Reached by falling through
     and by a jump.  Before: the fault was delivered, the program died of
     SIGSEGV.  The trace must equal --step-all's."""
-    outs = {}
-    for mode, extra in (("trap", []), ("step-all", ["--step-all"])):
-        out = tmp_path / ("%s.jsonl" % mode)
-        r = run_gebpf(["trace", "--range", "traced", "-o", out] + extra + ["--",
-                       prog_path("trap_cross")], timeout=60)
-        assert r.returncode == 0, "%s: %s" % (mode, r.stderr.strip())
-        lines, summary = read_trace(out)
-        check_vt_order(lines)
-        outs[mode] = lines
+    outs = trap_and_step_all(tmp_path, "traced", "trap_cross")
     # traced (3 instructions) runs 5 times: 2 falls, 2 jumps, 1 call.
     assert len(execs(outs["step-all"])) == 15
     assert outs["trap"] == outs["step-all"]
@@ -219,13 +217,7 @@ def test_huge_range_attach(tmp_path, target, rng):
 def test_huge_range_trace_equals_step_all(tmp_path):
     """Launched, trap_cross under --range 0-ffffffffff (all of its code on
     trapped pages) gives the trace --step-all gives: every instruction."""
-    outs = {}
-    for mode, extra in (("trap", []), ("step-all", ["--step-all"])):
-        out = tmp_path / ("%s.jsonl" % mode)
-        r = run_gebpf(["trace", "--range", "0-ffffffffff", "-o", out] + extra + ["--",
-                       prog_path("trap_cross")], timeout=60)
-        assert r.returncode == 0, "%s: %s" % (mode, r.stderr.strip())
-        outs[mode], _ = read_trace(out)
+    outs = trap_and_step_all(tmp_path, "0-ffffffffff", "trap_cross")
     assert len(execs(outs["step-all"])) > 30
     assert outs["trap"] == outs["step-all"]
 
@@ -268,10 +260,7 @@ def test_target_sigkilled_mid_trace(tmp_path, target):
     for run in range(20):
         t = target("trap_mix")
         out = tmp_path / ("t%d.jsonl" % run)
-        g = subprocess.Popen([gebpf_path(), "trace", "-p", str(t.pid), "--range", "mix", "-o", str(out)]
-                             + (trap_pages_args() or []),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=stable_env())
-        wait_trapped(t.pid, g)
+        g = trace_mix_trapped(t, out)
         time.sleep(rnd.uniform(0, 0.5))
         t.p.kill()
         err = exits_within(g, 2, "its target was SIGKILLed (run %d)" % run)
@@ -287,10 +276,7 @@ def test_sigterm_ends_the_trace_promptly(tmp_path, target):
     t = target("trap_mix")
     for run in range(10):
         out = tmp_path / ("t%d.jsonl" % run)
-        g = subprocess.Popen([gebpf_path(), "trace", "-p", str(t.pid), "--range", "mix", "-o", str(out)]
-                             + (trap_pages_args() or []),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=stable_env())
-        wait_trapped(t.pid, g)
+        g = trace_mix_trapped(t, out)
         time.sleep(rnd.uniform(0, 0.5))
         g.send_signal(signal.SIGTERM)
         err = exits_within(g, 2, "SIGTERM (run %d)" % run)

@@ -1,13 +1,7 @@
 /* Atomics: lock add/sub/or/and/inc/xadd/bts, cmpxchg (succeeding and failing
  * compare, locked and not), cmpxchg8b/16b (both outcomes), xchg with memory
  * (implicitly locked).  Traced range: `traced`.  Exit status 0. */
-	.text
-	.globl _start
-_start:
-	call traced
-	mov $60, %eax
-	xor %edi, %edi
-	syscall
+#include "start_traced.inc"
 
 	.globl traced
 	.type traced, @function

@@ -3,13 +3,7 @@
  * operands.  A register offset addresses the operand-sized unit holding the
  * bit (hardware) - lackey reports the byte holding it.  Every memory base
  * here is aligned to its operand size.  Traced range: `traced`. */
-	.text
-	.globl _start
-_start:
-	call traced
-	mov $60, %eax
-	xor %edi, %edi
-	syscall
+#include "start_traced.inc"
 
 	.globl traced
 	.type traced, @function

@@ -1,12 +1,6 @@
 /* Loads and stores of every size: 1, 2, 4, 8, 16 (SSE), 32 (AVX) and 10 (x87).
  * Traced range: the function `traced`.  Exit status 0. */
-	.text
-	.globl _start
-_start:
-	call traced
-	mov $60, %eax
-	xor %edi, %edi
-	syscall
+#include "start_traced.inc"
 
 	.globl traced
 	.type traced, @function

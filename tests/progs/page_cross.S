@@ -1,13 +1,7 @@
 /* Accesses that straddle a page boundary (sizes 2..32), reported once at
  * their full size, plus a push whose slot straddles nothing but whose
  * stack page is fresh.  Traced range: `traced`. */
-	.text
-	.globl _start
-_start:
-	call traced
-	mov $60, %eax
-	xor %edi, %edi
-	syscall
+#include "start_traced.inc"
 
 	.globl traced
 	.type traced, @function

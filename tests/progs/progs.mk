@@ -12,7 +12,7 @@ PROG_CFLAGS := -O1 -g -static -no-pie -fno-pie -pthread -fno-omit-frame-pointer
 
 progs: $(PROG_BINS)
 
-$(OUTPUT)/progs/%: tests/progs/%.c
+$(OUTPUT)/progs/%: tests/progs/%.c tests/progs/trap_page.h
 	$(call msg,PROG,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(PROG_CFLAGS) $< -o $@
@@ -22,7 +22,7 @@ $(OUTPUT)/progs/%: tests/progs/%.cc
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CXX) $(filter-out -pthread,$(PROG_CFLAGS)) $< -o $@
 
-$(OUTPUT)/progs/%: tests/progs/%.S
+$(OUTPUT)/progs/%: tests/progs/%.S tests/progs/start_traced.inc
 	$(call msg,PROG,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -g -static -no-pie -nostdlib $< -o $@

@@ -3,13 +3,7 @@
  * cannot decode cmps without REP nor repne cmps).  Valgrind ignores REP on
  * LODS (it runs one LODS and leaves RCX alone), so nothing here depends on
  * RCX or RSI after a LODS.  Traced range: `traced`.  Exit status 0. */
-	.text
-	.globl _start
-_start:
-	call traced
-	mov $60, %eax
-	xor %edi, %edi
-	syscall
+#include "start_traced.inc"
 
 /* set RSI/RDI to the start (DF=0) or near the end (DF=1) of the buffers */
 .macro PTRS back

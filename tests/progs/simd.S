@@ -3,13 +3,7 @@
  * AVX2 (vpbroadcastq, vpaddd ymm with a memory source) and AVX2 gathers
  * with partial masks (masked-off lanes do not access memory on hardware;
  * lackey reads 4 bytes at RSP for each of them).  Traced range: `traced`. */
-	.text
-	.globl _start
-_start:
-	call traced
-	mov $60, %eax
-	xor %edi, %edi
-	syscall
+#include "start_traced.inc"
 
 	.globl traced
 	.type traced, @function

@@ -1,13 +1,7 @@
 /* Stack operations: push/pop (register, memory, immediate), call/ret,
  * ret imm, enter/leave (nesting level 0), pushf/popf.
  * Traced range: `traced` (helpers it calls lie inside it).  Exit status 0. */
-	.text
-	.globl _start
-_start:
-	call traced
-	mov $60, %eax
-	xor %edi, %edi
-	syscall
+#include "start_traced.inc"
 
 	.globl traced
 	.type traced, @function

@@ -1,12 +1,6 @@
 /* A system call inside the range: write(1, msg, 6) and getpid().  The
  * kernel's read of msg is not an instruction access.  Traced: `traced`. */
-	.text
-	.globl _start
-_start:
-	call traced
-	mov $60, %eax
-	xor %edi, %edi
-	syscall
+#include "start_traced.inc"
 
 	.globl traced
 	.type traced, @function

@@ -15,24 +15,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "trap_page.h"
+
 extern char **environ;
 
 long traced(long *slot, long i);
 
-asm(".pushsection .text.trap_fork,\"ax\",@progbits\n"
-    "	.balign 4096\n"
-    "	.globl traced\n"
-    "	.type traced,@function\n"
-    "traced:\n"
-    "	mov (%rdi), %rax\n"
-    "	imul $31, %rax, %rax\n"
-    "	add %rsi, %rax\n"
-    "	mov %rax, (%rdi)\n"
-    "	and $0xffff, %rax\n"
-    "	ret\n"
-    "	.size traced, .-traced\n"
-    "	.balign 4096\n"
-    ".popsection\n");
+TRAP_PAGE_TRACED(trap_fork);
 
 static long run(long n, long seed)
 {

@@ -17,37 +17,11 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "trap_page.h"
+
 long traced(long *slot, long i);
 
-asm(".pushsection .text.trap_mprotect,\"ax\",@progbits\n"
-    "	.balign 4096\n"
-    "	.globl traced\n"
-    "	.type traced,@function\n"
-    "traced:\n"
-    "	mov (%rdi), %rax\n"
-    "	imul $31, %rax, %rax\n"
-    "	add %rsi, %rax\n"
-    "	mov %rax, (%rdi)\n"
-    "	and $0xffff, %rax\n"
-    "	ret\n"
-    "	.size traced, .-traced\n"
-    "	.balign 4096\n"
-    ".popsection\n");
-
-static sigjmp_buf jb;
-static volatile sig_atomic_t faults;
-static volatile unsigned long last_addr;
-static volatile int last_code;
-
-static void on_segv(int sig, siginfo_t *si, void *uc)
-{
-	(void)sig;
-	(void)uc;
-	faults++;
-	last_addr = (unsigned long)si->si_addr;
-	last_code = si->si_code;
-	siglongjmp(jb, 1);
-}
+TRAP_PAGE_TRACED(trap_mprotect);
 
 static void prot(void *page, int p, const char *what)
 {
@@ -64,13 +38,7 @@ int main(int argc, char **argv)
 	static long slot[1] = {3};
 	unsigned long sum = 0;
 	void *page = (void *)((uintptr_t)traced & ~(uintptr_t)4095);
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_segv;
-	sa.sa_flags = SA_SIGINFO;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGSEGV, &sa, NULL))
+	if (catch_segv())
 		return 1;
 	sum += (unsigned long)traced(slot, 1);
 	for (long r = 0; r < rounds; r++) {

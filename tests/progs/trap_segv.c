@@ -19,6 +19,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "trap_page.h"
+
 long calm(long *slot, long i);
 long traced(long *p, long v);
 long traced_null(long *p);
@@ -51,33 +53,12 @@ asm(".pushsection .text.trap_segv,\"ax\",@progbits\n"
     "	.balign 4096\n"
     ".popsection\n");
 
-static sigjmp_buf jb;
-static volatile sig_atomic_t faults;
-static volatile unsigned long last_addr;
-static volatile int last_code;
-
-static void on_segv(int sig, siginfo_t *si, void *uc)
-{
-	(void)sig;
-	(void)uc;
-	faults++;
-	last_addr = (unsigned long)si->si_addr;
-	last_code = si->si_code;
-	siglongjmp(jb, 1);
-}
-
 int main(int argc, char **argv)
 {
 	long rounds = argc > 1 ? atol(argv[1]) : 3;
 	static long slot[1] = {5};
 	unsigned long sum = 0;
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_segv;
-	sa.sa_flags = SA_SIGINFO;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGSEGV, &sa, NULL))
+	if (catch_segv())
 		return 1;
 	char *ro = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	unsigned char *nx = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -96,25 +96,39 @@ static void step_stretch(struct pt_run *r, pid_t pid, struct gb_probetrap *p,
 	gb_probetrap__set_stepping(p, pid, false);
 }
 
-void pt_run(struct pt_run *r, void (*fn)(void *), void *arg)
+pid_t pt_fork_gated(void (*fn)(void *), void *arg, unsigned ptrace_opts, int *gate)
 {
-	int gate[2], status;
-	char b = 'g';
+	int fds[2];
+	char b;
 
 	signal(SIGPIPE, SIG_IGN);
-	cr_assert(pipe(gate) == 0);
+	cr_assert(pipe(fds) == 0);
 	pid_t pid = fork();
 	cr_assert(pid >= 0);
 	if (pid == 0) {
-		close(gate[1]);
-		if (read(gate[0], &b, 1) != 1)
+		close(fds[1]);
+		if (read(fds[0], &b, 1) != 1)
 			_exit(90);
 		fn(arg);
 		_exit(0);
 	}
-	close(gate[0]);
-	cr_assert(ptrace(PTRACE_SEIZE, pid, 0, r->ptrace_opts) == 0, "PTRACE_SEIZE: %s",
+	close(fds[0]);
+	cr_assert(ptrace(PTRACE_SEIZE, pid, 0, ptrace_opts) == 0, "PTRACE_SEIZE %d: %s", pid,
 		  strerror(errno));
+	*gate = fds[1];
+	return pid;
+}
+
+void pt_gate_open(int gate)
+{
+	cr_assert(write(gate, "g", 1) == 1);
+	close(gate);
+}
+
+void pt_run(struct pt_run *r, void (*fn)(void *), void *arg)
+{
+	int gate, status;
+	pid_t pid = pt_fork_gated(fn, arg, r->ptrace_opts, &gate);
 	struct gb_probetrap *p;
 	p = gb_probetrap__new(&(struct gb_probetrap_opts){
 		.tgid = pid, .signo = r->signo });
@@ -132,8 +146,7 @@ void pt_run(struct pt_run *r, void (*fn)(void *), void *arg)
 	if (r->before_gate)
 		r->before_gate(r, pid);
 	p = r->trap;                    /* the hook may have freed it */
-	cr_assert(write(gate[1], &b, 1) == 1);
-	close(gate[1]);
+	pt_gate_open(gate);
 
 	for (;;) {
 		pid_t t = waitpid(-1, &status, __WALL);

@@ -1,5 +1,6 @@
-/* Harness of tests/unit/test_probetrap*.c: fork a child that runs a function
- * after a pipe handshake, seize it, attach a probe trap with the given
+/* Harness of tests/unit/test_probetrap*.c (and the gated child of
+ * test_protwatch.c): fork a child that runs a function after a pipe
+ * handshake, seize it, attach a probe trap with the given
  * probes, and record every signal stop (claimed or not) to the child's exit.
  * Optionally single-step the thread through [step_from, step_until) once a
  * hit at step_from is claimed (the thread marked "stepping"). */
@@ -66,6 +67,10 @@ void pt_probe_self(struct pt_run *r, uint64_t addr);
 void pt_probe_file(struct pt_run *r, const char *path, uint64_t off);
 /* Fork, run fn(arg) in the child, trace it to its end. */
 void pt_run(struct pt_run *r, void (*fn)(void *), void *arg);
+/* Fork a child that runs fn(arg), then exits 0, once pt_gate_open(*gate)
+ * is called; the caller traces it (PTRACE_SEIZE with ptrace_opts). */
+pid_t pt_fork_gated(void (*fn)(void *), void *arg, unsigned ptrace_opts, int *gate);
+void pt_gate_open(int gate);
 /* <dir of the unit-test binary>/progs/NAME, or skip when it is not built. */
 void pt_prog_path(const char *name, char *buf, size_t len);
 /* File offset of an ELF file's entry point / of a dynamic symbol. */

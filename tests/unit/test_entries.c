@@ -3,6 +3,7 @@
  * bytes; gb_modfile_resolve() and gb_syms__to_file() (user/sym/). */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
+#include <criterion/redirect.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -80,9 +81,8 @@ static const struct gb_entry *entry(const struct gb_entries *en, uint64_t va)
 
 static void find(struct file *f, uint64_t lo, uint64_t hi, struct gb_entries *en)
 {
-	char err[256];
-	int r = gb_entries_find(f->path, lo, hi, en, err, sizeof(err));
-	cr_assert_eq(r, 0, "gb_entries_find: %s", err);
+	int r = gb_entries_find(f->path, lo, hi, en, "t");
+	cr_assert_eq(r, 0, "gb_entries_find failed (see stderr)");
 	for (size_t i = 0; i < en->nwarn; i++)
 		cr_log_info("warning: %s", en->warn[i]);
 	/* Invariants: sorted, unique, inside, file bytes, the start first. */
@@ -248,10 +248,10 @@ Test(entries, range_cutting_a_function)
 /* Entries of module:fn, timed. */
 static double scan_ms(const char *module, const char *fn, struct fix *x)
 {
-	char path[PATH_MAX], err[256];
+	char path[PATH_MAX];
 	uint64_t lo, hi;
 	struct timespec a, b;
-	if (gb_modfile_resolve(module, fn, NULL, path, sizeof(path), &lo, &hi, err, sizeof(err)))
+	if (gb_modfile_resolve(module, fn, NULL, path, sizeof(path), &lo, &hi, NULL))
 		return -1;
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	fix_open(x, path, fn);
@@ -289,10 +289,10 @@ Test(entries, libpython_scan_time)
 
 Test(modfile, resolves_like_the_file)
 {
-	char path[PATH_MAX], err[256], exe[PATH_MAX];
+	char path[PATH_MAX], exe[PATH_MAX];
 	uint64_t lo, hi;
 	cr_assert_eq(gb_modfile_resolve("libc", "malloc", NULL, path, sizeof(path), &lo, &hi,
-					err, sizeof(err)), 0, "%s", err);
+					"t"), 0);
 	cr_assert(strstr(path, "/libc.so.6"), "libc resolved to %s", path);
 	struct gb_elfsyms es;
 	cr_assert_eq(gb_elfsyms_load(path, &es), 0);
@@ -302,31 +302,48 @@ Test(modfile, resolves_like_the_file)
 	/* A library found only through the program's RUNPATH ($ORIGIN/lib). */
 	prog_path("pt_dlopen", exe, sizeof(exe));
 	cr_assert_eq(gb_modfile_resolve("libptdl", "ptdl_work", exe, path, sizeof(path), &lo, &hi,
-					err, sizeof(err)), 0, "%s", err);
+					"t"), 0);
 	cr_assert(strstr(path, "/progs/lib/libptdl.so"), "%s", path);
 	cr_assert_neq(gb_modfile_resolve("libptdl", "ptdl_work", NULL, path, sizeof(path), &lo,
-					 &hi, err, sizeof(err)), 0, "found without the RUNPATH");
+					 &hi, NULL), 0, "found without the RUNPATH");
 	/* The program itself, by path and by name with its RUNPATH. */
-	cr_assert_eq(gb_modfile_resolve(exe, "main", NULL, path, sizeof(path), &lo, &hi, err,
-					sizeof(err)), 0, "%s", err);
+	cr_assert_eq(gb_modfile_resolve(exe, "main", NULL, path, sizeof(path), &lo, &hi, "t"), 0);
 	cr_assert_eq(gb_modfile_resolve("pt_dlopen", "main", exe, path, sizeof(path), &lo, &hi,
-					err, sizeof(err)), 0, "%s", err);
-	/* Errors say why. */
+					"t"), 0);
+}
+
+/* Errors say why, in one "gebpf: WHAT: <why>" line each (nothing when
+ * what is NULL). */
+Test(modfile, errors_say_why, .init = cr_redirect_stderr)
+{
+	char path[PATH_MAX], out[4096] = "";
+	uint64_t lo, hi;
 	cr_assert_eq(gb_modfile_resolve("libnosuchthing", "f", NULL, path, sizeof(path), &lo, &hi,
-					err, sizeof(err)), -ENOENT);
-	cr_assert(strstr(err, "no x86-64 ELF file matches module 'libnosuchthing'"), "%s", err);
+					NULL), -ENOENT);
+	cr_assert_eq(gb_modfile_resolve("libnosuchthing", "f", NULL, path, sizeof(path), &lo, &hi,
+					"a"), -ENOENT);
 	cr_assert_eq(gb_modfile_resolve("libc", "no_such_symbol_here", NULL, path, sizeof(path),
-					&lo, &hi, err, sizeof(err)), -ENOENT);
-	cr_assert(strstr(err, "symbol 'no_such_symbol_here' not found"), "%s", err);
+					&lo, &hi, "b"), -ENOENT);
 	/* An IFUNC's code is its resolver: refused, with the reason. */
-	cr_assert_eq(gb_modfile_resolve("libc", "memcpy", NULL, path, sizeof(path), &lo, &hi, err,
-					sizeof(err)), -EINVAL);
-	cr_assert(strstr(err, "memcpy in ") && strstr(err, "is an IFUNC"), "%s", err);
+	cr_assert_eq(gb_modfile_resolve("libc", "memcpy", NULL, path, sizeof(path), &lo, &hi, "c"),
+		     -EINVAL);
+	fflush(stderr);
+	size_t n = fread(out, 1, sizeof(out) - 1, cr_get_redirected_stderr());
+	out[n] = 0;
+	char *a = strstr(out, "gebpf: a: no x86-64 ELF file matches module 'libnosuchthing' in the "
+			 "loader's directories\n");
+	char *b = strstr(out, "gebpf: b: symbol 'no_such_symbol_here' not found in any file");
+	char *c = strstr(out, "gebpf: c: symbol memcpy in ");
+	cr_assert(a == out && b && c && strstr(c, " is an IFUNC"), "%s", out);
+	int lines = 0;
+	for (char *p = out; *p; p++)
+		lines += *p == '\n';
+	cr_assert_eq(lines, 3, "%s", out);
 }
 
 Test(syms, runtime_address_to_file)
 {
-	char path[PATH_MAX], fpath[PATH_MAX], err[256];
+	char path[PATH_MAX], fpath[PATH_MAX];
 	uint64_t va, off, lo, hi;
 	void *fn = dlsym(RTLD_DEFAULT, "getpid");
 	cr_assert(fn);
@@ -334,12 +351,12 @@ Test(syms, runtime_address_to_file)
 	cr_assert(s);
 	cr_assert_eq(gb_syms__to_file(s, (uint64_t)(uintptr_t)fn, path, sizeof(path), &va, &off), 0);
 	cr_assert_eq(gb_modfile_resolve(path, "getpid", NULL, fpath, sizeof(fpath), &lo,
-					&hi, err, sizeof(err)), 0, "%s", err);
+					&hi, "t"), 0);
 	cr_assert_eq(va, lo, "%s: run-time %p is link-time %#lx, the symbol says %#lx", path, fn,
 		     (unsigned long)va, (unsigned long)lo);
 	/* The file-based resolution names the file as the maps do. */
 	cr_assert_eq(gb_modfile_resolve("libc", "getpid", NULL, fpath, sizeof(fpath),
-					&lo, &hi, err, sizeof(err)), 0, "%s", err);
+					&lo, &hi, "t"), 0);
 	cr_assert_str_eq(fpath, path);
 	cr_assert_eq(gb_syms__to_file(s, 8, path, sizeof(path), &va, &off), -ENOENT);
 	gb_syms__free(s);
@@ -392,8 +409,7 @@ Test(entries, corrupt_exception_tables_are_skipped_not_read_past)
 			memset(copy + eh + (uint64_t)rand() % (ehn - 8), 0xff, 8);
 		cr_assert(pwrite(fd, copy, x.f.size, 0) == (ssize_t)x.f.size);
 		struct gb_entries en;
-		char err[256];
-		int r = gb_entries_find(tmp, x.lo, x.hi, &en, err, sizeof(err));
+		int r = gb_entries_find(tmp, x.lo, x.hi, &en, NULL);
 		cr_assert(r == 0 || r < 0);
 		if (!r) {
 			warned += en.nwarn > 0;
@@ -407,4 +423,36 @@ Test(entries, corrupt_exception_tables_are_skipped_not_read_past)
 	unlink(tmp);
 	free(copy);
 	fix_close(&x);
+}
+
+/* The one resolver of trace --range, sample --range and snap --at: a
+ * symbol of this process resolves to where dlsym finds it; an unknown one
+ * is one "gebpf: WHAT: pid PID: <why>" line, or nothing when quiet. */
+Test(syms, range_resolve, .init = cr_redirect_stderr)
+{
+	struct gb_range_spec spec, out;
+	char text[64], want[256], got[1024] = "";
+	void *fn = dlsym(RTLD_DEFAULT, "getpid");
+	cr_assert(fn);
+	cr_assert_eq(gb_range_parse("t", "libc:getpid", &spec), 0);
+	cr_assert_eq(gb_sym_range_resolve(&spec, getpid(), &out, "x"), 0);
+	cr_assert(out.kind == GB_RANGE_ADDR && out.has_start && out.has_end);
+	cr_assert_eq(out.start, (uint64_t)(uintptr_t)fn);
+	cr_assert_gt(out.end, out.start);
+	gb_range_describe(&spec, text, sizeof(text));
+	cr_assert_str_eq(text, "libc:getpid");
+	/* An address spec is copied as it is. */
+	cr_assert_eq(gb_range_parse("t", "1000-1fff", &spec), 0);
+	cr_assert_eq(gb_sym_range_resolve(&spec, getpid(), &out, "x"), 0);
+	cr_assert(out.kind == GB_RANGE_ADDR && out.start == 0x1000 && out.end == 0x1fff);
+	cr_assert_eq(gb_range_parse("t", "no_such_symbol_here", &spec), 0);
+	cr_assert_eq(gb_sym_range_resolve(&spec, getpid(), &out, NULL), -ENOENT);
+	cr_assert_eq(gb_sym_range_resolve(&spec, getpid(), &out, "range no_such_symbol_here"),
+		     -ENOENT);
+	fflush(stderr);
+	size_t n = fread(got, 1, sizeof(got) - 1, cr_get_redirected_stderr());
+	got[n] = 0;
+	snprintf(want, sizeof(want), "gebpf: range no_such_symbol_here: pid %d: symbol "
+		 "'no_such_symbol_here' not found in any mapped module\n", getpid());
+	cr_assert_str_eq(got, want);
 }

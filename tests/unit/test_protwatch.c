@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "probe/protwatch.h"
+#include "pt_util.h"
 
 #define PG 4096ul
 #define NPAGES 8
@@ -60,27 +61,26 @@ static void need_bpf(void)
 
 typedef void (*child_fn)(uint8_t *p);
 
+struct call {
+	child_fn fn;
+	uint8_t *p;
+};
+
+static void call(void *arg)
+{
+	struct call *c = arg;
+	c->fn(c->p);
+}
+
 /* Fork a child that runs fn(p) once the parent (its tracer by then, with
- * the watcher attached) writes the handshake byte; trace it to its exit. */
+ * the watcher attached) opens the gate (pt_util.h); trace it to its exit. */
 static void run(uint8_t *p, child_fn fn, struct seen *out)
 {
-	int gate[2];
-	char b = 'g';
-	int status;
+	int gate, status;
+	struct call c = { fn, p };
 
 	memset(out, 0, sizeof(*out));
-	cr_assert(pipe(gate) == 0);
-	pid_t pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		close(gate[1]);
-		if (read(gate[0], &b, 1) != 1)
-			_exit(90);
-		fn(p);
-		_exit(0);
-	}
-	close(gate[0]);
-	cr_assert(ptrace(PTRACE_SEIZE, pid, 0, 0) == 0, "PTRACE_SEIZE %d: %s", pid, strerror(errno));
+	pid_t pid = pt_fork_gated(call, &c, 0, &gate);
 
 	struct gb_protwatch *w = gb_protwatch__new(&(struct gb_protwatch_opts){
 		.tgid = pid, .start = (uintptr_t)(p + 2 * PG), .end = (uintptr_t)(p + 6 * PG),
@@ -88,8 +88,7 @@ static void run(uint8_t *p, child_fn fn, struct seen *out)
 	if (!w)
 		kill(pid, SIGKILL);
 	cr_assert_not_null(w, "gb_protwatch__new failed (see stderr)");
-	cr_assert(write(gate[1], &b, 1) == 1);
-	close(gate[1]);
+	pt_gate_open(gate);
 
 	for (;;) {
 		cr_assert(waitpid(pid, &status, __WALL) == pid);

@@ -1,4 +1,4 @@
-/* Range parsing (common/parse.c) and description (trace/range.c): every form
+/* Range parsing (common/parse.c) and description (common/parse.c): every form
  * of --range/--start/--end, every malformed one (one "gebpf:" line each),
  * and --duration's decimal seconds. */
 #include <criterion/criterion.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/parse.h"
-#include "trace/range.h"
+#include "common/parse.h"
 
 /* Parameters are copied into each test's process: arrays, not pointers. */
 struct addr_case {
@@ -177,4 +177,17 @@ Test(parse, seconds_are_decimal)
 		double d = -1;
 		cr_assert_eq(gb_parse_seconds(bad[i], &d), -EINVAL, "'%s' accepted", bad[i]);
 	}
+}
+
+/* The [MODULE:]SYMBOL part alone, for another option (snap --at). */
+Test(range, sym_spec_other_option, .init = cr_redirect_stderr)
+{
+	struct gb_range_spec r;
+	cr_assert_eq(gb_sym_spec_parse("snap", "--at", "libc:malloc", &r), 0);
+	cr_assert(r.kind == GB_RANGE_SYM && !strcmp(r.module, "libc") && !strcmp(r.symbol, "malloc"));
+	cr_assert_eq(gb_sym_spec_parse("snap", "--at", "snap_here", &r), 0);
+	cr_assert(r.kind == GB_RANGE_SYM && !r.module[0] && !strcmp(r.symbol, "snap_here"));
+	cr_assert_eq(gb_sym_spec_parse("snap", "--at", "a b", &r), -EINVAL);
+	fflush(stderr);
+	cr_assert_stderr_eq_str("gebpf: snap: --at a b: not a symbol name or an address\n");
 }

@@ -2,6 +2,7 @@
  * the live process, and a process that is gone gives a clear error.  Needs
  * ptrace (root or CAP_SYS_PTRACE): skipped with the reason otherwise. */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,8 +29,7 @@ Test(snap_capture, matches_the_live_process)
 		cr_skip_test("cannot launch a tracee with ptrace here (needs CAP_SYS_PTRACE)");
 	struct gb_snapshot *s;
 	struct gb_snap_point pt = { .tid = t.pid, .vt = -1, .point = "exec" };
-	char err[256];
-	cr_assert_eq(gb_snapshot_capture(&t, &pt, &s, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(gb_snapshot_capture(&t, &pt, &s), 0);
 	struct user_regs_struct live;
 	cr_assert_eq(gb_regs_get(t.pid, &live), 0);
 	cr_assert_eq(s->nthreads, 1);
@@ -38,7 +38,7 @@ Test(snap_capture, matches_the_live_process)
 	cr_assert_eq(s->meta.tid, s->meta.pid);
 	cr_assert_str_eq(s->exe, "/usr/bin/sleep");
 	uint8_t a[256], b[256];
-	cr_assert_eq(gb_snapshot_read_memory(s, live.rsp, a, sizeof(a), err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(gb_snapshot_read_memory(s, live.rsp, a, sizeof(a), "t"), 0);
 	cr_assert_eq(gb_mem_read(t.pid, live.rsp, b, sizeof(b)), (ssize_t)sizeof(b));
 	cr_assert_eq(memcmp(a, b, sizeof(a)), 0, "stack bytes differ from the live process");
 	bool vvar = false, stack = false;
@@ -58,7 +58,7 @@ Test(snap_capture, matches_the_live_process)
 	gb_tracee_kill(&t);
 }
 
-Test(snap_capture, process_gone_is_an_error)
+Test(snap_capture, process_gone_is_an_error, .init = cr_redirect_stderr)
 {
 	struct gb_tracee t;
 	if (!launch_sleep(&t))
@@ -67,8 +67,10 @@ Test(snap_capture, process_gone_is_an_error)
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, __WALL);
 	struct gb_snapshot *s = (void *)1;
-	char err[256] = "";
-	int r = gb_snapshot_capture(&t, NULL, &s, err, sizeof(err));
+	char err[1024] = "";
+	int r = gb_snapshot_capture(&t, NULL, &s);
+	fflush(stderr);
+	err[fread(err, 1, sizeof(err) - 1, cr_get_redirected_stderr())] = 0;
 	cr_assert_eq(r, -ESRCH, "got %d (%s)", r, err);
 	cr_assert_null(s);
 	char want[32];

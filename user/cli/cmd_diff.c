@@ -49,7 +49,6 @@ int cmd_diff(int argc, char **argv)
 		{ "normalise", required_argument, NULL, 'n' }, { "normalize", required_argument, NULL, 'n' },
 		{ "context", required_argument, NULL, 'C' }, { "help", no_argument, NULL, 'h' }, { 0 } };
 	struct gb_trace_diff_opts o = { .context = 3 };
-	char err[512];
 	int c;
 	optind = 1;
 	opterr = 0;
@@ -92,20 +91,15 @@ int cmd_diff(int argc, char **argv)
 		return GB_EXIT_USAGE;
 	}
 	if (!ea) {
-		int r = gb_trace_diff(pa, pb, &o, stdout, err, sizeof(err));
-		if (r < 0) {
-			gb_err("diff: %s", err);
+		int r = gb_trace_diff(pa, pb, &o, stdout);
+		if (r < 0)
 			return GB_EXIT_USAGE;
-		}
 		return r ? 1 : GB_EXIT_OK;
 	}
 	struct gb_snapshot *a = NULL, *b = NULL;
 	int ret = GB_EXIT_USAGE;
-	if (gb_snapshot_load(pa, &a, err, sizeof(err)) || gb_snapshot_load(pb, &b, err, sizeof(err))) {
-		gb_err("diff: %s", err);
-	} else {
+	if (!gb_snapshot_load(pa, &a, "diff") && !gb_snapshot_load(pb, &b, "diff"))
 		ret = gb_snap_diff(a, b, stdout) ? 1 : GB_EXIT_OK;
-	}
 	gb_snapshot_free(a);
 	gb_snapshot_free(b);
 	return ret;

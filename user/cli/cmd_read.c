@@ -58,18 +58,15 @@ int cmd_read(int argc, char **argv)
 		return GB_EXIT_USAGE;
 	}
 	struct gb_snapshot *s;
-	char err[512];
-	if (gb_snapshot_load(argv[optind], &s, err, sizeof(err))) {
-		gb_err("read: %s", err);
+	char what[4200];
+	snprintf(what, sizeof(what), "read: %s", argv[optind]);
+	if (gb_snapshot_load(argv[optind], &s, "read"))
 		return GB_EXIT_FAIL;
-	}
 	int ret = GB_EXIT_FAIL;
 	uint8_t *buf = malloc(len);
 	if (!buf) {
 		gb_err("read: %s: out of memory for %" PRIu64 " bytes", argv[optind], len);
-	} else if (gb_snapshot_read_memory(s, addr, buf, len, err, sizeof(err))) {
-		gb_err("read: %s: %s", argv[optind], err);
-	} else {
+	} else if (!gb_snapshot_read_memory(s, addr, buf, len, what)) {
 		if (raw)
 			fwrite(buf, 1, len, stdout);
 		else

@@ -61,28 +61,23 @@ int cmd_resume(int argc, char **argv)
 		return GB_EXIT_USAGE;
 	}
 	const char *path = argv[optind];
-	char err[512];
+	char what[4200];
 	struct gb_snapshot *s = NULL;
 	struct gb_tracee t;
 	int rc = GB_EXIT_FAIL;
 	memset(&t, 0, sizeof(t));
-	if (gb_snapshot_load(path, &s, err, sizeof(err))) {
-		gb_err("resume: %s", err);
+	if (gb_snapshot_load(path, &s, "resume"))
 		goto cleanup;
-	}
 	for (size_t i = 0; i < nsets + npokes; i++) {
 		const char *spec = i < nsets ? sets[i] : pokes[i - nsets];
-		if (i < nsets ? gb_resume_edit_reg(s, spec, err, sizeof(err))
-			      : gb_resume_edit_poke(s, spec, err, sizeof(err))) {
-			gb_err("resume: %s %s: %s", i < nsets ? "--set" : "--poke", spec, err);
+		if (i < nsets ? gb_resume_edit_reg(s, spec) : gb_resume_edit_poke(s, spec)) {
 			rc = GB_EXIT_USAGE;
 			goto cleanup;
 		}
 	}
-	if (gb_resume_restore(s, &t, err, sizeof(err))) {
-		gb_err("resume: %s: %s", path, err);
+	snprintf(what, sizeof(what), "resume: %s", path);
+	if (gb_resume_restore(s, &t, what))
 		goto cleanup;
-	}
 	pid_t pid = t.pid;
 	gb_tracee_detach(&t);
 	int st;

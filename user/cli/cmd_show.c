@@ -32,11 +32,8 @@ int cmd_show(int argc, char **argv)
 		return GB_EXIT_USAGE;
 	}
 	struct gb_snapshot *s;
-	char err[512];
-	if (gb_snapshot_load(argv[optind], &s, err, sizeof(err))) {
-		gb_err("show: %s", err);
+	if (gb_snapshot_load(argv[optind], &s, "show"))
 		return GB_EXIT_FAIL;
-	}
 	size_t len;
 	char *text = gb_snap__json_build(s, &len);
 	int ret = GB_EXIT_FAIL;

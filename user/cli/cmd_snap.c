@@ -30,6 +30,7 @@ struct snap_opts {
 	pid_t pid;
 	char **argv;              /* launch mode */
 	const char *at, *out;
+	struct gb_range_spec at_spec;   /* --at: an address or [MODULE:]SYMBOL */
 	uint64_t after;
 	bool has_after, aslr, pidns, fix_random, kill_after, no_fork, verbose;
 };
@@ -55,6 +56,22 @@ static void usage(FILE *f)
 		"  --no-fork       no copy: keep the process stopped while its memory is read\n"
 		"  -v, --verbose   report the phases (freeze, copy, sync) on stderr\n"
 		"See docs/snap.md and docs/snapshot-format.md.\n");
+}
+
+/* --at: "0x..." is an address; anything else a symbol ([MODULE:]NAME). */
+static int parse_at(const char *at, struct gb_range_spec *spec)
+{
+	if (strncmp(at, "0x", 2) && strncmp(at, "0X", 2))
+		return gb_sym_spec_parse("snap", "--at", at, spec);
+	memset(spec, 0, sizeof(*spec));
+	if (gb_parse_hex(at, &spec->start)) {
+		gb_err("snap: --at %s: not a hex address", at);
+		return -EINVAL;
+	}
+	spec->kind = GB_RANGE_ADDR;
+	spec->has_start = spec->has_end = true;
+	spec->end = spec->start;
+	return 0;
 }
 
 static int parse(int argc, char **argv, struct snap_opts *o)
@@ -83,7 +100,11 @@ static int parse(int argc, char **argv, struct snap_opts *o)
 			o->pid = (pid_t)v;
 			break;
 		case 'o': o->out = optarg; break;
-		case O_AT: o->at = optarg; break;
+		case O_AT:
+			o->at = optarg;
+			if (parse_at(optarg, &o->at_spec))
+				return -1;
+			break;
 		case O_AFTER:
 			if (gb_parse_u64(optarg, &o->after)) {
 				gb_err("snap: --after expects a number of instructions, got '%s'", optarg);
@@ -116,34 +137,28 @@ static int parse(int argc, char **argv, struct snap_opts *o)
 	return 0;
 }
 
-/* "0x..." is an address; anything else a symbol ([MODULE:]NAME), or an
- * address in bare hex when no symbol has that name. */
-static int resolve_at(pid_t pid, const char *at, uint64_t *addr, char *point, size_t plen)
+/* The address of --at in pid (sym/syms.h resolves the symbol); a bare-hex
+ * name that no symbol has is an address. */
+static int resolve_at(pid_t pid, const struct snap_opts *o, uint64_t *addr, char *point,
+		      size_t plen)
 {
-	char err[256], module[256] = "";
-	const char *name = at, *colon = strrchr(at, ':');
-	uint64_t end;
-	if (!strncmp(at, "0x", 2) || !strncmp(at, "0X", 2)) {
-		if (gb_parse_hex(at, addr)) {
-			gb_err("snap: --at %s: not a hex address", at);
+	char what[300];
+	uint64_t hex = 0;
+	bool sym = o->at_spec.kind == GB_RANGE_SYM;
+	bool hex_ok = sym && !o->at_spec.module[0] && gb_parse_hex(o->at, &hex) == 0;
+	struct gb_range_spec r;
+	snprintf(what, sizeof(what), "snap: --at %s", o->at);
+	if (gb_sym_range_resolve(&o->at_spec, pid, &r, hex_ok ? NULL : what)) {
+		if (!hex_ok)
 			return -1;
-		}
+		sym = false;
+		r.start = hex;
+	}
+	*addr = r.start;
+	if (sym)
+		snprintf(point, plen, "at 0x%" PRIx64 " (%s)", *addr, o->at);
+	else
 		snprintf(point, plen, "at 0x%" PRIx64, *addr);
-		return 0;
-	}
-	if (colon) {
-		snprintf(module, sizeof(module), "%.*s", (int)(colon - at), at);
-		name = colon + 1;
-	}
-	if (gb_sym_resolve(pid, module, name, addr, &end, err, sizeof(err))) {
-		if (!colon && gb_parse_hex(at, addr) == 0) {
-			snprintf(point, plen, "at 0x%" PRIx64, *addr);
-			return 0;
-		}
-		gb_err("snap: --at %s: pid %d: %s", at, pid, err);
-		return -1;
-	}
-	snprintf(point, plen, "at 0x%" PRIx64 " (%s)", *addr, at);
 	return 0;
 }
 
@@ -185,7 +200,7 @@ int cmd_snap(int argc, char **argv)
 	struct gb_tracee t;
 	struct gb_snapshot *s = NULL;
 	struct gb_snap_save_stats st = { 0 };
-	char err[512], point[320] = "attach", outbuf[300], *dir = NULL;
+	char point[320] = "attach", outbuf[300], *dir = NULL;
 	const char *outdir;
 	pid_t init = 0, wait_pid = 0;
 	int ret = GB_EXIT_FAIL, r;
@@ -242,7 +257,7 @@ int cmd_snap(int argc, char **argv)
 	pid_t tid = t.threads[0].tid;
 	if (o.at) {
 		uint64_t addr;
-		if (resolve_at(t.pid, o.at, &addr, point, sizeof(point)))
+		if (resolve_at(t.pid, &o, &addr, point, sizeof(point)))
 			goto cleanup;
 		r = det ? gb_snap_run_to_det(&t, tid, addr, det) : gb_run_to(&t, tid, addr);
 		if (r) {
@@ -271,22 +286,16 @@ int cmd_snap(int argc, char **argv)
 	if (o.argv)
 		t0 = now_ms();
 	struct gb_snap_capture_opts co = { .fork = !o.no_fork, .scratch_dir = outdir, .plan = plan };
-	r = gb_snapshot_capture_opts(&t, &pt, &co, &s, err, sizeof(err));
-	if (r) {
-		gb_err("snap: %s", err);
+	if (gb_snapshot_capture_opts(&t, &pt, &co, &s))
 		goto cleanup;
-	}
 	if (co.forked) {
 		release(&o, &t, true, &have_tracee, &wait_pid);
 		t_freeze = now_ms() - t0;
 		gb_info("snap: freeze %.1f ms (registers, maps, copy-on-write copy pid %d); the process runs again",
 			t_freeze, gb_snapshot_source_pid(s));
 	}
-	r = gb_snapshot_save_stats(s, o.out, &st, err, sizeof(err));
-	if (r) {
-		gb_err("snap: %s", err);
+	if (gb_snapshot_save_stats(s, o.out, &st))
 		goto cleanup;
-	}
 	if (!co.forked) {
 		release(&o, &t, true, &have_tracee, &wait_pid);
 		t_freeze = now_ms() - t0;

@@ -22,6 +22,15 @@ void gb_err(const char *fmt, ...)
 	va_end(ap);
 }
 
+int gb_fail(int e, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog("", fmt, ap);
+	va_end(ap);
+	return e;
+}
+
 void gb_warn(const char *fmt, ...)
 {
 	va_list ap;

@@ -13,6 +13,9 @@ enum { GB_EXIT_OK = 0, GB_EXIT_FAIL = 1, GB_EXIT_USAGE = 2 };
 
 /* "gebpf: <fmt>\n" on stderr. */
 void gb_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* gb_err(fmt, ...), then return e: "return gb_fail(-ENOENT, ...)" in code
+ * that returns -errno. */
+int gb_fail(int e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "gebpf: warning: <fmt>\n" on stderr. */
 void gb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "gebpf: <fmt>\n" on stderr, only when verbose logging is on. */

@@ -97,20 +97,28 @@ int gb_range_parse(const char *cmd, const char *s, struct gb_range_spec *out)
 		return 0;
 	}
 
+	return gb_sym_spec_parse(cmd, "--range", s, out);
+}
+
+int gb_sym_spec_parse(const char *cmd, const char *opt, const char *s, struct gb_range_spec *out)
+{
+	memset(out, 0, sizeof(*out));
 	const char *colon = strrchr(s, ':');
 	const char *sym = colon ? colon + 1 : s;
 	if (colon) {
 		size_t lm = (size_t)(colon - s);
 		if (lm == 0 || lm >= sizeof(out->module))
-			return fail(cmd, "--range", s, "expected MODULE:SYMBOL");
+			return fail(cmd, opt, s, "expected MODULE:SYMBOL");
 		memcpy(out->module, s, lm);
 		out->module[lm] = 0;
 	}
 	if (!*sym || strlen(sym) >= sizeof(out->symbol))
-		return fail(cmd, "--range", s, "expected a symbol name");
+		return fail(cmd, opt, s, "expected a symbol name");
 	for (const char *p = sym; *p; p++)
 		if (!is_symbol_char(*p))
-			return fail(cmd, "--range", s, "not a symbol name or a START-END hex range");
+			return fail(cmd, opt, s, strcmp(opt, "--range") ?
+				    "not a symbol name or an address" :
+				    "not a symbol name or a START-END hex range");
 	strcpy(out->symbol, sym);
 	out->kind = GB_RANGE_SYM;
 	return 0;
@@ -135,4 +143,22 @@ int gb_range_set_bound(const char *cmd, struct gb_range_spec *spec, bool is_end,
 	if (spec->has_start && spec->has_end && spec->start > spec->end)
 		return fail(cmd, opt, s, "START is greater than END");
 	return 0;
+}
+
+void gb_range_describe(const struct gb_range_spec *spec, char *buf, size_t len)
+{
+	switch (spec->kind) {
+	case GB_RANGE_SYM:
+		if (spec->module[0])
+			snprintf(buf, len, "%s:%s", spec->module, spec->symbol);
+		else
+			snprintf(buf, len, "%s", spec->symbol);
+		break;
+	case GB_RANGE_ADDR:
+		snprintf(buf, len, "0x%llx-0x%llx", (unsigned long long)spec->start,
+			 (unsigned long long)(spec->has_end ? spec->end : ~0ull));
+		break;
+	default:
+		snprintf(buf, len, "(all)");
+	}
 }

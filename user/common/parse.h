@@ -32,6 +32,11 @@ struct gb_range_spec {
  * command cmd.  0, or -EINVAL with one "gebpf: CMD: --range S: <why>" line
  * printed. */
 int gb_range_parse(const char *cmd, const char *s, struct gb_range_spec *out);
+/* Text for messages: "0x401000-0x40101f" or "SYMBOL" / "MODULE:SYMBOL". */
+void gb_range_describe(const struct gb_range_spec *spec, char *buf, size_t len);
+/* "SYMBOL" or "MODULE:SYMBOL" given to option opt: a GB_RANGE_SYM spec.
+ * 0, or -EINVAL with one "gebpf: CMD: OPT S: <why>" line printed. */
+int gb_sym_spec_parse(const char *cmd, const char *opt, const char *s, struct gb_range_spec *out);
 /* Apply --start / --end (hex) to a spec.  0, or -EINVAL with one
  * "gebpf: CMD: --start S: <why>" (or --end) line printed. */
 int gb_range_set_bound(const char *cmd, struct gb_range_spec *spec, bool is_end, const char *s);

@@ -14,6 +14,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "common/bound.h"
 #include "common/grow.h"
 #include "probe/probetrap_int.h"
 #include "probe/umulti.h"
@@ -300,16 +301,10 @@ static int refresh_rt(struct gb_probetrap *p)
 			if (pr->off < mp->offset || pr->off - mp->offset >= mp->end - mp->start ||
 			    !same_file(pr, mp))
 				continue;
-			if (n == cap) {
-				struct rt *nv;
-				cap = cap ? 2 * cap : 64;
-				nv = realloc(v, cap * sizeof(*v));
-				if (!nv) {
-					free(v);
-					gb_maps_free(&m);
-					return -ENOMEM;
-				}
-				v = nv;
+			if (GB_GROW(&v, &cap, n + 1)) {
+				free(v);
+				gb_maps_free(&m);
+				return -ENOMEM;
 			}
 			v[n].addr = mp->start + (pr->off - mp->offset);
 			v[n].orig = pr->orig;
@@ -328,16 +323,7 @@ static int refresh_rt(struct gb_probetrap *p)
 /* Index of the first runtime address >= addr. */
 static size_t rt_lower(const struct gb_probetrap *p, uint64_t addr)
 {
-	size_t lo = 0, hi = p->nrt;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (p->rt[mid].addr < addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return GB_LOWER(p->rt, p->nrt, addr, addr);
 }
 
 static bool in_rt(const struct gb_probetrap *p, uint64_t addr)

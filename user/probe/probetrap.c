@@ -36,14 +36,8 @@ static int on_record(void *ctx, void *data, size_t len)
 
 	if (len < sizeof(*e) || e->h.kind != GB_EV_PROBE)
 		return 0;
-	if (p->nq == p->capq) {
-		size_t cap = p->capq ? 2 * p->capq : 16;
-		struct gb_ev_probe *q = realloc(p->q, cap * sizeof(*q));
-		if (!q)
-			return -ENOMEM;
-		p->q = q;
-		p->capq = cap;
-	}
+	if (GB_GROW(&p->q, &p->capq, p->nq + 1))
+		return -ENOMEM;
 	p->q[p->nq++] = *e;
 	return 0;
 }

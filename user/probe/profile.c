@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "gebpf_events.h"
 
 /* A hash table of byte-string keys with a 64-bit value. */
@@ -181,14 +182,8 @@ static uint64_t loc_id(struct gb_profile *p, pid_t pid, uint64_t addr, bool kern
 		return 0;
 	if (*id)
 		return *id;
-	if (p->nlocs == p->loccap) {
-		size_t ncap = p->loccap ? 2 * p->loccap : 1024;
-		struct gb_profile_loc *nv = realloc(p->locs, ncap * sizeof(*nv));
-		if (!nv)
-			return 0;
-		p->locs = nv;
-		p->loccap = ncap;
-	}
+	if (GB_GROW(&p->locs, &p->loccap, p->nlocs + 1))
+		return 0;
 	struct gb_profile_loc *l = &p->locs[p->nlocs];
 	memset(l, 0, sizeof(*l));
 	l->addr = addr;
@@ -298,14 +293,8 @@ struct folded_ctx {
 static int fold_put(struct folded_ctx *c, const char *s)
 {
 	size_t n = strlen(s);
-	if (c->len + n + 2 > c->cap) {
-		size_t ncap = 2 * (c->len + n + 2);
-		char *nb = realloc(c->buf, ncap);
-		if (!nb)
-			return -ENOMEM;
-		c->buf = nb;
-		c->cap = ncap;
-	}
+	if (GB_GROW(&c->buf, &c->cap, c->len + n + 2))
+		return -ENOMEM;
 	if (c->len)
 		c->buf[c->len++] = ';';
 	memcpy(c->buf + c->len, s, n + 1);

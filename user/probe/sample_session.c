@@ -54,21 +54,28 @@ static double now_s(void)
 static int resolve_range(const struct gb_range_spec *r, struct gb_target *t, uint64_t *start,
 			 uint64_t *end)
 {
-	char err[256] = "", first[256] = "";
+	char text[600], what[620];
 	double give_up = now_s() + 1.0;
 	pid_t pid = gb_target__pid(t);
 	bool retry = gb_target__launched(t) && r->module[0];
+	struct gb_range_spec got;
 
-	while (gb_sym_resolve(pid, r->module, r->symbol, start, end, err, sizeof(err))) {
-		if (!first[0])
-			snprintf(first, sizeof(first), "%s", err);  /* not "process gone" */
-		if (!retry || now_s() > give_up || gb_target__exited(t)) {
-			gb_err("sample: --range %s%s%s: pid %d: %s", r->module, r->module[0] ? ":" : "",
-			       r->symbol, pid, first);
+	gb_range_describe(r, text, sizeof(text));
+	snprintf(what, sizeof(what), "sample: --range %s", text);
+	while (gb_sym_range_resolve(r, pid, &got, retry ? NULL : what)) {
+		if (!retry)
+			return -ENOENT;
+		if (gb_target__exited(t)) {
+			gb_err("%s: pid %d exited before the symbol was found", what, pid);
 			return -ENOENT;
 		}
-		usleep(2000);
+		if (now_s() > give_up)
+			retry = false;   /* the last try says why */
+		else
+			usleep(2000);
 	}
+	*start = got.start;
+	*end = got.end;
 	return 0;
 }
 

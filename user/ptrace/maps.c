@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/bound.h"
 #include "common/grow.h"
 
 int gb_maps_read(pid_t pid, struct gb_maps *out)
@@ -58,17 +59,8 @@ void gb_maps_free(struct gb_maps *m)
 
 const struct gb_map *gb_maps_find(const struct gb_maps *m, uint64_t addr)
 {
-	size_t lo = 0, hi = m->n;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (addr < m->v[mid].start)
-			hi = mid;
-		else if (addr >= m->v[mid].end)
-			lo = mid + 1;
-		else
-			return &m->v[mid];
-	}
-	return NULL;
+	size_t i = GB_UPPER(m->v, m->n, start, addr);
+	return i && addr < m->v[i - 1].end ? &m->v[i - 1] : NULL;
 }
 
 /* uapi/linux/fs.h of Linux 6.11 (Debian 12's headers predate it). */

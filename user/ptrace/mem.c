@@ -7,7 +7,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define PAGE 4096ull
+#include "common/page.h"
 
 static ssize_t proc_mem_io(pid_t pid, uint64_t addr, void *buf, size_t len, bool write)
 {
@@ -49,7 +49,7 @@ ssize_t gb_mem_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 		 * (it can read PROT_NONE-less pages like VM_IO-free guard gaps
 		 * and pages process_vm_readv refuses) for up to one page. */
 		uint64_t a = addr + done;
-		size_t chunk = (size_t)(((a & ~(PAGE - 1)) + PAGE) - a);
+		size_t chunk = (size_t)(gb_page_down(a) + GB_PAGE_SIZE - a);
 		if (chunk > len - done)
 			chunk = len - done;
 		ssize_t p = proc_mem_io(pid, a, (char *)buf + done, chunk, false);

@@ -1,11 +1,14 @@
 #include "ptrace/procfs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "common/grow.h"
 
 /* Read a small /proc file into buf (NUL-terminated). */
 static int slurp(pid_t pid, const char *what, char *buf, size_t len)
@@ -109,4 +112,35 @@ bool gb_proc_gone(pid_t pid)
 	char st;
 	int e = gb_proc_stat(pid, &st, NULL);
 	return e == -ESRCH || (!e && (st == 'Z' || st == 'X'));
+}
+
+int gb_proc_tasks(pid_t pid, pid_t **tids, size_t *n)
+{
+	char path[64];
+	size_t cap = 0;
+	int r = 0;
+	*tids = NULL;
+	*n = 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -ESRCH;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		pid_t tid = atoi(de->d_name);
+		if (tid <= 0)
+			continue;
+		if (GB_GROW(tids, &cap, *n + 1)) {
+			r = -ENOMEM;
+			break;
+		}
+		(*tids)[(*n)++] = tid;
+	}
+	closedir(d);
+	if (r) {
+		free(*tids);
+		*tids = NULL;
+		*n = 0;
+	}
+	return r;
 }

@@ -23,6 +23,11 @@ int gb_proc_stat(pid_t pid, char *state, unsigned long *flags);
  * /proc/PID/stat.  0, -ESRCH, -ENOENT (the kernel has no such field) or -errno. */
 int gb_proc_stat_num(pid_t pid, int n, uint64_t *out);
 
+/* The thread ids of pid's process, from /proc/PID/task: *tids (malloc'd,
+ * *n of them, in directory order).  0, -ESRCH (no such process) or
+ * -ENOMEM. */
+int gb_proc_tasks(pid_t pid, pid_t **tids, size_t *n);
+
 /* The task has exited (a zombie, dead, or gone from /proc): a wait for it
  * may never be answered (an exited group leader reports only after every
  * other thread of its process has been reaped). */

@@ -1,6 +1,5 @@
 #include "ptrace/tracee.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <linux/capability.h>
 #include <inttypes.h>
@@ -202,23 +201,23 @@ static int wait_first_stop(struct gb_tracee *t, struct gb_thread *th)
 
 static int scan_tasks(struct gb_tracee *t, int opts, int *added)
 {
-	char path[64], why[256];
-	snprintf(path, sizeof(path), "/proc/%d/task", t->pid);
-	DIR *d = opendir(path);
-	if (!d)
-		return -ESRCH;
-	struct dirent *de;
+	char why[256];
+	pid_t *tids;
+	size_t n;
+	int r = gb_proc_tasks(t->pid, &tids, &n);
 	*added = 0;
-	while ((de = readdir(d))) {
-		pid_t tid = atoi(de->d_name);
-		if (tid <= 0 || gb_tracee_thread(t, tid))
+	if (r)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		pid_t tid = tids[i];
+		if (gb_tracee_thread(t, tid))
 			continue;
 		if (ptrace(PTRACE_SEIZE, tid, 0, opts)) {
 			int e = errno;
 			if (e == ESRCH && tid != t->pid)
 				continue; /* thread exited meanwhile */
 			if (tid == t->pid) {
-				closedir(d);
+				free(tids);
 				gb_err("pid %d: %s", t->pid, seize_error(t->pid, e, why, sizeof(why)));
 				return -e;
 			}
@@ -232,7 +231,7 @@ static int scan_tasks(struct gb_tracee *t, int opts, int *added)
 		gb_tracee_add_thread(t, tid);
 		(*added)++;
 	}
-	closedir(d);
+	free(tids);
 	return 0;
 }
 

@@ -1,6 +1,5 @@
 #include "ptrace/wait.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -170,20 +169,17 @@ static bool stash_pop(pid_t tid, int *pid, int *status)
 /* Reap the exited threads of leader's process other than leader. */
 static void reap_others(pid_t leader)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task", leader);
-	DIR *d = opendir(path);
-	if (!d)
+	pid_t *tids;
+	size_t n;
+	if (gb_proc_tasks(leader, &tids, &n))
 		return;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		pid_t t = atoi(de->d_name);
+	for (size_t i = 0; i < n; i++) {
+		pid_t t = tids[i];
 		int status;
-		if (t > 0 && t != leader && gb_proc_gone(t) &&
-		    waitpid(t, &status, WNOHANG | __WALL) == t)
+		if (t != leader && gb_proc_gone(t) && waitpid(t, &status, WNOHANG | __WALL) == t)
 			stash_push(t, status);
 	}
-	closedir(d);
+	free(tids);
 }
 
 static void *watchdog(void *arg)

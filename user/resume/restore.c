@@ -26,14 +26,14 @@
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
-static int fail(struct gb_rctx *c, int e, const char *fmt, ...)
+int gb_resume__fail(struct gb_rctx *c, int e, const char *fmt, ...)
 {
+	char why[768];
 	va_list ap;
 	va_start(ap, fmt);
-	if (c->err)
-		vsnprintf(c->err, c->errlen, fmt, ap);
+	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	return e < 0 ? e : -EIO;
+	return gb_fail(e < 0 ? e : -EIO, "%s: %s", c->what, why);
 }
 
 /* The kernel's own mappings, kept from the helper (never unmapped). */
@@ -71,13 +71,13 @@ static int unmap_helper(struct gb_rctx *c)
 	struct gb_maps m;
 	int e = gb_maps_read(c->pid, &m);
 	if (e)
-		return fail(c, e, "read the helper's maps: %s", strerror(-e));
+		return gb_resume__fail(c, e, "read the helper's maps: %s", strerror(-e));
 	for (size_t i = 0; i < m.n && !e; i++) {
 		if (is_special(m.v[i].path))
 			continue;
 		long r = gb_rsys(c, SYS_munmap, m.v[i].start, m.v[i].end - m.v[i].start, 0, 0, 0, 0);
 		if (r < 0)
-			e = fail(c, (int)r, "munmap 0x%llx: %s", (unsigned long long)m.v[i].start,
+			e = gb_resume__fail(c, (int)r, "munmap 0x%llx: %s", (unsigned long long)m.v[i].start,
 				 strerror((int)-r));
 	}
 	gb_maps_free(&m);
@@ -93,7 +93,7 @@ static int place_vdso(struct gb_rctx *c, const struct gb_snapshot *s)
 	struct gb_maps m;
 	int e = gb_maps_read(c->pid, &m);
 	if (e)
-		return fail(c, e, "read the helper's maps: %s", strerror(-e));
+		return gb_resume__fail(c, e, "read the helper's maps: %s", strerror(-e));
 	const struct gb_map *hv = NULL;
 	for (size_t i = 0; i < m.n; i++)
 		if (!strcmp(m.v[i].path, "[vdso]"))
@@ -116,7 +116,7 @@ static int place_vdso(struct gb_rctx *c, const struct gb_snapshot *s)
 			(unsigned long long)sv->start, (unsigned long long)hv->start);
 		for (size_t i = 0; i < m.n && !e; i++)
 			if (is_special(m.v[i].path) && overlaps_snapshot(s, m.v[i].start, m.v[i].end))
-				e = fail(c, -EEXIST, "this kernel's %s at 0x%llx overlaps the snapshot's memory",
+				e = gb_resume__fail(c, -EEXIST, "this kernel's %s at 0x%llx overlaps the snapshot's memory",
 					 m.v[i].path, (unsigned long long)m.v[i].start);
 		goto out;
 	}
@@ -127,13 +127,13 @@ static int place_vdso(struct gb_rctx *c, const struct gb_snapshot *s)
 		long r = gb_rsys(c, SYS_mremap, m.v[i].start, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
 				 m.v[i].start + (uint64_t)delta, 0);
 		if (r < 0)
-			e = fail(c, (int)r, "move %s to 0x%llx: %s", m.v[i].path,
+			e = gb_resume__fail(c, (int)r, "move %s to 0x%llx: %s", m.v[i].path,
 				 (unsigned long long)(m.v[i].start + (uint64_t)delta), strerror((int)-r));
 	}
 	if (!e) {
 		c->insn = gb_inject_find_syscall(c->pid, 0, 0);
 		if (!c->insn)
-			e = fail(c, -ENOENT, "no syscall instruction in the moved vDSO");
+			e = gb_resume__fail(c, -ENOENT, "no syscall instruction in the moved vDSO");
 	}
 out:
 	gb_maps_free(&m);
@@ -146,7 +146,7 @@ static int map_scratch(struct gb_rctx *c, const struct gb_snapshot *s)
 	struct gb_maps m;
 	int e = gb_maps_read(c->pid, &m);
 	if (e)
-		return fail(c, e, "read the helper's maps: %s", strerror(-e));
+		return gb_resume__fail(c, e, "read the helper's maps: %s", strerror(-e));
 	for (uint64_t a = 0x10000000ull; a < 0x7f0000000000ull; a += 0x10000000ull) {
 		uint64_t b = a + GB_RSCRATCH_LEN;
 		bool busy = overlaps_snapshot(s, a, b);
@@ -162,7 +162,7 @@ static int map_scratch(struct gb_rctx *c, const struct gb_snapshot *s)
 		}
 	}
 	gb_maps_free(&m);
-	return c->scratch ? 0 : fail(c, -ENOMEM, "no room for a scratch area in the helper");
+	return c->scratch ? 0 : gb_resume__fail(c, -ENOMEM, "no room for a scratch area in the helper");
 }
 
 /* Whether map m can come from its file: the file has exactly its bytes
@@ -177,7 +177,7 @@ static bool file_unchanged(const struct gb_snap_map *m)
 	struct stat st;
 	uint64_t len = m->end - m->start;
 	bool same = !fstat(fd, &st) && S_ISREG(st.st_mode) &&
-		    (uint64_t)st.st_size + GB_SNAP_PAGE > m->pgoff + len; /* no page past EOF */
+		    (uint64_t)st.st_size + GB_PAGE_SIZE > m->pgoff + len; /* no page past EOF */
 	if (same && m->data) {
 		uint8_t *buf = calloc(1, (size_t)len);
 		same = buf && pread(fd, buf, (size_t)len, (off_t)m->pgoff) >= 0 &&
@@ -190,21 +190,21 @@ static bool file_unchanged(const struct gb_snap_map *m)
 
 static bool zero_page(const uint8_t *p)
 {
-	static const uint8_t zeros[GB_SNAP_PAGE];
-	return !memcmp(p, zeros, GB_SNAP_PAGE);
+	static const uint8_t zeros[GB_PAGE_SIZE];
+	return !memcmp(p, zeros, GB_PAGE_SIZE);
 }
 
 static int write_bytes(struct gb_rctx *c, const struct gb_snap_map *m)
 {
 	uint64_t len = m->end - m->start;
-	for (uint64_t off = 0; off < len; off += GB_SNAP_PAGE) {
+	for (uint64_t off = 0; off < len; off += GB_PAGE_SIZE) {
 		uint64_t run = off;
 		while (run < len && !zero_page(m->data + run)) /* a run of non-zero pages */
-			run += GB_SNAP_PAGE;
+			run += GB_PAGE_SIZE;
 		if (run > off) {
 			ssize_t n = gb_mem_write(c->pid, m->start + off, m->data + off, (size_t)(run - off));
 			if (n != (ssize_t)(run - off))
-				return fail(c, n < 0 ? (int)n : -EIO, "write 0x%llx: %s",
+				return gb_resume__fail(c, n < 0 ? (int)n : -EIO, "write 0x%llx: %s",
 					    (unsigned long long)(m->start + off),
 					    strerror(n < 0 ? (int)-n : EIO));
 			off = run;
@@ -232,7 +232,7 @@ static int map_one(struct gb_rctx *c, const struct gb_snap_map *m)
 		long fd = path ? gb_rsys(c, SYS_openat, (uint64_t)AT_FDCWD, path, (uint64_t)oflags, 0, 0, 0)
 			       : -EFAULT;
 		if (fd < 0)
-			return fail(c, (int)fd, "%s: open in the new process: %s", m->path, strerror((int)-fd));
+			return gb_resume__fail(c, (int)fd, "%s: open in the new process: %s", m->path, strerror((int)-fd));
 		r = gb_rsys(c, SYS_mmap, m->start, len, (uint64_t)prot,
 			    MAP_FIXED | (shared ? MAP_SHARED : MAP_PRIVATE), (uint64_t)fd, m->pgoff);
 		gb_rsys(c, SYS_close, (uint64_t)fd, 0, 0, 0, 0, 0);
@@ -243,7 +243,7 @@ static int map_one(struct gb_rctx *c, const struct gb_snap_map *m)
 		r = gb_rsys(c, SYS_mmap, m->start, len, (uint64_t)prot, (uint64_t)flags, (uint64_t)-1, 0);
 	}
 	if (r != (long)m->start)
-		return fail(c, r < 0 ? (int)r : -EFAULT, "map 0x%llx-0x%llx %s %s: %s",
+		return gb_resume__fail(c, r < 0 ? (int)r : -EFAULT, "map 0x%llx-0x%llx %s %s: %s",
 			    (unsigned long long)m->start, (unsigned long long)m->end, m->perms,
 			    m->path[0] ? m->path : "(anonymous)", r < 0 ? strerror((int)-r) : "moved");
 	return (!from_file && m->data) ? write_bytes(c, m) : 0;
@@ -290,7 +290,7 @@ static int set_mm_fields(struct gb_rctx *c, const struct gb_snapshot *s)
 	struct prctl_mm_map mm;
 	memset(&mm, 0, sizeof(mm));
 	if (read_mm(c->pid, &mm))
-		return fail(c, -EIO, "read the new process's /proc/%d/stat", c->pid);
+		return gb_resume__fail(c, -EIO, "read the new process's /proc/%d/stat", c->pid);
 	mm.exe_fd = (uint32_t)-1;
 	if (heap) {
 		mm.start_brk = heap->start;
@@ -302,12 +302,12 @@ static int set_mm_fields(struct gb_rctx *c, const struct gb_snapshot *s)
 		mm.auxv = (__u64 *)(uintptr_t)gb_rput(c, 1024, s->auxv, s->auxv_len);
 		mm.auxv_size = (uint32_t)s->auxv_len;
 		if (!mm.auxv)
-			return fail(c, -EFAULT, "auxv: cannot write it into the new process");
+			return gb_resume__fail(c, -EFAULT, "auxv: cannot write it into the new process");
 	}
 	uint64_t a = gb_rput(c, 0, &mm, sizeof(mm));
 	long r = a ? gb_rsys(c, SYS_prctl, PR_SET_MM, PR_SET_MM_MAP, a, sizeof(mm), 0, 0) : -EFAULT;
 	if (r < 0)
-		return fail(c, (int)r, "prctl PR_SET_MM_MAP (brk 0x%llx-0x%llx, auxv): %s",
+		return gb_resume__fail(c, (int)r, "prctl PR_SET_MM_MAP (brk 0x%llx-0x%llx, auxv): %s",
 			    (unsigned long long)mm.start_brk, (unsigned long long)mm.brk, strerror((int)-r));
 	char name[17] = { 0 };
 	memcpy(name, s->ps.fname, sizeof(s->ps.fname));
@@ -329,7 +329,7 @@ static int set_cpu(struct gb_rctx *c, const struct gb_snap_thread *th)
 	r.orig_rax = (unsigned long long)-1;
 	int e = gb_regs_set(c->pid, &r);
 	if (e)
-		return fail(c, e, "set the registers: %s", strerror(-e));
+		return gb_resume__fail(c, e, "set the registers: %s", strerror(-e));
 	if (th->xstate && th->xstate_len == gb_xstate_size()) {
 		e = gb_xstate_set(c->pid, th->xstate, th->xstate_len);
 	} else {
@@ -339,10 +339,10 @@ static int set_cpu(struct gb_rctx *c, const struct gb_snap_thread *th)
 		e = gb_fpregs_set(c->pid, &th->fpregs);
 	}
 	if (e)
-		return fail(c, e, "set the FPU/vector registers: %s", strerror(-e));
+		return gb_resume__fail(c, e, "set the FPU/vector registers: %s", strerror(-e));
 	uint64_t mask = th->sighold;
 	if (ptrace(PTRACE_SETSIGMASK, c->pid, sizeof(mask), &mask))
-		return fail(c, -errno, "set the signal mask: %s", strerror(errno));
+		return gb_resume__fail(c, -errno, "set the signal mask: %s", strerror(errno));
 	return 0;
 }
 
@@ -357,26 +357,23 @@ static const char *helper_exe(const struct gb_snapshot *s)
 	return "/proc/self/exe";
 }
 
-int gb_resume_restore(const struct gb_snapshot *s, struct gb_tracee *t, char *err, size_t errlen)
+int gb_resume_restore(const struct gb_snapshot *s, struct gb_tracee *t, const char *what)
 {
-	struct gb_rctx c = { .err = err, .errlen = errlen };
-	if (s->nthreads != 1) {
-		snprintf(err, errlen, "%zu threads: only single-threaded snapshots can be resumed",
-			 s->nthreads);
-		return -ENOTSUP;
-	}
+	struct gb_rctx c = { .what = what };
+	if (s->nthreads != 1)
+		return gb_resume__fail(&c, -ENOTSUP,
+				       "%zu threads: only single-threaded snapshots can be resumed",
+				       s->nthreads);
 	const char *exe = helper_exe(s);
 	char *argv[] = { (char *)exe, NULL };
 	struct gb_launch_opts lo = { .argv = argv };
-	if (gb_tracee_launch(&lo, t)) {
-		snprintf(err, errlen, "cannot start a process to restore into");
-		return -ECHILD;
-	}
+	if (gb_tracee_launch(&lo, t))
+		return gb_resume__fail(&c, -ECHILD, "cannot start a process to restore into");
 	c.pid = t->pid;
 	int e = 0;
 	c.insn = gb_inject_find_syscall(c.pid, 0, 0);
 	if (!c.insn)
-		e = fail(&c, -ENOENT, "no syscall instruction in the new process's vDSO");
+		e = gb_resume__fail(&c, -ENOENT, "no syscall instruction in the new process's vDSO");
 	if (!e)
 		e = unmap_helper(&c);
 	if (!e)

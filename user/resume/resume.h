@@ -10,8 +10,8 @@
  * at the snapshot's next instruction, the same shape a launch produces.
  *
  *   struct gb_snapshot *s;   gb_snapshot_load(path, &s, ...);
- *   gb_resume_edit_reg(s, "rax=0x5", ...);  gb_resume_edit_poke(s, "0x401000=90", ...);
- *   struct gb_tracee t;      gb_resume_restore(s, &t, ...);
+ *   gb_resume_edit_reg(s, "rax=0x5");  gb_resume_edit_poke(s, "0x401000=90");
+ *   struct gb_tracee t;      gb_resume_restore(s, &t, "resume: FILE");
  *   ... detach (gebpf resume) or hand t to the trace engine (trace --from) ...
  *
  * Single-threaded snapshots only: a snapshot with more threads is refused.
@@ -27,14 +27,16 @@
 
 /* Build the process of snapshot s as a stopped tracee in *t.  Warnings
  * (fds replaced by /dev/null, ...) are printed as they happen.  0, or
- * -errno with "<what>: <why>" in err (nothing left running). */
-int gb_resume_restore(const struct gb_snapshot *s, struct gb_tracee *t, char *err, size_t errlen);
+ * -errno with one "gebpf: WHAT: <why>" line (nothing left running). */
+int gb_resume_restore(const struct gb_snapshot *s, struct gb_tracee *t, const char *what);
 
 /* --set REG=VALUE: a general register of thread 0 by its note name (rax,
- * rip, eflags, fs_base, ...), VALUE hex (0x...) or decimal. */
-int gb_resume_edit_reg(struct gb_snapshot *s, const char *spec, char *err, size_t errlen);
-/* --poke ADDR=HEX: bytes (hex digits, two per byte) written at ADDR. */
-int gb_resume_edit_poke(struct gb_snapshot *s, const char *spec, char *err, size_t errlen);
+ * rip, eflags, fs_base, ...), VALUE hex (0x...) or decimal.  0, or -errno
+ * with one "gebpf: resume: --set SPEC: <why>" line. */
+int gb_resume_edit_reg(struct gb_snapshot *s, const char *spec);
+/* --poke ADDR=HEX: bytes (hex digits, two per byte) written at ADDR.  0, or
+ * -errno with one "gebpf: resume: --poke SPEC: <why>" line. */
+int gb_resume_edit_poke(struct gb_snapshot *s, const char *spec);
 
 /* trace --from SNAP: load path and restore it into *t; *vt is the snapshot's
  * vt (0 when it has none).  0, or -1 with a "gebpf: ..." line printed. */

@@ -16,9 +16,12 @@ struct gb_rctx {
 	pid_t pid;
 	uint64_t insn;          /* a syscall instruction of the tracee (its vDSO) */
 	uint64_t scratch;       /* GB_RSCRATCH_LEN bytes of the tracee, or 0 */
-	char *err;              /* where failures are described */
-	size_t errlen;
+	const char *what;       /* the context of failure messages */
 };
+
+/* One "gebpf: WHAT: <fmt>" line; returns e (-EIO when e is not negative). */
+int gb_resume__fail(struct gb_rctx *c, int e, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* Run syscall nr in the tracee: its return value (-errno on failure; an
  * injection that failed also gives -errno). */

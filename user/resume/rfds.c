@@ -60,15 +60,14 @@ static int reopen(struct gb_rctx *c, const struct gb_snap_fd *f)
 	uint64_t a = gb_rput(c, 0, path, strlen(path) + 1);
 	long fd = a ? gb_rsys(c, SYS_openat, (uint64_t)AT_FDCWD, a, flags, 0, 0, 0) : -EFAULT;
 	if (fd < 0) {
-		snprintf(c->err, c->errlen, "fd %d: reopen %s: %s", f->fd, path, strerror((int)-fd));
-		return (int)fd;
+		return gb_resume__fail(c, (int)fd, "fd %d: reopen %s: %s", f->fd, path,
+				       strerror((int)-fd));
 	}
 	if (fd != f->fd) {
 		long r = gb_rsys(c, SYS_dup3, (uint64_t)fd, (uint64_t)f->fd, f->flags & O_CLOEXEC, 0, 0, 0);
 		gb_rsys(c, SYS_close, (uint64_t)fd, 0, 0, 0, 0, 0);
 		if (r < 0) {
-			snprintf(c->err, c->errlen, "fd %d: dup3: %s", f->fd, strerror((int)-r));
-			return (int)r;
+			return gb_resume__fail(c, (int)r, "fd %d: dup3: %s", f->fd, strerror((int)-r));
 		}
 	}
 	if (as_file && f->pos) {

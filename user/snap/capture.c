@@ -30,13 +30,13 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "ptrace/maps.h"
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
 #include "snap/cow.h"
 #include "snap/proc.h"
 #include "snap/source.h"
-#include "common/log.h"
 
 static bool is_plain_anon(const struct gb_map *pm)
 {
@@ -54,42 +54,39 @@ static void classify_map(const struct gb_map *pm, struct gb_snap_map *m)
 
 /* Give the memory a copy-on-write copy; copy what the copy does not hold
  * as it is now.  0 (o->forked says whether it happened) or -errno. */
-static int fork_copy(struct gb_tracee *tr, struct gb_snapshot *s, struct gb_snap_capture_opts *o,
-		     char *err, size_t errlen)
+static int fork_copy(struct gb_tracee *tr, struct gb_snapshot *s, struct gb_snap_capture_opts *o)
 {
-	char why[256];
 	pid_t child = 0;
 	uint8_t *buf = NULL;
 	bool *freeze = calloc(s->nmaps ? s->nmaps : 1, sizeof(*freeze));
 	if (!freeze)
-		return gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+		return gb_fail(-ENOMEM, "pid %d: out of memory", tr->pid);
 	int r = gb_snap_cow_freeze_maps(tr->pid, s, o->plan, freeze);
 	if (r < 0)
-		snprintf(why, sizeof(why), "smaps: %s", strerror(-r));
+		gb_snap_cow_none(tr->pid, r, "smaps: %s", strerror(-r));
 	else
-		r = gb_snap_cow_fork(tr, &child, why, sizeof(why));
+		r = gb_snap_cow_fork(tr, &child);
 	if (r >= 0 && (r = gb_snap_cow_missing_maps(child, s, freeze)) < 0)
-		snprintf(why, sizeof(why), "the copy's maps: %s", strerror(-r));
+		gb_snap_cow_none(tr->pid, r, "the copy's maps: %s", strerror(-r));
 	if (r < 0) {
-		if (r == -ESRCH) {
-			r = gb_snap__fail(err, errlen, r, "pid %d: the process exited during the capture", tr->pid);
-			goto cleanup;
-		}
-		gb_warn("snap: pid %d: no copy-on-write copy (%s): capturing with the process stopped",
-			tr->pid, why);
-		r = 0;
+		/* Said: an error when the process is gone, else a warning
+		 * (the capture goes on with the process stopped). */
+		if (r == -ESRCH)
+			gb_err("pid %d: the process exited during the capture", tr->pid);
+		else
+			r = 0;
 		goto cleanup;
 	}
 	r = 0;
 	buf = malloc(GB_SNAP_SRC_CHUNK);
 	if (!buf) {
-		r = gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+		r = gb_fail(-ENOMEM, "pid %d: out of memory", tr->pid);
 		goto cleanup;
 	}
 	for (size_t i = 0; i < s->nmaps && !r; i++) {
 		struct gb_snap_map *m = &s->maps[i];
 		if (freeze[i] && (r = gb_snap_src__spill(s->src, m, o->scratch_dir, buf, GB_SNAP_SRC_CHUNK)))
-			r = gb_snap__fail(err, errlen, r, "pid %d: copying 0x%" PRIx64 "-0x%" PRIx64 " to %s: %s",
+			r = gb_fail(r, "pid %d: copying 0x%" PRIx64 "-0x%" PRIx64 " to %s: %s",
 				 tr->pid, m->start, m->end, o->scratch_dir ? o->scratch_dir : ".",
 				 r == -ESRCH ? "the process exited during the capture" : strerror(-r));
 	}
@@ -197,14 +194,13 @@ static int capture_thread(pid_t host_pid, const struct gb_thread *th, struct gb_
 }
 
 int gb_snapshot_capture(struct gb_tracee *tr, const struct gb_snap_point *pt,
-			struct gb_snapshot **out, char *err, size_t errlen)
+			struct gb_snapshot **out)
 {
-	return gb_snapshot_capture_opts(tr, pt, NULL, out, err, errlen);
+	return gb_snapshot_capture_opts(tr, pt, NULL, out);
 }
 
 int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *pt,
-			     struct gb_snap_capture_opts *o, struct gb_snapshot **out, char *err,
-			     size_t errlen)
+			     struct gb_snap_capture_opts *o, struct gb_snapshot **out)
 {
 	struct gb_maps maps = { 0 };
 	struct utsname u;
@@ -214,7 +210,7 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 	*out = NULL;
 	struct gb_snapshot *s = gb_snapshot__alloc();
 	if (!s)
-		return gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+		return gb_fail(-ENOMEM, "pid %d: out of memory", tr->pid);
 	s->owns_map_data = true;
 	s->meta.arch = strdup("amd64");
 	s->meta.platform = strdup("linux");
@@ -224,7 +220,7 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 
 	s->threads = calloc(tr->nthreads ? tr->nthreads : 1, sizeof(*s->threads));
 	if (!s->threads) {
-		r = gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+		r = gb_fail(-ENOMEM, "pid %d: out of memory", tr->pid);
 		goto cleanup;
 	}
 	for (size_t i = 0; i < tr->nthreads; i++) {
@@ -232,13 +228,13 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 		if (th->exited)
 			continue;
 		if (!th->stopped) {
-			r = gb_snap__fail(err, errlen, -EINVAL, "pid %d: thread %d is not stopped", tr->pid, th->tid);
+			r = gb_fail(-EINVAL, "pid %d: thread %d is not stopped", tr->pid, th->tid);
 			goto cleanup;
 		}
 		struct gb_snap_thread *t = &s->threads[s->nthreads++];
 		r = capture_thread(tr->pid, th, t);
 		if (r) {
-			r = gb_snap__fail(err, errlen, r, "pid %d: thread %d: %s", tr->pid, th->tid,
+			r = gb_fail(r, "pid %d: thread %d: %s", tr->pid, th->tid,
 				 r == -ESRCH ? "exited during the capture" : strerror(-r));
 			goto cleanup;
 		}
@@ -246,7 +242,7 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 			s->meta.tid = t->tid;
 	}
 	if (!s->nthreads) {
-		r = gb_snap__fail(err, errlen, -ESRCH, "pid %d: no live thread to capture", tr->pid);
+		r = gb_fail(-ESRCH, "pid %d: no live thread to capture", tr->pid);
 		goto cleanup;
 	}
 
@@ -254,13 +250,13 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 	if (!r)
 		r = gb_maps_read(tr->pid, &maps);
 	if (r) {
-		r = gb_snap__fail(err, errlen, r, "pid %d: %s", tr->pid,
+		r = gb_fail(r, "pid %d: %s", tr->pid,
 			 r == -ESRCH ? "the process exited during the capture" : strerror(-r));
 		goto cleanup;
 	}
 	s->maps = calloc(maps.n ? maps.n : 1, sizeof(*s->maps));
 	if (!s->maps) {
-		r = gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+		r = gb_fail(-ENOMEM, "pid %d: out of memory", tr->pid);
 		goto cleanup;
 	}
 	for (size_t i = 0; i < maps.n; i++) {
@@ -273,17 +269,17 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 		memcpy(m->perms, pm->perms, sizeof(m->perms));
 		m->path = strdup(pm->path);
 		if (!m->path) {
-			r = gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+			r = gb_fail(-ENOMEM, "pid %d: out of memory", tr->pid);
 			goto cleanup;
 		}
 		classify_map(pm, m);
 	}
 	s->src = gb_snap_src__new(tr->pid);
 	if (!s->src) {
-		r = gb_snap__fail(err, errlen, -ENOMEM, "pid %d: out of memory", tr->pid);
+		r = gb_fail(-ENOMEM, "pid %d: out of memory", tr->pid);
 		goto cleanup;
 	}
-	if (o && o->fork && (r = fork_copy(tr, s, o, err, errlen)))
+	if (o && o->fork && (r = fork_copy(tr, s, o)))
 		goto cleanup;
 	/* Unwinding reads memory: from the copy once the target runs again. */
 	if (!o || !o->forked)

@@ -169,7 +169,7 @@ static bool page_is_zero(const uint8_t *p)
 	if (q[0] | q[511])
 		return false;
 	uint64_t acc = 0;
-	for (size_t i = 0; i < GB_SNAP_PAGE / 8; i++)
+	for (size_t i = 0; i < GB_PAGE_SIZE / 8; i++)
 		acc |= q[i];
 	return acc == 0;
 }
@@ -193,12 +193,12 @@ int gb_core_data__pwrite(int fd, const uint8_t *p, uint64_t len, uint64_t off)
 /* Write the non-zero pages of p[0, len) at off (zero pages stay holes). */
 static int write_pages(struct gb_core_data *d, const uint8_t *p, uint64_t len, uint64_t off)
 {
-	for (uint64_t o = 0; o < len; o += GB_SNAP_PAGE) {
+	for (uint64_t o = 0; o < len; o += GB_PAGE_SIZE) {
 		if (page_is_zero(p + o))
 			continue;
-		uint64_t e = o + GB_SNAP_PAGE;
+		uint64_t e = o + GB_PAGE_SIZE;
 		while (e < len && !page_is_zero(p + e))
-			e += GB_SNAP_PAGE;
+			e += GB_PAGE_SIZE;
 		int r = gb_core_data__pwrite(d->fd, p + o, e - o, off + o);
 		if (r)
 			return r;
@@ -219,7 +219,7 @@ int gb_core_data__copy(struct gb_core_data *d, struct gb_snapshot *s, struct gb_
 		bool holes = false;
 		if (m->data) {
 			j.p = m->data + off;
-			got += (int64_t)(len / GB_SNAP_PAGE);
+			got += (int64_t)(len / GB_PAGE_SIZE);
 		} else {
 			j.buf = get_buf(d);
 			int64_t n = gb_snap_src__read(s->src, m, off, d->bufs[j.buf], len, &holes, &failed);

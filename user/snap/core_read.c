@@ -22,37 +22,33 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/grow.h"
+#include "common/log.h"
 #include "snap/note_json.h"
 
-#ifndef NT_SIGINFO
-#define NT_SIGINFO 0x53494749
-#endif
-#ifndef NT_FILE
-#define NT_FILE 0x46494c45
-#endif
-
 struct reader {
+	const char *what;          /* the caller's context for messages, or NULL */
 	const char *path;
 	const uint8_t *base;
 	uint64_t size;
 	struct gb_snapshot *s;
 	const char *json;
 	size_t json_len;
-	char *err;
-	size_t errlen;
+	size_t threads_cap;        /* room in s->threads */
 };
 
+/* One "gebpf: PATH: <why>" line; returns e. */
+static int rfail(struct reader *rd, int e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int rfail(struct reader *rd, int e, const char *fmt, ...)
 {
-	if (rd->err && rd->errlen) {
-		char why[512];
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(why, sizeof(why), fmt, ap);
-		va_end(ap);
-		snprintf(rd->err, rd->errlen, "%s: %s", rd->path, why);
-	}
-	return e;
+	char why[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	if (rd->what)
+		return gb_fail(e, "%s: %s: %s", rd->what, rd->path, why);
+	return gb_fail(e, "%s: %s", rd->path, why);
 }
 
 static struct gb_snap_thread *last_thread(struct reader *rd)
@@ -67,11 +63,9 @@ static int on_prstatus(struct reader *rd, const uint8_t *d, uint32_t len)
 		return rfail(rd, -EINVAL, "NT_PRSTATUS note is %u bytes, expected %zu", len, sizeof(pr));
 	memcpy(&pr, d, sizeof(pr));
 	struct gb_snapshot *s = rd->s;
-	struct gb_snap_thread *v = realloc(s->threads, (s->nthreads + 1) * sizeof(*v));
-	if (!v)
+	if (GB_GROW(&s->threads, &rd->threads_cap, s->nthreads + 1))
 		return -ENOMEM;
-	s->threads = v;
-	struct gb_snap_thread *t = &v[s->nthreads++];
+	struct gb_snap_thread *t = &s->threads[s->nthreads++];
 	memset(t, 0, sizeof(*t));
 	t->tid = pr.pr_pid;
 	t->cursig = pr.pr_cursig;
@@ -118,7 +112,7 @@ static int on_note(struct reader *rd, const char *owner, uint32_t type, const ui
 	struct gb_snapshot *s = rd->s;
 	struct gb_snap_thread *t = last_thread(rd);
 	if (!strcmp(owner, "GEBPF")) {
-		if (type == 1) {
+		if (type == NT_GEBPF_JSON) {
 			rd->json = (const char *)d;
 			rd->json_len = len;
 		}
@@ -129,7 +123,7 @@ static int on_note(struct reader *rd, const char *owner, uint32_t type, const ui
 			free(t->xstate);
 			t->xstate = malloc(len ? len : 1);
 			if (!t->xstate)
-				return -ENOMEM;
+				return rfail(rd, -ENOMEM, "out of memory");
 			memcpy(t->xstate, d, len);
 			t->xstate_len = len;
 		}
@@ -166,7 +160,7 @@ static int on_note(struct reader *rd, const char *owner, uint32_t type, const ui
 		free(s->auxv);
 		s->auxv = malloc(len ? len : 1);
 		if (!s->auxv)
-			return -ENOMEM;
+			return rfail(rd, -ENOMEM, "out of memory");
 		memcpy(s->auxv, d, len);
 		s->auxv_len = len;
 		return 0;
@@ -192,7 +186,7 @@ static int read_notes(struct reader *rd, uint64_t off, uint64_t len)
 		owner[h.n_namesz] = 0;
 		int r = on_note(rd, owner, h.n_type, rd->base + desc, h.n_descsz);
 		if (r)
-			return r == -ENOMEM ? rfail(rd, r, "out of memory") : r;
+			return r;
 		p = next;
 	}
 	return 0;
@@ -264,18 +258,14 @@ static int read_core(struct reader *rd)
 	}
 	if (!s->nthreads)
 		return rfail(rd, -EINVAL, "no NT_PRSTATUS note (no thread)");
-	if (rd->json) {
-		char why[256];
-		int r = gb_snap__json_apply(s, rd->json, rd->json_len, why, sizeof(why));
-		if (r)
-			return rfail(rd, r, "%s", why);
-	}
+	if (rd->json)
+		return gb_snap__json_apply(s, rd->json, rd->json_len, rd->what, rd->path);
 	return 0;
 }
 
-int gb_snapshot_load(const char *path, struct gb_snapshot **out, char *err, size_t errlen)
+int gb_snapshot_load(const char *path, struct gb_snapshot **out, const char *what)
 {
-	struct reader rd = { .path = path, .err = err, .errlen = errlen };
+	struct reader rd = { .what = what, .path = path };
 	struct stat st;
 	int fd = -1, r;
 	*out = NULL;

@@ -32,17 +32,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/grow.h"
+#include "common/log.h"
 #include "snap/core_data.h"
 #include "snap/note_json.h"
 
 #define ALIGN(x, a) (((x) + (a) - 1) & ~((uint64_t)(a) - 1))
-#ifndef NT_SIGINFO
-#define NT_SIGINFO 0x53494749
-#endif
-#ifndef NT_FILE
-#define NT_FILE 0x46494c45
-#endif
-#define NT_GEBPF_JSON 1
 
 static const char shstrtab[] = "\0.note0\0.shstrtab";  /* 18 bytes with the final NUL */
 
@@ -53,16 +48,8 @@ struct buf {
 
 static int buf_put(struct buf *b, const void *src, size_t n)
 {
-	if (b->len + n + 3 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (b->len + n + 3 > cap)
-			cap *= 2;
-		uint8_t *p = realloc(b->p, cap);
-		if (!p)
-			return -ENOMEM;
-		b->p = p;
-		b->cap = cap;
-	}
+	if (GB_GROW(&b->p, &b->cap, b->len + n + 3))
+		return -ENOMEM;
 	if (src)
 		memcpy(b->p + b->len, src, n);
 	else
@@ -144,7 +131,7 @@ static bool is_file_map(const struct gb_snap_map *m)
 static int note_file(struct buf *b, const struct gb_snapshot *s)
 {
 	struct buf d = { 0 };
-	uint64_t count = 0, page = GB_SNAP_PAGE;
+	uint64_t count = 0, page = GB_PAGE_SIZE;
 	int r = 0;
 	for (size_t i = 0; i < s->nmaps; i++)
 		count += is_file_map(&s->maps[i]);
@@ -153,7 +140,7 @@ static int note_file(struct buf *b, const struct gb_snapshot *s)
 		r = buf_put(&d, &page, 8);
 	for (size_t i = 0; i < s->nmaps && !r; i++) {
 		const struct gb_snap_map *m = &s->maps[i];
-		uint64_t e[3] = { m->start, m->end, m->pgoff / GB_SNAP_PAGE };
+		uint64_t e[3] = { m->start, m->end, m->pgoff / GB_PAGE_SIZE };
 		if (is_file_map(m))
 			r = buf_put(&d, e, sizeof(e));
 	}
@@ -191,7 +178,7 @@ static void place(struct gb_snapshot *s, struct layout *L)
 	L->notes_off = sizeof(Elf64_Ehdr) + L->phnum * sizeof(Elf64_Phdr);
 	L->shstr_off = L->notes_off + L->notes_len;
 	L->sh_off = ALIGN(L->shstr_off + sizeof(shstrtab), 8);
-	L->data_off = ALIGN(L->sh_off + 3 * sizeof(Elf64_Shdr), GB_SNAP_PAGE);
+	L->data_off = ALIGN(L->sh_off + 3 * sizeof(Elf64_Shdr), GB_PAGE_SIZE);
 	uint64_t off = L->data_off;
 	for (size_t i = 0; i < s->nmaps; i++) {
 		s->maps[i].core_off = off;
@@ -242,7 +229,7 @@ static int build_head(struct buf *h, const struct gb_snapshot *s, const struct l
 		ph.p_memsz = m->end - m->start;
 		ph.p_flags = (m->perms[0] == 'r' ? PF_R : 0) | (m->perms[1] == 'w' ? PF_W : 0) |
 			     (m->perms[2] == 'x' ? PF_X : 0);
-		ph.p_align = GB_SNAP_PAGE;
+		ph.p_align = GB_PAGE_SIZE;
 		r = buf_put(h, &ph, sizeof(ph));
 	}
 	if (!r)
@@ -275,8 +262,8 @@ static int build_head(struct buf *h, const struct gb_snapshot *s, const struct l
 /* Lay out, copy the data (which may show a map to have no bytes, or pages
  * that could not be read: the layout then changes and the copy is redone),
  * then write the head. */
-static int write_core(int fd, struct gb_snapshot *s, struct gb_snap_save_stats *st, char *err,
-		      size_t errlen)
+static int write_core(int fd, struct gb_snapshot *s, struct gb_snap_save_stats *st,
+		      const char *path)
 {
 	struct buf notes = { 0 }, head = { 0 };
 	struct layout L = { 0 };
@@ -365,8 +352,8 @@ static int write_core(int fd, struct gb_snapshot *s, struct gb_snap_save_stats *
 		st->written = cs.written;
 	}
 cleanup:
-	if (r && err)
-		snprintf(err, errlen, "%s", r == -ESRCH ? "the process exited during the copy" : strerror(-r));
+	if (r)
+		gb_err("%s: %s", path, r == -ESRCH ? "the process exited during the copy" : strerror(-r));
 	gb_core_data__free(d);
 	free(json);
 	free(notes.p);
@@ -383,108 +370,100 @@ static double now_s(void)
 
 /* An unnamed file in path's directory (O_TMPFILE), else a temporary name
  * (*tmp, malloc'd). */
-static int create_out(const char *path, char **tmp, char *why, size_t whylen)
+static int create_out(const char *path, char **tmp)
 {
 	char *d = strdup(path);
 	if (!d)
-		return -ENOMEM;
+		return gb_fail(-ENOMEM, "%s: out of memory", path);
 	int fd = open(dirname(d), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
 	int e = errno;
 	free(d);
-	if (fd >= 0 || (e != EOPNOTSUPP && e != EISDIR && e != EINVAL)) {
-		if (fd < 0)
-			snprintf(why, whylen, "cannot create a file there: %s", strerror(e));
-		return fd >= 0 ? fd : -e;
-	}
+	if (fd >= 0)
+		return fd;
+	if (e != EOPNOTSUPP && e != EISDIR && e != EINVAL)
+		return gb_fail(-e, "%s: cannot create a file there: %s", path, strerror(e));
 	if (asprintf(tmp, "%s.tmp.XXXXXX", path) < 0) {
 		*tmp = NULL;
-		return -ENOMEM;
+		return gb_fail(-ENOMEM, "%s: out of memory", path);
 	}
 	fd = mkostemp(*tmp, O_CLOEXEC);
 	if (fd < 0) {
 		e = errno;
-		snprintf(why, whylen, "cannot create a file there: %s", strerror(e));
 		free(*tmp);
 		*tmp = NULL;
-		return -e;
+		return gb_fail(-e, "%s: cannot create a file there: %s", path, strerror(e));
 	}
 	return fd;
 }
 
 /* Give the unnamed file fd the name path, replacing what is there. */
-static int link_out(int fd, const char *path, char *why, size_t whylen)
+static int link_out(int fd, const char *path)
 {
 	char proc[64], *tmp = NULL;
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
 	if (!linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW))
 		return 0;
-	if (errno != EEXIST) {
-		snprintf(why, whylen, "link: %s", strerror(errno));
-		return -errno;
-	}
+	if (errno != EEXIST)
+		return gb_fail(-errno, "%s: link: %s", path, strerror(errno));
 	/* Replace atomically: link under a fresh name, rename over path. */
 	for (unsigned i = 0; i < 100; i++) {
 		free(tmp);
 		if (asprintf(&tmp, "%s.tmp.%d.%u", path, (int)getpid(), i) < 0)
-			return -ENOMEM;
+			return gb_fail(-ENOMEM, "%s: out of memory", path);
 		if (!linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW))
 			break;
 		if (errno != EEXIST) {
-			snprintf(why, whylen, "link: %s", strerror(errno));
+			int e = errno;
 			free(tmp);
-			return -errno;
+			return gb_fail(-e, "%s: link: %s", path, strerror(e));
 		}
 	}
 	int r = rename(tmp, path) ? -errno : 0;
 	if (r) {
-		snprintf(why, whylen, "rename: %s", strerror(-r));
+		gb_err("%s: rename: %s", path, strerror(-r));
 		unlink(tmp);
 	}
 	free(tmp);
 	return r;
 }
 
-int gb_snapshot_save(struct gb_snapshot *s, const char *path, char *err, size_t errlen)
+int gb_snapshot_save(struct gb_snapshot *s, const char *path)
 {
-	return gb_snapshot_save_stats(s, path, NULL, err, errlen);
+	return gb_snapshot_save_stats(s, path, NULL);
 }
 
-int gb_snapshot_save_stats(struct gb_snapshot *s, const char *path, struct gb_snap_save_stats *st,
-			   char *err, size_t errlen)
+int gb_snapshot_save_stats(struct gb_snapshot *s, const char *path, struct gb_snap_save_stats *st)
 {
-	char *tmp = NULL, *dircopy = NULL, why[256] = "";
+	char *tmp = NULL, *dircopy = NULL;
 	int fd, r;
 	double t0 = now_s(), t1;
 	if (s->src && !s->unwound)
 		gb_snapshot__unwind(s);
-	fd = create_out(path, &tmp, why, sizeof(why));
+	fd = create_out(path, &tmp);
 	if (fd < 0) {
 		r = fd;
 		goto cleanup;
 	}
 	if (fchmod(fd, 0600)) {
-		r = -errno;
-		snprintf(why, sizeof(why), "chmod: %s", strerror(errno));
+		r = gb_fail(-errno, "%s: chmod: %s", path, strerror(errno));
 		goto cleanup;
 	}
-	r = write_core(fd, s, st, why, sizeof(why));
+	r = write_core(fd, s, st, path);
 	if (r)
 		goto cleanup;
 	t1 = now_s();
 	if (fsync(fd)) {
-		r = -errno;
-		snprintf(why, sizeof(why), "fsync: %s", strerror(errno));
+		r = gb_fail(-errno, "%s: fsync: %s", path, strerror(errno));
 		goto cleanup;
 	}
 	if (tmp) {
 		if (rename(tmp, path)) {
-			r = -errno;
-			snprintf(why, sizeof(why), "rename: %s", strerror(errno));
+			r = gb_fail(-errno, "%s: rename: %s", path, strerror(errno));
 			goto cleanup;
 		}
 		free(tmp);
 		tmp = NULL;
-	} else if ((r = link_out(fd, path, why, sizeof(why)))) {
+	} else if ((r = link_out(fd, path))) {
 		goto cleanup;
 	}
 	/* Make the name itself durable. */
@@ -509,7 +488,5 @@ cleanup:
 		free(tmp);
 	}
 	free(dircopy);
-	if (r && err)
-		snprintf(err, errlen, "%s: %s", path, why);
 	return r;
 }

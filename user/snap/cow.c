@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,12 +12,28 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "common/bound.h"
+#include "common/grow.h"
+#include "common/log.h"
 #include "ptrace/inject.h"
 #include "ptrace/maps.h"
 #include "ptrace/tracee.h"
 #include "snap/proc.h"
 
-int gb_snap_cow_fork(struct gb_tracee *t, pid_t *child, char *why, size_t whylen)
+int gb_snap_cow_none(pid_t pid, int e, const char *fmt, ...)
+{
+	char why[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	if (e != -ESRCH)
+		gb_warn("snap: pid %d: no copy-on-write copy (%s): capturing with the process stopped",
+			pid, why);
+	return e;
+}
+
+int gb_snap_cow_fork(struct gb_tracee *t, pid_t *child)
 {
 	struct gb_thread *th = NULL;
 	struct gb_proc_status st;
@@ -25,57 +42,47 @@ int gb_snap_cow_fork(struct gb_tracee *t, pid_t *child, char *why, size_t whylen
 		if (!t->threads[i].exited && t->threads[i].stopped)
 			th = &t->threads[i];
 	if (!th) {
-		snprintf(why, whylen, "no stopped thread");
-		return -ESRCH;
+		return gb_snap_cow_none(t->pid, -ESRCH, "no stopped thread");
 	}
 	int r = gb_proc_status(t->pid, th->tid, &st);
 	if (r) {
-		snprintf(why, whylen, "%s", strerror(-r));
-		return r;
+		return gb_snap_cow_none(t->pid, r, "%s", strerror(-r));
 	}
 	/* A filter could answer clone with a kill: do not try. */
 	if (st.seccomp == 2) {
-		snprintf(why, whylen, "it runs under a seccomp filter");
-		return -EPERM;
+		return gb_snap_cow_none(t->pid, -EPERM, "it runs under a seccomp filter");
 	}
 	uint64_t insn = gb_inject_find_syscall(t->pid, 0, 0);
 	if (!insn) {
-		snprintf(why, whylen, "no syscall instruction found in its code");
-		return -ENOENT;
+		return gb_snap_cow_none(t->pid, -ENOENT, "no syscall instruction found in its code");
 	}
 	const uint64_t args[6] = { CLONE_PARENT, 0, 0, 0, 0, 0 }; /* exit signal 0 */
 	long ret = 0;
 	unsigned long msg = 0;
 	r = gb_inject_syscall_ev(th->tid, insn, SYS_clone, args, &ret, &th->pending_sig, &msg);
 	if (r) {
-		snprintf(why, whylen, "injecting clone: %s", strerror(-r));
-		return r;
+		return gb_snap_cow_none(t->pid, r, "injecting clone: %s", strerror(-r));
 	}
 	if (ret < 0) {
-		snprintf(why, whylen, "clone: %s", strerror((int)-ret));
-		return (int)ret;
+		return gb_snap_cow_none(t->pid, (int)ret, "clone: %s", strerror((int)-ret));
 	}
 	pid_t c = (pid_t)msg;
 	if (c <= 0) {
-		snprintf(why, whylen, "the clone was not reported to the tracer");
-		return -EPROTO;
+		return gb_snap_cow_none(t->pid, -EPROTO, "the clone was not reported to the tracer");
 	}
 	int status;
 	while (waitpid(c, &status, __WALL) < 0)
 		if (errno != EINTR) {
-			snprintf(why, whylen, "waiting for the copy: %s", strerror(errno));
-			return -errno;
+			return gb_snap_cow_none(t->pid, -errno, "waiting for the copy: %s", strerror(errno));
 		}
 	if (!WIFSTOPPED(status)) {
-		snprintf(why, whylen, "the copy ended at once");
-		return -ESRCH;
+		return gb_snap_cow_none(t->pid, -ESRCH, "the copy ended at once");
 	}
 	if (ptrace(PTRACE_SETOPTIONS, c, 0, PTRACE_O_EXITKILL)) {
 		int e = errno;
 		kill(c, SIGKILL);
 		waitpid(c, &status, __WALL);
-		snprintf(why, whylen, "PTRACE_SETOPTIONS on the copy: %s", strerror(e));
-		return -e;
+		return gb_snap_cow_none(t->pid, -e, "PTRACE_SETOPTIONS on the copy: %s", strerror(e));
 	}
 	*child = c;
 	return 0;
@@ -110,13 +117,8 @@ struct gb_snap_cow_plan *gb_snap_cow_plan__read(pid_t pid)
 	while (fgets(line, sizeof(line), f)) {
 		uint64_t start, end;
 		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " ", &start, &end) == 2) {
-			if (p->n == cap) {
-				cap = cap ? cap * 2 : 64;
-				struct vma_flags *v = realloc(p->v, cap * sizeof(*v));
-				if (!v)
-					goto fail;
-				p->v = v;
-			}
+			if (GB_GROW(&p->v, &cap, p->n + 1))
+				goto fail;
 			p->v[p->n++] = (struct vma_flags){ start, end, false, false };
 		} else if (p->n && !strncmp(line, "VmFlags:", 8)) {
 			p->v[p->n - 1].dc = strstr(line, " dc") != NULL;
@@ -136,14 +138,7 @@ fail:
  * a heap grows). */
 static const struct vma_flags *plan_find(const struct gb_snap_cow_plan *p, uint64_t start)
 {
-	size_t lo = 0, hi = p->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (p->v[mid].start < start)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = GB_LOWER(p->v, p->n, start, start);
 	return lo < p->n && p->v[lo].start == start ? &p->v[lo] : NULL;
 }
 

@@ -18,9 +18,14 @@
 struct gb_tracee;
 
 /* Fork the copy.  0 with *child (a pid in our namespace), or -errno with
- * the reason in why (the process cannot fork: RLIMIT_NPROC, memory limits,
- * a seccomp filter, an init of a pid namespace). */
-int gb_snap_cow_fork(struct gb_tracee *t, pid_t *child, char *why, size_t whylen);
+ * the reason said by gb_snap_cow_none (the process cannot fork:
+ * RLIMIT_NPROC, memory limits, a seccomp filter, an init of a pid
+ * namespace). */
+int gb_snap_cow_fork(struct gb_tracee *t, pid_t *child);
+/* There will be no copy because of <fmt>: one warning line (the capture
+ * goes on with the process stopped), none for -ESRCH (the process is gone:
+ * the caller says so).  Returns e. */
+int gb_snap_cow_none(pid_t pid, int e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Which VMAs have MADV_DONTFORK ("dc") or MADV_WIPEONFORK ("wf") set, from
  * /proc/PID/smaps.  Reading smaps walks every page table of the process

@@ -19,8 +19,8 @@ struct gb_trace_diff_opts {
 	int context;             /* lines of context before the first difference */
 };
 
-/* 0 equal, 1 different, -errno on a read/parse error (message in err). */
-int gb_trace_diff(const char *pa, const char *pb, const struct gb_trace_diff_opts *o, FILE *out,
-		  char *err, size_t errlen);
+/* 0 equal, 1 different, -errno on a read/parse error (one "gebpf: FILE...:
+ * <why>" line printed). */
+int gb_trace_diff(const char *pa, const char *pb, const struct gb_trace_diff_opts *o, FILE *out);
 
 #endif

@@ -13,6 +13,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/log.h"
+
 #define R(n) { #n, offsetof(struct user_regs_struct, n) }
 const struct gb_snap_regdesc gb_snap__regs[] = {
 	R(rax), R(rbx), R(rcx), R(rdx), R(rsi), R(rdi), R(rbp), R(rsp),
@@ -139,11 +141,10 @@ char *gb_snap__json_build(const struct gb_snapshot *s, size_t *len)
 
 /* ---- reading the note back ---- */
 
-static int bad(char *err, size_t errlen, const char *what)
+/* path: "WHAT: PATH" or "PATH", as the reader says it. */
+static int bad(const char *path, const char *why)
 {
-	if (err && errlen)
-		snprintf(err, errlen, "JSON note: %s", what);
-	return -EINVAL;
+	return gb_fail(-EINVAL, "%s: JSON note: %s", path, why);
 }
 
 static int get_hex(const cJSON *j, uint64_t *out)
@@ -163,10 +164,10 @@ static char *dup_str(const cJSON *j)
 	return s ? strdup(s) : NULL;
 }
 
-static int apply_meta(struct gb_snapshot *s, const cJSON *m, char *err, size_t errlen)
+static int apply_meta(struct gb_snapshot *s, const cJSON *m, const char *path)
 {
 	if (!cJSON_IsObject(m))
-		return bad(err, errlen, "\"meta\" is not an object");
+		return bad(path, "\"meta\" is not an object");
 	s->meta.arch = dup_str(cJSON_GetObjectItemCaseSensitive(m, "architecture"));
 	s->meta.platform = dup_str(cJSON_GetObjectItemCaseSensitive(m, "platform"));
 	s->meta.point = dup_str(cJSON_GetObjectItemCaseSensitive(m, "point"));
@@ -182,10 +183,10 @@ static int apply_meta(struct gb_snapshot *s, const cJSON *m, char *err, size_t e
 	return 0;
 }
 
-static int apply_maps(struct gb_snapshot *s, const cJSON *maps, char *err, size_t errlen)
+static int apply_maps(struct gb_snapshot *s, const cJSON *maps, const char *path)
 {
 	if (!cJSON_IsArray(maps) || (size_t)cJSON_GetArraySize(maps) != s->nmaps)
-		return bad(err, errlen, "\"maps\" does not list one entry per PT_LOAD");
+		return bad(path, "\"maps\" does not list one entry per PT_LOAD");
 	size_t i = 0;
 	const cJSON *a;
 	cJSON_ArrayForEach(a, maps) {
@@ -193,55 +194,55 @@ static int apply_maps(struct gb_snapshot *s, const cJSON *maps, char *err, size_
 		struct gb_snap_map *m = &s->maps[i++];
 		if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 4 || get_hex(cJSON_GetArrayItem(a, 0), &base) ||
 		    base != m->start)
-			return bad(err, errlen, "\"maps\" entry does not match its PT_LOAD");
+			return bad(path, "\"maps\" entry does not match its PT_LOAD");
 		const char *perms = cJSON_GetStringValue(cJSON_GetArrayItem(a, 2));
 		const char *path = cJSON_GetStringValue(cJSON_GetArrayItem(a, 3));
 		if (!perms || strlen(perms) != 4 || !path)
-			return bad(err, errlen, "\"maps\" entry needs perms and file strings");
+			return bad(path, "\"maps\" entry needs perms and file strings");
 		memcpy(m->perms, perms, 5);
 		char *p = strdup(path);
 		if (!p)
-			return -ENOMEM;
+			return gb_fail(-ENOMEM, "%s: out of memory", path);
 		free(m->path);
 		m->path = p;
 	}
 	return 0;
 }
 
-static int apply_stacks(struct gb_snapshot *s, const cJSON *st, char *err, size_t errlen)
+static int apply_stacks(struct gb_snapshot *s, const cJSON *st, const char *path)
 {
 	if (!cJSON_IsArray(st) || (size_t)cJSON_GetArraySize(st) != s->nthreads)
-		return bad(err, errlen, "\"stacktrace\" does not list one entry per thread");
+		return bad(path, "\"stacktrace\" does not list one entry per thread");
 	size_t i = 0;
 	const cJSON *a;
 	cJSON_ArrayForEach(a, st) {
 		struct gb_snap_thread *t = &s->threads[i++];
 		int n = cJSON_GetArraySize(a);
 		if (!cJSON_IsArray(a))
-			return bad(err, errlen, "\"stacktrace\" entry is not an array");
+			return bad(path, "\"stacktrace\" entry is not an array");
 		t->frames = n ? calloc((size_t)n, sizeof(*t->frames)) : NULL;
 		if (n && !t->frames)
-			return -ENOMEM;
+			return gb_fail(-ENOMEM, "%s: out of memory", path);
 		const cJSON *f;
 		cJSON_ArrayForEach(f, a) {
 			struct gb_snap_frame *fr = &t->frames[t->nframes++];
 			if (get_hex(cJSON_GetObjectItemCaseSensitive(f, "pc"), &fr->pc) ||
 			    get_hex(cJSON_GetObjectItemCaseSensitive(f, "sp"), &fr->sp))
-				return bad(err, errlen, "\"stacktrace\" frame needs hex pc and sp");
+				return bad(path, "\"stacktrace\" frame needs hex pc and sp");
 			fr->symbol = dup_str(cJSON_GetObjectItemCaseSensitive(f, "symbol"));
 		}
 	}
 	return 0;
 }
 
-static int apply_fds(struct gb_snapshot *s, const cJSON *fds, char *err, size_t errlen)
+static int apply_fds(struct gb_snapshot *s, const cJSON *fds, const char *path)
 {
 	if (!cJSON_IsArray(fds))
-		return bad(err, errlen, "\"fds\" is not an array");
+		return bad(path, "\"fds\" is not an array");
 	int n = cJSON_GetArraySize(fds);
 	s->fds = n ? calloc((size_t)n, sizeof(*s->fds)) : NULL;
 	if (n && !s->fds)
-		return -ENOMEM;
+		return gb_fail(-ENOMEM, "%s: out of memory", path);
 	const cJSON *o;
 	cJSON_ArrayForEach(o, fds) {
 		struct gb_snap_fd *f = &s->fds[s->nfds++];
@@ -250,7 +251,7 @@ static int apply_fds(struct gb_snapshot *s, const cJSON *fds, char *err, size_t 
 		uint64_t flags;
 		if (!cJSON_IsNumber(fd) || !cJSON_IsNumber(off) ||
 		    get_hex(cJSON_GetObjectItemCaseSensitive(o, "flags"), &flags))
-			return bad(err, errlen, "\"fds\" entry needs fd, flags and offset");
+			return bad(path, "\"fds\" entry needs fd, flags and offset");
 		f->fd = (int)fd->valuedouble;
 		f->flags = (uint32_t)flags;
 		f->pos = (uint64_t)off->valuedouble;
@@ -259,33 +260,36 @@ static int apply_fds(struct gb_snapshot *s, const cJSON *fds, char *err, size_t 
 	return 0;
 }
 
-int gb_snap__json_apply(struct gb_snapshot *s, const char *json, size_t len, char *err, size_t errlen)
+int gb_snap__json_apply(struct gb_snapshot *s, const char *json, size_t len, const char *what,
+			const char *file)
 {
+	char path[4200];
 	int r;
+	snprintf(path, sizeof(path), "%s%s%s", what ? what : "", what ? ": " : "", file);
 	cJSON *root = cJSON_ParseWithLength(json, len);
 	if (!root)
-		return bad(err, errlen, "not valid JSON");
+		return bad(path, "not valid JSON");
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "version");
 	if (!cJSON_IsNumber(v) || v->valuedouble != GB_SNAP_VERSION) {
-		r = bad(err, errlen, "unknown \"version\" (this gebpf reads version 1)");
+		r = bad(path, "unknown \"version\" (this gebpf reads version 1)");
 		goto cleanup;
 	}
-	r = apply_meta(s, cJSON_GetObjectItemCaseSensitive(root, "meta"), err, errlen);
+	r = apply_meta(s, cJSON_GetObjectItemCaseSensitive(root, "meta"), path);
 	if (r)
 		goto cleanup;
 	s->exe = dup_str(cJSON_GetObjectItemCaseSensitive(root, "exe"));
 
 	const cJSON *threads = cJSON_GetObjectItemCaseSensitive(root, "threads");
 	if (!cJSON_IsArray(threads) || (size_t)cJSON_GetArraySize(threads) != s->nthreads) {
-		r = bad(err, errlen, "\"threads\" does not list one entry per NT_PRSTATUS");
+		r = bad(path, "\"threads\" does not list one entry per NT_PRSTATUS");
 		goto cleanup;
 	}
-	r = apply_maps(s, cJSON_GetObjectItemCaseSensitive(root, "maps"), err, errlen);
+	r = apply_maps(s, cJSON_GetObjectItemCaseSensitive(root, "maps"), path);
 	if (r)
 		goto cleanup;
 	const cJSON *mem = cJSON_GetObjectItemCaseSensitive(root, "mem");
 	if (!cJSON_IsArray(mem) || (size_t)cJSON_GetArraySize(mem) != s->nmaps) {
-		r = bad(err, errlen, "\"mem\" does not list one entry per PT_LOAD");
+		r = bad(path, "\"mem\" does not list one entry per PT_LOAD");
 		goto cleanup;
 	}
 	for (size_t i = 0; i < s->nmaps; i++) {
@@ -294,10 +298,10 @@ int gb_snap__json_apply(struct gb_snapshot *s, const char *json, size_t len, cha
 		if (h && strlen(h) == 64)
 			memcpy(s->maps[i].sha256, h, 65);
 	}
-	r = apply_stacks(s, cJSON_GetObjectItemCaseSensitive(root, "stacktrace"), err, errlen);
+	r = apply_stacks(s, cJSON_GetObjectItemCaseSensitive(root, "stacktrace"), path);
 	if (r)
 		goto cleanup;
-	r = apply_fds(s, cJSON_GetObjectItemCaseSensitive(root, "fds"), err, errlen);
+	r = apply_fds(s, cJSON_GetObjectItemCaseSensitive(root, "fds"), path);
 	if (r)
 		goto cleanup;
 	const cJSON *vars = cJSON_GetObjectItemCaseSensitive(root, "vars"), *kv;

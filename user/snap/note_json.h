@@ -6,6 +6,16 @@
 
 #include "snap/snapshot.h"
 
+/* Note types of the core (writer and reader): the GEBPF note's, and the
+ * kernel's that older headers lack. */
+#define NT_GEBPF_JSON 1
+#ifndef NT_SIGINFO
+#define NT_SIGINFO 0x53494749
+#endif
+#ifndef NT_FILE
+#define NT_FILE 0x46494c45
+#endif
+
 /* The general registers by name, in the note's order (user_regs_struct
  * offsets), shared with the diff. */
 struct gb_snap_regdesc {
@@ -20,7 +30,10 @@ extern const size_t gb_snap__nregs;
 char *gb_snap__json_build(const struct gb_snapshot *s, size_t *len);
 /* Fill s from a note: meta, exe, thread tids, map perms/paths, stack traces,
  * fds, vars.  Maps and threads must already exist (from the core's program
- * headers and notes).  0 or -EINVAL with the reason in err. */
-int gb_snap__json_apply(struct gb_snapshot *s, const char *json, size_t len, char *err, size_t errlen);
+ * headers and notes).  0, or -EINVAL / -ENOMEM with one "gebpf: [WHAT: ]PATH:
+ * JSON note: <why>" line (path: the core the note is in; what: as
+ * gb_snapshot_load's). */
+int gb_snap__json_apply(struct gb_snapshot *s, const char *json, size_t len, const char *what,
+			const char *path);
 
 #endif

@@ -2,7 +2,6 @@
  * instructions (--after N), and picking up threads created on the way. */
 #include "snap/point.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include "common/sigflag.h"
 #include "common/waitstatus.h"
 #include "ptrace/mem.h"
+#include "ptrace/procfs.h"
 #include "ptrace/runto.h"
 #include "ptrace/regs.h"
 #include "ptrace/step.h"
@@ -24,19 +24,14 @@
 /* A newly auto-attached thread: wait for its first stop. */
 int gb_snap_collect_threads(struct gb_tracee *t)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task", t->pid);
-	DIR *d = opendir(path);
-	if (!d)
-		return -ESRCH;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		pid_t tid = atoi(de->d_name);
-		if (tid > 0 && !gb_tracee_thread(t, tid))
-			gb_tracee_adopt(t, tid);
-	}
-	closedir(d);
-	return 0;
+	pid_t *tids;
+	size_t n;
+	int r = gb_proc_tasks(t->pid, &tids, &n);
+	for (size_t i = 0; i < n; i++)
+		if (!gb_tracee_thread(t, tids[i]))
+			gb_tracee_adopt(t, tids[i]);
+	free(tids);
+	return r;
 }
 
 void gb_snap_rng_init(struct gb_snap_rng *r)

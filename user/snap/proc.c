@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/grow.h"
+
 static int last_field(const char *line, int32_t *out, int *levels)
 {
 	int n = 0;
@@ -82,15 +84,16 @@ int gb_proc_slurp(pid_t pid, const char *name, uint8_t **buf, size_t *len)
 	*len = 0;
 	if (fd < 0)
 		return errno == ENOENT ? -ESRCH : -errno;
-	size_t cap = 4096, n = 0;
-	uint8_t *b = malloc(cap + 1);
+	size_t cap = 0, n = 0;
+	uint8_t *b = NULL;
 	int r = 0;
 	for (;;) {
-		if (!b) {
+		/* Room for at least one more byte and the final NUL. */
+		if (GB_GROW(&b, &cap, n + 2)) {
 			r = -ENOMEM;
 			break;
 		}
-		ssize_t k = read(fd, b + n, cap - n);
+		ssize_t k = read(fd, b + n, cap - 1 - n);
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
@@ -100,13 +103,6 @@ int gb_proc_slurp(pid_t pid, const char *name, uint8_t **buf, size_t *len)
 		if (k == 0)
 			break;
 		n += (size_t)k;
-		if (n == cap) {
-			cap *= 2;
-			uint8_t *nb = realloc(b, cap + 1);
-			if (!nb)
-				free(b);
-			b = nb;
-		}
 	}
 	close(fd);
 	if (r) {
@@ -145,14 +141,9 @@ static int read_fds(pid_t pid, struct gb_snapshot *s)
 		if (n < 0)
 			continue; /* closed meanwhile */
 		link[n] = 0;
-		if (s->nfds == cap) {
-			cap = cap ? 2 * cap : 16;
-			struct gb_snap_fd *v = realloc(s->fds, cap * sizeof(*v));
-			if (!v) {
-				r = -ENOMEM;
-				break;
-			}
-			s->fds = v;
+		if (GB_GROW(&s->fds, &cap, s->nfds + 1)) {
+			r = -ENOMEM;
+			break;
 		}
 		struct gb_snap_fd *f = &s->fds[s->nfds++];
 		memset(f, 0, sizeof(*f));

@@ -61,8 +61,8 @@ static void diff_pages(const struct gb_snap_map *x, const struct gb_snap_map *y,
 		}
 		return;
 	}
-	for (uint64_t p = lo; p <= hi; p += GB_SNAP_PAGE) {
-		bool d = p < hi && memcmp(x->data + (p - x->start), y->data + (p - y->start), GB_SNAP_PAGE);
+	for (uint64_t p = lo; p <= hi; p += GB_PAGE_SIZE) {
+		bool d = p < hi && memcmp(x->data + (p - x->start), y->data + (p - y->start), GB_PAGE_SIZE);
 		if (d && !in_run) {
 			run = p;
 			pages = 0;

@@ -10,18 +10,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "common/bound.h"
+#include "common/grow.h"
+#include "common/log.h"
 #include "snap/source.h"
-
-int gb_snap__fail(char *err, size_t errlen, int e, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return e;
-}
 
 struct gb_snapshot *gb_snapshot__alloc(void)
 {
@@ -72,30 +64,21 @@ void gb_snapshot_free(struct gb_snapshot *s)
 
 const struct gb_snap_map *gb_snapshot_find_map(const struct gb_snapshot *s, uint64_t addr)
 {
-	size_t lo = 0, hi = s->nmaps;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (addr < s->maps[mid].start)
-			hi = mid;
-		else if (addr >= s->maps[mid].end)
-			lo = mid + 1;
-		else
-			return &s->maps[mid];
-	}
-	return NULL;
+	size_t i = GB_UPPER(s->maps, s->nmaps, start, addr);
+	return i && addr < s->maps[i - 1].end ? &s->maps[i - 1] : NULL;
 }
 
 /* Read [a, a + n) of a live map (within it) through whole pages. */
 static int read_live(const struct gb_snapshot *s, const struct gb_snap_map *m, uint64_t a, void *out,
 		     size_t n)
 {
-	uint8_t page[GB_SNAP_PAGE];
+	uint8_t page[GB_PAGE_SIZE];
 	uint64_t failed = 0;
 	while (n) {
-		uint64_t p = (a - m->start) & ~(GB_SNAP_PAGE - 1), in = (a - m->start) - p;
-		size_t k = GB_SNAP_PAGE - in < n ? (size_t)(GB_SNAP_PAGE - in) : n;
+		uint64_t p = (a - m->start) & ~(GB_PAGE_SIZE - 1), in = (a - m->start) - p;
+		size_t k = GB_PAGE_SIZE - in < n ? (size_t)(GB_PAGE_SIZE - in) : n;
 		bool holes;
-		int64_t r = gb_snap_src__read(s->src, m, p, page, GB_SNAP_PAGE, &holes, &failed);
+		int64_t r = gb_snap_src__read(s->src, m, p, page, GB_PAGE_SIZE, &holes, &failed);
 		if (r < 0)
 			return (int)r;
 		if (holes)
@@ -115,26 +98,40 @@ static int make_writable(const struct gb_snapshot *s, uint8_t *p, size_t n)
 {
 	if (!s->file_base || p < (uint8_t *)s->file_base || p >= (uint8_t *)s->file_base + s->file_len)
 		return 0;
-	uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(GB_SNAP_PAGE - 1);
-	uintptr_t hi = ((uintptr_t)p + n + GB_SNAP_PAGE - 1) & ~(uintptr_t)(GB_SNAP_PAGE - 1);
+	uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(GB_PAGE_SIZE - 1);
+	uintptr_t hi = ((uintptr_t)p + n + GB_PAGE_SIZE - 1) & ~(uintptr_t)(GB_PAGE_SIZE - 1);
 	return mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE) ? -errno : 0;
+}
+
+/* "gebpf: WHAT: <fmt>" when what is not NULL; returns e. */
+static int mem_fail(const char *what, int e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int mem_fail(const char *what, int e, const char *fmt, ...)
+{
+	char why[512];
+	va_list ap;
+	if (!what)
+		return e;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	return gb_fail(e, "%s: %s", what, why);
 }
 
 /* Walk [addr, addr+len) map by map; copy out (buf) or in (src). */
 static int access_mem(const struct gb_snapshot *s, uint64_t addr, void *buf, const void *src,
-		      size_t len, char *err, size_t errlen)
+		      size_t len, const char *what)
 {
 	if (len && addr + len - 1 < addr)
-		return gb_snap__fail(err, errlen, -EFAULT, "0x%" PRIx64 "+%zu: wraps around the address space",
+		return mem_fail(what, -EFAULT, "0x%" PRIx64 "+%zu: wraps around the address space",
 			    addr, len);
 	size_t done = 0;
 	while (done < len) {
 		uint64_t a = addr + done;
 		const struct gb_snap_map *m = gb_snapshot_find_map(s, a);
 		if (!m)
-			return gb_snap__fail(err, errlen, -EFAULT, "0x%" PRIx64 ": not in any mapping of the snapshot", a);
+			return mem_fail(what, -EFAULT, "0x%" PRIx64 ": not in any mapping of the snapshot", a);
 		if (!gb_snap_map_has_bytes(m))
-			return gb_snap__fail(err, errlen, -ENODATA,
+			return mem_fail(what, -ENODATA,
 				    "0x%" PRIx64 ": mapping 0x%" PRIx64 "-0x%" PRIx64 " %s%s%s has no bytes "
 				    "(it was not readable)", a, m->start, m->end, m->perms,
 				    m->path && *m->path ? " " : "", m->path ? m->path : "");
@@ -151,7 +148,7 @@ static int access_mem(const struct gb_snapshot *s, uint64_t addr, void *buf, con
 		else if (!m->data)
 			r = -EROFS;
 		if (r)
-			return gb_snap__fail(err, errlen, r, "0x%" PRIx64 ": %s", a,
+			return mem_fail(what, r, "0x%" PRIx64 ": %s", a,
 				    r == -EROFS ? "the bytes are still in the process (save first)" :
 				    strerror(-r));
 		done += n;
@@ -160,22 +157,22 @@ static int access_mem(const struct gb_snapshot *s, uint64_t addr, void *buf, con
 }
 
 int gb_snapshot_read_memory(const struct gb_snapshot *s, uint64_t addr, void *buf, size_t len,
-			    char *err, size_t errlen)
+			    const char *what)
 {
-	return access_mem(s, addr, buf, NULL, len, err, errlen);
+	return access_mem(s, addr, buf, NULL, len, what);
 }
 
 int gb_snapshot_write_memory(struct gb_snapshot *s, uint64_t addr, const void *buf, size_t len,
-			     char *err, size_t errlen)
+			     const char *what)
 {
 	/* Check the whole range first so a failed write changes nothing. */
 	for (uint64_t a = addr; a < addr + len;) {
 		const struct gb_snap_map *m = gb_snapshot_find_map(s, a);
 		if (!m || !gb_snap_map_has_bytes(m))
-			return access_mem(s, a, NULL, buf, (size_t)(addr + len - a), err, errlen);
+			return access_mem(s, a, NULL, buf, (size_t)(addr + len - a), what);
 		a = m->end;
 	}
-	return access_mem(s, addr, NULL, buf, len, err, errlen);
+	return access_mem(s, addr, NULL, buf, len, what);
 }
 
 const struct user_regs_struct *gb_snapshot_regs(const struct gb_snapshot *s, size_t i)
@@ -194,10 +191,9 @@ int gb_snapshot_set_var(struct gb_snapshot *s, const char *key, const char *valu
 			s->vars[i].value = v;
 			return 0;
 		}
-	struct gb_snap_var *nv = realloc(s->vars, (s->nvars + 1) * sizeof(*nv));
-	if (!nv)
+	if (GB_GROW(&s->vars, &s->vars_cap, s->nvars + 1))
 		return -ENOMEM;
-	s->vars = nv;
+	struct gb_snap_var *nv = s->vars;
 	nv[s->nvars].key = strdup(key);
 	nv[s->nvars].value = strdup(value);
 	if (!nv[s->nvars].key || !nv[s->nvars].value) {

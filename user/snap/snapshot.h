@@ -8,8 +8,9 @@
  * Identifiers (pid, tids, ppid, pgrp, sid) are recorded as the process sees
  * them (the innermost pid namespace, as the kernel's own core dumps do).
  *
- * Functions that can fail return 0 or -errno and write "<what>: <why>" into
- * err (which may be NULL).
+ * Functions that can fail return 0 or -errno and print one "gebpf: <what>:
+ * <why>" line (common/log.h) naming the pid or the file; the memory
+ * queries print only when given a what (NULL: quiet, the caller decides).
  */
 #ifndef GB_SNAP_SNAPSHOT_H
 #define GB_SNAP_SNAPSHOT_H
@@ -20,8 +21,9 @@
 #include <sys/types.h>
 #include <sys/user.h>
 
+#include "common/page.h"
+
 #define GB_SNAP_VERSION 1
-#define GB_SNAP_PAGE 4096ull
 
 struct gb_tracee;
 struct gb_snap_src;
@@ -113,6 +115,7 @@ struct gb_snapshot {
 	size_t auxv_len;
 	struct gb_snap_var *vars;            /* free-form key/values ("vars") */
 	size_t nvars;
+	size_t vars_cap;                     /* private: room in vars (0: exactly nvars) */
 	/* private: backing storage */
 	void *file_base;                     /* mmap of a loaded core */
 	size_t file_len;
@@ -154,17 +157,17 @@ struct gb_snap_capture_opts {
  * but the injected clone, whose registers are restored).  On error *out is
  * NULL.  o may be NULL (no fork). */
 int gb_snapshot_capture(struct gb_tracee *t, const struct gb_snap_point *pt,
-			struct gb_snapshot **out, char *err, size_t errlen);
+			struct gb_snapshot **out);
 int gb_snapshot_capture_opts(struct gb_tracee *t, const struct gb_snap_point *pt,
-			     struct gb_snap_capture_opts *o, struct gb_snapshot **out, char *err,
-			     size_t errlen);
+			     struct gb_snap_capture_opts *o, struct gb_snapshot **out);
 
 /* Copy len bytes at addr (may cross maps).  -EFAULT when a byte is in no map,
- * -ENODATA when its map has no bytes (unreadable at capture). */
+ * -ENODATA when its map has no bytes (unreadable at capture); with one
+ * "gebpf: WHAT: <why>" line when what is not NULL. */
 int gb_snapshot_read_memory(const struct gb_snapshot *s, uint64_t addr, void *buf, size_t len,
-			    char *err, size_t errlen);
+			    const char *what);
 int gb_snapshot_write_memory(struct gb_snapshot *s, uint64_t addr, const void *buf, size_t len,
-			     char *err, size_t errlen);
+			     const char *what);
 /* Registers of thread index i, or NULL. */
 const struct user_regs_struct *gb_snapshot_regs(const struct gb_snapshot *s, size_t i);
 /* The map holding addr, or NULL. */
@@ -180,10 +183,11 @@ struct gb_snap_save_stats {
 	double copy_s, sync_s;
 	uint64_t bytes, written;   /* map bytes, and non-zero bytes written */
 };
-int gb_snapshot_save(struct gb_snapshot *s, const char *path, char *err, size_t errlen);
-int gb_snapshot_save_stats(struct gb_snapshot *s, const char *path, struct gb_snap_save_stats *st,
-			   char *err, size_t errlen);
-int gb_snapshot_load(const char *path, struct gb_snapshot **out, char *err, size_t errlen);
+int gb_snapshot_save(struct gb_snapshot *s, const char *path);
+int gb_snapshot_save_stats(struct gb_snapshot *s, const char *path, struct gb_snap_save_stats *st);
+/* Read the core at path.  On error, one "gebpf: WHAT: PATH: <why>" line
+ * (what: the command's context, e.g. "show"; NULL: "gebpf: PATH: <why>"). */
+int gb_snapshot_load(const char *path, struct gb_snapshot **out, const char *what);
 void gb_snapshot_free(struct gb_snapshot *s);
 
 /* The pid of the copy-on-write copy the bytes are read from (0: none). */
@@ -193,8 +197,6 @@ pid_t gb_snapshot_source_pid(const struct gb_snapshot *s);
 int gb_snapshot_set_var(struct gb_snapshot *s, const char *key, const char *value);
 
 /* Internal helpers shared by the snap room. */
-/* Write "fmt..." into err (if not NULL) and return e. */
-int gb_snap__fail(char *err, size_t errlen, int e, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 struct gb_snapshot *gb_snapshot__alloc(void);
 /* Fill every thread's frames by unwinding the snapshot itself (libdw);
  * threads that cannot be unwound keep the frames they could get. */

@@ -10,7 +10,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define PAGE GB_SNAP_PAGE
 #define MAX_RUNS 1024
 #define PM_PRESENT (1ull << 63)
 #define PM_SWAPPED (1ull << 62)
@@ -91,22 +90,22 @@ static int present_runs(struct gb_snap_src *src, const struct gb_snap_map *m, ui
 	uint64_t ent[PM_CHUNK];
 	*n = 0;
 	for (uint64_t o = off; o < off + len;) {
-		uint64_t k = (off + len - o) / PAGE;
+		uint64_t k = (off + len - o) / GB_PAGE_SIZE;
 		if (k > PM_CHUNK)
 			k = PM_CHUNK;
-		ssize_t r = pread(src->pagemap_fd, ent, k * 8, (off_t)((m->start + o) / PAGE * 8));
+		ssize_t r = pread(src->pagemap_fd, ent, k * 8, (off_t)((m->start + o) / GB_PAGE_SIZE * 8));
 		if (r != (ssize_t)(k * 8))
 			return -1;
-		for (uint64_t q = 0; q < k; q++, o += PAGE) {
+		for (uint64_t q = 0; q < k; q++, o += GB_PAGE_SIZE) {
 			if (!(ent[q] & (PM_PRESENT | PM_SWAPPED)))
 				continue;
 			if (*n && runs[*n - 1].off + runs[*n - 1].len == o) {
-				runs[*n - 1].len += PAGE;
+				runs[*n - 1].len += GB_PAGE_SIZE;
 			} else if (*n == cap) {
 				*next = o;
 				return 0;
 			} else {
-				runs[(*n)++] = (struct run){ o, PAGE };
+				runs[(*n)++] = (struct run){ o, GB_PAGE_SIZE };
 			}
 		}
 	}
@@ -131,9 +130,9 @@ static int64_t read_runs(struct gb_snap_src *src, const struct gb_snap_map *m, u
 			if (r < 0 && errno == EINTR)
 				continue;
 			if (r > 0) {
-				uint64_t done = (uint64_t)r & ~(PAGE - 1);
+				uint64_t done = (uint64_t)r & ~(GB_PAGE_SIZE - 1);
 				if (done) {
-					got += (int64_t)(done / PAGE);
+					got += (int64_t)(done / GB_PAGE_SIZE);
 					o += done;
 					continue;
 				}
@@ -142,9 +141,9 @@ static int64_t read_runs(struct gb_snap_src *src, const struct gb_snap_map *m, u
 			if (r == 0)
 				return -ESRCH;
 			/* The page at o cannot be read. */
-			memset(buf + (o - base), 0, PAGE);
+			memset(buf + (o - base), 0, GB_PAGE_SIZE);
 			(*failed)++;
-			o += PAGE;
+			o += GB_PAGE_SIZE;
 		}
 	}
 	return got;
@@ -161,7 +160,7 @@ int64_t gb_snap_src__read(struct gb_snap_src *src, const struct gb_snap_map *m, 
 				return r < 0 ? -errno : -EIO;
 			d += (uint64_t)r;
 		}
-		return (int64_t)(len / PAGE);
+		return (int64_t)(len / GB_PAGE_SIZE);
 	}
 	if (!m->sparse || src->pagemap_fd < 0) {
 		struct run whole = { off, len };
@@ -201,7 +200,7 @@ static bool zero_page(const uint8_t *p)
 {
 	const uint64_t *q = (const uint64_t *)p;
 	uint64_t acc = 0;
-	for (size_t i = 0; i < PAGE / 8; i++)
+	for (size_t i = 0; i < GB_PAGE_SIZE / 8; i++)
 		acc |= q[i];
 	return acc == 0;
 }
@@ -237,12 +236,12 @@ int gb_snap_src__spill(struct gb_snap_src *src, struct gb_snap_map *m, const cha
 		if (n < 0)
 			return (int)n;
 		got += n;
-		for (uint64_t p = 0; p < len && !holes; p += PAGE) {
+		for (uint64_t p = 0; p < len && !holes; p += GB_PAGE_SIZE) {
 			if (zero_page(buf + p))
 				continue;
-			uint64_t q = p + PAGE;
+			uint64_t q = p + GB_PAGE_SIZE;
 			while (q < len && !zero_page(buf + q))
-				q += PAGE;
+				q += GB_PAGE_SIZE;
 			for (uint64_t d = p; d < q;) {
 				ssize_t w = pwrite(src->spill_fd, buf + d, q - d, (off_t)(src->spill_len + o + d));
 				if (w < 0)

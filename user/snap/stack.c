@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
+
 #define MAX_FRAMES 256
 
 struct unwind {
@@ -50,7 +52,7 @@ static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
 static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
 {
 	struct unwind *u = arg;
-	return gb_snapshot_read_memory(u->s, addr, result, sizeof(*result), NULL, 0) == 0;
+	return gb_snapshot_read_memory(u->s, addr, result, sizeof(*result), NULL) == 0;
 }
 
 static bool set_initial_registers(Dwfl_Thread *thread, void *thread_arg)
@@ -106,14 +108,8 @@ static int on_frame(Dwfl_Frame *state, void *arg)
 	bool activation;
 	if (!dwfl_frame_pc(state, &pc, &activation))
 		return DWARF_CB_ABORT;
-	if (t->nframes == u->cap) {
-		size_t cap = u->cap ? u->cap * 2 : 16;
-		struct gb_snap_frame *v = realloc(t->frames, cap * sizeof(*v));
-		if (!v)
-			return DWARF_CB_ABORT;
-		t->frames = v;
-		u->cap = cap;
-	}
+	if (GB_GROW(&t->frames, &u->cap, t->nframes + 1))
+		return DWARF_CB_ABORT;
 	struct gb_snap_frame *f = &t->frames[t->nframes++];
 	Dwarf_Word sp = 0;
 	if (dwfl_frame_reg(state, 7, &sp) != 0)

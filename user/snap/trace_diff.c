@@ -29,6 +29,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/grow.h"
+#include "common/log.h"
 
 struct rec {
 	char t[8];                  /* exec read write fault summary, or "" (other) */
@@ -63,7 +64,7 @@ static int64_t numval(const cJSON *o, const char *k)
 	return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : -1;
 }
 
-static int load(const char *path, struct trace *t, char *err, size_t errlen)
+static int load(const char *path, struct trace *t)
 {
 	FILE *f = fopen(path, "re");
 	char *line = NULL;
@@ -71,10 +72,8 @@ static int load(const char *path, struct trace *t, char *err, size_t errlen)
 	ssize_t len;
 	long no = 0;
 	int r = 0;
-	if (!f) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return -errno;
-	}
+	if (!f)
+		return gb_fail(-errno, "%s: %s", path, strerror(errno));
 	while ((len = getline(&line, &cap, f)) >= 0) {
 		no++;
 		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
@@ -85,14 +84,13 @@ static int load(const char *path, struct trace *t, char *err, size_t errlen)
 		const char *ty = o ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "t")) : NULL;
 		if (!ty) {
 			cJSON_Delete(o);
-			snprintf(err, errlen, "%s:%ld: not a trace line (a JSON object with \"t\")", path, no);
-			r = -EINVAL;
+			r = gb_fail(-EINVAL, "%s:%ld: not a trace line (a JSON object with \"t\")", path,
+				    no);
 			break;
 		}
 		if (GB_GROW(&t->v, &t->cap, t->n + 1)) {
 			cJSON_Delete(o);
-			r = -ENOMEM;
-			snprintf(err, errlen, "%s: out of memory", path);
+			r = -ENOMEM;   /* said by GB_GROW */
 			break;
 		}
 		struct rec *x = &t->v[t->n++];
@@ -236,13 +234,12 @@ static void counts(const struct trace *t, FILE *out, const char *name)
 		t->n);
 }
 
-int gb_trace_diff(const char *pa, const char *pb, const struct gb_trace_diff_opts *o, FILE *out,
-		  char *err, size_t errlen)
+int gb_trace_diff(const char *pa, const char *pb, const struct gb_trace_diff_opts *o, FILE *out)
 {
 	struct trace a = { 0 }, b = { 0 };
-	int r = load(pa, &a, err, errlen);
+	int r = load(pa, &a);
 	if (!r)
-		r = load(pb, &b, err, errlen);
+		r = load(pb, &b);
 	if (r)
 		goto cleanup;
 	if (o->norm) {

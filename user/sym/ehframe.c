@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
+
 #define PE_OMIT     0xff
 #define PE_FORMAT   0x0f
 #define PE_APPL     0x70
@@ -174,14 +176,10 @@ static bool va_bytes(Elf *e, uint64_t va, struct rd *out)
 	return false;
 }
 
-static int push(uint64_t **v, size_t *n, uint64_t x)
+static int push(uint64_t **v, size_t *n, size_t *cap, uint64_t x)
 {
-	if (*n == 0 || (*n >= 64 && !(*n & (*n - 1)))) {
-		uint64_t *w = realloc(*v, (*n ? *n * 2 : 64) * sizeof(**v));
-		if (!w)
-			return -ENOMEM;
-		*v = w;
-	}
+	if (GB_GROW(v, cap, *n + 1))
+		return -ENOMEM;
 	(*v)[(*n)++] = x;
 	return 0;
 }
@@ -212,7 +210,7 @@ static int parse_lsda(Elf *e, uint64_t lsda, uint64_t func, struct gb_ehinfo *eh
 		rd_enc(&cs, csenc, false, 0, NULL);     /* length */
 		uint64_t lp = rd_enc(&cs, csenc, false, 0, NULL);
 		rd_leb(&cs, false);                     /* action */
-		if (!cs.bad && lp && push(&eh->pads, &eh->npads, lpstart + lp))
+		if (!cs.bad && lp && push(&eh->pads, &eh->npads, &eh->pads_cap, lpstart + lp))
 			return -ENOMEM;
 	}
 	if (cs.bad)
@@ -319,7 +317,7 @@ int gb_eh_read(Elf *e, struct gb_ehinfo *eh)
 			bad(eh, ".eh_frame+%#lx: malformed FDE", (unsigned long)(body - base));
 			continue;
 		}
-		if (push(&eh->fde_starts, &eh->nfde, start))
+		if (push(&eh->fde_starts, &eh->nfde, &eh->fde_cap, start))
 			return -ENOMEM;
 		if (raw && parse_lsda(e, lsda, start, eh))
 			return -ENOMEM;

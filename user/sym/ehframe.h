@@ -14,9 +14,9 @@
 
 struct gb_ehinfo {
 	uint64_t *fde_starts;   /* link-time vaddrs, unsorted */
-	size_t nfde;
+	size_t nfde, fde_cap;
 	uint64_t *pads;         /* landing pads, unsorted, may repeat */
-	size_t npads;
+	size_t npads, pads_cap;
 	size_t nbad;            /* malformed CIEs/FDEs/LSDAs skipped */
 	char first_bad[160];    /* what the first one was */
 };

@@ -8,6 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/bound.h"
+#include "common/grow.h"
+
 static int cmp_sym(const void *a, const void *b)
 {
 	const struct gb_elfsym *x = a, *y = b;
@@ -20,10 +23,8 @@ static int read_symtab(struct gb_elfsyms *m, Elf *e, Elf_Scn *scn, const GElf_Sh
 	if (!d || !sh->sh_entsize)
 		return 0;
 	size_t n = sh->sh_size / sh->sh_entsize;
-	struct gb_elfsym *v = realloc(m->syms, (m->nsyms + n + 1) * sizeof(*v));
-	if (!v)
+	if (GB_GROW(&m->syms, &m->syms_cap, m->nsyms + n + 1))
 		return -ENOMEM;
-	m->syms = v;
 	for (size_t i = 0; i < n; i++) {
 		GElf_Sym s;
 		if (!gelf_getsym(d, (int)i, &s))
@@ -123,20 +124,20 @@ const struct gb_elfsym *gb_elfsyms_find(const struct gb_elfsyms *s, const char *
 	return best;
 }
 
-int gb_elfsym_range(const struct gb_elfsym *y, const char *path, uint64_t *lo, uint64_t *hi,
-		    char *err, size_t errlen)
+const char *gb_elfsym_unusable(const struct gb_elfsym *y)
 {
-	if (y->ifunc) {
-		snprintf(err, errlen, "%s in %s is an IFUNC: its code is the resolver that picks an "
-			 "implementation at load time; name the implementation or give START-END",
-			 y->name, path);
+	if (y->ifunc)
+		return "is an IFUNC: its code is the resolver that picks an implementation at load "
+		       "time; name the implementation or give START-END";
+	if (!y->size)
+		return "has no size; give a START-END range";
+	return NULL;
+}
+
+int gb_elfsym_range(const struct gb_elfsym *y, uint64_t *lo, uint64_t *hi)
+{
+	if (gb_elfsym_unusable(y))
 		return -EINVAL;
-	}
-	if (!y->size) {
-		snprintf(err, errlen, "symbol %s in %s has no size; give a START-END range", y->name,
-			 path);
-		return -EINVAL;
-	}
 	*lo = y->value;
 	*hi = y->value + y->size - 1;
 	return 0;
@@ -146,14 +147,7 @@ const struct gb_elfsym *gb_elfsyms_at(const struct gb_elfsyms *s, uint64_t va, u
 {
 	/* Last symbol whose value <= va (binary search), then back over
 	 * sized symbols that end before va. */
-	size_t lo = 0, hi = s->nsyms;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (s->syms[mid].value <= va)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = GB_UPPER(s->syms, s->nsyms, value, va);
 	for (size_t j = lo; j-- > 0;) {
 		const struct gb_elfsym *y = &s->syms[j];
 		if (va < y->value + (y->size ? y->size : 1) || (!y->size && j + 1 == lo)) {

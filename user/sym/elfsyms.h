@@ -25,7 +25,7 @@ struct gb_elfload {
 
 struct gb_elfsyms {
 	struct gb_elfsym *syms;  /* sorted by value */
-	size_t nsyms;
+	size_t nsyms, syms_cap;
 	struct gb_elfload *loads;
 	size_t nloads;
 };
@@ -38,12 +38,14 @@ void gb_elfsyms_free(struct gb_elfsyms *s);
 
 /* The symbol called name (a global one wins over a local), or NULL. */
 const struct gb_elfsym *gb_elfsyms_find(const struct gb_elfsyms *s, const char *name);
-/* The inclusive link-time range [*lo, *hi] of y, a symbol of the file at
- * path, as a --range: 0, or -EINVAL with the reason in err when y has no
- * size or is an IFUNC (its code is the resolver that picks an
- * implementation at load time, not the function the name calls). */
-int gb_elfsym_range(const struct gb_elfsym *y, const char *path, uint64_t *lo, uint64_t *hi,
-		    char *err, size_t errlen);
+/* Why y cannot be a --range, as words that follow "symbol NAME in FILE":
+ * it has no size, or it is an IFUNC (its code is the resolver that picks
+ * an implementation at load time, not the function the name calls).  NULL
+ * when it can. */
+const char *gb_elfsym_unusable(const struct gb_elfsym *y);
+/* The inclusive link-time range [*lo, *hi] of y: 0, or -EINVAL when
+ * gb_elfsym_unusable(y) says why not (nothing is printed). */
+int gb_elfsym_range(const struct gb_elfsym *y, uint64_t *lo, uint64_t *hi);
 
 /* The symbol containing vaddr (*off = vaddr - its value), or NULL. */
 const struct gb_elfsym *gb_elfsyms_at(const struct gb_elfsyms *s, uint64_t vaddr, uint64_t *off);

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libelf.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,6 +20,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/bound.h"
+#include "common/grow.h"
+#include "common/log.h"
 #include "decode/flow.h"
 #include "sym/ehframe.h"
 #include "sym/elfsyms.h"
@@ -48,25 +52,17 @@ static void warnf(struct gb_entries *en, const char *fmt, ...)
 	va_start(ap, fmt);
 	int r = vasprintf(&s, fmt, ap);
 	va_end(ap);
-	char **w = r >= 0 ? realloc(en->warn, (en->nwarn + 1) * sizeof(*w)) : NULL;
-	if (!w) {
+	if (r < 0 || GB_GROW(&en->warn, &en->warn_cap, en->nwarn + 1)) {
 		free(r >= 0 ? s : NULL);
 		return;
 	}
-	en->warn = w;
-	w[en->nwarn++] = s;
+	en->warn[en->nwarn++] = s;
 }
 
 static int add(struct scan *sc, uint64_t va, uint32_t why)
 {
-	if (sc->ncand == sc->capcand) {
-		size_t cap = sc->capcand ? sc->capcand * 2 : 64;
-		struct gb_entry *v = realloc(sc->cand, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		sc->cand = v;
-		sc->capcand = cap;
-	}
+	if (GB_GROW(&sc->cand, &sc->capcand, sc->ncand + 1))
+		return -ENOMEM;
 	sc->cand[sc->ncand++] = (struct gb_entry){ .vaddr = va, .why = why };
 	return 0;
 }
@@ -124,11 +120,7 @@ static const struct code *code_at(const struct scan *sc, uint64_t va)
 static int decode_range(struct scan *sc, const struct code *c, uint64_t lo, uint64_t hi,
 			struct gb_entries *en)
 {
-	size_t cap = 64;
-	sc->insn = malloc(cap * sizeof(*sc->insn));
-	sc->ilen = malloc(cap);
-	if (!sc->insn || !sc->ilen)
-		return -ENOMEM;
+	size_t cap_insn = 0, cap_ilen = 0;
 	for (uint64_t pc = lo; pc <= hi;) {
 		struct gb_flow f;
 		size_t at = pc - c->va;
@@ -138,16 +130,9 @@ static int decode_range(struct scan *sc, const struct code *c, uint64_t lo, uint
 			pc++;
 			continue;
 		}
-		if (sc->ninsn == cap) {
-			cap *= 2;
-			uint64_t *v = realloc(sc->insn, cap * sizeof(*v));
-			uint8_t *l = v ? realloc(sc->ilen, cap) : NULL;
-			if (v)
-				sc->insn = v;
-			if (!l)
-				return -ENOMEM;
-			sc->ilen = l;
-		}
+		if (GB_GROW(&sc->insn, &cap_insn, sc->ninsn + 1) ||
+		    GB_GROW(&sc->ilen, &cap_ilen, sc->ninsn + 1))
+			return -ENOMEM;
 		sc->insn[sc->ninsn] = pc;
 		sc->ilen[sc->ninsn++] = f.len;
 		if (f.call && pc + f.len <= hi && add(sc, pc + f.len, GB_ENTRY_RETURN))
@@ -161,14 +146,7 @@ static int decode_range(struct scan *sc, const struct code *c, uint64_t lo, uint
 /* The last sync point <= va inside code c (c's start when none). */
 static uint64_t sync_before(const struct scan *sc, const struct code *c, uint64_t va)
 {
-	size_t lo = 0, hi = sc->nsync;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (sc->sync[mid] <= va)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = GB_UPPER_U64(sc->sync, sc->nsync, va);
 	return lo && sc->sync[lo - 1] >= c->va ? sc->sync[lo - 1] : c->va;
 }
 
@@ -262,7 +240,8 @@ static int finish(struct scan *sc, const struct code *c, const struct gb_elfsyms
 		struct gb_entry e = sc->cand[i];
 		for (j = i + 1; j < sc->ncand && sc->cand[j].vaddr == e.vaddr; j++)
 			e.why |= sc->cand[j].why;
-		uint64_t *hit = bsearch(&e.vaddr, sc->insn, sc->ninsn, sizeof(*sc->insn), cmp_u64);
+		uint64_t *hit = sc->ninsn ? bsearch(&e.vaddr, sc->insn, sc->ninsn, sizeof(*sc->insn),
+						cmp_u64) : NULL;
 		if (!hit) {
 			warnf(en, "%#lx (%s) is not an instruction boundary of the range's decode; "
 			      "not an entry", (unsigned long)e.vaddr,
@@ -280,8 +259,22 @@ static int finish(struct scan *sc, const struct code *c, const struct gb_elfsyms
 	return 0;
 }
 
+/* "gebpf: warning: WHAT: <fmt>" when what is not NULL. */
+static void say(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const char *what, const char *fmt, ...)
+{
+	char why[PATH_MAX + 256];
+	va_list ap;
+	if (!what)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	gb_warn("%s: %s", what, why);
+}
+
 int gb_entries_find(const char *path, uint64_t lo, uint64_t hi, struct gb_entries *en,
-		    char *err, size_t errlen)
+		    const char *what)
 {
 	struct scan sc = { 0 };
 	struct gb_elfsyms es = { 0 };
@@ -291,30 +284,30 @@ int gb_entries_find(const char *path, uint64_t lo, uint64_t hi, struct gb_entrie
 
 	memset(en, 0, sizeof(*en));
 	if (hi < lo) {
-		snprintf(err, errlen, "empty range %#lx-%#lx", (unsigned long)lo, (unsigned long)hi);
+		say(what, "empty range %#lx-%#lx", (unsigned long)lo, (unsigned long)hi);
 		return -EINVAL;
 	}
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		r = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		say(what, "%s: %s", path, strerror(errno));
 		return r;
 	}
 	elf_version(EV_CURRENT);
 	e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	r = -ENOEXEC;
 	if (!e || elf_kind(e) != ELF_K_ELF) {
-		snprintf(err, errlen, "%s: not an ELF file", path);
+		say(what, "%s: not an ELF file", path);
 		goto cleanup;
 	}
 	if ((r = gb_elfsyms_read(e, &es)) || (r = collect_code(e, &es, &sc)) ||
 	    (r = gb_eh_read(e, &eh))) {
-		snprintf(err, errlen, "%s: %s", path, strerror(-r));
+		say(what, "%s: %s", path, strerror(-r));
 		goto cleanup;
 	}
 	const struct code *c = code_at(&sc, lo);
 	if (!c || hi - c->va >= c->n) {
-		snprintf(err, errlen, "%#lx-%#lx is not inside one executable section of %s",
+		say(what, "%#lx-%#lx is not inside one executable section of %s",
 			 (unsigned long)lo, (unsigned long)hi, path);
 		r = -ERANGE;
 		goto cleanup;
@@ -339,7 +332,7 @@ int gb_entries_find(const char *path, uint64_t lo, uint64_t hi, struct gb_entrie
 	r = 0;
 	goto cleanup;
 nomem:
-	snprintf(err, errlen, "%s: out of memory", path);
+	say(what, "%s: out of memory", path);
 cleanup:
 	free(sc.code);
 	free(sc.sync);

@@ -5,7 +5,7 @@
  * probed process shows 0xcc there).
  *
  *   struct gb_entries en;
- *   if (gb_entries_find("/lib/x86_64-linux-gnu/libc.so.6", lo, hi, &en, err, sizeof(err)) == 0) {
+ *   if (gb_entries_find("/lib/x86_64-linux-gnu/libc.so.6", lo, hi, &en, "probe trap") == 0) {
  *       for (size_t i = 0; i < en.n; i++) ... en.v[i].vaddr, .offset, .why, .len, .bytes
  *       for (size_t i = 0; i < en.nwarn; i++) ... en.warn[i]
  *   }
@@ -37,7 +37,7 @@ struct gb_entries {
 	struct gb_entry *v;        /* sorted by vaddr, unique */
 	size_t n;
 	char **warn;               /* one line each, no "gebpf:" prefix */
-	size_t nwarn;
+	size_t nwarn, warn_cap;
 	/* What the scan did (for -v and tests). */
 	size_t range_insns;        /* instructions of the range's linear decode */
 	size_t code_bytes;         /* executable bytes scanned for branches */
@@ -47,10 +47,11 @@ struct gb_entries {
 };
 
 /* Entries of the inclusive link-time range [lo, hi] of the ELF file at
- * path.  0, or -errno with the reason in err (not ELF, the range not in
- * the file's executable code, ...). */
+ * path.  0, or -errno (not ELF, the range not in the file's executable
+ * code, ...) with one "gebpf: warning: WHAT: <why>" line when what is not
+ * NULL: the caller falls back to another trap. */
 int gb_entries_find(const char *path, uint64_t lo, uint64_t hi, struct gb_entries *out,
-		    char *err, size_t errlen);
+		    const char *what);
 void gb_entries_free(struct gb_entries *en);
 
 /* "start|return" for why. */

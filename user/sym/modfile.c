@@ -13,15 +13,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/grow.h"
+#include "common/log.h"
 #include "sym/elfsyms.h"
 
 struct search {
 	const char *module, *name;
 	char **seen;             /* realpaths already tried */
-	size_t nseen;
+	size_t nseen, seen_cap;
 	bool found_file;         /* some x86-64 ELF file matched the module */
 	int unusable;            /* ... and defined name unusably (-EINVAL) */
-	char why[256];           /* the first such reason */
+	char why[PATH_MAX + 512]; /* the first such reason */
 	char *path;
 	size_t pathlen;
 	uint64_t lo, hi;
@@ -35,12 +37,10 @@ static bool seen_before(struct search *s, const char *file)
 	for (size_t i = 0; i < s->nseen; i++)
 		if (!strcmp(s->seen[i], real))
 			return true;
-	char **v = realloc(s->seen, (s->nseen + 1) * sizeof(*v));
-	if (!v)
+	if (GB_GROW(&s->seen, &s->seen_cap, s->nseen + 1))
 		return true;
-	s->seen = v;
-	v[s->nseen] = strdup(real);
-	return !v[s->nseen++];
+	s->seen[s->nseen] = strdup(real);
+	return !s->seen[s->nseen++];
 }
 
 /* 1 when file defines the symbol (the search ends), else 0. */
@@ -60,13 +60,13 @@ static int try_file(struct search *s, const char *file)
 	    (eh.e_type == ET_DYN || eh.e_type == ET_EXEC) && !gb_elfsyms_read(e, &es)) {
 		s->found_file = true;
 		const struct gb_elfsym *y = gb_elfsyms_find(&es, s->name);
-		char why[256];
-		if (y && !gb_elfsym_range(y, s->seen[s->nseen - 1], &s->lo, &s->hi, why, sizeof(why))) {
+		if (y && !gb_elfsym_range(y, &s->lo, &s->hi)) {
 			snprintf(s->path, s->pathlen, "%s", s->seen[s->nseen - 1]);
 			hit = 1;
 		} else if (y && !s->unusable) {
 			s->unusable = -EINVAL;
-			snprintf(s->why, sizeof(s->why), "%s", why);
+			snprintf(s->why, sizeof(s->why), "symbol %s in %s %s", y->name,
+				 s->seen[s->nseen - 1], gb_elfsym_unusable(y));
 		}
 	}
 	gb_elfsyms_free(&es);
@@ -92,15 +92,13 @@ static int try_dir(struct search *s, const char *dir)
 	if (!d)
 		return 0;
 	char **names = NULL;
-	size_t n = 0;
+	size_t n = 0, cap = 0;
 	struct dirent *de;
 	while ((de = readdir(d))) {
 		if (!gb_module_matches(de->d_name, s->module) || !strcmp(de->d_name, s->module))
 			continue;
-		char **v = realloc(names, (n + 1) * sizeof(*v));
-		if (!v)
+		if (GB_GROW(&names, &cap, n + 1))
 			break;
-		names = v;
 		if ((names[n] = strdup(de->d_name)))
 			n++;
 	}
@@ -209,7 +207,7 @@ static const char *const loader_dirs =
 	"/usr/local/lib/x86_64-linux-gnu:/usr/local/lib";
 
 int gb_modfile_resolve(const char *module, const char *name, const char *exe, char *path,
-		       size_t pathlen, uint64_t *lo, uint64_t *hi, char *err, size_t errlen)
+		       size_t pathlen, uint64_t *lo, uint64_t *hi, const char *what)
 {
 	struct search s = { .module = module, .name = name, .path = path, .pathlen = pathlen };
 	int hit;
@@ -231,15 +229,15 @@ int gb_modfile_resolve(const char *module, const char *name, const char *exe, ch
 		*hi = s.hi;
 		return 0;
 	}
-	if (s.unusable) {
-		snprintf(err, errlen, "%s", s.why);
-		return s.unusable;
-	}
-	if (!s.found_file)
-		snprintf(err, errlen, "no x86-64 ELF file matches module '%s' in the loader's "
-			 "directories", module);
+	if (!what)
+		return s.unusable ? s.unusable : -ENOENT;
+	if (s.unusable)
+		gb_err("%s: %s", what, s.why);
+	else if (!s.found_file)
+		gb_err("%s: no x86-64 ELF file matches module '%s' in the loader's directories", what,
+		       module);
 	else
-		snprintf(err, errlen, "symbol '%s' not found in any file matching module '%s'",
-			 name, module);
-	return -ENOENT;
+		gb_err("%s: symbol '%s' not found in any file matching module '%s'", what, name,
+		       module);
+	return s.unusable ? s.unusable : -ENOENT;
 }

@@ -18,8 +18,8 @@
  * first), the first that defines name usably (gb_elfsym_range()) wins.
  * Sets path (the real path, as /proc/PID/maps will show the file once it
  * is mapped) and the inclusive link-time [*lo, *hi].  0, or -ENOENT /
- * -EINVAL with the reason in err. */
+ * -EINVAL, with one "gebpf: WHAT: <why>" line when what is not NULL. */
 int gb_modfile_resolve(const char *module, const char *name, const char *exe, char *path,
-		       size_t pathlen, uint64_t *lo, uint64_t *hi, char *err, size_t errlen);
+		       size_t pathlen, uint64_t *lo, uint64_t *hi, const char *what);
 
 #endif

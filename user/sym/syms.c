@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "ptrace/maps.h"
 #include "sym/elfsyms.h"
 
@@ -98,7 +99,7 @@ static uint64_t to_runtime(const struct gb_syms *s, const struct module *m, uint
 }
 
 int gb_syms__resolve(struct gb_syms *s, const char *module, const char *name,
-		     uint64_t *start, uint64_t *end, char *err, size_t errlen)
+		     uint64_t *start, uint64_t *end, const char *what)
 {
 	bool any_module = false;
 	/* Two passes: the main executable first, then the others in map order. */
@@ -114,22 +115,28 @@ int gb_syms__resolve(struct gb_syms *s, const char *module, const char *name,
 				continue;
 			uint64_t lo, hi, a = to_runtime(s, m, best->value);
 			if (!a) {
-				snprintf(err, errlen, "symbol %s in %s is not mapped", name, m->path);
+				if (what)
+					gb_err("%s: symbol %s in %s is not mapped", what, name, m->path);
 				return -ENOENT;
 			}
-			int r = gb_elfsym_range(best, m->path, &lo, &hi, err, errlen);
-			if (r)
-				return r;
+			if (gb_elfsym_range(best, &lo, &hi)) {
+				if (what)
+					gb_err("%s: symbol %s in %s %s", what, name, m->path,
+					       gb_elfsym_unusable(best));
+				return -EINVAL;
+			}
 			*start = a;
 			*end = a + (hi - lo);
 			return 0;
 		}
 	}
+	if (!what)
+		return -ENOENT;
 	if (*module && !any_module)
-		snprintf(err, errlen, "no mapped module matches '%s'", module);
+		gb_err("%s: no mapped module matches '%s'", what, module);
 	else
-		snprintf(err, errlen, "symbol '%s' not found in %s", name,
-			 *module ? module : "any mapped module");
+		gb_err("%s: symbol '%s' not found in %s", what, name,
+		       *module ? module : "any mapped module");
 	return -ENOENT;
 }
 
@@ -184,16 +191,31 @@ int gb_syms__to_file(struct gb_syms *s, uint64_t addr, char *path, size_t len,
 	return -ENOENT;
 }
 
-int gb_sym_resolve(pid_t pid, const char *module, const char *name, uint64_t *start,
-		   uint64_t *end, char *err, size_t errlen)
+int gb_sym_range_resolve(const struct gb_range_spec *spec, pid_t pid, struct gb_range_spec *out,
+			 const char *what)
 {
+	*out = *spec;
+	if (spec->kind != GB_RANGE_SYM)
+		return 0;
+	char in_pid[600];
+	if (what)
+		snprintf(in_pid, sizeof(in_pid), "%s: pid %d", what, pid);
 	struct gb_syms *s = gb_syms__new(pid);
 	if (!s) {
-		snprintf(err, errlen, "cannot read the maps of pid %d: %s", pid, strerror(errno));
-		return -errno;
+		int r = -errno;
+		if (what)
+			gb_err("%s: cannot read its maps: %s", in_pid, strerror(-r));
+		return r;
 	}
-	int r = gb_syms__resolve(s, module, name, start, end, err, errlen);
+	uint64_t start, end;
+	int r = gb_syms__resolve(s, spec->module, spec->symbol, &start, &end, what ? in_pid : NULL);
 	gb_syms__free(s);
-	return r;
+	if (r)
+		return r;
+	out->kind = GB_RANGE_ADDR;
+	out->has_start = out->has_end = true;
+	out->start = start;
+	out->end = end;
+	return 0;
 }
 

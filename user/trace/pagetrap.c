@@ -7,6 +7,8 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
+#include "common/bound.h"
+#include "common/grow.h"
 #include "common/log.h"
 #include "common/page.h"
 #include "ptrace/inject.h"
@@ -55,14 +57,8 @@ static int add_ext(struct gb_pagetrap *p, uint64_t a, uint64_t b, int orig)
 {
 	if (a >= b || orig < 0 || !(orig & PROT_EXEC))
 		return 0;
-	if (p->nx == p->capx) {
-		size_t cap = p->capx ? p->capx * 2 : 8;
-		struct ext *v = realloc(p->x, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		p->x = v;
-		p->capx = cap;
-	}
+	if (GB_GROW(&p->x, &p->capx, p->nx + 1))
+		return -ENOMEM;
 	/* Insert in order (the list is short: a few VMAs). */
 	size_t i = p->nx;
 	while (i > 0 && p->x[i - 1].a > a) {
@@ -131,17 +127,8 @@ static int cut_span(struct gb_pagetrap *p, uint64_t a, uint64_t b)
 
 static struct ext *ext_of(const struct gb_pagetrap *p, uint64_t a)
 {
-	size_t lo = 0, hi = p->nx;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (a < p->x[mid].a)
-			hi = mid;
-		else if (a >= p->x[mid].b)
-			lo = mid + 1;
-		else
-			return &p->x[mid];
-	}
-	return NULL;
+	size_t i = GB_UPPER(p->x, p->nx, a, a);
+	return i && a < p->x[i - 1].b ? &p->x[i - 1] : NULL;
 }
 
 /* The process's current protection at a (-1: unmapped). */

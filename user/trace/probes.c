@@ -103,13 +103,10 @@ struct gb_probes *gb_probes__new(const struct gb_probes_opts *o)
 		goto fail;
 	p->dev = sb.st_dev;
 	p->ino = sb.st_ino;
-	char err[512];
-	int r = gb_entries_find(o->path, o->lo, o->hi, &ents, err, sizeof(err));
-	if (r) {
-		if (!o->quiet)
-			gb_warn("probe trap: %s: cannot find the range's entries: %s", o->path, err);
+	int r = gb_entries_find(o->path, o->lo, o->hi, &ents,
+				o->quiet ? NULL : "probe trap: cannot find the range's entries");
+	if (r)
 		goto fail;
-	}
 	for (size_t k = 0; k < ents.nwarn; k++)
 		gb_info("probe trap: %s", ents.warn[k]);
 	for (size_t k = 0; k < ents.n; k++) {

@@ -27,7 +27,6 @@
 #include "sym/syms.h"
 #include "trace/engine.h"
 #include "trace/probes.h"
-#include "trace/range.h"
 
 struct session {
 	const struct gb_trace_opts *o;
@@ -123,13 +122,15 @@ static int resolve_range(struct session *s)
 	/* Pending: the probe trap learns the range at its first hit, --trap
 	 * none after each mmap; the page trap needs it now. */
 	bool pendable = spec->kind == GB_RANGE_SYM && spec->module[0] && s->o->trap != GB_TRAP_PAGES;
+	char what[sizeof(s->range_text) + 8], exe[4096];
 	gb_range_describe(spec, s->range_text, sizeof(s->range_text));
-	int r = gb_range_resolve(spec, s->t.pid, &s->range, !retry && !pendable);
-	char exe[4096], ferr[512];
+	snprintf(what, sizeof(what), "range %s", s->range_text);
+	bool quiet = retry || pendable;   /* a second try follows */
+	int r = gb_sym_range_resolve(spec, s->t.pid, &s->range, quiet ? NULL : what);
 	if (r && pendable &&
 	    gb_modfile_resolve(spec->module, spec->symbol, target_exe(s, exe, sizeof(exe)),
 			       s->pending_path, sizeof(s->pending_path), &s->pending_lo,
-			       &s->pending_hi, ferr, sizeof(ferr)) == 0) {
+			       &s->pending_hi, NULL) == 0) {
 		s->range_pending = true;
 		s->range.has_start = s->range.has_end = true;
 		s->range.start = s->range.end = 0;
@@ -142,8 +143,8 @@ static int resolve_range(struct session *s)
 		if (entry)
 			gb_run_to(&s->t, s->t.pid, entry);
 	}
-	if (r)
-		r = gb_range_resolve(spec, s->t.pid, &s->range, true);
+	if (r && quiet)
+		r = gb_sym_range_resolve(spec, s->t.pid, &s->range, what);
 	if (r)
 		return -1;
 	if (spec->kind == GB_RANGE_SYM)
@@ -248,7 +249,7 @@ static int rerange(void *ctx, pid_t pid, uint64_t *start, uint64_t *end)
 	struct gb_range_spec r;
 	if (s->o->range.kind != GB_RANGE_SYM)
 		return -1;
-	if (gb_range_resolve(&s->o->range, pid, &r, false)) {
+	if (gb_sym_range_resolve(&s->o->range, pid, &r, NULL)) {
 		if (s->o->range.module[0]) {
 			s->range_pending = true; /* its module may be mapped later */
 			return -EAGAIN;
@@ -307,20 +308,18 @@ static int start_faults(struct session *s)
 static int take_snapshot(void *ctx, struct gb_tracee *t, pid_t tid, uint64_t vt, uint64_t pc)
 {
 	struct session *s = ctx;
-	char point[64], name[64], path[4200], err[512];
+	char point[64], name[64], path[4200];
 	struct gb_snapshot *snap = NULL;
 	snprintf(point, sizeof(point), "pc=0x%llx", (unsigned long long)pc);
 	snprintf(name, sizeof(name), "snap-%llu.core", (unsigned long long)vt);
 	struct gb_snap_point pt = { .tid = tid, .vt = (int64_t)vt, .point = point };
-	int r = gb_snapshot_capture(t, &pt, &snap, err, sizeof(err));
+	/* A failure is said by the snap room (naming the pid or the file). */
+	int r = gb_snapshot_capture(t, &pt, &snap);
 	if (!r)
-		r = gb_snapshot_save(snap, gb_recording__blob_path(s->rec, name, path, sizeof(path)), err,
-				     sizeof(err));
+		r = gb_snapshot_save(snap, gb_recording__blob_path(s->rec, name, path, sizeof(path)));
 	gb_snapshot_free(snap);
-	if (r) {
-		gb_err("snapshot at vt %llu: %s", (unsigned long long)vt, err);
+	if (r)
 		return r;
-	}
 	return gb_recording__add_snapshot(s->rec, vt, pc, tid, name);
 }
 

@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bound.h"
+#include "common/grow.h"
+
 struct ksym {
 	uint64_t addr;
 	char *name;
@@ -44,14 +47,9 @@ struct gb_kallsyms *gb_kallsyms__new(void)
 			continue;
 		if (type != 't' && type != 'T' && type != 'w' && type != 'W')
 			continue;
-		if (k->n == cap) {
-			cap = cap ? 2 * cap : 65536;
-			struct ksym *nv = realloc(k->v, cap * sizeof(*nv));
-			if (!nv) {
-				err = ENOMEM;
-				break;
-			}
-			k->v = nv;
+		if (GB_GROW(&k->v, &cap, k->n + 1)) {
+			err = ENOMEM;
+			break;
 		}
 		k->v[k->n].addr = addr;
 		k->v[k->n].name = strdup(name);
@@ -76,16 +74,8 @@ fail:
 
 const char *gb_kallsyms__lookup(const struct gb_kallsyms *k, uint64_t addr, uint64_t *off)
 {
-	size_t lo = 0, hi = k ? k->n : 0;
-
 	/* The last symbol at or below addr. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (k->v[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = k ? GB_UPPER(k->v, k->n, addr, addr) : 0;
 	if (!lo)
 		return NULL;
 	if (off)

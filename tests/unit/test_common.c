@@ -1,0 +1,68 @@
+/* The small helpers of user/common every room leans on: the one binary
+ * search (bound.h) and the one array growth (grow.h). */
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/bound.h"
+#include "common/grow.h"
+
+struct span {
+	int tag;
+	uint64_t start, end;
+};
+
+Test(bound, upper_lower_and_intervals)
+{
+	const struct span v[] = { { 1, 0x1000, 0x2000 }, { 2, 0x2000, 0x3000 }, { 3, 0x5000, 0x6000 } };
+	cr_assert_eq(GB_UPPER(v, 3, start, 0x0fff), 0);
+	cr_assert_eq(GB_UPPER(v, 3, start, 0x1000), 1);
+	cr_assert_eq(GB_UPPER(v, 3, start, 0x4000), 2);
+	cr_assert_eq(GB_UPPER(v, 3, start, UINT64_MAX), 3);
+	cr_assert_eq(GB_LOWER(v, 3, start, 0x1000), 0);
+	cr_assert_eq(GB_LOWER(v, 3, start, 0x1001), 1);
+	cr_assert_eq(GB_LOWER(v, 3, start, 0x5000), 2);
+	cr_assert_eq(GB_LOWER(v, 3, start, 0x5001), 3);
+	/* The interval holding a: the last start <= a, if a is before its end. */
+	const uint64_t probe[] = { 0x1000, 0x1fff, 0x2000, 0x3000, 0x4fff, 0x5fff, 0x6000 };
+	const int want[] = { 1, 1, 2, 0, 0, 3, 0 };
+	for (size_t k = 0; k < sizeof(probe) / sizeof(*probe); k++) {
+		size_t i = GB_UPPER(v, 3, start, probe[k]);
+		int got = i && probe[k] < v[i - 1].end ? v[i - 1].tag : 0;
+		cr_assert_eq(got, want[k], "%#lx: %d, want %d", (unsigned long)probe[k], got, want[k]);
+	}
+	/* Empty (a NULL array is fine) and plain uint64_t arrays. */
+	const struct span *none = NULL;
+	cr_assert_eq(GB_UPPER(none, 0, start, 5), 0);
+	const uint64_t u[] = { 2, 4, 4, 8 };
+	cr_assert_eq(GB_UPPER_U64(u, 4, 4), 3);
+	cr_assert_eq(GB_UPPER_U64(u, 4, 1), 0);
+	cr_assert_eq(GB_UPPER_U64(u, 4, 9), 4);
+}
+
+Test(grow, keeps_items_and_fails_loudly, .init = cr_redirect_stderr)
+{
+	int *v = NULL;
+	size_t cap = 0, n = 0;
+	for (int i = 0; i < 1000; i++) {
+		cr_assert_eq(GB_GROW(&v, &cap, n + 1), 0);
+		v[n++] = i;
+	}
+	cr_assert_geq(cap, 1000);
+	for (int i = 0; i < 1000; i++)
+		cr_assert_eq(v[i], i);
+	/* A size that cannot be had: -ENOMEM, the array untouched, one line said. */
+	int *was = v;
+	size_t was_cap = cap;
+	cr_assert_eq(gb_grow((void **)&v, &cap, SIZE_MAX / 2, sizeof(*v)), -ENOMEM);
+	cr_assert(v == was && cap == was_cap && v[999] == 999);
+	fflush(stderr);
+	char out[512] = "";
+	out[fread(out, 1, sizeof(out) - 1, cr_get_redirected_stderr())] = 0;
+	cr_assert(!strncmp(out, "gebpf: out of memory (growing an array to ", 42), "%s", out);
+	free(v);
+}
