@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/bound.h"
 #include "common/grow.h"
 #include "decode/plan.h"
 #include "jit/emit.h"
@@ -28,7 +29,8 @@ enum ukind { U_HEAD, U_INSN, U_STUB, U_LINK };
 
 /* A piece of the code region, in address order. */
 struct unit {
-	uint32_t off, end;     /* [off, end) in the code region */
+	uint64_t off;          /* [off, end) in the code region */
+	uint32_t end;
 	uint8_t kind;
 	uint8_t a, b;          /* U_INSN: the scratch registers (b: GB_REG_NONE if unused) */
 	uint8_t words;         /* U_INSN: ring words it writes; U_STUB (emu): the
@@ -559,15 +561,8 @@ int gb_jit__locate(const struct gb_jit *j, uint64_t rip, struct gb_jit_loc *out)
 	memset(out, 0, sizeof(*out));
 	if (!gb_jit__in_code(j, rip))
 		return -ENOENT;
-	uint32_t off = (uint32_t)(rip - j->m.code_addr);
-	size_t lo = 0, hi = j->nu;
-	while (lo < hi) { /* last unit with u.off <= off */
-		size_t mid = (lo + hi) / 2;
-		if (j->u[mid].off <= off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	uint64_t off = rip - j->m.code_addr;
+	size_t lo = GB_UPPER(j->u, j->nu, off, off); /* the unit is the last with u.off <= off */
 	if (!lo || off >= j->u[lo - 1].end)
 		return -ENOENT;
 	const struct unit *u = &j->u[lo - 1];
