@@ -90,14 +90,60 @@ Test(output, symlink_is_not_followed, .init = cr_redirect_stderr)
 	cr_assert(stat(target, &st) == 0 && st.st_size == 2);
 }
 
-/* Symlinks nobody else can change are followed: -o /dev/stdout works. */
+/* Symlinks nobody else can change are followed (root's link in the sticky
+ * /tmp, made by root). */
 Test(output, trusted_symlink_is_followed)
 {
+	char target[] = "/tmp/gebpf-out-target-XXXXXX", link[64];
+	int t = mkstemp(target);
+	cr_assert_geq(t, 0);
+	close(t);
+	snprintf(link, sizeof(link), "%s.link", target);
+	cr_assert_eq(symlink(target, link), 0);
 	struct gb_output o;
-	cr_assert_eq(gb_output_open(&o, "/dev/stdout", GB_OUTPUT_SHARED), 0);
+	int r = gb_output_open(&o, link, GB_OUTPUT_SHARED);
+	if (getuid() == 0) {
+		cr_assert_eq(r, 0);
+		cr_assert_not(o.created);
+		cr_assert_eq(write(o.fd, "x\n", 2), 2);
+		gb_output_close(&o, true);
+		struct stat st;
+		cr_assert(stat(target, &st) == 0 && st.st_size == 2);
+	}
+	unlink(link);
+	unlink(target);
+}
+
+/* -o /dev/stdout writes to the descriptor gebpf has: a file the shell
+ * opened for appending (`>> log`) is appended to, never truncated (a
+ * reopen with O_TRUNC emptied the CI log when it ran here). */
+Test(output, dev_stdout_appends_to_the_open_file)
+{
+	char p[] = "/tmp/gebpf-out-stdout-XXXXXX";
+	int f = mkstemp(p);
+	cr_assert_geq(f, 0);
+	cr_assert_eq(write(f, "kept\n", 5), 5);
+	int saved = dup(1);
+	cr_assert_geq(dup2(f, 1), 0);
+	struct gb_output o;
+	int r = gb_output_open(&o, "/dev/stdout", GB_OUTPUT_SHARED);
+	int w = r == 0 ? (int)write(o.fd, "more\n", 5) : -1;
+	if (r == 0)
+		gb_output_close(&o, true);
+	dup2(saved, 1);
+	close(saved);
+	cr_assert_eq(r, 0);
 	cr_assert_not(o.created);
-	gb_output_close(&o, true);
-	cr_assert(access("/dev/stdout", F_OK) == 0);
+	cr_assert_eq(w, 5);
+	struct stat st;
+	cr_assert(fstat(f, &st) == 0);
+	cr_assert_eq(st.st_size, 10, "the file holds %lld bytes", (long long)st.st_size);
+	char buf[16] = { 0 };
+	cr_assert_eq(pread(f, buf, 10, 0), 10);
+	cr_assert_str_eq(buf, "kept\nmore\n");
+	close(f);
+	unlink(p);
+	cr_assert_eq(gb_output_open(&o, "/dev/fd/999", GB_OUTPUT_SHARED), -EBADF);
 }
 
 Test(output, modes_and_discard)

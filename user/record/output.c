@@ -3,7 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -55,12 +57,44 @@ static const char *why(int e)
 	}
 }
 
+/* The descriptor gebpf already has that PATH names (/dev/stdout,
+ * /dev/stderr, /dev/fd/N, /proc/self/fd/N), or -1.  Opening those again
+ * would truncate a regular file the caller's shell opened for appending
+ * (`>> log`): its descriptor is duplicated instead (offset and O_APPEND
+ * shared). */
+static int named_fd(const char *path)
+{
+	if (!strcmp(path, "/dev/stdout"))
+		return 1;
+	if (!strcmp(path, "/dev/stderr"))
+		return 2;
+	const char *p = !strncmp(path, "/dev/fd/", 8)         ? path + 8
+			: !strncmp(path, "/proc/self/fd/", 14) ? path + 14 : NULL;
+	if (!p || *p < '0' || *p > '9')
+		return -1;
+	char *end;
+	long n = strtol(p, &end, 10);
+	return *end || n > INT_MAX ? -1 : (int)n;
+}
+
+static int dup_named(int n)
+{
+	int fl = fcntl(n, F_GETFL);
+	if (fl < 0)
+		return -errno;
+	if ((fl & O_ACCMODE) == O_RDONLY)
+		return -EBADF;
+	int fd = fcntl(n, F_DUPFD_CLOEXEC, 3);
+	return fd >= 0 ? fd : -errno;
+}
+
 int gb_output_open(struct gb_output *out, const char *path, mode_t mode)
 {
 	out->fd = -1;
 	out->created = false;
 	out->path = path;
-	int fd = open_once(path, mode, &out->created);
+	int n = named_fd(path);
+	int fd = n >= 0 ? dup_named(n) : open_once(path, mode, &out->created);
 	if (fd == -ENOENT)
 		fd = open_once(path, mode, &out->created); /* removed between the two opens */
 	if (fd < 0) {

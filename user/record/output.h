@@ -8,6 +8,9 @@
  * can change them, as /dev/stdout),
  * O_CLOEXEC, and created with GB_OUTPUT_SHARED (0644) or GB_OUTPUT_PRIVATE
  * (0600, snapshots: they hold the target's memory), minus the umask.
+ * /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N are not opened
+ * again but duplicated: a reopen would truncate a file the caller's shell
+ * opened for appending.
  */
 #ifndef GB_RECORD_OUTPUT_H
 #define GB_RECORD_OUTPUT_H
