@@ -14,7 +14,7 @@
 
 #include "decode/plan.h"
 
-static uint8_t gpr_slot(ZydisRegister r)
+uint8_t gb_reg_slot(ZydisRegister r)
 {
 	switch (ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, r)) {
 	case ZYDIS_REGISTER_RAX: return GB_REG_RAX;
@@ -72,12 +72,12 @@ static int ref_of(const struct gb_insn *in, const ZydisDecodedOperand *op, bool 
 	if (m->base == ZYDIS_REGISTER_RIP || m->base == ZYDIS_REGISTER_EIP) {
 		r->disp += (int64_t)(in->pc + in->len);
 	} else if (m->base != ZYDIS_REGISTER_NONE) {
-		r->base = gpr_slot(m->base);
+		r->base = gb_reg_slot(m->base);
 		if (r->base == GB_REG_NONE)
 			return -EINVAL;
 	}
 	if (m->type != ZYDIS_MEMOP_TYPE_VSIB && m->index != ZYDIS_REGISTER_NONE) {
-		r->index = gpr_slot(m->index);
+		r->index = gb_reg_slot(m->index);
 		if (r->index == GB_REG_NONE)
 			return -EINVAL;
 	}
@@ -207,7 +207,7 @@ static int plan_bt(struct gb_insn *in)
 	p->kind = GB_PLAN_REFS;
 	if (r->type == ZYDIS_OPERAND_TYPE_REGISTER) {
 		p->kind = GB_PLAN_BT;
-		p->reg = gpr_slot(r->reg.value);
+		p->reg = gb_reg_slot(r->reg.value);
 		p->reg_bits = m->size;
 		if (p->reg == GB_REG_NONE)
 			return -EINVAL;

@@ -54,6 +54,10 @@ enum gb_mask_map {
 /* Fill insn->plan from insn->zi / insn->ops.  0 or -EINVAL. */
 int gb_plan_build(struct gb_insn *insn);
 
+/* The slot of the general register holding r (al, eax, rax: GB_REG_RAX),
+ * or GB_REG_NONE. */
+uint8_t gb_reg_slot(ZydisRegister r);
+
 /* Read general register slot r of cpu. */
 static inline uint64_t gb_cpu_reg(const struct gb_cpu *cpu, unsigned r)
 {

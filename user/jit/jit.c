@@ -71,6 +71,7 @@ struct gb_jit {
 	struct insn *in; size_t nin, incap;
 	struct stub *st; size_t nst, stcap;   /* stubs not yet linked to a block */
 	uint64_t *hk, *hv; size_t hcap, hn;   /* block pc -> target address */
+	uint64_t lo, hi;                      /* span of the translated bytes */
 	struct gb_jit_stats stats;
 };
 
@@ -93,6 +94,7 @@ struct gb_jit *gb_jit__new(const struct gb_jit_mem *m, uint64_t start, uint64_t 
 	j->start = start;
 	j->end = end;
 	j->em = (struct gb_emit){ .buf = m->code, .base = m->code_addr, .size = GB_JIT_CODE_SIZE };
+	j->lo = UINT64_MAX;
 	gb_jit__ring_reset(j);
 	return j;
 }
@@ -112,6 +114,8 @@ void gb_jit__free(struct gb_jit *j)
 void gb_jit__flush(struct gb_jit *j)
 {
 	j->nu = j->nin = j->nst = j->hn = 0;
+	j->lo = UINT64_MAX;
+	j->hi = 0;
 	if (j->hk)
 		memset(j->hk, 0, j->hcap * sizeof(*j->hk));
 	j->em.used = 0;
@@ -327,6 +331,8 @@ static int one(struct gb_jit *j, const struct gb_insn *gi)
 	in->pc = gi->pc;
 	in->len = gi->len;
 	memcpy(in->bytes, gi->bytes, gi->len);
+	j->lo = gi->pc < j->lo ? gi->pc : j->lo;
+	j->hi = gi->pc + gi->len > j->hi ? gi->pc + gi->len : j->hi;
 	unsigned nrt = 0;
 	if (p->kind != GB_PLAN_NONE) {
 		in->nrefs = p->nrefs;
@@ -491,6 +497,12 @@ void gb_jit__insn_bytes(const struct gb_jit *j, size_t id, uint64_t *pc, const u
 	*pc = j->in[id].pc;
 	*bytes = j->in[id].bytes;
 	*len = j->in[id].len;
+}
+
+void gb_jit__span(const struct gb_jit *j, uint64_t *lo, uint64_t *hi)
+{
+	*lo = j->lo;
+	*hi = j->hi;
 }
 
 /* --- the ring --- */

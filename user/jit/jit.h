@@ -73,6 +73,8 @@ void gb_jit__flush(struct gb_jit *j);
 size_t gb_jit__ninsns(const struct gb_jit *j);
 void gb_jit__insn_bytes(const struct gb_jit *j, size_t id, uint64_t *pc, const uint8_t **bytes,
 			uint8_t *len);
+/* [lo, hi): the original bytes they were translated from span at most this. */
+void gb_jit__span(const struct gb_jit *j, uint64_t *lo, uint64_t *hi);
 
 /* The ring: empty it (head at its start, budget full), and read it. */
 void gb_jit__ring_reset(struct gb_jit *j);

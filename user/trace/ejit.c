@@ -214,16 +214,12 @@ static void revalidate(struct gb_engine *e)
 		return;
 	x->epoch = ep;
 	size_t n = gb_jit__ninsns(x->j);
-	uint64_t lo = UINT64_MAX, hi = 0, pc;
+	uint64_t lo, hi, pc;
 	const uint8_t *b;
 	uint8_t len;
-	for (size_t k = 0; k < n; k++) {
-		gb_jit__insn_bytes(x->j, k, &pc, &b, &len);
-		lo = pc < lo ? pc : lo;
-		hi = pc + len > hi ? pc + len : hi;
-	}
 	if (!n)
 		return;
+	gb_jit__span(x->j, &lo, &hi);
 	uint8_t *buf = malloc(hi - lo);
 	bool same = buf && gb_mem_read(e->t->pid, lo, buf, hi - lo) == (ssize_t)(hi - lo);
 	if (same && e->probes)
@@ -249,7 +245,7 @@ static void drain(struct gb_engine *e, size_t i, const struct gb_stop *fault)
 	int r;
 	gb_jsonl__batch(e->out, true); /* (only line functions until it is off) */
 	while ((r = gb_jit__ring_next(x->j, &pos, x->fs_base, x->gs_base, &rec)) == 1) {
-		if (e->o.max_insns && e->vt - e->o.first_vt >= e->o.max_insns) {
+		if (eng_max_insns_done(e)) {
 			eng_finish(e, GB_END_MAX_INSNS);
 			break;
 		}
@@ -269,10 +265,8 @@ static void drain(struct gb_engine *e, size_t i, const struct gb_stop *fault)
 	gb_jit__ring_reset(x->j);
 }
 
-/* Put thread i (stopped in the cache, regs r) at the original instruction
- * loc stands for. */
-static int put_back(struct gb_engine *e, size_t i, struct user_regs_struct *r,
-		    const struct gb_jit_loc *loc)
+/* The field of r that holds general register slot k (enum gb_reg). */
+static unsigned long long *reg_field(struct user_regs_struct *r, unsigned k)
 {
 	static const size_t off[GB_REG_COUNT] = {
 		offsetof(struct user_regs_struct, rax), offsetof(struct user_regs_struct, rbx),
@@ -284,9 +278,17 @@ static int put_back(struct gb_engine *e, size_t i, struct user_regs_struct *r,
 		offsetof(struct user_regs_struct, r12), offsetof(struct user_regs_struct, r13),
 		offsetof(struct user_regs_struct, r14), offsetof(struct user_regs_struct, r15),
 	};
+	return (unsigned long long *)((char *)r + off[k]);
+}
+
+/* Put thread i (stopped in the cache, regs r) at the original instruction
+ * loc stands for. */
+static int put_back(struct gb_engine *e, size_t i, struct user_regs_struct *r,
+		    const struct gb_jit_loc *loc)
+{
 	for (unsigned k = 0; k < GB_REG_COUNT; k++)
 		if (loc->restore & (1u << k))
-			*(unsigned long long *)((char *)r + off[k]) = gb_jit__saved(e->jit->j, k);
+			*reg_field(r, k) = gb_jit__saved(e->jit->j, k);
 	r->rip = loc->pc;
 	return gb_regs_set(e->t->threads[i].tid, r);
 }
@@ -304,19 +306,17 @@ static void fix_siginfo(pid_t tid, uint64_t cache_rip, uint64_t pc)
 
 enum after { GO_ON, GIVE_BACK, GONE };
 
-static const struct gb_insn *fetch(void *ctx, uint64_t pc);
-
-/* The value of 64-bit general register z in r (0 if it is not one). */
-static bool reg_value(const struct user_regs_struct *r, ZydisRegister z, uint64_t *v)
+/* Put thread i back at the original instruction loc stands for: the
+ * records so far become lines (with fault: the last one is the instruction
+ * that raised it), the record of an instruction not run is dropped, the
+ * registers are its own.  0, or -errno when the thread cannot be set. */
+static int back(struct gb_engine *e, size_t i, struct user_regs_struct *r,
+		const struct gb_jit_loc *loc, const struct gb_stop *fault)
 {
-	const unsigned long long *f[] = {
-		&r->rax, &r->rcx, &r->rdx, &r->rbx, &r->rsp, &r->rbp, &r->rsi, &r->rdi,
-		&r->r8, &r->r9, &r->r10, &r->r11, &r->r12, &r->r13, &r->r14, &r->r15,
-	};
-	if (z < ZYDIS_REGISTER_RAX || z > ZYDIS_REGISTER_R15)
-		return false;
-	*v = *f[z - ZYDIS_REGISTER_RAX];
-	return true;
+	if (!fault)
+		gb_jit__ring_unwrite(e->jit->j, loc->unwrite);
+	drain(e, i, fault);
+	return put_back(e, i, r, loc);
 }
 
 /* Perform the call, ret or indirect jmp at r->rip (its registers before
@@ -339,8 +339,10 @@ static int emulate(struct gb_engine *e, struct user_regs_struct *r)
 	if (o->type == ZYDIS_OPERAND_TYPE_IMMEDIATE && o->imm.is_relative) {
 		target = next + (uint64_t)o->imm.value.s;
 	} else if (o->type == ZYDIS_OPERAND_TYPE_REGISTER) {
-		if (!reg_value(r, o->reg.value, &target))
+		unsigned k = gb_reg_slot(o->reg.value);
+		if (k == GB_REG_NONE)
 			return -EINVAL;
+		target = *reg_field(r, k);
 	} else if (o->type == ZYDIS_OPERAND_TYPE_MEMORY) {
 		struct gb_cpu cpu;
 		struct gb_access acc[GB_MAX_ACCESSES];
@@ -363,9 +365,6 @@ static int emulate(struct gb_engine *e, struct user_regs_struct *r)
 	return 0;
 }
 
-static int put_back(struct gb_engine *e, size_t i, struct user_regs_struct *r,
-		    const struct gb_jit_loc *loc);
-static void drain(struct gb_engine *e, size_t i, const struct gb_stop *fault);
 
 /* An exit stub's getpid stopped owner i: it is skipped; the thread goes on
  * at the stub's target (after the call, ret or jump it stands for): in
@@ -388,7 +387,7 @@ static enum after on_exit_stub(struct gb_engine *e, size_t i, struct user_regs_s
 	}
 	drain(e, i, NULL);
 	uint64_t pc = r->rip, blk = 0;
-	bool inr = pc >= e->o.start && pc <= e->o.end;
+	bool inr = eng_in_range(e, pc);
 	if (inr && !e->ended)
 		blk = gb_jit__block(x->j, pc, fetch, e);
 	if (!inr && !e->ended && e->probes) {
@@ -458,22 +457,15 @@ static enum after on_stop(struct gb_engine *e, size_t i, const struct gb_stop *s
 		if (eng_claim_watch(e, tid, st->sig)) {
 			/* The program changed the range's protections: re-check the
 			 * translations before going on. */
-			gb_jit__ring_unwrite(x->j, loc.unwrite);
-			drain(e, i, NULL);
-			return put_back(e, i, &r, &loc) ? GONE : GIVE_BACK;
+			return back(e, i, &r, &loc, NULL) ? GONE : GIVE_BACK;
 		}
 		bool sync = loc.at_insn && st->code > 0 &&
 			    (st->sig == SIGSEGV || st->sig == SIGBUS || st->sig == SIGFPE ||
 			     st->sig == SIGILL);
-		if (sync) {
-			drain(e, i, st);
+		if (sync)
 			fix_siginfo(tid, r.rip, loc.pc);
-		} else {
-			gb_jit__ring_unwrite(x->j, loc.unwrite);
-			drain(e, i, NULL);
-		}
 		e->t->threads[i].pending_sig = st->sig;
-		if (put_back(e, i, &r, &loc))
+		if (back(e, i, &r, &loc, sync ? st : NULL))
 			return GONE;
 		if (!sync)
 			gb_info("trace: thread %d: signal %d in translated code, before 0x%llx", tid,
@@ -482,9 +474,7 @@ static enum after on_stop(struct gb_engine *e, size_t i, const struct gb_stop *s
 	}
 	/* An interrupt (the end), a group-stop, anything else: back at the
 	 * instruction boundary. */
-	gb_jit__ring_unwrite(x->j, loc.unwrite);
-	drain(e, i, NULL);
-	if (put_back(e, i, &r, &loc))
+	if (back(e, i, &r, &loc, NULL))
 		return GONE;
 	if (st->kind == GB_STOP_GROUP) {
 		eng_set_state(e, i, T_GROUP);
@@ -503,7 +493,7 @@ bool eng_jit_run(struct gb_engine *e, size_t i)
 	if (x->failed || t->in_handler || th->pending_sig || e->range_pending || e->o.faults_cb ||
 	    (e->trap && gb_pagetrap__writable(e->trap)) ||
 	    e->o.nsnap_pcs || e->o.nsnap_vts || gb_regs_get(th->tid, &r) ||
-	    gb_regs_restarting_syscall(&r) || r.rip < e->o.start || r.rip > e->o.end)
+	    gb_regs_restarting_syscall(&r) || !eng_in_range(e, r.rip))
 		return false;
 	if (!x->addr && setup(e, i)) {
 		x->failed = true;

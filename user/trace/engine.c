@@ -422,7 +422,7 @@ void eng_check_limits(struct gb_engine *e, uint64_t iter)
 		eng_finish(e, GB_END_SIGNAL);
 	else if (gb_jsonl__error(e->out))
 		eng_finish(e, GB_END_OUTPUT);
-	else if (e->o.max_insns && e->vt - e->o.first_vt >= e->o.max_insns)
+	else if (eng_max_insns_done(e))
 		eng_finish(e, GB_END_MAX_INSNS);
 	else if (!eng_live(e))
 		eng_finish(e, GB_END_EXITED);

@@ -119,6 +119,18 @@ void eng_step(struct gb_engine *e, size_t i);
  * BPF program saw before it (thread i has just become the owner). */
 void eng_emit_hit(struct gb_engine *e, size_t i);
 
+/* Is pc inside the range (not pending)? */
+static inline bool eng_in_range(const struct gb_engine *e, uint64_t pc)
+{
+	return !e->range_pending && (!e->o.has_start || pc >= e->o.start) &&
+	       (!e->o.has_end || pc <= e->o.end);
+}
+/* Has --max-insns been reached? */
+static inline bool eng_max_insns_done(const struct gb_engine *e)
+{
+	return e->o.max_insns && e->vt - e->o.first_vt >= e->o.max_insns;
+}
+
 /* engine.c: resume every stopped thread not waiting for the range. */
 void eng_run_natives(struct gb_engine *e);
 /* engine.c: end the trace if Ctrl-C, the output, --max-insns, --duration say so. */

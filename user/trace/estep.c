@@ -38,12 +38,6 @@ struct pending {
 	uint64_t rflags_before;
 };
 
-static inline bool in_range(const struct gb_engine *e, uint64_t pc)
-{
-	return !e->range_pending && (!e->o.has_start || pc >= e->o.start) &&
-	       (!e->o.has_end || pc <= e->o.end);
-}
-
 static void maybe_snap(struct gb_engine *e, size_t i, uint64_t pc, bool inr)
 {
 	bool take = false;
@@ -291,7 +285,7 @@ void eng_emit_hit(struct gb_engine *e, size_t i)
 		return;
 	t->has_hit = false;
 	p.pc = t->hit.addr;
-	p.in_range = in_range(e, p.pc);
+	p.in_range = eng_in_range(e, p.pc);
 	p.nacc = 0;
 	if (!p.in_range)
 		return;
@@ -350,7 +344,7 @@ void eng_step(struct gb_engine *e, size_t i)
 	p.pc = regs.rip;
 	if (gb_regs_restarting_syscall(&regs))
 		p.pc -= 2; /* the kernel rewinds to the syscall instruction on resume */
-	p.in_range = in_range(e, p.pc);
+	p.in_range = eng_in_range(e, p.pc);
 	p.rflags_before = regs.eflags;
 
 	/* Ownership of the range: one thread inside at a time.  The owner gives
