@@ -74,3 +74,6 @@ $(OUTPUT)/progs/unwind_chain: tests/progs/unwind_chain.c $(OUTPUT)/progs/lib/lib
 
 # trap_mix: `mix` and its callers' loop stay in definition order on one page.
 $(OUTPUT)/progs/trap_mix: PROG_CFLAGS += -fno-toplevel-reorder
+
+# resume_vec: AVX2 / AVX-512 instructions, chosen at run time by CPUID.
+$(OUTPUT)/progs/resume_vec: PROG_CFLAGS += -mavx2 -mavx512f -mavx512bw

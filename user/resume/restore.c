@@ -2,6 +2,7 @@
 #include "resume/resume.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "decode/xsave.h"
 #include "ptrace/inject.h"
 #include "ptrace/maps.h"
 #include "ptrace/mem.h"
@@ -317,6 +319,33 @@ static int set_mm_fields(struct gb_rctx *c, const struct gb_snapshot *s)
 	return 0;
 }
 
+/* The snapshot's x87/SSE/AVX/AVX-512 state, converted from the standard
+ * layout it is stored in to this machine's (decode/xsave.h) and written with
+ * the kernel's own regset size.  Components this CPU lacks are said, once. */
+static int set_vector_state(struct gb_rctx *c, const struct gb_snap_thread *th)
+{
+	if (!th->xstate)
+		return gb_fpregs_set(c->pid, &th->fpregs);
+	uint8_t *area = NULL;
+	size_t cap = 0, len;
+	int e = gb_xstate_read(c->pid, &area, &cap, &len);
+	uint64_t lost = 0;
+	if (!e && gb_xsave_from_standard(th->xstate, th->xstate_len, area, len, &lost) == 0) {
+		e = gb_xstate_set(c->pid, area, len);
+		if (!e && lost)
+			gb_warn("resume: the snapshot holds XSAVE components 0x%" PRIx64
+				" that this CPU does not enable: they start in their initial state",
+				lost);
+	} else {
+		if (!e)
+			gb_warn("resume: the snapshot's XSAVE area (%zu bytes) is not an XSAVE "
+				"area: restoring x87/SSE state only", th->xstate_len);
+		e = gb_fpregs_set(c->pid, &th->fpregs);
+	}
+	free(area);
+	return e;
+}
+
 /* General registers, a syscall the snapshot's thread was blocked in turned
  * back into its instruction (re-issued on resume), XSAVE state, sigmask. */
 static int set_cpu(struct gb_rctx *c, const struct gb_snap_thread *th)
@@ -330,14 +359,7 @@ static int set_cpu(struct gb_rctx *c, const struct gb_snap_thread *th)
 	int e = gb_regs_set(c->pid, &r);
 	if (e)
 		return gb_resume__fail(c, e, "set the registers: %s", strerror(-e));
-	if (th->xstate && th->xstate_len == gb_xstate_size()) {
-		e = gb_xstate_set(c->pid, th->xstate, th->xstate_len);
-	} else {
-		if (th->xstate)
-			gb_warn("resume: the snapshot's XSAVE area (%zu bytes) is not this CPU's (%zu): "
-				"restoring x87/SSE state only", th->xstate_len, gb_xstate_size());
-		e = gb_fpregs_set(c->pid, &th->fpregs);
-	}
+	e = set_vector_state(c, th);
 	if (e)
 		return gb_resume__fail(c, e, "set the FPU/vector registers: %s", strerror(-e));
 	uint64_t mask = th->sighold;
