@@ -1,7 +1,10 @@
 """A gebpf snapshot as vivisect vtrace's ``TraceSnapshot``.
 
-The method names are vtrace's, so that a script written against a vtrace
-snapshot runs on a gebpf one::
+The method names are vtrace's (its ``Trace`` and ``TraceSnapshot``, envi's
+memory and register helpers), so that a script written against a vtrace
+trace runs on a gebpf snapshot; registers, memory, symbols and expressions
+come from the mixins in :mod:`gebpf.regctx`, :mod:`gebpf.memory`,
+:mod:`gebpf.symbols` and :mod:`gebpf.expr`::
 
     snap = gebpf.Snapshot.load("snap.core")
     for base, size, perms, path in snap.getMemoryMaps(): ...
@@ -24,11 +27,10 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 from . import elfcore, regs as R
 from .exc import FormatError, PlatformException, SegmentationViolation
 from .expr import parse_expression
-from .memory import MM_EXEC, MM_NONE, MM_READ, MM_SHARED, MM_WRITE, MemoryHelpers  # noqa: F401
+from .memory import MM_EXEC, MM_READ, MM_SHARED, MM_WRITE, MemoryHelpers
 from .regctx import RegisterContext, TraceRegisters
 from .symbols import SymbolResolver
 
-# envi.memory's permission bits (MM_*), as vtrace's getMemoryMaps() returns them, are in .memory.
 
 # vtrace's file descriptor types, as getFds() returns them.
 FD_UNKNOWN, FD_FILE, FD_SOCKET, FD_PIPE = 0, 1, 2, 3

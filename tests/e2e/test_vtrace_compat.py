@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import gebpf_path, prog_path, run_gebpf, threads_running
+from conftest import gebpf_path, run_gebpf, threads_running
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
@@ -352,6 +352,10 @@ def test_symbols_from_the_maps_files(trace, live):
     exe_norm = os.path.basename(trace.getExe()).split(".")[0].split("-")[0].lower()
     assert libs[0] == exe_norm and "[vdso]" in libs
     assert trace.getMeta("LibraryBases")[exe_norm] == trace.getMemoryMaps()[0][0]
+    # The vdso has no file: its symbols come from the snapshot's memory.
+    vdso = next(m for m in trace.getMemoryMaps() if m[3] == "[vdso]")
+    gettime = trace.getSymByName("[vdso].__vdso_clock_gettime")
+    assert vdso[0] < int(gettime) < vdso[0] + vdso[1] and trace.getSymByAddr(int(gettime)) is gettime
     if live["kind"] == "c":      # static, not PIE: nm's addresses are the addresses
         want = nm(trace.getExe())["compute_step"]
         sym = trace.getSymByName("snap_threads.compute_step")
@@ -371,6 +375,10 @@ def test_symbols_from_the_maps_files(trace, live):
     assert trace.parseExpression("libc.malloc + 0x10") == base + dyn["malloc"] + 16
     assert trace.parseExpression('libc["malloc"]') == int(malloc)
     assert int(trace.getSymByName("python3.PyEval_EvalCode")) == nm(trace.getExe(), "-D")["PyEval_EvalCode"]
+    # A file whose build id is not the one in memory (replaced since) gives no symbols.
+    from gebpf import elfsyms
+    other, other_info = elfsyms.load_symbols(path, bytes(20))
+    assert other == [] and other_info["mismatch"] and elfsyms.load_symbols(path, None)[0]
     info = trace.getSymbolFileInfo(libc)
     if info["debug_file"] is None:
         pytest.skip("no debug file for %s (Debian's libc6-dbg) in /usr/lib/debug" % path)
