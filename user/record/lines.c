@@ -257,6 +257,12 @@ char *gb_lines__reserve(struct gb_lines *w, size_t max)
 
 void gb_lines__commit(struct gb_lines *w, size_t len)
 {
+	/* An idle writer has not stalled: the clock of "taken nothing for
+	 * STALL_S" starts when there is something to take (a trace whose first
+	 * lines come seconds after the output was opened, on a loaded machine,
+	 * was given up at once). */
+	if (!w->fill_len && !w->out_len && len)
+		atomic_store(&w->progress_ns, mono_ns());
 	w->fill_len += len;
 	pthread_mutex_unlock(&w->mu);
 }
