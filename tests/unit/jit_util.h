@@ -1,0 +1,36 @@
+/* The translator's unit tests (test_jit*.c): a code cache mapped in this
+ * process within reach of the test code, and a fetch that decodes this
+ * process's own memory. */
+#ifndef TESTS_UNIT_JIT_UTIL_H
+#define TESTS_UNIT_JIT_UTIL_H
+
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <sys/mman.h>
+
+#include "decode/decode.h"
+#include "jit/jit.h"
+
+static inline const struct gb_insn *jit_fetch(void *ctx, uint64_t pc)
+{
+	static __thread struct gb_insn in[64];
+	static __thread unsigned k;
+	(void)ctx;
+	struct gb_insn *out = &in[k++ % 64];
+	return gb_decode(pc, (const uint8_t *)pc, GB_INSN_MAX_LEN, out) ? NULL : out;
+}
+
+/* A cache (code + data, read/write/exec here) near code at near_code. */
+static inline struct gb_jit_mem jit_map_near(uint64_t near_code)
+{
+	uint64_t near = (near_code & ~0xfffffull) + (256ull << 20);
+	void *p = MAP_FAILED;
+	for (int k = 0; k < 64 && p == MAP_FAILED; k++, near += 64ull << 20)
+		p = mmap((void *)near, GB_JIT_SIZE, PROT_READ | PROT_WRITE | PROT_EXEC,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	cr_assert_neq(p, MAP_FAILED, "no room for a code cache near the test code");
+	return (struct gb_jit_mem){ p, (uint8_t *)p + GB_JIT_CODE_SIZE, (uint64_t)p,
+				    (uint64_t)p + GB_JIT_CODE_SIZE };
+}
+
+#endif
