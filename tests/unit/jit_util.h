@@ -6,7 +6,10 @@
 
 #include <criterion/criterion.h>
 #include <stdint.h>
+#include <asm/prctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "decode/decode.h"
 #include "jit/jit.h"
@@ -31,6 +34,18 @@ static inline struct gb_jit_mem jit_map_near(uint64_t near_code)
 	cr_assert_neq(p, MAP_FAILED, "no room for a code cache near the test code");
 	return (struct gb_jit_mem){ p, (uint8_t *)p + GB_JIT_CODE_SIZE, (uint64_t)p,
 				    (uint64_t)p + GB_JIT_CODE_SIZE };
+}
+
+/* A stop-free translator over [lo, end) with this thread's gs base its
+ * area 0 (as gebpf sets every thread's). */
+static inline struct gb_jit *jit_open_nostop(const struct gb_jit_mem *mem, const void *lo,
+					     const void *end)
+{
+	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = 200 };
+	struct gb_jit *j = gb_jit__new_opts(mem, (uint64_t)lo, (uint64_t)end - 1, &o);
+	cr_assert_not_null(j);
+	cr_assert_eq(syscall(SYS_arch_prctl, ARCH_SET_GS, gb_jit__tls(j, 0)), 0);
+	return j;
 }
 
 #endif

@@ -4,7 +4,6 @@
  * and table lookups, never a stop.  Each thread sets its gs base to its
  * own area of the cache first, as gebpf does for every thread of a target. */
 #include <criterion/criterion.h>
-#include <asm/prctl.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -97,18 +96,10 @@ __asm__(
 static struct gb_jit_mem mem;
 static struct gb_jit *jit;
 
-static void set_gs(unsigned k)
-{
-	cr_assert_eq(syscall(SYS_arch_prctl, ARCH_SET_GS, gb_jit__tls(jit, k)), 0);
-}
-
 static void open_range(const uint8_t *lo, const uint8_t *end)
 {
 	mem = jit_map_near((uint64_t)lo);
-	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = 200 };
-	jit = gb_jit__new_opts(&mem, (uint64_t)lo, (uint64_t)end - 1, &o);
-	cr_assert_not_null(jit);
-	set_gs(0);
+	jit = jit_open_nostop(&mem, lo, end);
 }
 
 static void teardown(void)
