@@ -417,3 +417,91 @@ Test(jit_nostop, a_system_call_in_the_range_is_made_without_the_lock)
 	for (int k = 0; k < 6; k++)
 		cr_assert_eq(pcs[k], want[k], "record %d", k);
 }
+
+/* --- the ring drained while the program runs --- */
+
+extern uint8_t jt_loop[];
+extern int32_t jt_arr[64];
+
+struct consumer { volatile int done; size_t recs, reads, bad; };
+
+static void *consume(void *arg)
+{
+	struct consumer *c = arg;
+	struct gb_jit_cursor cur = { 0, 0 };
+	struct gb_jit_rec rec;
+	for (;;) {
+		int r;
+		size_t got = 0;
+		while ((r = gb_jit__ring_poll(jit, &cur, 0, 0, &rec)) == 1) {
+			if (rec.pc == (uint64_t)jt_loop + 6 &&
+			    (rec.nacc != 1 || rec.acc[0].addr != (uint64_t)&jt_arr[c->reads++ % 64]))
+				c->bad++;
+			c->recs++;
+			if (++got % 4096 == 0)
+				gb_jit__ring_commit(jit, &cur);
+		}
+		if (r < 0)
+			return (void *)1;
+		gb_jit__ring_commit(jit, &cur);
+		if (c->done && !got)
+			return NULL;
+		if (!got)
+			gb_jit__ring_wait(jit, 1);
+	}
+}
+
+Test(jit_nostop, a_consumer_draining_while_it_runs_loses_nothing)
+{
+	open_range(jt_sum, jt_sum_end);
+	uint64_t e = gb_jit__entry(jit, (uint64_t)jt_sum, jit_fetch, NULL);
+	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)jt_sum, jit_fetch, NULL), 0);
+	gb_jit__ring_reset(jit);
+	struct consumer c = { 0 };
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, consume, &c), 0);
+	long n = 400000; /* ~20 passes of the ring */
+	cr_assert_eq(((fn1_t)e)(n), 5 * n);
+	c.done = 1;
+	void *r;
+	pthread_join(th, &r);
+	cr_assert_null(r);
+	struct gb_jit_ring_state st;
+	gb_jit__ring_state(jit, &st);
+	cr_assert(!st.dropping);
+	cr_assert_eq(st.dropped, 0);
+	cr_assert_eq(c.recs, 3 + 7 * (size_t)n + 2, "every record, once, in order");
+	cr_assert_eq(c.reads, (size_t)n);
+	cr_assert_eq(c.bad, 0);
+	cr_assert_gt(st.consumed, (uint64_t)GB_JIT_RING_SIZE / 8, "the ring went round");
+}
+
+Test(jit_nostop, without_a_consumer_it_gives_up_and_counts_what_it_dropped)
+{
+	open_range(jt_sum, jt_sum_end); /* a 200 ms wait for the consumer */
+	uint64_t e = gb_jit__entry(jit, (uint64_t)jt_sum, jit_fetch, NULL);
+	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)jt_sum, jit_fetch, NULL), 0);
+	gb_jit__ring_reset(jit);
+	long n = 400000;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cr_assert_eq(((fn1_t)e)(n), 5 * n, "native result");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	cr_assert_geq(s, 0.19, "it waited for the consumer first (%.3f s)", s);
+	struct gb_jit_ring_state st;
+	gb_jit__ring_state(jit, &st);
+	cr_assert(st.dropping);
+	size_t pos = 0, kept = 0, reads = 0;
+	struct gb_jit_rec rec;
+	while (gb_jit__ring_next(jit, &pos, 0, 0, &rec) == 1) {
+		if (rec.pc == (uint64_t)jt_loop + 6)
+			cr_assert_eq(rec.acc[0].addr, (uint64_t)&jt_arr[reads++ % 64]);
+		kept++;
+	}
+	cr_assert_gt(kept, 0);
+	cr_assert_gt(st.dropped, 0);
+	cr_assert_eq(kept + st.dropped, 3 + 7 * (size_t)n + 2, "kept %zu + dropped %lu", kept,
+		     (unsigned long)st.dropped);
+	cr_assert_eq(gb_jit__lock_word(jit), 0);
+}

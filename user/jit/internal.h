@@ -102,14 +102,25 @@ struct gb_jit {
 #define NS_TIMEOUT   320   /* struct timespec: the writer's wait for the consumer */
 #define NS_HALF      336   /* budget (blocks) of half the ring */
 #define NS_NEXT      344   /* budget (blocks) still to go in this pass after the current */
+#define NS_KEPT      352   /* dropping: where the head was when it began */
 #define NS_SCRATCH   2048  /* dropping: where records go (one block) */
 /* The per-thread areas, at the end of the data part (their addresses are
  * the threads' gs bases). */
 #define NS_TLS_BYTES (GB_JIT_TLS_COUNT * GB_JIT_TLS_SIZE)
 #define NS_TLS       (GB_JIT_DATA_SIZE - NS_TLS_BYTES)
 /* ... and one area's slots. */
-enum { T_RAX = 0, T_RCX = 8, T_RDX = 16, T_RSI = 24, T_RDI = 32, T_R10 = 40, T_R11 = 48,
-       T_RET = 56, T_TGT = 64, T_DST = 72, T_FLG = 80, T_BLKN = 88 };
+#define T_RAX  0
+#define T_RCX  8
+#define T_RDX  16
+#define T_RSI  24
+#define T_RDI  32
+#define T_R10  40
+#define T_R11  48
+#define T_RET  56    /* where a shared routine returns to */
+#define T_TGT  64    /* a lookup's target */
+#define T_DST  72    /* ... its translated block */
+#define T_FLG  80    /* flags saved by lahf/seto */
+#define T_BLKN 88    /* a block's record count (the ring's slow path) */
 /* The lookup table: 64 Ki entries, negated keys then targets, 512 KiB-aligned
  * at the top of the code region. */
 #define NS_TBL_ENTRIES 65536u
@@ -144,7 +155,9 @@ void ns_table_put(struct gb_jit *j, uint64_t pc, uint64_t blk);
  * otherwise 0; -1 on an encoding error. */
 int ns_transfer(struct gb_jit *j, const struct gb_insn *gi, struct link *l);
 
-/* ring.c: a block head's exit when its budget is spent (stop-free mode). */
+/* ring.c: the slow path (copied after the lock routines), and a block
+ * head's exit to it when its budget is spent (stop-free mode). */
+void ns_ring_routine(struct gb_jit *j);
 void ns_budget_exit(struct gb_jit *j, uint32_t ninsns, uint64_t back);
 
 #endif

@@ -480,7 +480,13 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 		}
 		gb_emit_repoint(&j->em, links[k].src, dst);
 	}
-	uint64_t full_stub = jit_stub(j, pc, UINT32_MAX, 0);
+	uint64_t full_stub;
+	if (j->o.nostop) { /* the ring's slow path, back to this head */
+		full_stub = gb_emit_here(&j->em);
+		ns_budget_exit(j, (uint32_t)(j->nin - mark_in), head);
+	} else {
+		full_stub = jit_stub(j, pc, UINT32_MAX, 0);
+	}
 	if (!j->em.err)
 		gb_emit_repoint(&j->em, full_src, full_stub);
 	if (j->em.err || block_put(j, pc, head)) {

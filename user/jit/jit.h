@@ -113,6 +113,22 @@ size_t gb_jit__ring_used(const struct gb_jit *j);        /* words */
 /* Drop the last words written (a rolled-back instruction). */
 void gb_jit__ring_unwrite(struct gb_jit *j, size_t words);
 
+/* Stop-free mode, the consumer's side of the ring (while the program
+ * runs): poll gives the next record (1), 0 when there is none yet; commit
+ * tells the writer how far the consumer has read (the writer waits for it
+ * at the end of each pass of the ring); wait sleeps until the writer says
+ * the ring is half full, or ms. */
+struct gb_jit_cursor { uint64_t base; size_t pos; };
+struct gb_jit_rec;
+int gb_jit__ring_poll(struct gb_jit *j, struct gb_jit_cursor *c, uint64_t fs_base, uint64_t gs_base,
+		      struct gb_jit_rec *out);
+void gb_jit__ring_commit(struct gb_jit *j, const struct gb_jit_cursor *c);
+int gb_jit__ring_wait(struct gb_jit *j, unsigned ms);
+/* dropping: the writer gave up waiting (the consumer gone), the records
+ * after the ring's last pass are not written, dropped counts them. */
+struct gb_jit_ring_state { bool dropping; uint64_t dropped, consumed; };
+void gb_jit__ring_state(const struct gb_jit *j, struct gb_jit_ring_state *st);
+
 /* One instruction's record, decoded from the ring. */
 struct gb_jit_rec {
 	uint64_t pc;

@@ -114,6 +114,7 @@ void ns_routines(struct gb_jit *j)
 	futex_call(j, FUTEX_WAKE, 1);
 	gb_emit_tls_jmp(m, T_RET);
 	jit_unit_end(j, u);
+	ns_ring_routine(j);
 }
 
 /* Call a shared routine: rax and rcx saved around it in the thread's area. */
