@@ -428,7 +428,7 @@ struct consumer { volatile int done; size_t recs, reads, bad; };
 static void *consume(void *arg)
 {
 	struct consumer *c = arg;
-	struct gb_jit_cursor cur = { 0, 0 };
+	struct gb_jit_cursor cur = { 0, 0, 0 };
 	struct gb_jit_rec rec;
 	for (;;) {
 		int r;

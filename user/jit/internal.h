@@ -80,6 +80,7 @@ struct gb_jit {
 	struct entry *en; size_t nen, encap;  /* entry blocks */
 	uint64_t *want; size_t nwant, wantcap; /* return sites wanted as blocks */
 	size_t ring_bytes;                    /* the ring's size */
+	uint32_t max_words;                   /* ring words of the largest block */
 };
 
 /* Data part. */
@@ -159,5 +160,8 @@ int ns_transfer(struct gb_jit *j, const struct gb_insn *gi, struct link *l);
  * head's exit to it when its budget is spent (stop-free mode). */
 void ns_ring_routine(struct gb_jit *j);
 void ns_budget_exit(struct gb_jit *j, uint32_t ninsns, uint64_t back);
+/* A block writing words ring words was translated (the budgets count blocks
+ * of the largest translated: called with the lock held or no thread in). */
+void ns_ring_block(struct gb_jit *j, uint32_t words);
 
 #endif

@@ -500,8 +500,13 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 		return 0;
 	}
 	j->stats.blocks++;
-	if (j->o.nostop)
+	if (j->o.nostop) {
+		uint32_t words = 0;
+		for (size_t k = mark_u; k < j->nu; k++)
+			words += j->u[k].kind == U_INSN ? j->u[k].words : 0;
+		ns_ring_block(j, words);
 		ns_table_put(j, pc, head);
+	}
 	/* Exits waiting for this block jump straight to it now. */
 	for (size_t k = 0; k < j->nst;) {
 		if (j->st[k].target == pc) {

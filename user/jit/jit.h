@@ -118,7 +118,7 @@ void gb_jit__ring_unwrite(struct gb_jit *j, size_t words);
  * tells the writer how far the consumer has read (the writer waits for it
  * at the end of each pass of the ring); wait sleeps until the writer says
  * the ring is half full, or ms. */
-struct gb_jit_cursor { uint64_t base; size_t pos; };
+struct gb_jit_cursor { uint64_t base; size_t pos, limit; };
 struct gb_jit_rec;
 int gb_jit__ring_poll(struct gb_jit *j, struct gb_jit_cursor *c, uint64_t fs_base, uint64_t gs_base,
 		      struct gb_jit_rec *out);

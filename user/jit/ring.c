@@ -81,7 +81,7 @@ int gb_jit__ring_next(const struct gb_jit *j, size_t *pos, uint64_t fs_base, uin
  * The writer (translated code, holding the lock) appends records as in the
  * other mode; a block head's budget (blocks) runs out twice per pass of the
  * ring.  Half-way it wakes the consumer (futex NS_WAKE) and goes on; at the
- * end it waits until the consumer has read everything (NS_CONSUMED, which the
+ * end it wakes it again and waits until the consumer has read everything (NS_CONSUMED, which the
  * consumer writes, is a futex word too), then starts the next pass at the
  * ring's start under a seqlock (NS_SEQ odd while HEAD and NS_BASE change).
  * A wait that times out (NS_TIMEOUT, with no wake from the consumer) sets
@@ -125,8 +125,15 @@ __asm__(
 	"	mov $202, %eax\n"
 	"	syscall\n"
 	"	jmp 9f\n"
-	/* the end of the pass: wait until the consumer has read it all */
+	/* the end of the pass: wake the consumer, wait until it has read it all */
 	"2:	movabs $" XS(MAGIC) ", %rdi\n"
+	"	lock incl " XS(NS_WAKE) "(%rdi)\n"
+	"	lea " XS(NS_WAKE) "(%rdi), %rdi\n"
+	"	mov $1, %esi\n"
+	"	mov $0x7fffffff, %edx\n"
+	"	mov $202, %eax\n"
+	"	syscall\n"
+	"3:	movabs $" XS(MAGIC) ", %rdi\n"
 	"	mov 128(%rdi), %rax\n"
 	"	sub %rdi, %rax\n"
 	"	sub $4096, %rax\n"
@@ -142,7 +149,7 @@ __asm__(
 	"	mov $202, %eax\n"
 	"	syscall\n"
 	"	cmp $-110, %rax\n"         /* -ETIMEDOUT: nobody came */
-	"	jne 2b\n"
+	"	jne 3b\n"
 	"	movabs $" XS(MAGIC) ", %rdi\n"
 	"	mov 128(%rdi), %rax\n"
 	"	mov %rax, " XS(NS_KEPT) "(%rdi)\n"
@@ -201,7 +208,7 @@ void ns_ring_routine(struct gb_jit *j)
 			memcpy(m->buf + k, &base, 8);
 			found++;
 		}
-	if (found != 4)
+	if (found != 5)
 		m->err = -EINVAL;
 }
 
@@ -222,9 +229,28 @@ void ns_budget_exit(struct gb_jit *j, uint32_t ninsns, uint64_t back)
 	jit_unit_end(j, u);
 }
 
+static uint64_t ns_half(const struct gb_jit *j)
+{
+	uint64_t w = j->max_words ? j->max_words : BLOCK_WORDS, h = j->ring_bytes / 8 / w / 2;
+	return h > 1 ? h : 2;
+}
+
+void ns_ring_block(struct gb_jit *j, uint32_t words)
+{
+	if (words <= j->max_words)
+		return;
+	j->max_words = words;
+	/* this pass: no more blocks than the room left holds */
+	uint64_t left = j->ring_bytes / 8 - gb_jit__ring_used(j), b = left / words;
+	if (*dword(j, BUDGET) > b)
+		*dword(j, BUDGET) = b ? b : 1;
+	*dword(j, NS_NEXT) = 0;
+	*dword(j, NS_HALF) = ns_half(j);
+}
+
 static void ns_ring_reset(struct gb_jit *j)
 {
-	uint64_t half = j->ring_bytes / 8 / BLOCK_WORDS / 2;
+	uint64_t half = ns_half(j);
 	*dword(j, HEAD) = daddr(j, RING);
 	*dword(j, BUDGET) = half;
 	*dword(j, NS_HALF) = half;
@@ -244,6 +270,8 @@ static uint64_t vload(const struct gb_jit *j, size_t off)
 int gb_jit__ring_poll(struct gb_jit *j, struct gb_jit_cursor *c, uint64_t fs_base, uint64_t gs_base,
 		      struct gb_jit_rec *out)
 {
+	if (c->pos < c->limit) /* what the last look at the head showed */
+		return decode_at(j, c->limit, &c->pos, fs_base, gs_base, out);
 	uint64_t s1 = vload(j, NS_SEQ);
 	if (s1 & 1)
 		return 0;
@@ -257,7 +285,8 @@ int gb_jit__ring_poll(struct gb_jit *j, struct gb_jit_cursor *c, uint64_t fs_bas
 		c->base = base;
 		c->pos = 0;
 	}
-	return decode_at(j, (size_t)(head - lo) / 8, &c->pos, fs_base, gs_base, out);
+	c->limit = (size_t)(head - lo) / 8;
+	return decode_at(j, c->limit, &c->pos, fs_base, gs_base, out);
 }
 
 void gb_jit__ring_commit(struct gb_jit *j, const struct gb_jit_cursor *c)
