@@ -84,6 +84,10 @@ int gb_jit__translate_from(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch,
 void gb_jit__table_put(struct gb_jit *j, uint64_t pc);
 /* The lock word (0 free, 1 held, 2 held with waiters). */
 uint32_t gb_jit__lock_word(const struct gb_jit *j);
+/* Release it from outside, as the release routine does (a thread that died
+ * holding it; the futex is not private: gebpf's mapping of a shared cache
+ * wakes the target's waiters). */
+void gb_jit__lock_reset(struct gb_jit *j);
 void gb_jit__free(struct gb_jit *j);
 
 /* Can the instruction run translated?  (Otherwise the step engine runs it.) */

@@ -18,6 +18,7 @@
 #include <linux/futex.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include "common/grow.h"
 #include "jit/internal.h"
@@ -190,6 +191,13 @@ uint64_t gb_jit__entry(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 uint64_t gb_jit__tls(const struct gb_jit *j, unsigned k)
 {
 	return k < GB_JIT_TLS_COUNT ? daddr(j, NS_TLS + (size_t)k * GB_JIT_TLS_SIZE) : 0;
+}
+
+void gb_jit__lock_reset(struct gb_jit *j)
+{
+	uint32_t *w = (uint32_t *)(j->m.data + NS_LOCK);
+	if (__atomic_exchange_n(w, 0, __ATOMIC_SEQ_CST) == 2)
+		syscall(SYS_futex, w, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
 uint32_t gb_jit__lock_word(const struct gb_jit *j)
