@@ -37,11 +37,12 @@ static inline struct gb_jit_mem jit_map_near(uint64_t near_code)
 }
 
 /* A stop-free translator over [lo, end) with this thread's gs base its
- * area 0 (as gebpf sets every thread's). */
+ * area 0 (as gebpf sets every thread's); the writer waits timeout_ms for
+ * the ring's consumer. */
 static inline struct gb_jit *jit_open_nostop(const struct gb_jit_mem *mem, const void *lo,
-					     const void *end)
+					     const void *end, uint32_t timeout_ms)
 {
-	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = 200 };
+	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = timeout_ms };
 	struct gb_jit *j = gb_jit__new_opts(mem, (uint64_t)lo, (uint64_t)end - 1, &o);
 	cr_assert_not_null(j);
 	cr_assert_eq(syscall(SYS_arch_prctl, ARCH_SET_GS, gb_jit__tls(j, 0)), 0);

@@ -95,11 +95,14 @@ __asm__(
 static struct gb_jit_mem mem;
 static struct gb_jit *jit;
 
-static void open_range(const uint8_t *lo, const uint8_t *end)
+/* The writer waits 200 ms for the ring's consumer (open_range_wait: ms). */
+static void open_range_wait(const uint8_t *lo, const uint8_t *end, uint32_t ms)
 {
 	mem = jit_map_near((uint64_t)lo);
-	jit = jit_open_nostop(&mem, lo, end);
+	jit = jit_open_nostop(&mem, lo, end, ms);
 }
+
+static void open_range(const uint8_t *lo, const uint8_t *end) { open_range_wait(lo, end, 200); }
 
 static void teardown(void)
 {
@@ -450,7 +453,7 @@ static void *consume(void *arg)
 
 Test(jit_nostop, a_consumer_draining_while_it_runs_loses_nothing)
 {
-	open_range(jt_sum, jt_sum_end);
+	open_range_wait(jt_sum, jt_sum_end, 10000); /* a loaded machine may not run it for a while */
 	uint64_t e = gb_jit__entry(jit, (uint64_t)jt_sum, jit_fetch, NULL);
 	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)jt_sum, jit_fetch, NULL), 0);
 	gb_jit__ring_reset(jit);

@@ -86,7 +86,7 @@ Test(jit_patch, a_patched_function_called_normally_runs_through_the_cache, .fini
 	cr_assert_eq(mprotect((void *)pg, pg_end - pg, PROT_READ | PROT_WRITE | PROT_EXEC), 0);
 
 	mem = jit_map_near(f);
-	jit = jit_open_nostop(&mem, ns_f, ns_f_end);
+	jit = jit_open_nostop(&mem, ns_f, ns_f_end, 200);
 	struct gb_insn in[64];
 	size_t nin = decode_all(f, ns_f, len, in, 64);
 	/* the start and the return sites after its three calls */
