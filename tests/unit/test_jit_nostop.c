@@ -172,15 +172,17 @@ Test(jit_nostop, calls_push_original_return_addresses_and_lookups_find_blocks)
 	cr_assert_eq(ns_seen, (uint64_t)ns_ret_site, "the callee out of the range sees the original "
 		     "return address");
 	uint64_t pcs[64];
-	struct gb_jit_rec calls[4];
+	struct gb_jit_rec calls[4], push;
 	memset(calls, 0, sizeof(calls));
 	/* the range is left at the call out (its return site is an entry the
 	 * trap patches: the patch test goes on from there) */
 	size_t n = records(pcs, 64, calls, (uint64_t)ns_f + 4);
 	cr_assert_eq(n, 15);
 	check_ns_f(pcs, n);
+	records(pcs, 64, &push, (uint64_t)ns_f);
 	cr_assert_eq(calls[0].nacc, 1);
 	cr_assert(calls[0].acc[0].write && calls[0].acc[0].size == 8, "the call's push: one write");
+	cr_assert_eq(calls[0].acc[0].addr, push.acc[0].addr - 8, "at the decremented rsp");
 	cr_assert_eq(gb_jit__lock_word(jit), 0);
 	struct gb_jit_stats st;
 	gb_jit__stats(jit, &st);

@@ -17,6 +17,9 @@
  * thread left in the cache when gebpf is gone runs on correctly: records
  * are dropped, the code continues at original addresses.
  *
+ * That is the mode trace/ejit.c uses.  The stop-free mode (gb_jit__new_opts,
+ * below; lock.c, ibl.c, ring.c) has no stops at all: see its comment.
+ *
  * This room knows nothing of ptrace: the engine (trace/ejit.c) maps the
  * region, runs threads in it and asks here what a cache address means.
  */
