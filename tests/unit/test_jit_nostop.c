@@ -249,6 +249,30 @@ Test(jit_nostop, flags_survive_the_entry_and_the_lookup)
 	}
 }
 
+/* A jump table (jmp through memory, indexed) and a call through a
+ * RIP-relative pointer, both to code of the range. */
+extern uint8_t ns_sw[], ns_sw_end[], ns_c0[], ns_c1[];
+extern uint64_t ns_swt[2];
+__asm__(
+	".text\n"
+	".globl ns_sw, ns_sw_end, ns_c0, ns_c1\n"
+	"ns_sw:\n"
+	"	lea ns_swt(%rip), %rax\n"
+	"	jmp *(%rax,%rdi,8)\n"
+	"ns_c0:\n"
+	"	mov $10, %eax\n"
+	"	ret\n"
+	"ns_c1:\n"
+	"	call *ns_fp(%rip)\n"
+	"	inc %eax\n"
+	"	ret\n"
+	"ns_sw_end:\n"
+	".data\n"
+	".globl ns_swt\n"
+	"ns_swt: .quad ns_c0, ns_c1\n"
+	"ns_fp: .quad ns_c0\n"
+	".text\n");
+
 /* read(rdi, rsi, rdx) made inside the range */
 extern uint8_t ns_sys[], ns_sys_end[];
 __asm__(
@@ -259,6 +283,30 @@ __asm__(
 	"	syscall\n"
 	"	ret\n"
 	"ns_sys_end:\n");
+
+Test(jit_nostop, jumps_and_calls_through_memory_find_their_blocks)
+{
+	open_range(ns_sw, ns_sw_end);
+	uint64_t e = gb_jit__entry(jit, (uint64_t)ns_sw, jit_fetch, NULL);
+	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)ns_sw, jit_fetch, NULL), 0);
+	/* reached only through memory: translated as gebpf would at the misses */
+	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)ns_c0, jit_fetch, NULL), 0);
+	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)ns_c1, jit_fetch, NULL), 0);
+	for (long k = 0; k < 2; k++) {
+		gb_jit__ring_reset(jit);
+		cr_assert_eq(((fn1_t)e)(k), 10 + k);
+		uint64_t pcs[16];
+		struct gb_jit_rec jmp;
+		size_t n = records(pcs, 16, &jmp, (uint64_t)ns_sw + 7);
+		cr_assert_eq(n, k ? 7 : 4, "case %ld: %zu records", k, n);
+		cr_assert_eq(jmp.nacc, 1);
+		cr_assert_eq(jmp.acc[0].addr, (uint64_t)&ns_swt[k], "the jmp reads its table entry");
+		cr_assert_eq(pcs[2], k ? (uint64_t)ns_c1 : (uint64_t)ns_c0);
+		if (k) /* call, ns_c0's mov and ret, inc, ret */
+			cr_assert_eq(pcs[3], (uint64_t)ns_c0);
+	}
+	cr_assert_eq(gb_jit__lock_word(jit), 0);
+}
 
 /* --- the lock --- */
 
