@@ -152,3 +152,76 @@ Test(jit_patch, a_patched_function_called_normally_runs_through_the_cache, .fini
 	cr_assert_eq(gb_jit__ring_used(jit), 0, "the original code runs natively again");
 	gb_patch_plan_free(&pl);
 }
+
+/* --- the lookup's miss stop, served by a tracer --- */
+
+#include <sys/ptrace.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+
+Test(jit_patch, a_tracer_serves_a_lookup_miss_and_the_thread_goes_on_translated, .fini = teardown)
+{
+	/* The cache is shared with a child that runs ns_f; ns_tail (reached by
+	 * an indirect jmp only) is not translated: the lookup's getpid stops
+	 * the child, this process translates the target, enters it in the
+	 * table and resumes the child at the lookup's retry. */
+	const uint64_t f = (uint64_t)ns_f;
+	uint64_t near = (f & ~0xfffffull) + (256ull << 20);
+	void *p = MAP_FAILED;
+	for (int k = 0; k < 64 && p == MAP_FAILED; k++, near += 64ull << 20)
+		p = mmap((void *)near, GB_JIT_SIZE, PROT_READ | PROT_WRITE | PROT_EXEC,
+			 MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	cr_assert_neq(p, MAP_FAILED);
+	mem = (struct gb_jit_mem){ p, (uint8_t *)p + GB_JIT_CODE_SIZE, (uint64_t)p,
+				   (uint64_t)p + GB_JIT_CODE_SIZE };
+	jit = jit_open_nostop(&mem, ns_f, ns_f_end, 200);
+	uint64_t e = gb_jit__entry(jit, f, jit_fetch, NULL);
+	cr_assert_eq(gb_jit__translate_from(jit, f, jit_fetch, NULL), 0);
+	gb_jit__ring_reset(jit);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		ptrace(PTRACE_TRACEME, 0, NULL, NULL);
+		raise(SIGSTOP);
+		_exit(((long (*)(long))e)(7) == 5 * 7 + 1 ? 0 : 3);
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFSTOPPED(st));
+	ptrace(PTRACE_SETOPTIONS, pid, NULL, (void *)(long)PTRACE_O_TRACESYSGOOD);
+	int misses = 0;
+	uint64_t retry = 0;
+	for (;;) {
+		cr_assert_eq(ptrace(PTRACE_SYSCALL, pid, NULL, NULL), 0);
+		cr_assert_eq(waitpid(pid, &st, 0), pid);
+		if (WIFEXITED(st))
+			break;
+		cr_assert(WIFSTOPPED(st) && WSTOPSIG(st) == (SIGTRAP | 0x80), "status %#x", st);
+		struct user_regs_struct r;
+		ptrace(PTRACE_GETREGS, pid, NULL, &r);
+		struct gb_jit_loc loc;
+		if (retry) { /* the miss's syscall-exit stop: on at the retry */
+			r.rip = retry;
+			ptrace(PTRACE_SETREGS, pid, NULL, &r);
+			retry = 0;
+			continue;
+		}
+		if (gb_jit__locate(jit, r.rip, &loc) || !loc.lookup_miss)
+			continue;
+		uint64_t t = gb_jit__lookup_target(jit, r.gs_base);
+		cr_assert_eq(t, (uint64_t)ns_tail);
+		cr_assert_neq(gb_jit__block(jit, t, jit_fetch, NULL), 0);
+		gb_jit__table_put(jit, t);
+		cr_assert_eq(gb_jit__translate_from(jit, t, jit_fetch, NULL), 0);
+		retry = loc.retry;
+		misses++;
+	}
+	cr_assert_eq(WEXITSTATUS(st), 0, "the child's result was native");
+	cr_assert_eq(misses, 1);
+	size_t pos = 0, n = 0;
+	struct gb_jit_rec rec;
+	while (gb_jit__ring_next(jit, &pos, 0, 0, &rec) == 1)
+		n++;
+	cr_assert_eq(n, 15, "all of ns_f's records up to its call out, ns_tail's included");
+	cr_assert_eq(gb_jit__lock_word(jit), 0);
+}

@@ -134,7 +134,8 @@ static void lookup(struct gb_jit *j, const struct gb_insn *gi, enum xfer x, stru
 	u->o_insn = (uint32_t)m->used;
 	gb_emit_tls_load(m, GB_REG_R11, T_R11);
 	size_t to_out = gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, gb_emit_here(m));
-	u->o_retry = (uint32_t)m->used;
+	u->o_retry = (uint32_t)m->used; /* after gebpf translated the target */
+	gb_emit_tls_load(m, GB_REG_R11, T_R11);
 	gb_emit_tls_load(m, GB_REG_RCX, T_TGT);
 	gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, look);
 	/* out of the range */

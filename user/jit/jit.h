@@ -85,6 +85,9 @@ int gb_jit__translate_from(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch,
 /* Add the translated block at pc to the lookup table (gebpf at a lookup's
  * miss stop, after gb_jit__block; gb_jit__block does it for each block). */
 void gb_jit__table_put(struct gb_jit *j, uint64_t pc);
+/* The target a lookup of the thread with this gs base missed
+ * (gb_jit_loc.lookup_miss), or 0. */
+uint64_t gb_jit__lookup_target(const struct gb_jit *j, uint64_t gs_base);
 /* The lock word (0 free, 1 held, 2 held with waiters). */
 uint32_t gb_jit__lock_word(const struct gb_jit *j);
 /* Release it from outside, as the release routine does (a thread that died

@@ -200,6 +200,14 @@ void gb_jit__lock_reset(struct gb_jit *j)
 		syscall(SYS_futex, w, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
+uint64_t gb_jit__lookup_target(const struct gb_jit *j, uint64_t gs_base)
+{
+	uint64_t lo = daddr(j, NS_TLS), k = (gs_base - lo) / GB_JIT_TLS_SIZE;
+	if (gs_base < lo || k >= GB_JIT_TLS_COUNT || (gs_base - lo) % GB_JIT_TLS_SIZE)
+		return 0;
+	return *(volatile uint64_t *)(j->m.data + NS_TLS + k * GB_JIT_TLS_SIZE + T_TGT);
+}
+
 uint32_t gb_jit__lock_word(const struct gb_jit *j)
 {
 	return *(volatile uint32_t *)(j->m.data + NS_LOCK);
