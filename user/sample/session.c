@@ -1,5 +1,5 @@
-/* One `gebpf sample` run: sample_session.h. */
-#include "probe/sample_session.h"
+/* One `gebpf sample` run: session.h. */
+#include "sample/session.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,10 +15,10 @@
 
 #include "common/log.h"
 #include "common/sigflag.h"
-#include "probe/pprof.h"
-#include "probe/profile.h"
-#include "probe/sample_out.h"
-#include "probe/target.h"
+#include "sample/pprof.h"
+#include "sample/profile.h"
+#include "sample/jsonl.h"
+#include "sample/target.h"
 #include "sym/syms.h"
 #include "unwind/kallsyms.h"
 #include "unwind/unwind.h"

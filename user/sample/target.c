@@ -1,5 +1,5 @@
 /* The sampled process, launched behind a gate or attached: target.h. */
-#include "probe/target.h"
+#include "sample/target.h"
 
 #include <errno.h>
 #include <fcntl.h>
