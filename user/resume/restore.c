@@ -19,6 +19,7 @@
 #include "ptrace/inject.h"
 #include "ptrace/maps.h"
 #include "ptrace/mem.h"
+#include "ptrace/procfs.h"
 #include "ptrace/regs.h"
 #include "resume/resume_int.h"
 
@@ -252,20 +253,8 @@ static int map_one(struct gb_rctx *c, const struct gb_snap_map *m)
 /* The helper's mm fields from /proc/PID/stat (fields 26-28 and 45-51). */
 static int read_mm(pid_t pid, struct prctl_mm_map *mm)
 {
-	char path[64], buf[2048];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-	if (fd >= 0)
-		close(fd);
-	char *p = n > 0 ? (buf[n] = 0, strrchr(buf, ')')) : NULL;
-	uint64_t f[52] = { 0 };
-	for (int i = 3; p && i <= 51; i++) { /* field 3 (state) follows ") " */
-		p = strchr(p, ' ');
-		if (p)
-			f[i] = strtoull(++p, NULL, 10);
-	}
-	if (!p)
+	uint64_t f[52];
+	if (gb_proc_stat_nums(pid, f, 51))
 		return -EIO;
 	mm->start_code = f[26];
 	mm->end_code = f[27];
