@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/sigflag.h"
 
 #define TICK_MS 250         /* the writer writes what it holds this often */
@@ -42,13 +43,6 @@ struct gb_lines {
 	int nends;
 	uint64_t nlines;            /* lines in the file since base */
 };
-
-static long long mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
 
 static uint64_t count_lines(const char *p, size_t n)
 {
@@ -114,7 +108,7 @@ static size_t write_out(struct gb_lines *w, const char *buf, size_t len, int *er
 			return done;
 		}
 		done += (size_t)r;
-		atomic_store(&w->progress_ns, mono_ns());
+		atomic_store(&w->progress_ns, (long long)gb_mono_ns());
 	}
 	return done;
 }
@@ -153,7 +147,7 @@ static void *writer_main(void *arg)
 		w->fill = t;
 		w->out_len = w->fill_len;
 		w->fill_len = 0;
-		atomic_store(&w->progress_ns, mono_ns());
+		atomic_store(&w->progress_ns, (long long)gb_mono_ns());
 		pthread_cond_broadcast(&w->room);
 		size_t len = w->out_len;
 		int err = 0;
@@ -192,8 +186,8 @@ struct gb_lines *gb_lines__new(int fd, const struct gb_lines_opts *o)
 		w->file_off = w->base;
 	}
 	if (o && o->give_up_after > 0)
-		w->give_up_at = (double)mono_ns() / 1e9 + o->give_up_after;
-	atomic_store(&w->progress_ns, mono_ns());
+		w->give_up_at = gb_mono_s() + o->give_up_after;
+	atomic_store(&w->progress_ns, (long long)gb_mono_ns());
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -221,7 +215,7 @@ struct gb_lines *gb_lines__new(int fd, const struct gb_lines_opts *o)
 static bool stalled_locked(struct gb_lines *w)
 {
 	return w->gave_up ||
-	       (w->out_len && (double)(mono_ns() - atomic_load(&w->progress_ns)) / 1e9 >= STALL_S);
+	       (w->out_len && (double)((long long)gb_mono_ns() - atomic_load(&w->progress_ns)) / 1e9 >= STALL_S);
 }
 
 /* One slice of waiting for the writer (lock held).  False when the producer
@@ -236,8 +230,8 @@ static bool wait_writer(struct gb_lines *w)
 	ts.tv_sec += ts.tv_nsec / 1000000000l;
 	ts.tv_nsec %= 1000000000l;
 	pthread_cond_timedwait(&w->room, &w->mu, &ts);
-	bool stop = gb_sigflag_stop() || (w->give_up_at && (double)mono_ns() / 1e9 >= w->give_up_at);
-	if (stop && (double)(mono_ns() - atomic_load(&w->progress_ns)) / 1e9 >= STALL_S)
+	bool stop = gb_sigflag_stop() || (w->give_up_at && gb_mono_s() >= w->give_up_at);
+	if (stop && (double)((long long)gb_mono_ns() - atomic_load(&w->progress_ns)) / 1e9 >= STALL_S)
 		w->gave_up = true;
 	return !w->gave_up;
 }

@@ -189,18 +189,12 @@ static bool file_unchanged(const struct gb_snap_map *m)
 	return same;
 }
 
-static bool zero_page(const uint8_t *p)
-{
-	static const uint8_t zeros[GB_PAGE_SIZE];
-	return !memcmp(p, zeros, GB_PAGE_SIZE);
-}
-
 static int write_bytes(struct gb_rctx *c, const struct gb_snap_map *m)
 {
 	uint64_t len = m->end - m->start;
 	for (uint64_t off = 0; off < len; off += GB_PAGE_SIZE) {
 		uint64_t run = off;
-		while (run < len && !zero_page(m->data + run)) /* a run of non-zero pages */
+		while (run < len && !gb_page_is_zero(m->data + run)) /* a run of non-zero pages */
 			run += GB_PAGE_SIZE;
 		if (run > off) {
 			ssize_t n = gb_mem_write(c->pid, m->start + off, m->data + off, (size_t)(run - off));

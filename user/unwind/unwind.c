@@ -11,8 +11,9 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "common/clock.h"
 
 /* An ELF file shared by every process that maps it. */
 struct elf_file {
@@ -55,13 +56,6 @@ struct gb_unwinder {
 	char build_id[2 * 64 + 1];
 	char func[512];
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static int cmp_proc(const void *a, const void *b)
 {
@@ -215,7 +209,7 @@ static void report(struct proc *p)
 	size_t len = 0;
 	FILE *f, *mem;
 
-	p->reported_ns = now_ns();
+	p->reported_ns = gb_mono_ns();
 	snprintf(path, sizeof(path), "/proc/%d/maps", p->pid);
 	f = fopen(path, "re");
 	if (!f)
