@@ -255,19 +255,6 @@ void gb_lines__commit(struct gb_lines *w, size_t len)
 	pthread_mutex_unlock(&w->mu);
 }
 
-int gb_lines__put(struct gb_lines *w, const char *line, size_t len)
-{
-	char *p = gb_lines__reserve(w, len);
-	if (!p) {
-		struct gb_lines_status st;
-		gb_lines__status(w, &st);
-		return st.err ? st.err : -EAGAIN;
-	}
-	memcpy(p, line, len);
-	gb_lines__commit(w, len);
-	return 0;
-}
-
 int gb_lines__flush(struct gb_lines *w)
 {
 	pthread_mutex_lock(&w->mu);
