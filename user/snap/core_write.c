@@ -432,7 +432,7 @@ int gb_snapshot_save_stats(struct gb_snapshot *s, const char *path, struct gb_sn
 	int fd, r;
 	double t0 = gb_mono_s(), t1;
 	if (s->src && !s->unwound)
-		gb_snapshot__unwind(s);
+		gb_snapshot_unwind(s);
 	fd = create_out(path, &tmp);
 	if (fd < 0) {
 		r = fd;

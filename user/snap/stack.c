@@ -98,7 +98,7 @@ static void to_user_regs(const struct user_regs_struct *r, struct gb_user_regs *
 	};
 }
 
-void gb_snapshot__unwind(struct gb_snapshot *s)
+void gb_snapshot_unwind(struct gb_snapshot *s)
 {
 	struct unwind w = { .s = s, .pid = s->meta.pid > 0 ? s->meta.pid : 1 };
 	size_t len = 0;
