@@ -33,10 +33,10 @@ int gb_proc_tasks(pid_t pid, pid_t **tids, size_t *n);
  * other thread of its process has been reaped). */
 bool gb_proc_gone(pid_t pid);
 
-/* Numeric fields of /proc/PID/stat in one read: out[i] = field i (1-based,
- * as in proc(5)) for 4 <= i <= n; out[0..3] = 0 (pid, comm and the state
- * letter are not read).  0, -ESRCH, -ENOENT (the kernel has fewer fields) or
- * -errno. */
+/* Numeric fields of /proc/PID/stat in one read, into out[0..n] (n + 1
+ * entries): out[i] = field i (1-based, as in proc(5)) for 4 <= i <= n;
+ * out[0..3] = 0 (pid, comm and the state letter are not read).  0, -ESRCH,
+ * -ENOENT (the kernel has fewer fields) or -errno. */
 int gb_proc_stat_nums(pid_t pid, uint64_t *out, int n);
 
 /* What /proc/PID/task/TID/status says of a thread: ids as the process sees
