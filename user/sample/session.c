@@ -361,7 +361,7 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 		if (o->kernel && !(S.ksyms = gb_kallsyms__new()))
 			gb_warn("sample: /proc/kallsyms: %s: kernel frames stay unnamed",
 				strerror(errno));
-		S.unw = gb_unwinder__new();   /* after launching: raises our fd limit */
+		S.unw = gb_unwinder__new();   /* after launching: its first read raises our fd limit */
 		S.prof = gb_profile__new(S.unw, S.ksyms, o->all || o->cgroup || o->npids > 1);
 		if (!S.unw || !S.prof) {
 			gb_err("sample: %s", strerror(ENOMEM));
