@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/bound.h"
 #include "common/grow.h"
 
 static int cmp_sym(const void *a, const void *b)
@@ -140,6 +141,23 @@ int gb_elfsym_range(const struct gb_elfsym *y, uint64_t *lo, uint64_t *hi)
 	*lo = y->value;
 	*hi = y->value + y->size - 1;
 	return 0;
+}
+
+const struct gb_elfsym *gb_elfsyms_at(const struct gb_elfsyms *s, uint64_t va, uint64_t *off)
+{
+	/* Last symbol whose value <= va (binary search), then back over
+	 * sized symbols that end before va. */
+	size_t lo = GB_UPPER(s->syms, s->nsyms, value, va);
+	for (size_t j = lo; j-- > 0;) {
+		const struct gb_elfsym *y = &s->syms[j];
+		if (va < y->value + (y->size ? y->size : 1) || (!y->size && j + 1 == lo)) {
+			*off = va - y->value;
+			return y;
+		}
+		if (y->size)
+			break;
+	}
+	return NULL;
 }
 
 int gb_elfsyms_to_offset(const struct gb_elfsyms *s, uint64_t vaddr, uint64_t *off)

@@ -47,6 +47,9 @@ const char *gb_elfsym_unusable(const struct gb_elfsym *y);
  * gb_elfsym_unusable(y) says why not (nothing is printed). */
 int gb_elfsym_range(const struct gb_elfsym *y, uint64_t *lo, uint64_t *hi);
 
+/* The symbol containing vaddr (*off = vaddr - its value), or NULL. */
+const struct gb_elfsym *gb_elfsyms_at(const struct gb_elfsyms *s, uint64_t vaddr, uint64_t *off);
+
 /* Link-time vaddr <-> file offset through the PT_LOADs.  0, or -ENOENT
  * when no segment holds it (file-backed bytes only). */
 int gb_elfsyms_to_offset(const struct gb_elfsyms *s, uint64_t vaddr, uint64_t *off);

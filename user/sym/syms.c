@@ -140,6 +140,36 @@ int gb_syms__resolve(struct gb_syms *s, const char *module, const char *name,
 	return -ENOENT;
 }
 
+int gb_syms__lookup(struct gb_syms *s, uint64_t addr, char *name, size_t len, uint64_t *off)
+{
+	const struct gb_map *mp = gb_maps_find(&s->maps, addr);
+	if (!mp || mp->path[0] != '/') {
+		snprintf(name, len, "%s", mp && mp->path[0] ? mp->path : "??");
+		*off = mp ? addr - mp->start : addr;
+		return -ENOENT;
+	}
+	struct module *m = NULL;
+	for (size_t i = 0; i < s->nmods && !m; i++)
+		if (!strcmp(s->mods[i].path, mp->path))
+			m = &s->mods[i];
+	const char *base = strrchr(mp->path, '/') + 1;
+	if (m) {
+		module_load(m);
+		/* Run-time -> file vaddr through the mapping and the PT_LOADs. */
+		uint64_t va, o;
+		const struct gb_elfsym *y;
+		if (!gb_elfsyms_to_vaddr(&m->es, addr - mp->start + mp->offset, &va) &&
+		    (y = gb_elfsyms_at(&m->es, va, &o))) {
+			snprintf(name, len, "%s", y->name);
+			*off = o;
+			return 0;
+		}
+	}
+	snprintf(name, len, "%s", base);
+	*off = addr - mp->start + mp->offset;
+	return -ENOENT;
+}
+
 int gb_syms__to_file(struct gb_syms *s, uint64_t addr, char *path, size_t len,
 		     uint64_t *vaddr, uint64_t *offset)
 {

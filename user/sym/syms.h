@@ -4,6 +4,7 @@
  *
  *   struct gb_syms *s = gb_syms__new(pid);
  *   gb_syms__resolve(s, "libc", "memcpy", &start, &end, "range libc:memcpy");
+ *   gb_syms__lookup(s, addr, name, sizeof(name), &off);
  *   gb_syms__free(s);
  */
 #ifndef GB_SYM_SYMS_H
@@ -27,6 +28,10 @@ void gb_syms__free(struct gb_syms *s);
  * will retry or fall back, and says nothing yet). */
 int gb_syms__resolve(struct gb_syms *s, const char *module, const char *name,
 		     uint64_t *start, uint64_t *end, const char *what);
+
+/* Name of the symbol containing addr and the offset into it.  0, or -ENOENT
+ * (name then holds "module+0xoff" when addr is in a mapped file). */
+int gb_syms__lookup(struct gb_syms *s, uint64_t addr, char *name, size_t len, uint64_t *off);
 
 /* Run-time address -> the file mapped there, its link-time virtual
  * address and file offset (for a uprobe) through /proc/PID/maps and the
