@@ -44,6 +44,13 @@ struct gb_lines {
 	uint64_t nlines;            /* lines in the file since base */
 };
 
+/* The clock in signed nanoseconds: progress_ns is written by the writer
+ * thread between our reads, so a difference may be (slightly) negative. */
+static long long mono_ns(void)
+{
+	return (long long)gb_mono_ns();
+}
+
 static uint64_t count_lines(const char *p, size_t n)
 {
 	uint64_t k = 0;
@@ -108,7 +115,7 @@ static size_t write_out(struct gb_lines *w, const char *buf, size_t len, int *er
 			return done;
 		}
 		done += (size_t)r;
-		atomic_store(&w->progress_ns, (long long)gb_mono_ns());
+		atomic_store(&w->progress_ns, mono_ns());
 	}
 	return done;
 }
@@ -147,7 +154,7 @@ static void *writer_main(void *arg)
 		w->fill = t;
 		w->out_len = w->fill_len;
 		w->fill_len = 0;
-		atomic_store(&w->progress_ns, (long long)gb_mono_ns());
+		atomic_store(&w->progress_ns, mono_ns());
 		pthread_cond_broadcast(&w->room);
 		size_t len = w->out_len;
 		int err = 0;
@@ -187,7 +194,7 @@ struct gb_lines *gb_lines__new(int fd, const struct gb_lines_opts *o)
 	}
 	if (o && o->give_up_after > 0)
 		w->give_up_at = gb_mono_s() + o->give_up_after;
-	atomic_store(&w->progress_ns, (long long)gb_mono_ns());
+	atomic_store(&w->progress_ns, mono_ns());
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -215,7 +222,7 @@ struct gb_lines *gb_lines__new(int fd, const struct gb_lines_opts *o)
 static bool stalled_locked(struct gb_lines *w)
 {
 	return w->gave_up ||
-	       (w->out_len && (double)((long long)gb_mono_ns() - atomic_load(&w->progress_ns)) / 1e9 >= STALL_S);
+	       (w->out_len && (double)(mono_ns() - atomic_load(&w->progress_ns)) / 1e9 >= STALL_S);
 }
 
 /* One slice of waiting for the writer (lock held).  False when the producer
@@ -231,7 +238,7 @@ static bool wait_writer(struct gb_lines *w)
 	ts.tv_nsec %= 1000000000l;
 	pthread_cond_timedwait(&w->room, &w->mu, &ts);
 	bool stop = gb_sigflag_stop() || (w->give_up_at && gb_mono_s() >= w->give_up_at);
-	if (stop && (double)((long long)gb_mono_ns() - atomic_load(&w->progress_ns)) / 1e9 >= STALL_S)
+	if (stop && (double)(mono_ns() - atomic_load(&w->progress_ns)) / 1e9 >= STALL_S)
 		w->gave_up = true;
 	return !w->gave_up;
 }
