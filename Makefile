@@ -66,7 +66,7 @@ $(BIN): $(USER_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
-# protobuf-c code for pprof's profile.proto (user/probe/pprof.c).
+# protobuf-c code for pprof's profile.proto (user/sample/pprof.c).
 $(OUTPUT)/proto/profile.pb-c.c $(OUTPUT)/proto/profile.pb-c.h &: $(PROFILE_PROTO)
 	$(call msg,PROTOC,$@)
 	$(Q)mkdir -p $(OUTPUT)/proto

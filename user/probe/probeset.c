@@ -16,6 +16,7 @@
 
 #include "common/bound.h"
 #include "common/grow.h"
+#include "common/sort.h"
 #include "probe/probetrap_int.h"
 #include "probe/umulti.h"
 #include "ptrace/maps.h"
@@ -116,12 +117,6 @@ static int attach(struct gb_probetrap *p, struct probe *pr, size_t n)
 	return 0;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 int gb_probetrap__add_many(struct gb_probetrap *p, const char *path, const uint64_t *offs,
 			   size_t n)
 {
@@ -146,7 +141,7 @@ int gb_probetrap__add_many(struct gb_probetrap *p, const char *path, const uint6
 		goto out;
 	}
 	memcpy(sorted, offs, n * sizeof(*sorted));
-	qsort(sorted, n, sizeof(*sorted), cmp_u64);
+	qsort(sorted, n, sizeof(*sorted), gb_cmp_u64);
 	for (size_t i = 0; i < n; i++) {
 		struct probe *old = find_probe(p, st.st_dev, st.st_ino, sorted[i]);
 		if ((i && sorted[i] == sorted[i - 1]) || (old && !old->muted)) {

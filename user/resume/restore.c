@@ -21,6 +21,7 @@
 #include "ptrace/inject.h"
 #include "ptrace/maps.h"
 #include "ptrace/mem.h"
+#include "ptrace/procfs.h"
 #include "ptrace/regs.h"
 #include "resume/resume_int.h"
 
@@ -190,18 +191,12 @@ static bool file_unchanged(const struct gb_snap_map *m)
 	return same;
 }
 
-static bool zero_page(const uint8_t *p)
-{
-	static const uint8_t zeros[GB_PAGE_SIZE];
-	return !memcmp(p, zeros, GB_PAGE_SIZE);
-}
-
 static int write_bytes(struct gb_rctx *c, const struct gb_snap_map *m)
 {
 	uint64_t len = m->end - m->start;
 	for (uint64_t off = 0; off < len; off += GB_PAGE_SIZE) {
 		uint64_t run = off;
-		while (run < len && !zero_page(m->data + run)) /* a run of non-zero pages */
+		while (run < len && !gb_page_is_zero(m->data + run)) /* a run of non-zero pages */
 			run += GB_PAGE_SIZE;
 		if (run > off) {
 			ssize_t n = gb_mem_write(c->pid, m->start + off, m->data + off, (size_t)(run - off));
@@ -254,20 +249,8 @@ static int map_one(struct gb_rctx *c, const struct gb_snap_map *m)
 /* The helper's mm fields from /proc/PID/stat (fields 26-28 and 45-51). */
 static int read_mm(pid_t pid, struct prctl_mm_map *mm)
 {
-	char path[64], buf[2048];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-	if (fd >= 0)
-		close(fd);
-	char *p = n > 0 ? (buf[n] = 0, strrchr(buf, ')')) : NULL;
-	uint64_t f[52] = { 0 };
-	for (int i = 3; p && i <= 51; i++) { /* field 3 (state) follows ") " */
-		p = strchr(p, ' ');
-		if (p)
-			f[i] = strtoull(++p, NULL, 10);
-	}
-	if (!p)
+	uint64_t f[52];
+	if (gb_proc_stat_nums(pid, f, 51))
 		return -EIO;
 	mm->start_code = f[26];
 	mm->end_code = f[27];

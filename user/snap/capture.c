@@ -159,7 +159,7 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 	if (o)
 		o->forked = false;
 	*out = NULL;
-	struct gb_snapshot *s = gb_snapshot__alloc();
+	struct gb_snapshot *s = gb_snapshot_alloc();
 	if (!s)
 		return gb_fail(-ENOMEM, "pid %d: out of memory", tr->pid);
 	s->owns_map_data = true;
@@ -234,7 +234,7 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 		goto cleanup;
 	/* Unwinding reads memory: from the copy once the target runs again. */
 	if (!o || !o->forked)
-		gb_snapshot__unwind(s);
+		gb_snapshot_unwind(s);
 	*out = s;
 	s = NULL;
 	r = 0;
