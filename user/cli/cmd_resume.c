@@ -25,7 +25,7 @@ static void usage(FILE *f)
 		"  --poke ADDR=HEX   write bytes (hex digits, two per byte) at ADDR first;\n"
 		"                    repeatable\n"
 		"  -v, --verbose     diagnostics on stderr\n"
-		"Single-threaded snapshots only.  See docs/resume.md.\n");
+		"See docs/resume.md.\n");
 }
 
 int cmd_resume(int argc, char **argv)

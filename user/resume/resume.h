@@ -14,7 +14,8 @@
  *   struct gb_tracee t;      gb_resume_restore(s, &t, "resume: FILE");
  *   ... detach (gebpf resume) or hand t to the trace engine (trace --from) ...
  *
- * Single-threaded snapshots only: a snapshot with more threads is refused.
+ * Every thread is rebuilt (rthreads.c), with the process-wide kernel state
+ * (rproc.c).
  */
 #ifndef GB_RESUME_RESUME_H
 #define GB_RESUME_RESUME_H

@@ -1,8 +1,9 @@
 /* Capture: a stopped gb_tracee -> struct gb_snapshot.
  *
  * Registers (general, FXSAVE, XSAVE), the stop's siginfo, signal masks per
- * thread; the maps; exe, auxv, fds, psinfo; then stack traces unwound from
- * the snapshot itself (stack.c).
+ * thread, and the kernel state resume needs (kstate.h); the maps; exe,
+ * auxv, fds, psinfo; then stack traces unwound from the snapshot itself
+ * (stack.c).
  *
  * Memory is not read here: the maps are classified (bytes or none, sparse or
  * not) and a source (source.h) remembers where the bytes are, the stopped
@@ -35,6 +36,7 @@
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
 #include "snap/cow.h"
+#include "snap/kstate.h"
 #include "snap/proc.h"
 #include "snap/source.h"
 
@@ -174,8 +176,11 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 		r = gb_fail(-ENOMEM, "pid %d: out of memory", tr->pid);
 		goto cleanup;
 	}
+	struct gb_snap_kctx kc;
+	struct gb_thread *first = NULL;
+	gb_snap__kstate_begin(&kc, tr->pid);
 	for (size_t i = 0; i < tr->nthreads; i++) {
-		const struct gb_thread *th = &tr->threads[i];
+		struct gb_thread *th = &tr->threads[i];
 		if (th->exited)
 			continue;
 		if (!th->stopped) {
@@ -189,6 +194,9 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 				 r == -ESRCH ? "exited during the capture" : strerror(-r));
 			goto cleanup;
 		}
+		gb_snap__kstate_thread(&kc, th, t);
+		if (!first)
+			first = th;
 		if (pt && pt->tid == th->tid)
 			s->meta.tid = t->tid;
 	}
@@ -197,6 +205,7 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 		goto cleanup;
 	}
 
+	gb_snap__kstate_proc(&kc, first, s);
 	r = gb_proc_fill(tr->pid, s);
 	if (!r)
 		r = gb_maps_read(tr->pid, &maps);

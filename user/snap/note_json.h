@@ -25,6 +25,15 @@ struct gb_snap_regdesc {
 extern const struct gb_snap_regdesc gb_snap__regs[];
 extern const size_t gb_snap__nregs;
 
+struct cJSON;
+/* The kernel state parts (note_kstate.c): a thread entry's fields added to
+ * object o / read from it; the "process" object built / read into pk (0, or
+ * -1 on ENOMEM). */
+void gb_snap__json_tstate(struct cJSON *o, const struct gb_snap_tstate *ks);
+void gb_snap__json_tstate_apply(const struct cJSON *o, struct gb_snap_tstate *ks);
+struct cJSON *gb_snap__json_pstate(const struct gb_snap_pstate *pk);
+int gb_snap__json_pstate_apply(const struct cJSON *o, struct gb_snap_pstate *pk);
+
 /* The note's text for s (compact, fixed key order, no trailing NUL counted);
  * uses each map's core_off and sha256.  malloc'd, NULL on ENOMEM. */
 char *gb_snap__json_build(const struct gb_snapshot *s, size_t *len);
