@@ -1,0 +1,44 @@
+"""gebpf resume restores what a program notices of its kernel state (signal
+handlers, interval timers, umask, working directory, name, resource limits),
+and a sleep cut by the snapshot sleeps only the time it had left."""
+import subprocess
+import time
+
+from conftest import prog_path, run_gebpf
+from test_resume import resume, snap_running
+
+
+def test_handlers_timer_umask_cwd_name_limits(gebpf, root, tmp_path):
+    """resume_state waits for 40 alarms of a 20 ms ITIMER_REAL with a SIGALRM
+    handler, then signals itself: the resumed process gets the rest of its
+    alarms, runs its SIGUSR1 handler and sees its umask, cwd, name and
+    RLIMIT_NOFILE (not gebpf's)."""
+    work = tmp_path / "wd"
+    work.mkdir()
+    s, rest = snap_running(tmp_path, [prog_path("resume_state"), str(work)], settle=0.2)
+    assert rest == "usr1 1 umask 027 cwd %s name rs-state nofile 200 interval 20000\n" % work
+    r = resume(s)
+    assert (r.returncode, r.stdout) == (0, rest), r.stderr
+    assert r.stderr == ""
+
+
+def test_sleep_resumes_with_the_time_left(gebpf, root, tmp_path):
+    """/bin/sleep 3 snapshotted about 1 s in sleeps about 2 s more, as the
+    kernel's restart of an interrupted nanosleep would (not 3 again)."""
+    out = tmp_path / "sleep.core"
+    p = subprocess.Popen(["/bin/sleep", "3"], stdin=subprocess.DEVNULL)
+    try:
+        t0 = time.monotonic()
+        time.sleep(1.0)
+        t_snap = time.monotonic() - t0
+        r = run_gebpf(["snap", "-p", str(p.pid), "-o", str(out)])
+        assert r.returncode == 0, r.stderr
+    finally:
+        p.kill()
+        p.wait()
+    left = 3 - t_snap
+    t1 = time.monotonic()
+    r = resume(out)
+    took = time.monotonic() - t1
+    assert r.returncode == 0, r.stderr
+    assert left - 0.3 < took < left + 0.8, (left, took)
