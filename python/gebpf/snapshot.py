@@ -139,7 +139,7 @@ class Snapshot:
         try:
             size = os.fstat(f.fileno()).st_size
             notes, _segs = elfcore.read_core(f, size)
-            js = [n for n in notes if n.name == b"GEBPF" and n.type == R.NT_GEBPF_JSON]
+            js = [n for n in notes if n.name == b"GEBPF" and n.type in (R.NT_GEBPF_JSON, R.NT_GEBPF_JSON_V1)]
             if not js:
                 raise elfcore.FormatError("no GEBPF note: not a gebpf snapshot")
             doc = json.loads(js[0].desc.decode("utf-8"))
@@ -195,7 +195,7 @@ class Snapshot:
         mem = [dict(m) for m in self._mem]
         for i in self._edits:
             mem[i]["sha256"] = hashlib.sha256(self._edits[i]).hexdigest()
-        jpos = next(i for i, n in enumerate(notes) if n.name == b"GEBPF" and n.type == R.NT_GEBPF_JSON)
+        jpos = next(i for i, n in enumerate(notes) if n.name == b"GEBPF" and n.type in (R.NT_GEBPF_JSON, R.NT_GEBPF_JSON_V1))
         data_off = -1
         lay = None
         while lay is None or lay.data_off != data_off:  # offsets are in the note: to a fixed point

@@ -137,12 +137,24 @@ static int capture_thread(pid_t host_pid, const struct gb_thread *th, struct gb_
 		free(t->xstate);
 		t->xstate = NULL;
 	}
+	/* The signal of the stop only when one is being delivered to the
+	 * program (a signal-delivery-stop, re-injected when the tracee goes
+	 * on); the tracer's own stops (interrupt, breakpoint, step) are
+	 * written as gcore writes a live process: no signal, a SIGSTOP-shaped
+	 * siginfo (si_code SI_KERNEL), so gdb does not say "terminated with
+	 * signal SIGTRAP". */
 	siginfo_t si;
 	memset(&si, 0, sizeof(si));
-	if (ptrace(PTRACE_GETSIGINFO, th->tid, 0, &si) == 0) {
-		memcpy(t->siginfo, &si, sizeof(t->siginfo));
+	if (th->pending_sig && ptrace(PTRACE_GETSIGINFO, th->tid, 0, &si) == 0 &&
+	    si.si_signo == th->pending_sig) {
 		t->cursig = si.si_signo;
+	} else {
+		memset(&si, 0, sizeof(si));
+		si.si_signo = SIGSTOP;
+		si.si_code = SI_KERNEL;
+		t->cursig = 0;
 	}
+	memcpy(t->siginfo, &si, sizeof(t->siginfo));
 	return 0;
 }
 

@@ -6,9 +6,13 @@
 
 #include "snap/snapshot.h"
 
-/* Note types of the core (writer and reader): the GEBPF note's, and the
- * kernel's that older headers lack. */
-#define NT_GEBPF_JSON 1
+/* Note types of the core (writer and reader): the GEBPF note's ("GBE" and
+ * 1, ASCII like the kernel's NT_SIGINFO "SIGI" and NT_FILE "FILE"; files
+ * before it used 1, NT_PRSTATUS's number, which readers keying on the type
+ * alone misread: the reader still accepts it), and the kernel's that older
+ * headers lack. */
+#define NT_GEBPF_JSON 0x47424501
+#define NT_GEBPF_JSON_V1 1
 #ifndef NT_SIGINFO
 #define NT_SIGINFO 0x53494749
 #endif
