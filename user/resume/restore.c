@@ -363,6 +363,8 @@ int gb_resume_restore(const struct gb_snapshot *s, struct gb_tracee *t, const ch
 		e = gb_resume__threads(&c, t, s);
 	if (!e)
 		e = gb_resume__timers(&c, s);
+	if (!e)
+		e = gb_resume__pending(&c, t, s);
 	if (!e) {
 		gb_rsys(&c, SYS_munmap, c.scratch, GB_RSCRATCH_LEN, 0, 0, 0, 0);
 		e = gb_resume__cpus(&c, t, s);

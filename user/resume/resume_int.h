@@ -43,6 +43,10 @@ int gb_resume__fds(struct gb_rctx *c, const struct gb_snapshot *s);
  * list, alternate stack, name, rseq; glibc's cached tids set to the new
  * ones.  Needs the scratch area. */
 int gb_resume__threads(struct gb_rctx *c, struct gb_tracee *t, const struct gb_snapshot *s);
+/* The signals that were queued (per thread, then the process's), queued
+ * again with their siginfo while every thread blocks all (needs the
+ * scratch area). */
+int gb_resume__pending(struct gb_rctx *c, const struct gb_tracee *t, const struct gb_snapshot *s);
 /* Registers, XSAVE state and signal mask of every thread; a thread blocked
  * in a system call set to make it again as the kernel would after a signal
  * (docs/resume.md, "Threads in a system call"). */

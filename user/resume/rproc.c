@@ -85,11 +85,16 @@ void gb_resume__limits(struct gb_rctx *c, const struct gb_snapshot *s)
 			 pk->posix_timers == 1 ? "" : "s");
 		add(lost, sizeof(lost), what);
 	}
-	uint64_t pend = 0;
+	uint64_t pend = 0; /* signals known only by their mask (older snapshots) */
+	uint32_t dropped = s->pk.pending.lost;
 	size_t no_tid = 0;
 	for (size_t i = 0; i < s->nthreads; i++) {
-		pend |= s->threads[i].sigpend;
-		no_tid += s->nthreads > 1 && !(s->threads[i].ks.have & GB_TS_TID_ADDR);
+		const struct gb_snap_thread *th = &s->threads[i];
+		if (th->ks.have & GB_TS_PENDING)
+			dropped += th->ks.pending.lost;
+		else
+			pend |= th->sigpend;
+		no_tid += s->nthreads > 1 && !(th->ks.have & GB_TS_TID_ADDR);
 	}
 	if (pend) {
 		size_t n = (size_t)snprintf(what, sizeof(what), "pending signals");
@@ -97,6 +102,11 @@ void gb_resume__limits(struct gb_rctx *c, const struct gb_snapshot *s)
 			if (pend & (1ull << (sig - 1)))
 				n += (size_t)snprintf(what + n, sizeof(what) - n, " SIG%s",
 						      sigabbrev_np(sig) ?: "RT");
+		add(lost, sizeof(lost), what);
+	}
+	if (dropped) {
+		snprintf(what, sizeof(what), "%u queued signal%s past the %d kept per queue", dropped,
+			 dropped == 1 ? "" : "s", GB_SNAP_NPEND);
 		add(lost, sizeof(lost), what);
 	}
 	if (no_tid) {

@@ -109,6 +109,12 @@ static int thread_state(struct gb_rctx *c, pid_t tid, const struct gb_snap_threa
 
 int gb_resume__threads(struct gb_rctx *c, struct gb_tracee *t, const struct gb_snapshot *s)
 {
+	/* Every signal blocked from here to the registers (the threads inherit
+	 * it): a timer's or a queued signal stays pending for the program
+	 * instead of stopping an injection (CRIU's threads block all too). */
+	uint64_t all = ~0ull;
+	if (ptrace(PTRACE_SETSIGMASK, c->pid, sizeof(all), &all))
+		return gb_resume__fail(c, -errno, "block signals: %s", strerror(errno));
 	int e = thread_state(c, c->pid, &s->threads[0], true);
 	for (size_t i = 1; i < s->nthreads && !e; i++) {
 		long tid = clone_thread(c, t, &s->threads[i]);
@@ -117,6 +123,40 @@ int gb_resume__threads(struct gb_rctx *c, struct gb_tracee *t, const struct gb_s
 					       strerror((int)-tid));
 		e = thread_state(c, (pid_t)tid, &s->threads[i], false);
 	}
+	return e;
+}
+
+/* Queue siginfo info again: for thread tid, by that thread (the kernel lets
+ * a thread queue a kill()/tgkill()-shaped siginfo only to itself), or for
+ * the process (tid 0), by thread 0, the leader. */
+static int requeue(struct gb_rctx *c, pid_t tid, const uint8_t info[128])
+{
+	siginfo_t si;
+	memcpy(&si, info, sizeof(si));
+	uint64_t a = gb_rput(c, 0, &si, sizeof(si));
+	long r = !a ? -EFAULT
+	       : tid ? gb_rsys_in(c, tid, SYS_rt_tgsigqueueinfo, (uint64_t)c->pid, (uint64_t)tid,
+				  (uint64_t)si.si_signo, a, 0, 0)
+		     : gb_rsys(c, SYS_rt_sigqueueinfo, (uint64_t)c->pid, (uint64_t)si.si_signo, a, 0, 0, 0);
+	if (r < 0)
+		return gb_resume__fail(c, (int)r, "queue SIG%s again: %s", sigabbrev_np(si.si_signo) ?: "?",
+				       strerror((int)-r));
+	return 0;
+}
+
+int gb_resume__pending(struct gb_rctx *c, const struct gb_tracee *t, const struct gb_snapshot *s)
+{
+	int e = 0;
+	for (size_t i = 0; i < s->nthreads && i < t->nthreads && !e; i++) {
+		const struct gb_snap_thread *th = &s->threads[i];
+		/* The signal it was stopped delivering, then its queue. */
+		if (th->cursig > 0 && th->cursig <= 64)
+			e = requeue(c, t->threads[i].tid, th->siginfo);
+		for (uint32_t k = 0; (th->ks.have & GB_TS_PENDING) && k < th->ks.pending.n && !e; k++)
+			e = requeue(c, t->threads[i].tid, th->ks.pending.info[k]);
+	}
+	for (uint32_t k = 0; (s->pk.have & GB_PS_PENDING) && k < s->pk.pending.n && !e; k++)
+		e = requeue(c, 0, s->pk.pending.info[k]);
 	return e;
 }
 

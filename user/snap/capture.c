@@ -118,6 +118,12 @@ static int capture_thread(pid_t host_pid, const struct gb_thread *th, struct gb_
 	t->tid = st.nspid;
 	t->sigpend = st.sigpnd | st.shdpnd;
 	t->sighold = st.sigblk;
+	/* Inside sigsuspend/ppoll/pselect, SigBlk is the call's temporary mask;
+	 * PTRACE_GETSIGMASK gives the one the thread goes back to (the saved
+	 * mask), which is the thread's own. */
+	uint64_t mask;
+	if (ptrace(PTRACE_GETSIGMASK, th->tid, sizeof(mask), &mask) == 0)
+		t->sighold = mask;
 	if ((r = gb_regs_get(th->tid, &t->regs)) || (r = gb_fpregs_get(th->tid, &t->fpregs)))
 		return r;
 	/* The XSAVE area in the standard layout that gdb and kernel cores on

@@ -25,6 +25,12 @@
 #ifndef PTRACE_GET_RSEQ_CONFIGURATION
 #define PTRACE_GET_RSEQ_CONFIGURATION 0x420f
 #endif
+#ifndef PTRACE_PEEKSIGINFO
+#define PTRACE_PEEKSIGINFO 0x4209
+#endif
+#ifndef PTRACE_PEEKSIGINFO_SHARED
+#define PTRACE_PEEKSIGINFO_SHARED 1
+#endif
 #ifndef PR_GET_TID_ADDRESS
 #define PR_GET_TID_ADDRESS 40
 #endif
@@ -96,6 +102,27 @@ void gb_snap__kstate_begin(struct gb_snap_kctx *k, pid_t pid)
 	k->insn = gb_inject_find_syscall(pid, NULL, NULL);
 }
 
+/* The signals queued for thread tid (shared: for its process), as CRIU's
+ * dump reads them.  false when the kernel would not say. */
+static bool peek_pending(pid_t tid, bool shared, struct gb_snap_pending *p)
+{
+	struct { uint64_t off; uint32_t flags; int32_t nr; } a = {
+		0, shared ? PTRACE_PEEKSIGINFO_SHARED : 0, GB_SNAP_NPEND };
+	memset(p, 0, sizeof(*p));
+	long n = ptrace(PTRACE_PEEKSIGINFO, tid, &a, p->info);
+	if (n < 0)
+		return false;
+	p->n = (uint32_t)n;
+	if (n == GB_SNAP_NPEND) {
+		uint8_t more[128];
+		a.nr = 1;
+		for (a.off = GB_SNAP_NPEND; a.off < 4096 && ptrace(PTRACE_PEEKSIGINFO, tid, &a, more) == 1;
+		     a.off++)
+			p->lost++;
+	}
+	return true;
+}
+
 static void read_name(pid_t pid, pid_t tid, struct gb_snap_tstate *ks)
 {
 	char path[96], buf[32];
@@ -108,7 +135,7 @@ static void read_name(pid_t pid, pid_t tid, struct gb_snap_tstate *ks)
 		return;
 	buf[n] = 0;
 	buf[strcspn(buf, "\n")] = 0;
-	strncpy(ks->name, buf, sizeof(ks->name) - 1);
+	memcpy(ks->name, buf, strnlen(buf, sizeof(ks->name) - 1));
 	ks->have |= GB_TS_NAME;
 }
 
@@ -125,6 +152,8 @@ void gb_snap__kstate_thread(const struct gb_snap_kctx *k, struct gb_thread *th,
 		ks->robust_len = len;
 		ks->have |= GB_TS_ROBUST;
 	}
+	if (peek_pending(th->tid, false, &ks->pending))
+		ks->have |= GB_TS_PENDING;
 	struct rseq_conf rc;
 	memset(&rc, 0, sizeof(rc));
 	if (ptrace(PTRACE_GET_RSEQ_CONFIGURATION, th->tid, sizeof(rc), &rc) > 0) {
@@ -226,5 +255,7 @@ void gb_snap__kstate_proc(const struct gb_snap_kctx *k, struct gb_thread *th, st
 	if (ok)
 		pk->have |= GB_PS_RLIMITS;
 	pk->posix_timers = count_posix_timers(k->pid);
+	if (peek_pending(th->tid, true, &pk->pending))
+		pk->have |= GB_PS_PENDING;
 	inject_proc(k, th, s, set);
 }

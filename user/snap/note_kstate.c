@@ -41,6 +41,47 @@ static const cJSON *item(const cJSON *o, const char *k)
 	return cJSON_GetObjectItemCaseSensitive(o, k);
 }
 
+/* "pending": {"siginfo": [128 bytes as hex, ...], "lost": N} */
+static void add_pending(cJSON *o, const struct gb_snap_pending *p)
+{
+	cJSON *r = cJSON_AddObjectToObject(o, "pending");
+	cJSON *a = cJSON_AddArrayToObject(r, "siginfo");
+	for (uint32_t i = 0; i < p->n && i < GB_SNAP_NPEND; i++) {
+		char h[2 * 128 + 1];
+		for (int j = 0; j < 128; j++)
+			snprintf(h + 2 * j, 3, "%02x", p->info[i][j]);
+		cJSON_AddItemToArray(a, cJSON_CreateString(h));
+	}
+	cJSON_AddNumberToObject(r, "lost", p->lost);
+}
+
+static bool get_pending(const cJSON *r, struct gb_snap_pending *p)
+{
+	const cJSON *a = item(r, "siginfo"), *e;
+	double lost;
+	memset(p, 0, sizeof(*p));
+	if (!cJSON_IsArray(a) || !get_num(item(r, "lost"), &lost))
+		return false;
+	p->lost = (uint32_t)lost;
+	cJSON_ArrayForEach(e, a) {
+		const char *h = cJSON_GetStringValue(e);
+		if (!h || strlen(h) != 256)
+			return false;
+		if (p->n == GB_SNAP_NPEND) {
+			p->lost++;
+			continue;
+		}
+		for (int j = 0; j < 128; j++) {
+			char b[3] = { h[2 * j], h[2 * j + 1], 0 }, *end;
+			p->info[p->n][j] = (uint8_t)strtoul(b, &end, 16);
+			if (*end)
+				return false;
+		}
+		p->n++;
+	}
+	return true;
+}
+
 void gb_snap__json_tstate(cJSON *o, const struct gb_snap_tstate *ks)
 {
 	if (ks->have & GB_TS_NAME)
@@ -64,6 +105,8 @@ void gb_snap__json_tstate(cJSON *o, const struct gb_snap_tstate *ks)
 		cJSON_AddNumberToObject(r, "size", (double)ks->ss_size);
 		cJSON_AddNumberToObject(r, "flags", ks->ss_flags);
 	}
+	if (ks->have & GB_TS_PENDING)
+		add_pending(o, &ks->pending);
 }
 
 void gb_snap__json_tstate_apply(const cJSON *o, struct gb_snap_tstate *ks)
@@ -96,6 +139,8 @@ void gb_snap__json_tstate_apply(const cJSON *o, struct gb_snap_tstate *ks)
 		ks->ss_flags = (int32_t)f;
 		ks->have |= GB_TS_ALTSTACK;
 	}
+	if ((v = item(o, "pending")) && get_pending(v, &ks->pending))
+		ks->have |= GB_TS_PENDING;
 }
 
 static const char *const rlimit_names[GB_SNAP_NRLIMITS] = {
@@ -148,6 +193,8 @@ cJSON *gb_snap__json_pstate(const struct gb_snap_pstate *pk)
 		}
 	}
 	cJSON_AddNumberToObject(o, "posix_timers", pk->posix_timers);
+	if (pk->have & GB_PS_PENDING)
+		add_pending(o, &pk->pending);
 	return o;
 }
 
@@ -204,5 +251,7 @@ int gb_snap__json_pstate_apply(const cJSON *o, struct gb_snap_pstate *pk)
 	}
 	if (get_num(item(o, "posix_timers"), &n))
 		pk->posix_timers = (uint32_t)n;
+	if ((v = item(o, "pending")) && get_pending(v, &pk->pending))
+		pk->have |= GB_PS_PENDING;
 	return 0;
 }

@@ -43,6 +43,13 @@ enum {
 	GB_TS_RSEQ = 1 << 2,       /* rseq_* (PTRACE_GET_RSEQ_CONFIGURATION) */
 	GB_TS_TID_ADDR = 1 << 3,   /* clear_tid (injected prctl PR_GET_TID_ADDRESS) */
 	GB_TS_ALTSTACK = 1 << 4,   /* ss_* (injected sigaltstack) */
+	GB_TS_PENDING = 1 << 5,    /* pending (PTRACE_PEEKSIGINFO of its own queue) */
+};
+/* Queued signals kept per thread / per process: more are counted, not kept. */
+#define GB_SNAP_NPEND 8
+struct gb_snap_pending {
+	uint32_t n, lost;
+	uint8_t info[GB_SNAP_NPEND][128];     /* siginfo_t, queue order */
 };
 struct gb_snap_tstate {
 	uint32_t have;
@@ -53,6 +60,7 @@ struct gb_snap_tstate {
 	uint32_t rseq_len, rseq_sig;
 	uint64_t ss_sp, ss_size;
 	int32_t ss_flags;                     /* SS_DISABLE: no alternate stack */
+	struct gb_snap_pending pending;       /* signals queued for this thread */
 };
 
 struct gb_snap_thread {
@@ -121,6 +129,7 @@ enum {
 	GB_PS_RLIMITS = 1 << 2,    /* prlimit */
 	GB_PS_SIGACTS = 1 << 3,    /* injected rt_sigaction(sig, NULL, &old) */
 	GB_PS_ITIMERS = 1 << 4,    /* injected getitimer */
+	GB_PS_PENDING = 1 << 5,    /* pending (PTRACE_PEEKSIGINFO_SHARED) */
 };
 #define GB_SNAP_NRLIMITS 16
 #define GB_SNAP_NSIG 64
@@ -138,6 +147,7 @@ struct gb_snap_pstate {
 	struct gb_snap_sigact sigact[GB_SNAP_NSIG];   /* signal n at [n - 1]; SIG_DFL = all 0 */
 	struct gb_snap_itimer itimer[3];              /* ITIMER_REAL, _VIRTUAL, _PROF */
 	uint32_t posix_timers;     /* timer_create timers (/proc/PID/timers): not restored */
+	struct gb_snap_pending pending;  /* signals queued for the process */
 };
 
 /* What NT_PRPSINFO says. */
