@@ -218,3 +218,28 @@ def test_trace_from_is_the_tail_of_the_full_trace(gebpf, root, tmp_path):
     summary = json.loads(tail[-1])
     assert summary["t"] == "summary" and summary["insns"] == json.loads(full[-1])["insns"] - 500
     assert outs[0] == outs[1], "two resumes of one snapshot gave different traces"
+
+
+def test_at_symbol_records_vt_0_and_from_continues(gebpf, root, tmp_path):
+    """snap --at SYMBOL of a launched program stops at the symbol's first
+    arrival: meta.vt is 0 (no instruction of a range starting there ran), and
+    trace --range SYMBOL --from runs the same instructions, vt for vt, as the
+    full trace.  At a bare address gebpf does not know: vt null, and
+    trace --from says it starts at 0."""
+    s = snap(tmp_path, "at.core", prog_path("snap_det"), ["--at", "snap_here"])
+    assert note(s)["meta"]["vt"] == 0
+    full, frm = tmp_path / "full.jsonl", tmp_path / "from.jsonl"
+    for args, out in ((["--", prog_path("snap_det")], full), (["--from", str(s)], frm)):
+        r = subprocess.run([gebpf_path(), "trace", "--range", "snap_here", "-o", str(out)] + args,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, env=DET_ENV,
+                           timeout=300)
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+    execs = [[(o["pc"], o["vt"]) for o in map(json.loads, trace_lines(p)) if o["t"] == "exec"]
+             for p in (full, frm)]
+    assert execs[0] == execs[1] and execs[0][0][1] == 0
+    addr = note(s)["regs"][0]["rip"]
+    s2 = snap(tmp_path, "addr.core", prog_path("snap_det"), ["--at", addr])
+    assert note(s2)["meta"]["vt"] is None
+    r = run_gebpf(["trace", "--range", "snap_here", "--from", str(s2), "-o", str(tmp_path / "a.jsonl")],
+                  stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 and "vt starts at 0" in r.stderr, r.stderr

@@ -164,6 +164,18 @@ static int capture_thread(pid_t host_pid, const struct gb_thread *th, struct gb_
 	return 0;
 }
 
+/* A launched process run to the start of a symbol ("at ADDR (NAME)", NAME
+ * without an offset: snap --at SYMBOL) arrives there for the first time:
+ * no instruction of a range that begins at NAME has run yet, so its vt is 0
+ * (docs/snapshot-format.md, meta.vt).  Anywhere else (an attach, an address,
+ * NAME+OFF) gebpf does not know how many have. */
+static bool first_arrival(const struct gb_tracee *tr, const struct gb_snap_point *pt)
+{
+	const char *p = pt && pt->point ? pt->point : "";
+	const char *name = strstr(p, " (");
+	return tr->launched && !strncmp(p, "at 0x", 5) && name && !strchr(name, '+');
+}
+
 int gb_snapshot_capture(struct gb_tracee *tr, const struct gb_snap_point *pt,
 			struct gb_snapshot **out)
 {
@@ -188,6 +200,8 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 	s->meta.kernel = strdup(uname(&u) == 0 ? u.release : "");
 	s->meta.point = strdup(pt && pt->point ? pt->point : "attach");
 	s->meta.vt = pt ? pt->vt : -1;
+	if (s->meta.vt < 0 && first_arrival(tr, pt))
+		s->meta.vt = 0;
 
 	s->threads = calloc(tr->nthreads ? tr->nthreads : 1, sizeof(*s->threads));
 	if (!s->threads) {
