@@ -6,6 +6,7 @@ four computing threads and a Python thread pool run on to their results;
 bad snapshots are refused with one line."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -228,6 +229,12 @@ def test_at_symbol_records_vt_0_and_from_continues(gebpf, root, tmp_path):
     trace --from says it starts at 0."""
     s = snap(tmp_path, "at.core", prog_path("snap_det"), ["--at", "snap_here"])
     assert note(s)["meta"]["vt"] == 0
+    # The breakpoint's SIGTRAP is the tracer's, not the program's: no signal.
+    assert note(s)["threads"][0]["signal"] == 0
+    if shutil.which("gdb"):
+        g = subprocess.run(["gdb", "-batch", "-ex", "bt 1", prog_path("snap_det"), str(s)],
+                           capture_output=True, text=True, timeout=120)
+        assert "snap_here" in g.stdout and "terminated with signal" not in g.stdout + g.stderr
     full, frm = tmp_path / "full.jsonl", tmp_path / "from.jsonl"
     for args, out in ((["--", prog_path("snap_det")], full), (["--from", str(s)], frm)):
         r = subprocess.run([gebpf_path(), "trace", "--range", "snap_here", "-o", str(out)] + args,
