@@ -82,7 +82,7 @@ static long inject(const struct gb_snap_kctx *k, struct gb_thread *th, long nr, 
 {
 	const uint64_t args[6] = { a0, a1, a2, a3, 0, 0 };
 	long ret = 0;
-	int e = gb_inject_syscall(th->tid, k->insn, nr, args, &ret, &th->pending_sig);
+	int e = gb_inject_syscall_nostep(th->tid, k->insn, nr, args, &ret, &th->pending_sig);
 	return e ? e : ret;
 }
 
@@ -94,7 +94,7 @@ void gb_snap__kstate_begin(struct gb_snap_kctx *k, pid_t pid)
 	if (gb_proc_status(pid, pid, &st))
 		return;
 	if (st.seccomp) {
-		gb_warn("pid %d: runs under seccomp: its signal handlers, interval timers, "
+		gb_info("snap: pid %d: runs under seccomp: its signal handlers, interval timers, "
 			"clear_child_tid and alternate signal stacks are not captured (nothing is "
 			"injected into it)", pid);
 		return;

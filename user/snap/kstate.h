@@ -10,7 +10,7 @@
  * stack below the red zone and those bytes put back, as CRIU's parasite
  * asks the process itself.  Nothing is injected into a process under
  * seccomp (a filter could kill it for a call): those parts are then left
- * out, with one warning.  A part that cannot be read is left out (its
+ * out (said with -v; resume names them).  A part that cannot be read is left out (its
  * GB_TS_* / GB_PS_* bit clear); the capture never fails for it.
  */
 #ifndef GB_SNAP_KSTATE_H
