@@ -87,11 +87,11 @@ static int thread_state(struct gb_rctx *c, pid_t tid, const struct gb_snap_threa
 		 * snapshot's back, so a thread caught in a critical section
 		 * still aborts it. */
 		r = gb_rsys_in(c, tid, SYS_rseq, ks->rseq_addr, ks->rseq_len, 0, ks->rseq_sig, 0, 0);
-		if (r < 0)
-			return gb_resume__fail(c, (int)r, "thread %d: rseq 0x%" PRIx64 ": %s", th->tid,
-					       ks->rseq_addr, strerror((int)-r));
 		uint64_t cs;
-		if (!gb_snapshot_read_memory(c->snap, ks->rseq_addr + 8, &cs, sizeof(cs), NULL))
+		if (r < 0)
+			gb_warn("resume: thread %d: rseq 0x%" PRIx64 ": %s (its area keeps the captured "
+				"CPU number)", th->tid, ks->rseq_addr, strerror((int)-r));
+		else if (!gb_snapshot_read_memory(c->snap, ks->rseq_addr + 8, &cs, sizeof(cs), NULL))
 			gb_mem_write(c->pid, ks->rseq_addr + 8, &cs, sizeof(cs));
 	}
 	/* glibc keeps the thread's tid in its struct pthread, the word
