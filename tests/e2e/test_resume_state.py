@@ -59,3 +59,23 @@ def test_threads_in_sigsuspend_read_and_signals(gebpf, root, tmp_path):
     r = resume(s)
     assert r.returncode == 0, r.stderr
     assert r.stdout == rest.replace("reader R", "reader ?"), r.stderr
+
+
+def test_what_is_not_restored_is_said_on_one_line(gebpf, root, tmp_path):
+    """A process with a child: the resumed one has none, and says so on one
+    line (with the fds it could not reopen on lines of their own)."""
+    out = tmp_path / "parent.core"
+    p = subprocess.Popen(["/bin/sh", "-c", "/bin/sleep 5 & exec /bin/sleep 1"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        r = run_gebpf(["snap", "-p", str(p.pid), "-o", str(out)])
+        assert r.returncode == 0, r.stderr
+    finally:
+        p.kill()
+        p.wait()
+    r = resume(out)
+    assert r.returncode == 0, r.stderr
+    lost = [l for l in r.stderr.splitlines() if "not restored" in l]
+    assert lost == ["gebpf: warning: resume: not restored: 1 child process "
+                    "(and any ptrace relation to them)"], r.stderr

@@ -85,6 +85,11 @@ void gb_resume__limits(struct gb_rctx *c, const struct gb_snapshot *s)
 			 pk->posix_timers == 1 ? "" : "s");
 		add(lost, sizeof(lost), what);
 	}
+	if (pk->children) {
+		snprintf(what, sizeof(what), "%u child process%s (and any ptrace relation to them)",
+			 pk->children, pk->children == 1 ? "" : "es");
+		add(lost, sizeof(lost), what);
+	}
 	uint64_t pend = 0; /* signals known only by their mask (older snapshots) */
 	uint32_t dropped = s->pk.pending.lost;
 	size_t no_tid = 0;

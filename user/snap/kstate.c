@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "ptrace/inject.h"
 #include "ptrace/mem.h"
+#include "ptrace/procfs.h"
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
 #include "snap/proc.h"
@@ -195,6 +196,29 @@ static uint32_t count_posix_timers(pid_t pid)
 	return n;
 }
 
+/* Child processes of every thread (a traced one included). */
+static uint32_t count_children(pid_t pid)
+{
+	pid_t *tids = NULL;
+	size_t nt = 0;
+	uint32_t n = 0;
+	if (gb_proc_tasks(pid, &tids, &nt))
+		return 0;
+	for (size_t i = 0; i < nt; i++) {
+		uint8_t *b;
+		size_t len;
+		char name[64];
+		snprintf(name, sizeof(name), "task/%d/children", tids[i]);
+		if (gb_proc_slurp(pid, name, &b, &len))
+			continue;
+		for (char *p = (char *)b; strtol(p, &p, 10) > 0;)
+			n++;
+		free(b);
+	}
+	free(tids);
+	return n;
+}
+
 /* Dispositions of the caught and ignored signals (the others are SIG_DFL)
  * and the three interval timers, asked in thread th. */
 static void inject_proc(const struct gb_snap_kctx *k, struct gb_thread *th, struct gb_snapshot *s,
@@ -255,6 +279,7 @@ void gb_snap__kstate_proc(const struct gb_snap_kctx *k, struct gb_thread *th, st
 	if (ok)
 		pk->have |= GB_PS_RLIMITS;
 	pk->posix_timers = count_posix_timers(k->pid);
+	pk->children = count_children(k->pid);
 	if (peek_pending(th->tid, true, &pk->pending))
 		pk->have |= GB_PS_PENDING;
 	inject_proc(k, th, s, set);

@@ -193,6 +193,7 @@ cJSON *gb_snap__json_pstate(const struct gb_snap_pstate *pk)
 		}
 	}
 	cJSON_AddNumberToObject(o, "posix_timers", pk->posix_timers);
+	cJSON_AddNumberToObject(o, "children", pk->children);
 	if (pk->have & GB_PS_PENDING)
 		add_pending(o, &pk->pending);
 	return o;
@@ -251,6 +252,8 @@ int gb_snap__json_pstate_apply(const cJSON *o, struct gb_snap_pstate *pk)
 	}
 	if (get_num(item(o, "posix_timers"), &n))
 		pk->posix_timers = (uint32_t)n;
+	if (get_num(item(o, "children"), &n))
+		pk->children = (uint32_t)n;
 	if ((v = item(o, "pending")) && get_pending(v, &pk->pending))
 		pk->have |= GB_PS_PENDING;
 	return 0;

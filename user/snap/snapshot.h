@@ -147,6 +147,7 @@ struct gb_snap_pstate {
 	struct gb_snap_sigact sigact[GB_SNAP_NSIG];   /* signal n at [n - 1]; SIG_DFL = all 0 */
 	struct gb_snap_itimer itimer[3];              /* ITIMER_REAL, _VIRTUAL, _PROF */
 	uint32_t posix_timers;     /* timer_create timers (/proc/PID/timers): not restored */
+	uint32_t children;         /* child processes (/proc/PID/task/TID/children): not restored */
 	struct gb_snap_pending pending;  /* signals queued for the process */
 };
 
