@@ -18,7 +18,8 @@ NT_AUXV = 6
 NT_X86_XSTATE = 0x202
 NT_SIGINFO = 0x53494749
 NT_FILE = 0x46494C45
-NT_GEBPF_JSON = 1  # the JSON note's type today; the reader keys on its owner name "GEBPF" alone
+NT_GEBPF_JSON = 0x47424501  # "GBE" 1; files written before it used 1 (NT_GEBPF_JSON_V1)
+NT_GEBPF_JSON_V1 = 1
 
 # user_regs_struct, in memory order.
 GPR_NAMES = ("r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax", "rcx",

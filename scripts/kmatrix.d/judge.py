@@ -296,7 +296,15 @@ def judge_resume(rdir, exp, env):
                 % (" ".join("0x%x" % p for p in got[:6]), " ".join("0x%x" % p for p in want)))
     if not objs or objs[-1].get("t") != "summary":
         return ("fail", "resume: no summary line at the end")
-    return ("pass", "4 instructions from after_work to exit")
+    # kmthreads: two threads snapshotted with -p, resumed with gebpf resume.
+    for name in ("snap_mt", "resume_mt"):
+        bad = Check(rdir, name).failed_run()
+        if bad:
+            return bad
+    out = read(os.path.join(rdir, "resume_mt.out"), "") or ""
+    if out.strip() != "kmthreads ok":
+        return ("fail", "resumed two-thread kmthreads printed %.60r, expected 'kmthreads ok'" % out)
+    return ("pass", "4 instructions from after_work to exit; 2 threads resumed")
 
 
 def judge_sample(rdir, exp, env):

@@ -27,7 +27,7 @@ flush() {
 	for f in "$O"/*; do
 		n=${f##*/}
 		case "$sent" in *" $n "*) continue ;; esac
-		[ -f "$f" ] && [ "$n" != snap.core ] || continue
+		[ -f "$f" ] && [ "$n" != snap.core ] && [ "$n" != mt.core ] || continue
 		{
 			echo "@@KM-FILE $n $(sha256sum <"$f" | cut -d' ' -f1)"
 			base64 "$f"
@@ -83,6 +83,20 @@ if [ -s "$O/snap.core" ]; then
 	run resume 30 "$G" trace --from "$O/snap.core" -o "$O/resume.jsonl"
 	rm -f "$O/snap.core"
 fi
+flush
+
+# (2c) a two-thread process snapshotted with -p while both threads sleep
+# (injected prctl PR_GET_TID_ADDRESS, get_robust_list, ...) and resumed:
+# the second thread is cloned back with its clear_child_tid, so the first's
+# FUTEX_WAIT on it ends and kmthreads prints "kmthreads ok" (resume_mt.out)
+rm -f "$O/mt.core"
+"$P/kmthreads" >/dev/null &
+kp=$!
+sleep 0.5
+run snap_mt 30 "$G" snap -p "$kp" -o "$O/mt.core"
+wait "$kp"
+[ -s "$O/mt.core" ] && run resume_mt 30 "$G" resume "$O/mt.core"
+rm -f "$O/mt.core"
 flush
 
 # (3) the same range with page faults (BPF tp_btf/page_fault_user)

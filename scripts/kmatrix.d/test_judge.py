@@ -57,6 +57,8 @@ def write_good(d):
         "read.rc": "0\n", "read.err": "",
         "read.out": "0x0000000000406000  67 65 62 70 66 2d 6b 6d 61 74 72 69 78 2d 6f 6b  |gebpf-kmatrix-ok|\n",
         "resume.rc": "0\n", "resume.err": "", "resume.jsonl": RESUMED,
+        "snap_mt.rc": "0\n", "snap_mt.err": "", "resume_mt.rc": "0\n", "resume_mt.err": "",
+        "resume_mt.out": "kmthreads ok\n",
         "faults.rc": "0\n", "faults.err": "", "faults.jsonl": faults_output(),
         "sample.rc": "0\n", "sample.err": "",
         "sample.jsonl": "".join('{"t":"sample","vcpu":0,"tid":9,"pc":"0x401064","ns":%d}\n' % i for i in range(500))
@@ -250,6 +252,20 @@ def test_resume_must_run_the_snapshot_s_next_instructions(good):
     put(good, "resume.err", "gebpf: --from snap.core: prctl PR_SET_MM_MAP (brk 0x0-0x0, auxv): Invalid argument\n")
     assert verdicts(good)["resume"] == (
         "fail", "gebpf: --from snap.core: prctl PR_SET_MM_MAP (brk 0x0-0x0, auxv): Invalid argument (exit 1)")
+
+
+def test_resume_must_bring_back_both_threads(good):
+    """kmthreads resumed must print its line: a resume that lost the second
+    thread (or its clear_child_tid) hangs and is stopped by the time limit."""
+    put(good, "resume_mt.out", "")
+    assert verdicts(good)["resume"][0] == "fail"
+    put(good, "resume_mt.rc", "124\n")
+    put(good, "resume_mt.timeout", "30\n")
+    v = verdicts(good)["resume"]
+    assert v[0] == "fail" and "resume_mt" in v[1] and "still running" in v[1]
+    os.remove(os.path.join(str(good), "snap_mt.rc"))
+    v = verdicts(good)["resume"]
+    assert v[0] == "fail" and "snap_mt: no result" in v[1]
 
 
 def test_target_killed_after_detach_fails(good):

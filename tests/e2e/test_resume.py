@@ -2,15 +2,18 @@
 on to the same output and exit status as the uninterrupted program; the
 --from trace is the tail of the full trace; --set/--poke change the outcome;
 files are reopened at their offsets, sockets become /dev/null with a warning;
-bad and multi-threaded snapshots are refused with one line."""
+four computing threads and a Python thread pool run on to their results;
+bad snapshots are refused with one line."""
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
-from conftest import gebpf_path, prog_path, run_gebpf, threads_running
+from conftest import gebpf_path, prog_path, run_gebpf
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
@@ -134,14 +137,57 @@ def test_bad_snapshots_refused(gebpf, root, tmp_path):
     assert r.returncode == 2 and len(r.stderr.splitlines()) == 1
 
 
-def test_multithreaded_refused(gebpf, root, tmp_path):
-    out = tmp_path / "t.core"
-    with threads_running() as p:
+def note(path):
+    """The snapshot's JSON note, read straight from the file."""
+    data = open(path, "rb").read()
+    return json.JSONDecoder().raw_decode(data[data.index(b'{"version":'):].decode("utf-8", "replace"))[0]
+
+
+def snap_running(tmp_path, argv, settle=0.3):
+    """Start argv (it prints "ready PID" first), snap -p it after settle s
+    while it runs, wait for its own end; (snapshot, its stdout)."""
+    out = tmp_path / "live.core"
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                         env=DET_ENV)
+    try:
+        assert p.stdout.readline().startswith("ready ")
+        time.sleep(settle)
         r = run_gebpf(["snap", "-p", str(p.pid), "-o", str(out)])
-    assert r.returncode == 0, r.stderr
-    r = resume(out)
-    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1
-    assert "only single-threaded snapshots can be resumed" in r.stderr
+        assert r.returncode == 0, r.stderr
+        rest = p.communicate(timeout=120)[0]
+    finally:
+        p.kill()
+        p.wait()
+    return out, rest
+
+
+def test_four_threads_resume_to_the_uninterrupted_result(gebpf, root, tmp_path):
+    """resume_threads: four threads computing when snap -p stops them; the
+    resumed process runs all four on, joins them with pthread_join (the
+    clear_child_tid word) and prints what the uninterrupted run printed."""
+    argv = [prog_path("resume_threads"), "60"]
+    s, rest = snap_running(tmp_path, argv)
+    doc = note(s)
+    assert len(doc["threads"]) == 5
+    computing = [st for st in doc["stacktrace"] if any("work" in (f["symbol"] or "") for f in st)]
+    assert len(computing) == 4, doc["stacktrace"]
+    assert all(t.get("clear_child_tid") for t in doc["threads"])
+    r = resume(s)
+    assert (r.returncode, r.stdout) == (0, rest), r.stderr
+    assert r.stdout.count("thread ") == 4 and "steps %d" % (4 * (60000000 >> 20) << 20) in r.stdout
+    assert r.stderr == ""
+
+
+def test_python_thread_pool_resumes(gebpf, root, tmp_path):
+    """Debian's python3 with a ThreadPoolExecutor mid-run: the resumed
+    interpreter finishes the pool's work and prints the same digests."""
+    argv = ["/usr/bin/python3", os.path.join(HERE, "..", "progs", "py_pool.py"), "400000"]
+    s, rest = snap_running(tmp_path, argv, settle=0.2)
+    assert len(note(s)["threads"]) == 5
+    r = resume(s)
+    assert (r.returncode, r.stdout) == (0, rest), r.stderr
+    assert len(r.stdout.split()) == 8
+    assert r.stderr == ""
 
 
 def trace_lines(path):
@@ -173,3 +219,34 @@ def test_trace_from_is_the_tail_of_the_full_trace(gebpf, root, tmp_path):
     summary = json.loads(tail[-1])
     assert summary["t"] == "summary" and summary["insns"] == json.loads(full[-1])["insns"] - 500
     assert outs[0] == outs[1], "two resumes of one snapshot gave different traces"
+
+
+def test_at_symbol_records_vt_0_and_from_continues(gebpf, root, tmp_path):
+    """snap --at SYMBOL of a launched program stops at the symbol's first
+    arrival: meta.vt is 0 (no instruction of a range starting there ran), and
+    trace --range SYMBOL --from runs the same instructions, vt for vt, as the
+    full trace.  At a bare address gebpf does not know: vt null, and
+    trace --from says it starts at 0."""
+    s = snap(tmp_path, "at.core", prog_path("snap_det"), ["--at", "snap_here"])
+    assert note(s)["meta"]["vt"] == 0
+    # The breakpoint's SIGTRAP is the tracer's, not the program's: no signal.
+    assert note(s)["threads"][0]["signal"] == 0
+    if shutil.which("gdb"):
+        g = subprocess.run(["gdb", "-batch", "-ex", "bt 1", prog_path("snap_det"), str(s)],
+                           capture_output=True, text=True, timeout=120)
+        assert "snap_here" in g.stdout and "terminated with signal" not in g.stdout + g.stderr
+    full, frm = tmp_path / "full.jsonl", tmp_path / "from.jsonl"
+    for args, out in ((["--", prog_path("snap_det")], full), (["--from", str(s)], frm)):
+        r = subprocess.run([gebpf_path(), "trace", "--range", "snap_here", "-o", str(out)] + args,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, env=DET_ENV,
+                           timeout=300)
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+    execs = [[(o["pc"], o["vt"]) for o in map(json.loads, trace_lines(p)) if o["t"] == "exec"]
+             for p in (full, frm)]
+    assert execs[0] == execs[1] and execs[0][0][1] == 0
+    addr = note(s)["regs"][0]["rip"]
+    s2 = snap(tmp_path, "addr.core", prog_path("snap_det"), ["--at", addr])
+    assert note(s2)["meta"]["vt"] is None
+    r = run_gebpf(["trace", "--range", "snap_here", "--from", str(s2), "-o", str(tmp_path / "a.jsonl")],
+                  stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 and "vt starts at 0" in r.stderr, r.stderr

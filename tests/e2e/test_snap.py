@@ -24,8 +24,8 @@ def note_json(path):
         assert all(s["p_type"] == "PT_LOAD" for s in segs[1:])
         assert loads == sorted(loads), "PT_LOAD not in address order"
         notes = list(segs[0].iter_notes())
-        # (pyelftools names type 1 after NT_PRSTATUS whatever the owner)
-        assert notes[-1]["n_name"] == "GEBPF" and notes[-1]["n_type"] in (1, "NT_PRSTATUS"), \
+        # Its own type (0x47424501, "GBE" 1), not NT_PRSTATUS's 1.
+        assert notes[-1]["n_name"] == "GEBPF" and notes[-1]["n_type"] == 0x47424501, \
             "JSON note must be last"
         desc = notes[-1]["n_desc"]
         return json.loads(desc if isinstance(desc, str) else desc.decode())
@@ -96,6 +96,9 @@ def test_gdb_opens_it(threads_snap):
                         "-ex", "info registers", prog_path("snap_threads"), threads_snap["path"]],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
+    # A live capture, as gcore's: no signal (the tracer's own stop is not one).
+    assert "terminated with signal" not in r.stdout + r.stderr, r.stdout
+    assert all(t["signal"] == 0 for t in doc["threads"])
     lwps = re.findall(r"\(LWP (\d+)\)", r.stdout)
     assert sorted(set(int(x) for x in lwps)) == threads_snap["tids"]
     for fn in ("compute", "reader", "catcher", "main"):
@@ -117,7 +120,28 @@ def test_eu_stack_and_readelf(threads_snap):
     for kind in ("NT_PRPSINFO", "NT_PRSTATUS", "NT_FPREGSET", "NT_X86_XSTATE", "NT_SIGINFO",
                  "NT_AUXV", "NT_FILE"):
         assert kind in r.stdout, kind
-    assert r.stdout.count("NT_PRSTATUS") >= len(threads_snap["tids"])
+    assert r.stdout.count("NT_PRSTATUS") == len(threads_snap["tids"])
+    assert "Unknown note type: (0x47424501)" in r.stdout
+
+
+def test_old_note_type_still_reads(gebpf, root, tmp_path):
+    """Snapshots written before the JSON note had its own type used 1: gebpf
+    and the Python package still read them."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "python"))
+    import gebpf as gp
+    new = snap_det(tmp_path, "new.core", ["--at", "snap_here"])
+    data = bytearray(new.read_bytes())
+    at = data.index(b"GEBPF\0") - 4
+    assert data[at:at + 4] == (0x47424501).to_bytes(4, "little")
+    data[at:at + 4] = (1).to_bytes(4, "little")
+    old = tmp_path / "old.core"
+    old.write_bytes(bytes(data))
+    for core in (new, old):
+        r = run_gebpf(["show", str(core)])
+        assert r.returncode == 0 and '"snap_here+0x0"' in r.stdout, r.stderr
+        assert gp.Snapshot.load(str(core)).getMeta("point").startswith("at ")
 
 
 # One fixed environment for the launched program: its size decides how many

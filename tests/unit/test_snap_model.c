@@ -286,3 +286,69 @@ Test(snap_model, bad_files_are_clear_errors, .init = cr_redirect_stderr)
 	unlink(p);
 	unlink(q);
 }
+
+/* The kernel state resume needs (docs/snapshot-format.md, the thread
+ * entries' kernel fields and "process") survives save and load, parts not
+ * captured stay absent, and save(load(x)) is still x. */
+Test(snap_model, kernel_state_roundtrip)
+{
+	char p1[128], p2[128];
+	tmpname(p1, sizeof(p1), "ka");
+	tmpname(p2, sizeof(p2), "kb");
+	struct gb_snapshot *s = build(), *l;
+	struct gb_snap_tstate *ks = &s->threads[1].ks;
+	ks->have = GB_TS_NAME | GB_TS_ROBUST | GB_TS_TID_ADDR | GB_TS_RSEQ | GB_TS_PENDING;
+	strcpy(ks->name, "worker-1");
+	ks->robust_head = 0x7f0000001a20;
+	ks->robust_len = 24;
+	ks->clear_tid = 0x7f0000001a10;
+	ks->rseq_addr = 0x7f0000002060;
+	ks->rseq_len = 32;
+	ks->rseq_sig = 0x53053053;
+	ks->pending.n = 1;
+	ks->pending.lost = 2;
+	ks->pending.info[0][0] = 34;
+	ks->pending.info[0][127] = 0xee;
+	struct gb_snap_pstate *pk = &s->pk;
+	pk->have = GB_PS_UMASK | GB_PS_CWD | GB_PS_RLIMITS | GB_PS_SIGACTS | GB_PS_ITIMERS;
+	pk->umask = 027;
+	pk->cwd = strdup("/tmp/wd");
+	for (int r = 0; r < GB_SNAP_NRLIMITS; r++)
+		pk->rlim[r].cur = pk->rlim[r].max = ~0ull - (uint64_t)r;
+	pk->sigact[9] = (struct gb_snap_sigact){ 0x401665, 0x14000000, 0x401780, 1ull << 13 };
+	pk->itimer[0] = (struct gb_snap_itimer){ 0, 20000, 0, 13114 };
+	pk->posix_timers = 1;
+	cr_assert_eq(gb_snapshot_save(s, p1), 0);
+	cr_assert_eq(gb_snapshot_load(p1, &l, NULL), 0);
+	const struct gb_snap_tstate *lk = &l->threads[1].ks;
+	cr_assert_eq(lk->have, ks->have);
+	cr_assert_eq(l->threads[0].ks.have, 0);
+	cr_assert_str_eq(lk->name, "worker-1");
+	cr_assert_eq(lk->robust_head, ks->robust_head);
+	cr_assert_eq(lk->robust_len, 24);
+	cr_assert_eq(lk->clear_tid, ks->clear_tid);
+	cr_assert_eq(lk->rseq_addr, ks->rseq_addr);
+	cr_assert_eq(lk->rseq_sig, 0x53053053);
+	cr_assert_eq(lk->pending.n, 1);
+	cr_assert_eq(lk->pending.lost, 2);
+	cr_assert_eq(memcmp(lk->pending.info[0], ks->pending.info[0], 128), 0);
+	cr_assert_eq(l->pk.have, pk->have);
+	cr_assert_eq(l->pk.umask, 027);
+	cr_assert_str_eq(l->pk.cwd, "/tmp/wd");
+	cr_assert_eq(l->pk.rlim[15].cur, ~0ull - 15);
+	cr_assert_eq(memcmp(&l->pk.sigact[9], &pk->sigact[9], sizeof(pk->sigact[9])), 0);
+	cr_assert_eq(l->pk.sigact[8].handler, 0);
+	cr_assert_eq(l->pk.itimer[0].val_usec, 13114);
+	cr_assert_eq(l->pk.posix_timers, 1);
+	cr_assert_eq(gb_snapshot_save(l, p2), 0);
+	size_t n1, n2;
+	uint8_t *b1 = slurp(p1, &n1), *b2 = slurp(p2, &n2);
+	cr_assert_eq(n1, n2);
+	cr_assert_eq(memcmp(b1, b2, n1), 0, "save(load(x)) differs from x");
+	free(b1);
+	free(b2);
+	gb_snapshot_free(l);
+	gb_snapshot_free(s);
+	unlink(p1);
+	unlink(p2);
+}

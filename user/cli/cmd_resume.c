@@ -1,11 +1,8 @@
-/* gebpf resume: argv -> edits on the loaded snapshot -> resume room -> the
- * process runs on; gebpf waits for it and exits with its status. */
+/* gebpf resume: argv -> gb_resume_opts -> the resume room (resume/session.c:
+ * load, edit, restore, wait), whose exit code is gebpf's. */
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "cli/cmds.h"
 #include "common/log.h"
@@ -25,7 +22,7 @@ static void usage(FILE *f)
 		"  --poke ADDR=HEX   write bytes (hex digits, two per byte) at ADDR first;\n"
 		"                    repeatable\n"
 		"  -v, --verbose     diagnostics on stderr\n"
-		"Single-threaded snapshots only.  See docs/resume.md.\n");
+		"See docs/resume.md.\n");
 }
 
 int cmd_resume(int argc, char **argv)
@@ -60,37 +57,7 @@ int cmd_resume(int argc, char **argv)
 		gb_err("resume: expected one snapshot file (see gebpf resume --help)");
 		return GB_EXIT_USAGE;
 	}
-	const char *path = argv[optind];
-	char what[4200];
-	struct gb_snapshot *s = NULL;
-	struct gb_tracee t;
-	int rc = GB_EXIT_FAIL;
-	memset(&t, 0, sizeof(t));
-	if (gb_snapshot_load(path, &s, "resume"))
-		goto cleanup;
-	for (size_t i = 0; i < nsets + npokes; i++) {
-		const char *spec = i < nsets ? sets[i] : pokes[i - nsets];
-		if (i < nsets ? gb_resume_edit_reg(s, spec) : gb_resume_edit_poke(s, spec)) {
-			rc = GB_EXIT_USAGE;
-			goto cleanup;
-		}
-	}
-	snprintf(what, sizeof(what), "resume: %s", path);
-	if (gb_resume_restore(s, &t, what))
-		goto cleanup;
-	pid_t pid = t.pid;
-	gb_tracee_detach(&t);
-	int st;
-	if (waitpid(pid, &st, 0) != pid) {
-		gb_err("resume: pid %d: lost the resumed process", pid);
-	} else if (WIFSIGNALED(st)) {
-		gb_err("resume: pid %d: killed by SIG%s", pid, sigabbrev_np(WTERMSIG(st)) ?: "?");
-		rc = 128 + WTERMSIG(st);
-	} else {
-		rc = WEXITSTATUS(st);
-	}
-cleanup:
-	gb_tracee_free(&t);
-	gb_snapshot_free(s);
-	return rc;
+	struct gb_resume_opts ro = { .path = argv[optind], .sets = sets, .nsets = nsets,
+				     .pokes = pokes, .npokes = npokes };
+	return gb_resume_run(&ro);
 }

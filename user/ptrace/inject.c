@@ -70,6 +70,73 @@ static bool is_fault(const struct gb_stop *st)
 				st->sig == SIGFPE);
 }
 
+/* Registers for syscall nr(args) at insn: saved ones with the call set. */
+static struct user_regs_struct call_regs(const struct user_regs_struct *saved, uint64_t insn, long nr,
+					 const uint64_t args[6])
+{
+	struct user_regs_struct r = *saved;
+	r.rax = (unsigned long long)nr;
+	r.rdi = args[0];
+	r.rsi = args[1];
+	r.rdx = args[2];
+	r.r10 = args[3];
+	r.r8 = args[4];
+	r.r9 = args[5];
+	r.rip = insn;
+	/* No syscall-restart processing for the injected call (the thread may
+	 * be stopped inside an interrupted syscall of its own). */
+	r.orig_rax = (unsigned long long)-1;
+	return r;
+}
+
+int gb_inject_syscall_nostep(pid_t tid, uint64_t insn, long nr, const uint64_t args[6], long *ret,
+			     int *pending_sig)
+{
+	struct user_regs_struct saved, r, now;
+	int e = gb_regs_get(tid, &saved);
+	if (e)
+		return e;
+	r = call_regs(&saved, insn, nr, args);
+	if ((e = gb_regs_set(tid, &r)))
+		return e;
+	int result = -EIO;
+	bool entered = false;
+	for (int tries = 0; tries < 16; tries++) {
+		struct gb_stop st;
+		if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
+			return -errno;
+		if ((e = gb_wait(tid, 0, &st, false)))
+			return e;
+		if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED) {
+			gb_wait_putback(&st);
+			return -ESRCH;
+		}
+		if (st.kind == GB_STOP_SYSCALL) {
+			if ((e = gb_regs_get(tid, &now)))
+				return e;
+			bool ours = now.rip == insn + 2 && (long)now.orig_rax == nr;
+			if (entered && st.sys_exit && ours) {
+				*ret = (long)now.rax;
+				result = 0;
+				break;
+			}
+			if (!st.sys_exit && ours) {
+				entered = true;
+				continue;
+			}
+			/* The exit of a syscall the thread was stopped in (an exec
+			 * event's): our registers again. */
+			if (!entered && (e = gb_regs_set(tid, &r)))
+				return e;
+			continue;
+		}
+		if (st.kind == GB_STOP_SIGNAL && !is_fault(&st) && pending_sig && !*pending_sig)
+			*pending_sig = st.sig;
+	}
+	e = gb_regs_set(tid, &saved);
+	return e ? e : result;
+}
+
 int gb_inject_syscall(pid_t tid, uint64_t insn, long nr, const uint64_t args[6], long *ret,
 		      int *pending_sig)
 {
@@ -85,18 +152,7 @@ int gb_inject_syscall_ev(pid_t tid, uint64_t insn, long nr, const uint64_t args[
 	int e = gb_regs_get(tid, &saved);
 	if (e)
 		return e;
-	r = saved;
-	r.rax = (unsigned long long)nr;
-	r.rdi = args[0];
-	r.rsi = args[1];
-	r.rdx = args[2];
-	r.r10 = args[3];
-	r.r8 = args[4];
-	r.r9 = args[5];
-	r.rip = insn;
-	/* No syscall-restart processing for the injected call (the thread may
-	 * be stopped inside an interrupted syscall of its own). */
-	r.orig_rax = (unsigned long long)-1;
+	r = call_regs(&saved, insn, nr, args);
 	e = gb_regs_set(tid, &r);
 	if (e)
 		return e;

@@ -30,5 +30,12 @@ int gb_inject_syscall(pid_t tid, uint64_t insn, long nr, const uint64_t args[6],
  * tracer sees it; 0 when no event stop came). */
 int gb_inject_syscall_ev(pid_t tid, uint64_t insn, long nr, const uint64_t args[6], long *ret,
 			 int *pending_sig, unsigned long *event_msg);
+/* The same through syscall-entry and -exit stops (PTRACE_SYSCALL) instead of
+ * single steps: the thread is left with no single-step state, so a tracer
+ * killed while it holds the thread stopped afterwards leaves it running as
+ * it was (a single step's trap flag would stay set and kill it with SIGTRAP
+ * at its next instruction).  The tracee needs PTRACE_O_TRACESYSGOOD. */
+int gb_inject_syscall_nostep(pid_t tid, uint64_t insn, long nr, const uint64_t args[6], long *ret,
+			     int *pending_sig);
 
 #endif

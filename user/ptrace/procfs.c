@@ -196,6 +196,7 @@ int gb_proc_status(pid_t pid, pid_t tid, struct gb_proc_status *out)
 {
 	char path[96], line[512];
 	memset(out, 0, sizeof(*out));
+	out->umask = -1;
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
 	FILE *f = fopen(path, "re");
 	if (!f)
@@ -228,6 +229,12 @@ int gb_proc_status(pid_t pid, pid_t tid, struct gb_proc_status *out)
 			out->shdpnd = x;
 		else if (!strcmp(line, "SigBlk") && sscanf(v, "%llx", &x) == 1)
 			out->sigblk = x;
+		else if (!strcmp(line, "SigIgn") && sscanf(v, "%llx", &x) == 1)
+			out->sigign = x;
+		else if (!strcmp(line, "SigCgt") && sscanf(v, "%llx", &x) == 1)
+			out->sigcgt = x;
+		else if (!strcmp(line, "Umask") && sscanf(v, "%llo", &x) == 1)
+			out->umask = (int32_t)x;
 	}
 	fclose(f);
 	return out->levels ? 0 : -ESRCH;

@@ -48,6 +48,8 @@ struct gb_proc_status {
 	pid_t ppid;                 /* PPid as we see it */
 	uint32_t uid, gid;
 	uint64_t sigpnd, shdpnd, sigblk;
+	uint64_t sigign, sigcgt;    /* process-wide: ignored, caught */
+	int32_t umask;              /* "Umask:" (octal), -1 when the kernel lacks it */
 	int seccomp;                /* "Seccomp:" 0 none, 1 strict, 2 filter */
 };
 /* /proc/PID/task/TID/status.  0 or -errno (-ESRCH when gone). */

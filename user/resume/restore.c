@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "decode/xsave.h"
 #include "ptrace/inject.h"
 #include "ptrace/maps.h"
 #include "ptrace/mem.h"
@@ -302,55 +301,6 @@ static int set_mm_fields(struct gb_rctx *c, const struct gb_snapshot *s)
 	return 0;
 }
 
-/* The snapshot's x87/SSE/AVX/AVX-512 state, converted from the standard
- * layout it is stored in to this machine's (decode/xsave.h) and written with
- * the kernel's own regset size.  Components this CPU lacks are said, once. */
-static int set_vector_state(struct gb_rctx *c, const struct gb_snap_thread *th)
-{
-	if (!th->xstate)
-		return gb_fpregs_set(c->pid, &th->fpregs);
-	uint8_t *area = NULL;
-	size_t cap = 0, len;
-	int e = gb_xstate_read(c->pid, &area, &cap, &len);
-	uint64_t lost = 0;
-	if (!e && gb_xsave_from_standard(th->xstate, th->xstate_len, area, len, &lost) == 0) {
-		e = gb_xstate_set(c->pid, area, len);
-		if (!e && lost)
-			gb_warn("resume: the snapshot holds XSAVE components 0x%" PRIx64
-				" that this CPU does not enable: they start in their initial state",
-				lost);
-	} else {
-		if (!e)
-			gb_warn("resume: the snapshot's XSAVE area (%zu bytes) is not an XSAVE "
-				"area: restoring x87/SSE state only", th->xstate_len);
-		e = gb_fpregs_set(c->pid, &th->fpregs);
-	}
-	free(area);
-	return e;
-}
-
-/* General registers, a syscall the snapshot's thread was blocked in turned
- * back into its instruction (re-issued on resume), XSAVE state, sigmask. */
-static int set_cpu(struct gb_rctx *c, const struct gb_snap_thread *th)
-{
-	struct user_regs_struct r = th->regs;
-	if (gb_regs_restarting_syscall(&r)) {
-		r.rax = r.orig_rax;
-		r.rip -= 2;
-	}
-	r.orig_rax = (unsigned long long)-1;
-	int e = gb_regs_set(c->pid, &r);
-	if (e)
-		return gb_resume__fail(c, e, "set the registers: %s", strerror(-e));
-	e = set_vector_state(c, th);
-	if (e)
-		return gb_resume__fail(c, e, "set the FPU/vector registers: %s", strerror(-e));
-	uint64_t mask = th->sighold;
-	if (ptrace(PTRACE_SETSIGMASK, c->pid, sizeof(mask), &mask))
-		return gb_resume__fail(c, -errno, "set the signal mask: %s", strerror(errno));
-	return 0;
-}
-
 static const char *helper_exe(const struct gb_snapshot *s)
 {
 	struct stat st;
@@ -364,11 +314,9 @@ static const char *helper_exe(const struct gb_snapshot *s)
 
 int gb_resume_restore(const struct gb_snapshot *s, struct gb_tracee *t, const char *what)
 {
-	struct gb_rctx c = { .what = what };
-	if (s->nthreads != 1)
-		return gb_resume__fail(&c, -ENOTSUP,
-				       "%zu threads: only single-threaded snapshots can be resumed",
-				       s->nthreads);
+	struct gb_rctx c = { .what = what, .snap = s };
+	if (!s->nthreads)
+		return gb_resume__fail(&c, -EINVAL, "the snapshot has no thread");
 	const char *exe = helper_exe(s);
 	char *argv[] = { (char *)exe, NULL };
 	struct gb_launch_opts lo = { .argv = argv };
@@ -392,10 +340,20 @@ int gb_resume_restore(const struct gb_snapshot *s, struct gb_tracee *t, const ch
 		e = set_mm_fields(&c, s);
 	if (!e)
 		e = gb_resume__fds(&c, s);
+	if (!e)
+		e = gb_resume__proc(&c, s);
+	if (!e)
+		e = gb_resume__threads(&c, t, s);
+	if (!e)
+		e = gb_resume__timers(&c, s);
+	if (!e)
+		e = gb_resume__pending(&c, t, s);
 	if (!e) {
 		gb_rsys(&c, SYS_munmap, c.scratch, GB_RSCRATCH_LEN, 0, 0, 0, 0);
-		e = set_cpu(&c, &s->threads[0]);
+		e = gb_resume__cpus(&c, t, s);
 	}
+	if (!e)
+		gb_resume__limits(&c, s);
 	if (e)
 		gb_tracee_kill(t);
 	return e;

@@ -14,7 +14,8 @@
  *   struct gb_tracee t;      gb_resume_restore(s, &t, "resume: FILE");
  *   ... detach (gebpf resume) or hand t to the trace engine (trace --from) ...
  *
- * Single-threaded snapshots only: a snapshot with more threads is refused.
+ * Every thread is rebuilt (rthreads.c), with the process-wide kernel state
+ * (rproc.c).
  */
 #ifndef GB_RESUME_RESUME_H
 #define GB_RESUME_RESUME_H
@@ -37,6 +38,17 @@ int gb_resume_edit_reg(struct gb_snapshot *s, const char *spec);
 /* --poke ADDR=HEX: bytes (hex digits, two per byte) written at ADDR.  0, or
  * -errno with one "gebpf: resume: --poke SPEC: <why>" line. */
 int gb_resume_edit_poke(struct gb_snapshot *s, const char *spec);
+
+/* gebpf resume: load path, apply the --set edits then the --poke ones (in
+ * order), restore, detach and wait.  The exit code: the process's exit
+ * status (128+N when signal N killed it, with one line), GB_EXIT_USAGE for a
+ * bad edit, GB_EXIT_FAIL when it could not be rebuilt. */
+struct gb_resume_opts {
+	const char *path;
+	const char *const *sets, *const *pokes;
+	size_t nsets, npokes;
+};
+int gb_resume_run(const struct gb_resume_opts *o);
 
 /* trace --from SNAP: load path and restore it into *t; *vt is the snapshot's
  * vt (0 when it has none).  0, or -1 with a "gebpf: ..." line printed. */

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ptrace/tracee.h"
 #include "snap/snapshot.h"
 
 #define GB_RSCRATCH_LEN (16 * 1024ull)
@@ -17,6 +18,7 @@ struct gb_rctx {
 	uint64_t insn;          /* a syscall instruction of the tracee (its vDSO) */
 	uint64_t scratch;       /* GB_RSCRATCH_LEN bytes of the tracee, or 0 */
 	const char *what;       /* the context of failure messages */
+	const struct gb_snapshot *snap;
 };
 
 /* One "gebpf: WHAT: <fmt>" line; returns e (-EIO when e is not negative). */
@@ -27,10 +29,35 @@ int gb_resume__fail(struct gb_rctx *c, int e, const char *fmt, ...)
  * injection that failed also gives -errno). */
 long gb_rsys(struct gb_rctx *c, long nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
 	     uint64_t a4, uint64_t a5);
+/* The same in thread tid of the tracee. */
+long gb_rsys_in(struct gb_rctx *c, pid_t tid, long nr, uint64_t a0, uint64_t a1, uint64_t a2,
+		uint64_t a3, uint64_t a4, uint64_t a5);
 /* Copy len bytes into the scratch area at off: their tracee address, or 0. */
 uint64_t gb_rput(struct gb_rctx *c, size_t off, const void *buf, size_t len);
 
 /* Reopen the snapshot's fds in the tracee (docs/resume.md, "Files"). */
 int gb_resume__fds(struct gb_rctx *c, const struct gb_snapshot *s);
+
+/* rthreads.c: the snapshot's other threads cloned in the helper (each added
+ * to *t, stopped), and every thread's kernel state: clear_child_tid, robust
+ * list, alternate stack, name, rseq; glibc's cached tids set to the new
+ * ones.  Needs the scratch area. */
+int gb_resume__threads(struct gb_rctx *c, struct gb_tracee *t, const struct gb_snapshot *s);
+/* The signals that were queued (per thread, then the process's), queued
+ * again with their siginfo while every thread blocks all (needs the
+ * scratch area). */
+int gb_resume__pending(struct gb_rctx *c, const struct gb_tracee *t, const struct gb_snapshot *s);
+/* Registers, XSAVE state and signal mask of every thread; a thread blocked
+ * in a system call set to make it again as the kernel would after a signal
+ * (docs/resume.md, "Threads in a system call"). */
+int gb_resume__cpus(struct gb_rctx *c, const struct gb_tracee *t, const struct gb_snapshot *s);
+
+/* rproc.c: the process-wide kernel state.  Before the threads: umask, cwd,
+ * signal dispositions; at the end: interval timers (needs the scratch
+ * area), then resource limits (set by gebpf with prlimit) and the one line
+ * saying what could not be restored. */
+int gb_resume__proc(struct gb_rctx *c, const struct gb_snapshot *s);
+int gb_resume__timers(struct gb_rctx *c, const struct gb_snapshot *s);
+void gb_resume__limits(struct gb_rctx *c, const struct gb_snapshot *s);
 
 #endif

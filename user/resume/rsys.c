@@ -6,14 +6,20 @@
 #include "ptrace/inject.h"
 #include "ptrace/mem.h"
 
-long gb_rsys(struct gb_rctx *c, long nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
-	     uint64_t a4, uint64_t a5)
+long gb_rsys_in(struct gb_rctx *c, pid_t tid, long nr, uint64_t a0, uint64_t a1, uint64_t a2,
+		uint64_t a3, uint64_t a4, uint64_t a5)
 {
 	const uint64_t args[6] = { a0, a1, a2, a3, a4, a5 };
 	long ret = 0;
 	int pending = 0;
-	int e = gb_inject_syscall(c->pid, c->insn, nr, args, &ret, &pending);
+	int e = gb_inject_syscall(tid, c->insn, nr, args, &ret, &pending);
 	return e ? e : ret;
+}
+
+long gb_rsys(struct gb_rctx *c, long nr, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
+	     uint64_t a4, uint64_t a5)
+{
+	return gb_rsys_in(c, c->pid, nr, a0, a1, a2, a3, a4, a5);
 }
 
 uint64_t gb_rput(struct gb_rctx *c, size_t off, const void *buf, size_t len)

@@ -1,8 +1,9 @@
 /* Capture: a stopped gb_tracee -> struct gb_snapshot.
  *
  * Registers (general, FXSAVE, XSAVE), the stop's siginfo, signal masks per
- * thread; the maps; exe, auxv, fds, psinfo; then stack traces unwound from
- * the snapshot itself (stack.c).
+ * thread, and the kernel state resume needs (kstate.h); the maps; exe,
+ * auxv, fds, psinfo; then stack traces unwound from the snapshot itself
+ * (stack.c).
  *
  * Memory is not read here: the maps are classified (bytes or none, sparse or
  * not) and a source (source.h) remembers where the bytes are, the stopped
@@ -35,6 +36,7 @@
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
 #include "snap/cow.h"
+#include "snap/kstate.h"
 #include "snap/proc.h"
 #include "snap/source.h"
 
@@ -116,6 +118,12 @@ static int capture_thread(pid_t host_pid, const struct gb_thread *th, struct gb_
 	t->tid = st.nspid;
 	t->sigpend = st.sigpnd | st.shdpnd;
 	t->sighold = st.sigblk;
+	/* Inside sigsuspend/ppoll/pselect, SigBlk is the call's temporary mask;
+	 * PTRACE_GETSIGMASK gives the one the thread goes back to (the saved
+	 * mask), which is the thread's own. */
+	uint64_t mask;
+	if (ptrace(PTRACE_GETSIGMASK, th->tid, sizeof(mask), &mask) == 0)
+		t->sighold = mask;
 	if ((r = gb_regs_get(th->tid, &t->regs)) || (r = gb_fpregs_get(th->tid, &t->fpregs)))
 		return r;
 	/* The XSAVE area in the standard layout that gdb and kernel cores on
@@ -135,13 +143,37 @@ static int capture_thread(pid_t host_pid, const struct gb_thread *th, struct gb_
 		free(t->xstate);
 		t->xstate = NULL;
 	}
+	/* The signal of the stop only when one is being delivered to the
+	 * program (a signal-delivery-stop, re-injected when the tracee goes
+	 * on); the tracer's own stops (interrupt, breakpoint, step) are
+	 * written as gcore writes a live process: no signal, a SIGSTOP-shaped
+	 * siginfo (si_code SI_KERNEL), so gdb does not say "terminated with
+	 * signal SIGTRAP". */
 	siginfo_t si;
 	memset(&si, 0, sizeof(si));
-	if (ptrace(PTRACE_GETSIGINFO, th->tid, 0, &si) == 0) {
-		memcpy(t->siginfo, &si, sizeof(t->siginfo));
+	if (th->pending_sig && ptrace(PTRACE_GETSIGINFO, th->tid, 0, &si) == 0 &&
+	    si.si_signo == th->pending_sig) {
 		t->cursig = si.si_signo;
+	} else {
+		memset(&si, 0, sizeof(si));
+		si.si_signo = SIGSTOP;
+		si.si_code = SI_KERNEL;
+		t->cursig = 0;
 	}
+	memcpy(t->siginfo, &si, sizeof(t->siginfo));
 	return 0;
+}
+
+/* A launched process run to the start of a symbol ("at ADDR (NAME)", NAME
+ * without an offset: snap --at SYMBOL) arrives there for the first time:
+ * no instruction of a range that begins at NAME has run yet, so its vt is 0
+ * (docs/snapshot-format.md, meta.vt).  Anywhere else (an attach, an address,
+ * NAME+OFF) gebpf does not know how many have. */
+static bool first_arrival(const struct gb_tracee *tr, const struct gb_snap_point *pt)
+{
+	const char *p = pt && pt->point ? pt->point : "";
+	const char *name = strstr(p, " (");
+	return tr->launched && !strncmp(p, "at 0x", 5) && name && !strchr(name, '+');
 }
 
 int gb_snapshot_capture(struct gb_tracee *tr, const struct gb_snap_point *pt,
@@ -168,14 +200,19 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 	s->meta.kernel = strdup(uname(&u) == 0 ? u.release : "");
 	s->meta.point = strdup(pt && pt->point ? pt->point : "attach");
 	s->meta.vt = pt ? pt->vt : -1;
+	if (s->meta.vt < 0 && first_arrival(tr, pt))
+		s->meta.vt = 0;
 
 	s->threads = calloc(tr->nthreads ? tr->nthreads : 1, sizeof(*s->threads));
 	if (!s->threads) {
 		r = gb_fail(-ENOMEM, "pid %d: out of memory", tr->pid);
 		goto cleanup;
 	}
+	struct gb_snap_kctx kc;
+	struct gb_thread *first = NULL;
+	gb_snap__kstate_begin(&kc, tr->pid);
 	for (size_t i = 0; i < tr->nthreads; i++) {
-		const struct gb_thread *th = &tr->threads[i];
+		struct gb_thread *th = &tr->threads[i];
 		if (th->exited)
 			continue;
 		if (!th->stopped) {
@@ -189,6 +226,9 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 				 r == -ESRCH ? "exited during the capture" : strerror(-r));
 			goto cleanup;
 		}
+		gb_snap__kstate_thread(&kc, th, t);
+		if (!first)
+			first = th;
 		if (pt && pt->tid == th->tid)
 			s->meta.tid = t->tid;
 	}
@@ -197,6 +237,7 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 		goto cleanup;
 	}
 
+	gb_snap__kstate_proc(&kc, first, s);
 	r = gb_proc_fill(tr->pid, s);
 	if (!r)
 		r = gb_maps_read(tr->pid, &maps);

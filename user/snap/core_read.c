@@ -112,7 +112,7 @@ static int on_note(struct reader *rd, const char *owner, uint32_t type, const ui
 	struct gb_snapshot *s = rd->s;
 	struct gb_snap_thread *t = last_thread(rd);
 	if (!strcmp(owner, "GEBPF")) {
-		if (type == NT_GEBPF_JSON) {
+		if (type == NT_GEBPF_JSON || type == NT_GEBPF_JSON_V1) {
 			rd->json = (const char *)d;
 			rd->json_len = len;
 		}

@@ -5,7 +5,7 @@
  *   Elf64_Phdr[1 + nmaps]           PT_NOTE, then one PT_LOAD per map in address order
  *   notes                           NT_PRPSINFO; per thread NT_PRSTATUS, NT_FPREGSET,
  *                                   NT_X86_XSTATE (LINUX), NT_SIGINFO; NT_AUXV; NT_FILE;
- *                                   GEBPF type 1 (the JSON note)
+ *                                   GEBPF NT_GEBPF_JSON (the JSON note)
  *   ".shstrtab" bytes, Elf64_Shdr[3] null, ".note0" (= PT_NOTE), ".shstrtab"
  *   zero padding to a 4096 boundary
  *   each readable map's bytes, in address order (all-zero pages are holes)

@@ -81,6 +81,7 @@ char *gb_snap__json_build(const struct gb_snapshot *s, size_t *len)
 		cJSON_AddNumberToObject(o, "index", (double)i);
 		cJSON_AddNumberToObject(o, "tid", t->tid);
 		cJSON_AddNumberToObject(o, "signal", t->cursig);
+		gb_snap__json_tstate(o, &t->ks);
 		cJSON_AddItemToArray(threads, o);
 		cJSON_AddItemToArray(regs, build_regs(&t->regs));
 	}
@@ -131,6 +132,7 @@ char *gb_snap__json_build(const struct gb_snapshot *s, size_t *len)
 	cJSON *vars = cJSON_AddObjectToObject(root, "vars");
 	for (size_t i = 0; i < s->nvars; i++)
 		cJSON_AddStringToObject(vars, s->vars[i].key, s->vars[i].value);
+	cJSON_AddItemToObject(root, "process", gb_snap__json_pstate(&s->pk));
 
 	char *text = cJSON_PrintUnformatted(root);
 	cJSON_Delete(root);
@@ -282,6 +284,12 @@ int gb_snap__json_apply(struct gb_snapshot *s, const char *json, size_t len, con
 	const cJSON *threads = cJSON_GetObjectItemCaseSensitive(root, "threads");
 	if (!cJSON_IsArray(threads) || (size_t)cJSON_GetArraySize(threads) != s->nthreads) {
 		r = bad(path, "\"threads\" does not list one entry per NT_PRSTATUS");
+		goto cleanup;
+	}
+	for (size_t i = 0; i < s->nthreads; i++)
+		gb_snap__json_tstate_apply(cJSON_GetArrayItem(threads, (int)i), &s->threads[i].ks);
+	if (gb_snap__json_pstate_apply(cJSON_GetObjectItemCaseSensitive(root, "process"), &s->pk)) {
+		r = gb_fail(-ENOMEM, "%s: out of memory", path);
 		goto cleanup;
 	}
 	r = apply_maps(s, cJSON_GetObjectItemCaseSensitive(root, "maps"), path);

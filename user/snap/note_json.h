@@ -6,9 +6,13 @@
 
 #include "snap/snapshot.h"
 
-/* Note types of the core (writer and reader): the GEBPF note's, and the
- * kernel's that older headers lack. */
-#define NT_GEBPF_JSON 1
+/* Note types of the core (writer and reader): the GEBPF note's ("GBE" and
+ * 1, ASCII like the kernel's NT_SIGINFO "SIGI" and NT_FILE "FILE"; files
+ * before it used 1, NT_PRSTATUS's number, which readers keying on the type
+ * alone misread: the reader still accepts it), and the kernel's that older
+ * headers lack. */
+#define NT_GEBPF_JSON 0x47424501
+#define NT_GEBPF_JSON_V1 1
 #ifndef NT_SIGINFO
 #define NT_SIGINFO 0x53494749
 #endif
@@ -24,6 +28,15 @@ struct gb_snap_regdesc {
 };
 extern const struct gb_snap_regdesc gb_snap__regs[];
 extern const size_t gb_snap__nregs;
+
+struct cJSON;
+/* The kernel state parts (note_kstate.c): a thread entry's fields added to
+ * object o / read from it; the "process" object built / read into pk (0, or
+ * -1 on ENOMEM). */
+void gb_snap__json_tstate(struct cJSON *o, const struct gb_snap_tstate *ks);
+void gb_snap__json_tstate_apply(const struct cJSON *o, struct gb_snap_tstate *ks);
+struct cJSON *gb_snap__json_pstate(const struct gb_snap_pstate *pk);
+int gb_snap__json_pstate_apply(const struct cJSON *o, struct gb_snap_pstate *pk);
 
 /* The note's text for s (compact, fixed key order, no trailing NUL counted);
  * uses each map's core_off and sha256.  malloc'd, NULL on ENOMEM. */

@@ -32,6 +32,7 @@ void gb_snapshot_free(struct gb_snapshot *s)
 	free(s->meta.arch);
 	free(s->meta.platform);
 	free(s->exe);
+	free(s->pk.cwd);
 	for (size_t i = 0; i < s->nthreads; i++) {
 		struct gb_snap_thread *t = &s->threads[i];
 		free(t->xstate);

@@ -34,6 +34,35 @@ struct gb_snap_frame {
 	char *symbol;              /* "main+0x1c", "module+0x1234", or NULL */
 };
 
+/* A thread's kernel state that is not registers, for resume (kstate.c).
+ * Each part is valid when its GB_TS_* bit is in have: old snapshots and
+ * targets under seccomp (nothing is injected into those) lack some. */
+enum {
+	GB_TS_NAME = 1 << 0,       /* name (/proc/PID/task/TID/comm) */
+	GB_TS_ROBUST = 1 << 1,     /* robust_head/len (get_robust_list) */
+	GB_TS_RSEQ = 1 << 2,       /* rseq_* (PTRACE_GET_RSEQ_CONFIGURATION) */
+	GB_TS_TID_ADDR = 1 << 3,   /* clear_tid (injected prctl PR_GET_TID_ADDRESS) */
+	GB_TS_ALTSTACK = 1 << 4,   /* ss_* (injected sigaltstack) */
+	GB_TS_PENDING = 1 << 5,    /* pending (PTRACE_PEEKSIGINFO of its own queue) */
+};
+/* Queued signals kept per thread / per process: more are counted, not kept. */
+#define GB_SNAP_NPEND 8
+struct gb_snap_pending {
+	uint32_t n, lost;
+	uint8_t info[GB_SNAP_NPEND][128];     /* siginfo_t, queue order */
+};
+struct gb_snap_tstate {
+	uint32_t have;
+	char name[16];
+	uint64_t robust_head, robust_len;     /* head 0: none registered */
+	uint64_t clear_tid;                   /* set_tid_address / CLONE_CHILD_CLEARTID; 0: none */
+	uint64_t rseq_addr;                   /* 0: not registered */
+	uint32_t rseq_len, rseq_sig;
+	uint64_t ss_sp, ss_size;
+	int32_t ss_flags;                     /* SS_DISABLE: no alternate stack */
+	struct gb_snap_pending pending;       /* signals queued for this thread */
+};
+
 struct gb_snap_thread {
 	int32_t tid;
 	struct user_regs_struct regs;        /* incl. fs_base, gs_base */
@@ -45,6 +74,7 @@ struct gb_snap_thread {
 	uint64_t sigpend, sighold;           /* pending / blocked masks (signals 1..64) */
 	struct gb_snap_frame *frames;        /* innermost first */
 	size_t nframes;
+	struct gb_snap_tstate ks;            /* kernel state for resume */
 };
 
 struct gb_snap_map {
@@ -91,6 +121,36 @@ struct gb_snap_meta {
 	char *arch, *platform;     /* "amd64", "linux" */
 };
 
+/* The process's kernel state that is not memory, for resume (kstate.c);
+ * each part valid when its GB_PS_* bit is in have. */
+enum {
+	GB_PS_UMASK = 1 << 0,      /* /proc/PID/status Umask */
+	GB_PS_CWD = 1 << 1,        /* /proc/PID/cwd */
+	GB_PS_RLIMITS = 1 << 2,    /* prlimit */
+	GB_PS_SIGACTS = 1 << 3,    /* injected rt_sigaction(sig, NULL, &old) */
+	GB_PS_ITIMERS = 1 << 4,    /* injected getitimer */
+	GB_PS_PENDING = 1 << 5,    /* pending (PTRACE_PEEKSIGINFO_SHARED) */
+};
+#define GB_SNAP_NRLIMITS 16
+#define GB_SNAP_NSIG 64
+struct gb_snap_sigact {            /* the kernel's struct sigaction (x86-64) */
+	uint64_t handler, flags, restorer, mask;
+};
+struct gb_snap_itimer {            /* struct itimerval: interval, then value */
+	uint64_t int_sec, int_usec, val_sec, val_usec;
+};
+struct gb_snap_pstate {
+	uint32_t have;
+	uint32_t umask;
+	char *cwd;
+	struct { uint64_t cur, max; } rlim[GB_SNAP_NRLIMITS];
+	struct gb_snap_sigact sigact[GB_SNAP_NSIG];   /* signal n at [n - 1]; SIG_DFL = all 0 */
+	struct gb_snap_itimer itimer[3];              /* ITIMER_REAL, _VIRTUAL, _PROF */
+	uint32_t posix_timers;     /* timer_create timers (/proc/PID/timers): not restored */
+	uint32_t children;         /* child processes (/proc/PID/task/TID/children): not restored */
+	struct gb_snap_pending pending;  /* signals queued for the process */
+};
+
 /* What NT_PRPSINFO says. */
 struct gb_snap_psinfo {
 	char state;                /* /proc state letter: 't' under ptrace */
@@ -104,6 +164,7 @@ struct gb_snap_psinfo {
 struct gb_snapshot {
 	struct gb_snap_meta meta;
 	struct gb_snap_psinfo ps;
+	struct gb_snap_pstate pk;            /* kernel state for resume */
 	char *exe;
 	struct gb_snap_thread *threads;      /* index order: [0] is the first thread */
 	size_t nthreads;
