@@ -16,6 +16,7 @@
 #include "common/grow.h"
 #include "common/log.h"
 #include "ptrace/inject.h"
+#include "snap/clonestub.h"
 #include "ptrace/maps.h"
 #include "ptrace/tracee.h"
 #include "snap/proc.h"
@@ -56,20 +57,25 @@ int gb_snap_cow_fork(struct gb_tracee *t, pid_t *child)
 	if (!insn) {
 		return gb_snap_cow_none(t->pid, -ENOENT, "no syscall instruction found in its code");
 	}
-	const uint64_t args[6] = { CLONE_PARENT, 0, 0, 0, 0, 0 }; /* exit signal 0 */
 	long ret = 0;
-	unsigned long msg = 0;
-	r = gb_inject_syscall_ev(th->tid, insn, SYS_clone, args, &ret, &th->pending_sig, &msg);
+	pid_t c = 0;
+	r = gb_snap_clone_stub(t->pid, th->tid, insn, &ret, &c, &th->pending_sig);
+	if (r == -EINTR) {
+		/* It finishes the stub on its own once detached. */
+		th->stopped = false;
+		return gb_fail(-EINTR, "pid %d: interrupted while making the copy", t->pid);
+	}
 	if (r) {
-		return gb_snap_cow_none(t->pid, r, "injecting clone: %s", strerror(-r));
+		return gb_snap_cow_none(t->pid, r, "running the clone: %s", strerror(-r));
 	}
 	if (ret < 0) {
 		return gb_snap_cow_none(t->pid, (int)ret, "clone: %s", strerror((int)-ret));
 	}
-	pid_t c = (pid_t)msg;
 	if (c <= 0) {
 		return gb_snap_cow_none(t->pid, -EPROTO, "the clone was not reported to the tracer");
 	}
+	/* Its first stop, before its first instruction (which would be the
+	 * stub's exit_group: it is never let run). */
 	int status;
 	while (waitpid(c, &status, __WALL) < 0)
 		if (errno != EINTR) {
