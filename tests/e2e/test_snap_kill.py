@@ -64,7 +64,7 @@ class Busy:
                 if sum(1 for ln in f if ln == want) > self.usr1:
                     break
             if time.monotonic() > deadline:
-                return "does not answer SIGUSR1 (state %s)" % proc_state(self.pid)
+                return "does not answer SIGUSR1 (%s)" % thread_states(self.pid)
             time.sleep(0.01)
         self.usr1 += 1
         self.p.stdin.write("check\n")
@@ -102,17 +102,34 @@ def pids():
     return [int(d) for d in os.listdir("/proc") if d.isdigit()]
 
 
-def descendants(root):
-    """Pids below root (its worker)."""
-    kids = {}
+def in_session(sid):
+    """Live processes of session sid (gebpf runs in a session of its own:
+    its worker, forked at any moment, is in it too)."""
+    out = []
     for p in pids():
-        kids.setdefault(ppid_of(p), []).append(p)
-    out, todo = [], [root]
-    while todo:
-        for c in kids.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
+        try:
+            with open("/proc/%d/stat" % p) as f:
+                s = f.read()
+        except OSError:
+            continue
+        f = s[s.rindex(")") + 2:].split()
+        if int(f[3]) == sid and f[0] != "Z":
+            out.append(p)
     return out
+
+
+def thread_states(pid):
+    """State, tracer and signal masks of each thread, for a failure message."""
+    out = []
+    try:
+        for t in sorted(os.listdir("/proc/%d/task" % pid)):
+            with open("/proc/%d/task/%s/status" % (pid, t)) as f:
+                kv = dict(ln.split(":", 1) for ln in f if ":" in ln)
+            out.append("%s %s" % (t, " ".join("%s=%s" % (k, kv[k].strip()) for k in
+                                              ("State", "TracerPid", "SigPnd", "ShdPnd", "SigBlk"))))
+    except OSError:
+        pass
+    return "; ".join(out)
 
 
 def copies_of(exe, keep):
@@ -184,8 +201,6 @@ def test_sigkill_during_capture_never_harms_the_target(tmp_path, how):
         known.add(g.pid)
         at = rng.uniform(0, 1.5 * freeze) if rng.random() < 0.6 else rng.uniform(0, span)
         time.sleep(at)
-        below = descendants(g.pid)
-        known.update(below)
         if how == "group":
             os.killpg(g.pid, signal.SIGKILL)
         else:
@@ -194,7 +209,11 @@ def test_sigkill_during_capture_never_harms_the_target(tmp_path, how):
         g.stderr.close()
         # The worker (after a kill of gebpf alone) ends the capture first.
         deadline = time.monotonic() + 20
-        while any(proc_state(p) not in ("gone", "Z") for p in below):
+        while True:
+            left = in_session(g.pid)
+            known.update(left)
+            if not left:
+                break
             assert time.monotonic() < deadline, "gebpf's worker still runs 20 s after the kill"
             time.sleep(0.01)
         what = t.check()

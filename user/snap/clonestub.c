@@ -1,6 +1,7 @@
 /* The copy's clone from a stub page: see clonestub.h. */
 #include "snap/clonestub.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -16,10 +17,12 @@
 
 #include "common/page.h"
 #include "ptrace/inject.h"
+#include "ptrace/maps.h"
 #include "ptrace/regs.h"
 #include "ptrace/wait.h"
 
-#define DATA_OFF 512
+#define DATA_OFF 160                  /* the code is shorter */
+#define STUB_LEN (DATA_OFF + 8 * D_N)
 #define ERESTARTSYS 512
 #define ERESTARTNOINTR 513
 #define ERESTARTNOHAND 514
@@ -30,7 +33,7 @@
 enum { D_ALL, D_MASK, D_FLAGS, D_RAX, D_RCX, D_R11, D_RDI, D_RSI, D_RDX, D_R10, D_R8, D_RSP, D_RIP, D_N };
 
 struct code {
-	uint8_t b[DATA_OFF + 8 * D_N];
+	uint8_t b[STUB_LEN];
 	size_t n;
 	size_t mask_end, clone_end, restore_end; /* offsets after each syscall */
 };
@@ -256,47 +259,101 @@ static int run(pid_t tid, int memfd, uint64_t page, const struct code *c,
 	return -EIO;
 }
 
+/* Where the stub can go without a syscall: the zeros that pad the vDSO
+ * image to its last page (after its last section header and segment), which
+ * nothing executes or reads.  Writing there gives the process a private
+ * copy of that page, same bytes once they are put back.  0 when the vDSO
+ * has too little room (or is not there). */
+static uint64_t vdso_slack(pid_t pid, int memfd)
+{
+	struct gb_maps maps;
+	uint64_t at = 0;
+	if (gb_maps_read(pid, &maps))
+		return 0;
+	for (size_t i = 0; i < maps.n && !at; i++) {
+		const struct gb_map *m = &maps.v[i];
+		Elf64_Ehdr eh;
+		if (strcmp(m->path, "[vdso]") ||
+		    pread(memfd, &eh, sizeof(eh), (off_t)m->start) != (ssize_t)sizeof(eh) ||
+		    memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_phentsize != sizeof(Elf64_Phdr))
+			continue;
+		uint64_t end = eh.e_shoff + (uint64_t)eh.e_shnum * eh.e_shentsize;
+		for (unsigned k = 0; k < eh.e_phnum; k++) {
+			Elf64_Phdr ph;
+			off_t o = (off_t)(m->start + eh.e_phoff + k * sizeof(ph));
+			if (pread(memfd, &ph, sizeof(ph), o) != (ssize_t)sizeof(ph))
+				goto next;
+			if (ph.p_offset + ph.p_filesz > end)
+				end = ph.p_offset + ph.p_filesz;
+		}
+		uint64_t want = (m->end - STUB_LEN) & ~15ull;
+		if (want >= m->start + end + 64)
+			at = want;
+	next:;
+	}
+	gb_maps_free(&maps);
+	return at;
+}
+
 int gb_snap_clone_stub(pid_t pid, pid_t tid, uint64_t insn, long *ret, pid_t *child, int *pending_sig)
 {
 	struct user_regs_struct r0;
 	struct code c;
-	uint64_t d[D_N];
+	uint8_t orig[STUB_LEN];
+	uint64_t d[D_N], mask, at;
 	char path[64];
 	long mret;
-	int e, fd = -1;
+	int e = 0;
+	bool mapped = false;
 	*ret = 0;
 	*child = 0;
-	uint64_t mask;
 	if ((e = gb_regs_get(tid, &r0)))
 		return e;
 	if (ptrace(PTRACE_GETSIGMASK, tid, sizeof(mask), &mask))
 		return -errno;
-	const uint64_t margs[6] = { 0, GB_PAGE_SIZE, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
-				    (uint64_t)-1, 0 };
-	if ((e = gb_inject_syscall(tid, insn, SYS_mmap, margs, &mret, pending_sig)))
-		return e;
-	if (mret < 0 && mret >= -4095)
-		return (int)mret;
-	uint64_t page = (uint64_t)mret;
+	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	at = vdso_slack(pid, fd);
+	if (at && pread(fd, orig, sizeof(orig), (off_t)at) != (ssize_t)sizeof(orig))
+		at = 0;
+	if (!at) {
+		/* No room there: a page of its own (its mmap and munmap are
+		 * injected the usual way: not crash-safe, clonestub.h). */
+		const uint64_t margs[6] = { 0, GB_PAGE_SIZE, PROT_READ | PROT_EXEC,
+					    MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0 };
+		if ((e = gb_inject_syscall(tid, insn, SYS_mmap, margs, &mret, pending_sig)) ||
+		    (mret < 0 && mret >= -4095 && (e = (int)mret))) {
+			close(fd);
+			return e;
+		}
+		at = (uint64_t)mret;
+		mapped = true;
+	}
 	build(&c);
+	if (c.n > DATA_OFF)
+		e = -EOVERFLOW; /* cannot be: DATA_OFF is too small */
 	fill_data(d, &r0, mask);
 	memcpy(c.b + DATA_OFF, d, sizeof(d));
-	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
-		e = -errno;
-	else if (pwrite(fd, c.b, DATA_OFF + sizeof(d), (off_t)page) != (ssize_t)(DATA_OFF + sizeof(d)))
+	if (!e && pwrite(fd, c.b, STUB_LEN, (off_t)at) != (ssize_t)STUB_LEN)
 		e = -EIO;
 	if (!e)
-		e = run(tid, fd, page, &c, &r0, ret, child, pending_sig);
-	if (fd >= 0)
+		e = run(tid, fd, at, &c, &r0, ret, child, pending_sig);
+	if (e == -ESRCH || e == -EINTR) {
 		close(fd);
-	if (e == -ESRCH || e == -EINTR)
 		return e; /* gone, or left to finish the stub on its own */
+	}
 	if (e)
 		gb_regs_set(tid, &r0); /* back where it was */
-	const uint64_t uargs[6] = { page, GB_PAGE_SIZE, 0, 0, 0, 0 };
-	long uret;
-	int u = gb_inject_syscall(tid, insn, SYS_munmap, uargs, &uret, pending_sig);
-	return e ? e : u;
+	if (mapped) {
+		const uint64_t uargs[6] = { at, GB_PAGE_SIZE, 0, 0, 0, 0 };
+		long uret;
+		int u = gb_inject_syscall(tid, insn, SYS_munmap, uargs, &uret, pending_sig);
+		e = e ? e : u;
+	} else if (pwrite(fd, orig, sizeof(orig), (off_t)at) != (ssize_t)sizeof(orig) && !e) {
+		e = -EIO;
+	}
+	close(fd);
+	return e;
 }

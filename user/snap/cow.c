@@ -158,7 +158,11 @@ int gb_snap_cow_freeze_maps(pid_t pid, const struct gb_snapshot *s, const struct
 	for (size_t i = 0; i < s->nmaps; i++) {
 		const struct gb_snap_map *m = &s->maps[i];
 		const struct vma_flags *f = plan_find(plan, m->start);
-		freeze[i] = m->live && (m->perms[3] == 's' || (f ? f->dc || f->wf : m->sparse));
+		/* The vDSO's padding holds the clone's stub while the copy is
+		 * made (clonestub.h): its bytes come from the process, where
+		 * they are put back at once. */
+		freeze[i] = m->live && (m->perms[3] == 's' || (f ? f->dc || f->wf : m->sparse) ||
+					!strcmp(m->path, "[vdso]"));
 		n += freeze[i];
 	}
 	gb_snap_cow_plan__free(own);
