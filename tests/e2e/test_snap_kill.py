@@ -19,6 +19,7 @@ GEBPF_SNAP_KILL_MIB (default 256) is the target's size.
 """
 import os
 import random
+import shutil
 import signal
 import subprocess
 import time
@@ -37,9 +38,9 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (ptrace of
 class Busy:
     """snap_busy MIB LOG, checked on demand."""
 
-    def __init__(self, log):
+    def __init__(self, log, mib=MIB):
         self.log = log
-        self.p = subprocess.Popen([prog_path("snap_busy"), str(MIB), log], stdin=subprocess.PIPE,
+        self.p = subprocess.Popen([prog_path("snap_busy"), str(mib), log], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True)
         line = self.p.stdout.readline()
         assert line.startswith("ready "), line
@@ -49,13 +50,14 @@ class Busy:
     def alive(self):
         return self.p.poll() is None
 
+    def died(self):
+        rc = self.p.wait(timeout=10)
+        return "killed by %s" % signal.Signals(-rc).name if rc < 0 else "exited %d" % rc
+
     def check(self):
         """None when the process is well, else what is wrong."""
-        if proc_state(self.pid) == "Z":
-            self.p.wait(timeout=10)
-        if not self.alive():
-            rc = self.p.returncode
-            return "killed by %s" % signal.Signals(-rc).name if rc < 0 else "exited %d" % rc
+        if proc_state(self.pid) == "Z" or not self.alive():
+            return self.died()
         os.kill(self.pid, signal.SIGUSR1)
         want = "usr1 %d\n" % self.pid
         deadline = time.monotonic() + 10
@@ -67,16 +69,24 @@ class Busy:
                 return "does not answer SIGUSR1 (%s)" % thread_states(self.pid)
             time.sleep(0.01)
         self.usr1 += 1
-        self.p.stdin.write("check\n")
-        self.p.stdin.flush()
+        try:
+            self.p.stdin.write("check\n")
+            self.p.stdin.flush()
+        except BrokenPipeError:
+            return self.died()
         got = self.p.stdout.readline().split()
+        if not got and not self.alive():
+            return self.died()
         if not got or got[0] != "ok":
             return "memory check: %s" % (" ".join(got) or "no answer")
         return None
 
     def end(self):
         if self.alive():
-            self.p.stdin.close()
+            try:
+                self.p.stdin.close()
+            except BrokenPipeError:
+                pass
             self.p.wait(timeout=30)
 
 
@@ -133,19 +143,25 @@ def thread_states(pid):
 
 
 def copies_of(exe, keep):
-    """Processes other than keep running exe (zombies excluded)."""
-    found = []
-    for p in pids():
-        if p == keep:
-            continue
-        try:
-            if os.readlink("/proc/%d/exe" % p) != exe:
+    """Processes other than keep of image exe (zombies excluded), with their
+    state; a copy on its way out (the stub's exit_group, or the SIGKILL of
+    PTRACE_O_EXITKILL, a few ms after its tracer died) is given a second."""
+    deadline = time.monotonic() + 1
+    while True:
+        found = []
+        for p in pids():
+            if p == keep:
                 continue
-        except OSError:
-            continue
-        if proc_state(p) != "Z":
-            found.append(p)
-    return found
+            try:
+                if os.readlink("/proc/%d/exe" % p) != exe:
+                    continue
+            except OSError:
+                continue
+            if proc_state(p) != "Z":
+                found.append(p)
+        if not found or time.monotonic() > deadline:
+            return ["%d (%s)" % (p, thread_states(p)) for p in found]
+        time.sleep(0.02)
 
 
 def reap_zombie_copies(known):
@@ -222,7 +238,7 @@ def test_sigkill_during_capture_never_harms_the_target(tmp_path, how):
             what = (what + "; " if what else "") + "%d copies of it run (pids %s)" % (
                 len(dups), dups)
             for d in dups:
-                os.kill(d, signal.SIGKILL)
+                os.kill(int(d.split()[0]), signal.SIGKILL)
         if what:
             harmed.append("run %d (kill at %.0f ms): %s" % (run, at * 1e3, what))
         time.sleep(0.02)
@@ -236,3 +252,46 @@ def test_sigkill_during_capture_never_harms_the_target(tmp_path, how):
           "seed %d, harmed %d" % (how, KILLS, took, span * 1e3, freeze * 1e3, seed, len(harmed)))
     assert not harmed, "%d of %d kills harmed the target (seed %d):\n%s" % (
         len(harmed), KILLS, seed, "\n".join(harmed))
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="needs strace (its syscall fault injection)")
+def test_sigkill_of_the_worker_at_every_ptrace_call(tmp_path):
+    """The same, deterministically: strace kills gebpf's worker (the tracer)
+    at its first ptrace call, then at its second, and so on until a capture
+    makes no more ptrace calls than that: every step of the attach, of the
+    clone made through the stub and of the release."""
+    exe = prog_path("snap_busy")
+    log = str(tmp_path / "busy.log")
+    out = os.path.join(out_dir(tmp_path), "gebpf-snap-kill-%d.core" % os.getpid())
+    t = Busy(log, mib=16)
+    known = {t.pid}
+    harmed = []
+    n = 0
+    for n in range(1, 1000):
+        if not t.alive():
+            t = Busy(log, mib=16)
+            known.add(t.pid)
+        r = subprocess.run(["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=ptrace",
+                            "-e", "inject=ptrace:signal=KILL:when=%d" % n,
+                            gebpf_path(), "snap", "-p", str(t.pid), "-o", out],
+                           capture_output=True, text=True, timeout=120)
+        what = t.check()
+        dups = copies_of(exe, t.pid)
+        if dups:
+            what = (what + "; " if what else "") + "copies of it run (pids %s)" % dups
+            for d in dups:
+                os.kill(int(d.split()[0]), signal.SIGKILL)
+        if what:
+            harmed.append("killed at ptrace call %d: %s" % (n, what))
+        time.sleep(0.02)
+        reap_zombie_copies(known)
+        if os.path.exists(out):
+            os.unlink(out)
+        if r.returncode == 0:
+            break  # the whole capture made fewer calls than n
+    t.end()
+    reap_zombie_copies(known)
+    print("snap worker killed at each of %d ptrace calls: harmed %d" % (n - 1, len(harmed)))
+    assert n > 10, "strace's injection did not stop gebpf: %s" % r.stderr
+    assert not harmed, "%d of %d kills harmed the target:\n%s" % (len(harmed), n - 1,
+                                                                   "\n".join(harmed))
