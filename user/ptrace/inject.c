@@ -73,14 +73,6 @@ static bool is_fault(const struct gb_stop *st)
 int gb_inject_syscall(pid_t tid, uint64_t insn, long nr, const uint64_t args[6], long *ret,
 		      int *pending_sig)
 {
-	return gb_inject_syscall_ev(tid, insn, nr, args, ret, pending_sig, NULL);
-}
-
-int gb_inject_syscall_ev(pid_t tid, uint64_t insn, long nr, const uint64_t args[6], long *ret,
-			 int *pending_sig, unsigned long *event_msg)
-{
-	if (event_msg)
-		*event_msg = 0;
 	struct user_regs_struct saved, r;
 	int e = gb_regs_get(tid, &saved);
 	if (e)
@@ -127,8 +119,6 @@ int gb_inject_syscall_ev(pid_t tid, uint64_t insn, long nr, const uint64_t args[
 				return e;
 			continue;
 		}
-		if (st.kind == GB_STOP_EVENT && event_msg && !*event_msg)
-			*event_msg = st.msg;
 		/* A fault the thread took before it stopped (e.g. at an armed
 		 * page trap) is regenerated when its instruction re-runs: drop
 		 * it.  Anything sent to it is kept for later delivery. */

@@ -5,6 +5,11 @@
  *
  * The syscall instruction used is an existing one: a `0f 05` in the vDSO,
  * else in another executable mapping of the process.
+ *
+ * The syscall is single-stepped: a tracer killed meanwhile leaves the
+ * thread with the trap flag set and the injected registers (it dies).  What
+ * must survive a killed tracer must run from code that needs no tracer to
+ * finish (gebpf snap's clone does).
  */
 #ifndef GB_PTRACE_INJECT_H
 #define GB_PTRACE_INJECT_H
@@ -24,11 +29,5 @@ uint64_t gb_inject_find_syscall(pid_t pid, int (*avoid)(void *ctx, uint64_t page
  * *pending_sig was 0) for the caller to deliver later. */
 int gb_inject_syscall(pid_t tid, uint64_t insn, long nr, const uint64_t args[6], long *ret,
 		      int *pending_sig);
-/* The same, and when the syscall stops at a ptrace event (PTRACE_EVENT_CLONE,
- * _FORK, _VFORK of a clone/fork with the matching PTRACE_O_TRACE* option),
- * *event_msg receives its PTRACE_GETEVENTMSG (the new task's pid as the
- * tracer sees it; 0 when no event stop came). */
-int gb_inject_syscall_ev(pid_t tid, uint64_t insn, long nr, const uint64_t args[6], long *ret,
-			 int *pending_sig, unsigned long *event_msg);
 
 #endif

@@ -3,13 +3,11 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "common/bound.h"
@@ -49,9 +47,11 @@ int gb_snap_cow_fork(struct gb_tracee *t, pid_t *child)
 	if (r) {
 		return gb_snap_cow_none(t->pid, r, "%s", strerror(-r));
 	}
-	/* A filter could answer clone with a kill: do not try. */
-	if (st.seccomp == 2) {
-		return gb_snap_cow_none(t->pid, -EPERM, "it runs under a seccomp filter");
+	/* A filter could answer clone with a kill, and strict mode kills on
+	 * the stub's rt_sigprocmask: do not try. */
+	if (st.seccomp) {
+		return gb_snap_cow_none(t->pid, -EPERM, st.seccomp == 1 ? "it runs in seccomp strict mode"
+							       : "it runs under a seccomp filter");
 	}
 	uint64_t insn = gb_inject_find_syscall(t->pid, 0, 0);
 	if (!insn) {
