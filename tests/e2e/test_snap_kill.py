@@ -70,6 +70,8 @@ class Busy:
                 if sum(1 for ln in f if ln == want) > self.usr1:
                     break
             if time.monotonic() > deadline:
+                if proc_state(self.pid) == "Z":
+                    return self.died()
                 return "does not answer SIGUSR1 (%s)" % thread_states(self.pid)
             time.sleep(0.01)
         self.usr1 += 1
