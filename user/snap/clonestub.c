@@ -131,7 +131,7 @@ static void fill_data(uint64_t *d, const struct user_regs_struct *r, uint64_t ma
 static bool is_fault(const struct gb_stop *st)
 {
 	return st->code > 0 && (st->sig == SIGSEGV || st->sig == SIGBUS || st->sig == SIGILL ||
-				st->sig == SIGFPE || st->sig == SIGTRAP);
+				st->sig == SIGFPE);
 }
 
 /* The signal to resume a stop with: a signal sent to the thread is kept
@@ -223,9 +223,10 @@ static int run(pid_t tid, int memfd, uint64_t page, const struct code *c,
 				*child = (pid_t)st.msg;
 			break;
 		case GB_STOP_SIGNAL:
-			if (is_fault(&st))
-				return -EFAULT; /* cannot be: the stub is wrong */
-			sig = keep_signal(&st, pending_sig);
+			/* A fault the thread took before it stopped comes back
+			 * when its instruction re-runs: drop it (one in the stub
+			 * would come back each time, until the tries run out). */
+			sig = is_fault(&st) ? 0 : keep_signal(&st, pending_sig);
 			break;
 		case GB_STOP_SYSCALL:
 			if ((e = gb_regs_get(tid, &now)))
@@ -315,8 +316,16 @@ int gb_snap_clone_stub(pid_t pid, pid_t tid, uint64_t insn, long *ret, pid_t *ch
 	int fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
+	build(&c);
+	if (c.n > DATA_OFF) {
+		close(fd);
+		return -EOVERFLOW; /* cannot be: DATA_OFF is too small */
+	}
+	fill_data(d, &r0, mask);
+	memcpy(c.b + DATA_OFF, d, sizeof(d));
 	at = vdso_slack(pid, fd);
-	if (at && pread(fd, orig, sizeof(orig), (off_t)at) != (ssize_t)sizeof(orig))
+	if (at && (pread(fd, orig, sizeof(orig), (off_t)at) != (ssize_t)sizeof(orig) ||
+		   pwrite(fd, c.b, STUB_LEN, (off_t)at) != (ssize_t)STUB_LEN))
 		at = 0;
 	if (!at) {
 		/* No room there: a page of its own (its mmap and munmap are
@@ -330,22 +339,16 @@ int gb_snap_clone_stub(pid_t pid, pid_t tid, uint64_t insn, long *ret, pid_t *ch
 		}
 		at = (uint64_t)mret;
 		mapped = true;
+		if (pwrite(fd, c.b, STUB_LEN, (off_t)at) != (ssize_t)STUB_LEN)
+			e = -EIO;
 	}
-	build(&c);
-	if (c.n > DATA_OFF)
-		e = -EOVERFLOW; /* cannot be: DATA_OFF is too small */
-	fill_data(d, &r0, mask);
-	memcpy(c.b + DATA_OFF, d, sizeof(d));
-	if (!e && pwrite(fd, c.b, STUB_LEN, (off_t)at) != (ssize_t)STUB_LEN)
-		e = -EIO;
 	if (!e)
 		e = run(tid, fd, at, &c, &r0, ret, child, pending_sig);
-	if (e == -ESRCH || e == -EINTR) {
+	/* Gone, or left to finish the stub on its own (the stub stays). */
+	if (e == -ESRCH || e == -EINTR || (e && gb_regs_set(tid, &r0))) {
 		close(fd);
-		return e; /* gone, or left to finish the stub on its own */
+		return e;
 	}
-	if (e)
-		gb_regs_set(tid, &r0); /* back where it was */
 	if (mapped) {
 		const uint64_t uargs[6] = { at, GB_PAGE_SIZE, 0, 0, 0, 0 };
 		long uret;
