@@ -269,6 +269,17 @@ def judge_snap(rdir, exp, env):
     # The memory must have come from the injected copy-on-write clone.
     if not any("copy-on-write copy pid" in l for l in c.err):
         return ("fail", "snap: no copy-on-write copy: %s" % c.gebpf_line())
+    # The copy made from a running process's thread blocked in nanosleep
+    # (smoke.sh 2c), which then runs to its end.
+    a = Check(rdir, "snap_attach")
+    bad = a.failed_run()
+    if bad:
+        return bad
+    if not any("copy-on-write copy pid" in l for l in a.err):
+        return ("fail", "snap -p: no copy-on-write copy: %s" % a.gebpf_line())
+    st = (read(os.path.join(rdir, "snap_attach.target"), "") or "").strip()
+    if st != "0":
+        return ("fail", "kmsleep, snapshotted while blocked in nanosleep, then exited %s" % (st or "?"))
     r = Check(rdir, "read")
     bad = r.failed_run()
     if bad:

@@ -27,7 +27,7 @@ flush() {
 	for f in "$O"/*; do
 		n=${f##*/}
 		case "$sent" in *" $n "*) continue ;; esac
-		[ -f "$f" ] && [ "$n" != snap.core ] && [ "$n" != mt.core ] || continue
+		[ -f "$f" ] && [ "$n" != snap.core ] && [ "$n" != mt.core ] && [ "$n" != snap_attach.core ] || continue
 		{
 			echo "@@KM-FILE $n $(sha256sum <"$f" | cut -d' ' -f1)"
 			base64 "$f"
@@ -71,7 +71,9 @@ run trace_pages 30 "$G" trace --trap pages --range "$WORK_START-$WORK_LAST" -o "
 run trace_jit 30 "$G" trace -v --trap probes --engine jit --range "$WORK_START-$WORK_LAST" -o "$O/trace_jit.jsonl" -- "$P/kmtrace"
 
 # (2) snapshot at a PC, then read bytes back from it.  The bytes come from a
-# copy-on-write copy (an injected clone(CLONE_PARENT), exit signal 0): -v says so.
+# copy-on-write copy (clone(CLONE_PARENT), exit signal 0, run from a stub in
+# the vDSO's padding through PTRACE_SYSCALL stops, with PTRACE_GETSIGMASK and
+# PTRACE_INTERRUPT at a syscall stop): -v says so.
 rm -f "$O/snap.core"
 run snap 30 "$G" snap -v --at "$AFTER_WORK" -o "$O/snap.core" -- "$P/kmtrace"
 if [ -s "$O/snap.core" ]; then
@@ -97,6 +99,18 @@ run snap_mt 30 "$G" snap -p "$kp" -o "$O/mt.core"
 wait "$kp"
 [ -s "$O/mt.core" ] && run resume_mt 30 "$G" resume "$O/mt.core"
 rm -f "$O/mt.core"
+flush
+
+# (2d) the same copy made from a thread of a running process blocked in
+# nanosleep (the stub's way back restarts it: restart_syscall): kmsleep must
+# then run to its end and exit 0 (snap_attach.target: its exit status)
+"$P/kmsleep" &
+kp=$!
+sleep 0.2
+run snap_attach 30 "$G" snap -v -p "$kp" -o "$O/snap_attach.core"
+rm -f "$O/snap_attach.core"
+wait "$kp"
+echo $? >"$O/snap_attach.target"
 flush
 
 # (3) the same range with page faults (BPF tp_btf/page_fault_user)

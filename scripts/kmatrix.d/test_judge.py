@@ -54,6 +54,8 @@ def write_good(d):
         "trace_jit.err": "gebpf: trace: jit: 2 runs, 3 stops, 20 instructions translated-run, 3 blocks\n",
         "snap.rc": "0\n",
         "snap.err": "gebpf: snap: freeze 2.0 ms (registers, maps, copy-on-write copy pid 9); the process runs again\n", "snap.head": ELF_CORE_HEAD,
+        "snap_attach.rc": "0\n", "snap_attach.target": "0\n",
+        "snap_attach.err": "gebpf: snap: freeze 1.0 ms (registers, maps, copy-on-write copy pid 12); the process runs again\n",
         "read.rc": "0\n", "read.err": "",
         "read.out": "0x0000000000406000  67 65 62 70 66 2d 6b 6d 61 74 72 69 78 2d 6f 6b  |gebpf-kmatrix-ok|\n",
         "resume.rc": "0\n", "resume.err": "", "resume.jsonl": RESUMED,
@@ -122,6 +124,12 @@ def test_snap_without_the_copy_on_write_copy_fails(good):
     line = "gebpf: warning: snap: pid 2: no copy-on-write copy (clone: Invalid argument): capturing with the process stopped"
     put(good, "snap.err", line + "\n")
     assert verdicts(good)["snap"] == ("fail", "snap: no copy-on-write copy: " + line)
+
+
+def test_snap_attach_target_killed_fails(good):
+    put(good, "snap_attach.target", "133\n")
+    assert verdicts(good)["snap"] == (
+        "fail", "kmsleep, snapshotted while blocked in nanosleep, then exited 133")
 
 
 def test_missing_kernel_feature_is_a_skip_with_gebpfs_line(good):

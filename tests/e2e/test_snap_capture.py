@@ -274,17 +274,30 @@ def test_gebpf_killed_mid_capture(gebpf, root, tmp_path, mode):
     reap_copies(t.pid)
 
 
-def test_output_dir_checked_before_the_target_stops(gebpf, root, tmp_path):
+@pytest.mark.parametrize("case", ["no-dir", "dir", "dir-slash", "empty"])
+def test_output_checked_before_the_target_stops(gebpf, root, tmp_path, case):
+    """An output that cannot be a file fails before anything is stopped (-v
+    shows no freeze): a missing directory, an existing directory (with or
+    without a final slash), an empty name (a usage error)."""
+    out, rc, why = {
+        "no-dir": (str(tmp_path / "no" / "x.core"), 1, "cannot create a file there"),
+        "dir": (str(tmp_path), 1, "is a directory"),
+        "dir-slash": (str(tmp_path / "sub") + "/", 1, "is a directory"),
+        "empty": ("", 2, "empty file name"),
+    }[case]
     t = Target("regions")
     try:
-        r = subprocess.run([gebpf, "snap", "-p", str(t.pid), "-o", str(tmp_path / "no" / "x.core")],
+        r = subprocess.run([gebpf, "snap", "-v", "-p", str(t.pid), "-o", out],
                            capture_output=True, text=True, timeout=60)
-        assert r.returncode == 1 and "cannot create a file there" in r.stderr, r.stderr
+        assert r.returncode == rc and why in r.stderr, r.stderr
+        assert len(r.stderr.splitlines()) == 1 and "freeze" not in r.stderr, r.stderr
         st = open("/proc/%d/status" % t.pid).read()
         assert re.search(r"^TracerPid:\s+0$", st, re.M)
         assert t.report() == ["sigchld", "0", "children", "0"]
+        assert os.listdir(tmp_path) == [], os.listdir(tmp_path)
     finally:
         t.end()
+    assert reap_copies(t.pid) == []
 
 
 def test_untouched_30_gib_costs_nothing(gebpf, root, tmp_path):

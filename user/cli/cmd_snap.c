@@ -1,39 +1,15 @@
-/* gebpf snap: a deterministic snapshot as an ELF core + JSON note.
- * argv -> opts -> ptrace room (launch/attach, run-to) -> snap room.
- * Order: freeze (attach, capture with a copy-on-write copy), release the
- * target, copy the bytes from the copy, sync (docs/snap.md). */
+/* gebpf snap: argv -> struct gb_snap_opts -> gb_snap_session_run()
+ * (snap/session.h; docs/snap.md). */
 #include <errno.h>
 #include <getopt.h>
-#include <inttypes.h>
-#include <libgen.h>
-#include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "cli/cmds.h"
 #include "common/log.h"
 #include "common/parse.h"
-#include "common/sigflag.h"
-#include "ptrace/runto.h"
-#include "ptrace/tracee.h"
-#include "snap/cow.h"
-#include "snap/launch.h"
-#include "snap/point.h"
-#include "snap/snapshot.h"
+#include "snap/session.h"
 #include "sym/syms.h"
-
-struct snap_opts {
-	pid_t pid;
-	char **argv;              /* launch mode */
-	const char *at, *out;
-	struct gb_range_spec at_spec;   /* --at: an address or [MODULE:]SYMBOL */
-	uint64_t after;
-	bool has_after, aslr, pidns, fix_random, kill_after, no_fork, verbose;
-};
 
 static void usage(FILE *f)
 {
@@ -74,7 +50,7 @@ static int parse_at(const char *at, struct gb_range_spec *spec)
 	return 0;
 }
 
-static int parse(int argc, char **argv, struct snap_opts *o)
+static int parse(int argc, char **argv, struct gb_snap_opts *o)
 {
 	enum { O_AT = 256, O_AFTER, O_ASLR, O_NOPIDNS, O_KEEPRAND, O_KILL, O_NOFORK };
 	static const struct option lo[] = {
@@ -137,186 +113,11 @@ static int parse(int argc, char **argv, struct snap_opts *o)
 	return 0;
 }
 
-/* The address of --at in pid (sym/syms.h resolves the symbol); a bare-hex
- * name that no symbol has is an address. */
-static int resolve_at(pid_t pid, const struct snap_opts *o, uint64_t *addr, char *point,
-		      size_t plen)
-{
-	char what[300];
-	uint64_t hex = 0;
-	bool sym = o->at_spec.kind == GB_RANGE_SYM;
-	bool hex_ok = sym && !o->at_spec.module[0] && gb_parse_hex(o->at, &hex) == 0;
-	struct gb_range_spec r;
-	snprintf(what, sizeof(what), "snap: --at %s", o->at);
-	if (gb_sym_range_resolve(&o->at_spec, pid, &r, hex_ok ? NULL : what)) {
-		if (!hex_ok)
-			return -1;
-		sym = false;
-		r.start = hex;
-	}
-	*addr = r.start;
-	if (sym)
-		snprintf(point, plen, "at 0x%" PRIx64 " (%s)", *addr, o->at);
-	else
-		snprintf(point, plen, "at 0x%" PRIx64, *addr);
-	return 0;
-}
-
-static void default_out(const struct snap_opts *o, char *buf, size_t len)
-{
-	if (o->pid) {
-		snprintf(buf, len, "snap-%d.core", o->pid);
-	} else {
-		const char *b = strrchr(o->argv[0], '/');
-		snprintf(buf, len, "snap-%s.core", b ? b + 1 : o->argv[0]);
-	}
-}
-
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* Let the target go: detach (a launched program runs on; its pid goes to
- * *wait_pid), or kill a launched one when asked or when things failed. */
-static void release(const struct snap_opts *o, struct gb_tracee *t, bool ok, bool *have, pid_t *wait_pid)
-{
-	if (!*have)
-		return;
-	*have = false;
-	if (o->argv && (!ok || o->kill_after || gb_sigflag_stop())) {
-		gb_tracee_kill(t);
-		return;
-	}
-	*wait_pid = t->launched && !t->exited ? t->pid : 0;
-	gb_tracee_detach(t);
-}
-
 int cmd_snap(int argc, char **argv)
 {
-	struct snap_opts o;
-	struct gb_tracee t;
-	struct gb_snapshot *s = NULL;
-	struct gb_snap_save_stats st = { 0 };
-	char point[320] = "attach", outbuf[300], *dir = NULL;
-	const char *outdir;
-	pid_t init = 0, wait_pid = 0;
-	int ret = GB_EXIT_FAIL, r;
-	bool have_tracee = false;
-	struct gb_snap_rng rng, *det = NULL;
-	struct gb_snap_cow_plan *plan = NULL;
-	double t0, t_freeze;
-
-	r = parse(argc, argv, &o);
+	struct gb_snap_opts o;
+	int r = parse(argc, argv, &o);
 	if (r)
 		return r > 0 ? GB_EXIT_OK : GB_EXIT_USAGE;
-	if (!o.out) {
-		default_out(&o, outbuf, sizeof(outbuf));
-		o.out = outbuf;
-	}
-	if (o.verbose)
-		gb_log_set_verbose(true);
-	dir = strdup(o.out);
-	if (!dir)
-		return GB_EXIT_FAIL;
-	/* Fail before stopping anything when the file cannot be written. */
-	/* dirname may return a static "." instead of changing dir. */
-	outdir = dirname(dir);
-	if (access(outdir, W_OK | X_OK)) {
-		gb_err("snap: %s: cannot create a file there: %s", o.out, strerror(errno));
-		free(dir);
-		return GB_EXIT_FAIL;
-	}
-	gb_sigflag_install();
-	t0 = now_ms();
-	if (o.argv) {
-		init = gb_snap_launch_env(o.pidns);
-		struct gb_launch_opts lo = { .argv = o.argv, .aslr = o.aslr };
-		if (gb_tracee_launch(&lo, &t))
-			goto cleanup;
-		have_tracee = true;
-		if (o.fix_random) {
-			gb_snap_rng_init(&rng);
-			det = &rng;
-			if ((r = gb_snap_fix_random(t.pid, det)))
-				gb_warn("snap: %s: cannot fix the AT_RANDOM bytes: %s", o.argv[0], strerror(-r));
-		}
-		snprintf(point, sizeof(point), "exec");
-	} else {
-		/* What the copy-on-write copy will lack, read before stopping. */
-		if (!o.no_fork)
-			plan = gb_snap_cow_plan__read(o.pid);
-		t0 = now_ms();
-		if (gb_tracee_attach(o.pid, &t))
-			goto cleanup;
-		have_tracee = true;
-	}
-
-	pid_t tid = t.threads[0].tid;
-	if (o.at) {
-		uint64_t addr;
-		if (resolve_at(t.pid, &o, &addr, point, sizeof(point)))
-			goto cleanup;
-		r = det ? gb_snap_run_to_det(&t, tid, addr, det) : gb_run_to(&t, tid, addr);
-		if (r) {
-			gb_err("snap: pid %d: %s before reaching %s", t.pid,
-			       r == -ESRCH ? "the process exited" : r == -EINTR ? "interrupted" : strerror(-r),
-			       o.at);
-			goto cleanup;
-		}
-		gb_snap_collect_threads(&t);
-	} else if (o.has_after) {
-		uint64_t done;
-		r = gb_snap_step_det(&t, tid, o.after, &done, det);
-		if (r) {
-			gb_err("snap: pid %d: %s after %" PRIu64 " of %" PRIu64 " instructions", t.pid,
-			       r == -ESRCH ? "the process exited" : r == -EINTR ? "interrupted" : strerror(-r),
-			       done, o.after);
-			goto cleanup;
-		}
-		snprintf(point, sizeof(point), "after %" PRIu64, o.after);
-	}
-
-	struct gb_snap_point pt = { .tid = o.at || o.has_after || o.argv ? tid : 0, .vt = -1, .point = point };
-	if (o.has_after)
-		pt.vt = (int64_t)o.after;
-	/* A launched program was stopped for us anyway: its freeze is the capture. */
-	if (o.argv)
-		t0 = now_ms();
-	struct gb_snap_capture_opts co = { .fork = !o.no_fork, .scratch_dir = outdir, .plan = plan };
-	if (gb_snapshot_capture_opts(&t, &pt, &co, &s))
-		goto cleanup;
-	if (co.forked) {
-		release(&o, &t, true, &have_tracee, &wait_pid);
-		t_freeze = now_ms() - t0;
-		gb_info("snap: freeze %.1f ms (registers, maps, copy-on-write copy pid %d); the process runs again",
-			t_freeze, gb_snapshot_source_pid(s));
-	}
-	if (gb_snapshot_save_stats(s, o.out, &st))
-		goto cleanup;
-	if (!co.forked) {
-		release(&o, &t, true, &have_tracee, &wait_pid);
-		t_freeze = now_ms() - t0;
-		gb_info("snap: freeze %.1f ms (no copy: stopped until the file was written)", t_freeze);
-	}
-	gb_info("snap: copy %.1f ms (%.1f MiB of maps, %.1f MiB written, %.0f MiB/s)", st.copy_s * 1e3,
-		(double)st.bytes / 1048576.0, (double)st.written / 1048576.0,
-		st.copy_s > 0 ? (double)st.bytes / 1048576.0 / st.copy_s : 0.0);
-	gb_info("snap: sync %.1f ms (fsync, link into place)", st.sync_s * 1e3);
-	printf("%s\n", o.out);
-	fflush(stdout);
-	ret = GB_EXIT_OK;
-cleanup:
-	gb_snapshot_free(s);
-	release(&o, &t, ret == GB_EXIT_OK, &have_tracee, &wait_pid);
-	/* A launched program runs on to its end. */
-	while (wait_pid > 0 && waitpid(wait_pid, NULL, 0) < 0 && errno == EINTR)
-		if (gb_sigflag_stop())
-			kill(wait_pid, SIGKILL);
-	gb_snap_launch_env_end(init);
-	gb_snap_cow_plan__free(plan);
-	free(dir);
-	return ret;
+	return gb_snap_session_run(&o);
 }

@@ -5,6 +5,11 @@
  *
  * The syscall instruction used is an existing one: a `0f 05` in the vDSO,
  * else in another executable mapping of the process.
+ *
+ * The syscall is single-stepped: a tracer killed meanwhile leaves the
+ * thread with the trap flag set and the injected registers (it dies).  What
+ * must survive a killed tracer must run from code that needs no tracer to
+ * finish (gebpf snap's clone does).
  */
 #ifndef GB_PTRACE_INJECT_H
 #define GB_PTRACE_INJECT_H

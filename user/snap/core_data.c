@@ -12,6 +12,7 @@
 
 #include <openssl/evp.h>
 
+#include "common/sigflag.h"
 #include "snap/source.h"
 
 #define NJOB 64
@@ -27,6 +28,7 @@ struct job {
 
 struct gb_core_data {
 	int fd;
+	bool interruptible;
 	uint8_t *bufs[GB_CORE_DATA_NBUF];
 	bool busy[GB_CORE_DATA_NBUF];
 	struct job q[NJOB];
@@ -112,12 +114,13 @@ static int get_buf(struct gb_core_data *d)
 	return b;
 }
 
-struct gb_core_data *gb_core_data__new(int fd)
+struct gb_core_data *gb_core_data__new(int fd, bool interruptible)
 {
 	struct gb_core_data *d = calloc(1, sizeof(*d));
 	if (!d)
 		return NULL;
 	d->fd = fd;
+	d->interruptible = interruptible;
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, NULL);
 	d->md = EVP_MD_CTX_new();
@@ -217,6 +220,10 @@ int gb_core_data__copy(struct gb_core_data *d, struct gb_snapshot *s, struct gb_
 		uint64_t len = size - off < GB_SNAP_SRC_CHUNK ? size - off : GB_SNAP_SRC_CHUNK;
 		struct job j = { .len = len, .buf = -1 };
 		bool holes = false;
+		if (d->interruptible && gb_sigflag_stop()) {
+			r = -EINTR; /* Ctrl-C, SIGTERM: no file (docs/snap.md) */
+			break;
+		}
 		if (m->data) {
 			j.p = m->data + off;
 			got += (int64_t)(len / GB_PAGE_SIZE);

@@ -20,7 +20,9 @@ struct gb_core_data_stats {
 	uint64_t written, bytes;   /* non-zero bytes written; map bytes */
 };
 
-struct gb_core_data *gb_core_data__new(int fd);
+/* interruptible: a Ctrl-C/SIGTERM (common/sigflag.h) makes the copy of a
+ * map return -EINTR. */
+struct gb_core_data *gb_core_data__new(int fd, bool interruptible);
 /* Copy m (with bytes) at m->core_off.  0; 1 when no page of a map that is
  * not sparse could be read (it then has no bytes: the caller lays out
  * again); -errno.  m->sha256 is final after gb_core_data__drain. */

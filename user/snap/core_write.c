@@ -269,7 +269,7 @@ static int write_core(int fd, struct gb_snapshot *s, struct gb_snap_save_stats *
 	struct buf notes = { 0 }, head = { 0 };
 	struct layout L = { 0 };
 	struct gb_core_data_stats cs = { 0 };
-	struct gb_core_data *d = gb_core_data__new(fd);
+	struct gb_core_data *d = gb_core_data__new(fd, st && st->interruptible);
 	char *json = NULL;
 	size_t jlen = 0;
 	int r = 0;
@@ -354,7 +354,8 @@ static int write_core(int fd, struct gb_snapshot *s, struct gb_snap_save_stats *
 	}
 cleanup:
 	if (r)
-		gb_err("%s: %s", path, r == -ESRCH ? "the process exited during the copy" : strerror(-r));
+		gb_err("%s: %s", path, r == -ESRCH ? "the process exited during the copy" :
+				       r == -EINTR ? "interrupted: no file written" : strerror(-r));
 	gb_core_data__free(d);
 	free(json);
 	free(notes.p);

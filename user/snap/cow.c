@@ -3,19 +3,18 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "common/bound.h"
 #include "common/grow.h"
 #include "common/log.h"
 #include "ptrace/inject.h"
+#include "snap/clonestub.h"
 #include "ptrace/maps.h"
 #include "ptrace/tracee.h"
 #include "snap/proc.h"
@@ -48,28 +47,35 @@ int gb_snap_cow_fork(struct gb_tracee *t, pid_t *child)
 	if (r) {
 		return gb_snap_cow_none(t->pid, r, "%s", strerror(-r));
 	}
-	/* A filter could answer clone with a kill: do not try. */
-	if (st.seccomp == 2) {
-		return gb_snap_cow_none(t->pid, -EPERM, "it runs under a seccomp filter");
+	/* A filter could answer clone with a kill, and strict mode kills on
+	 * the stub's rt_sigprocmask: do not try. */
+	if (st.seccomp) {
+		return gb_snap_cow_none(t->pid, -EPERM, st.seccomp == 1 ? "it runs in seccomp strict mode"
+							       : "it runs under a seccomp filter");
 	}
 	uint64_t insn = gb_inject_find_syscall(t->pid, 0, 0);
 	if (!insn) {
 		return gb_snap_cow_none(t->pid, -ENOENT, "no syscall instruction found in its code");
 	}
-	const uint64_t args[6] = { CLONE_PARENT, 0, 0, 0, 0, 0 }; /* exit signal 0 */
 	long ret = 0;
-	unsigned long msg = 0;
-	r = gb_inject_syscall_ev(th->tid, insn, SYS_clone, args, &ret, &th->pending_sig, &msg);
+	pid_t c = 0;
+	r = gb_snap_clone_stub(t->pid, th->tid, insn, &ret, &c, &th->pending_sig);
+	if (r == -EINTR) {
+		/* It finishes the stub on its own once detached. */
+		th->stopped = false;
+		return gb_fail(-EINTR, "pid %d: interrupted while making the copy", t->pid);
+	}
 	if (r) {
-		return gb_snap_cow_none(t->pid, r, "injecting clone: %s", strerror(-r));
+		return gb_snap_cow_none(t->pid, r, "running the clone: %s", strerror(-r));
 	}
 	if (ret < 0) {
 		return gb_snap_cow_none(t->pid, (int)ret, "clone: %s", strerror((int)-ret));
 	}
-	pid_t c = (pid_t)msg;
 	if (c <= 0) {
 		return gb_snap_cow_none(t->pid, -EPROTO, "the clone was not reported to the tracer");
 	}
+	/* Its first stop, before its first instruction (which would be the
+	 * stub's exit_group: it is never let run). */
 	int status;
 	while (waitpid(c, &status, __WALL) < 0)
 		if (errno != EINTR) {
@@ -152,7 +158,11 @@ int gb_snap_cow_freeze_maps(pid_t pid, const struct gb_snapshot *s, const struct
 	for (size_t i = 0; i < s->nmaps; i++) {
 		const struct gb_snap_map *m = &s->maps[i];
 		const struct vma_flags *f = plan_find(plan, m->start);
-		freeze[i] = m->live && (m->perms[3] == 's' || (f ? f->dc || f->wf : m->sparse));
+		/* The vDSO's padding holds the clone's stub while the copy is
+		 * made (clonestub.h): its bytes come from the process, where
+		 * they are put back at once. */
+		freeze[i] = m->live && (m->perms[3] == 's' || (f ? f->dc || f->wf : m->sparse) ||
+					!strcmp(m->path, "[vdso]"));
 		n += freeze[i];
 	}
 	gb_snap_cow_plan__free(own);

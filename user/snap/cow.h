@@ -1,12 +1,13 @@
-/* The copy-on-write copy of a stopped process: a clone injected into one of
- * its threads (through an existing `syscall` instruction, so no atfork
- * handler runs) that holds the memory as it was and never runs user code.
+/* The copy-on-write copy of a stopped process: a clone made by one of its
+ * threads from a stub (clonestub.h: no libc, so no atfork handler runs)
+ * that holds the memory as it was and never runs the program's code.
  *
  * clone(CLONE_PARENT, exit signal 0): the copy is a child of the target's
  * parent, not of the target, and its end sends no signal, so the program
  * sees neither a SIGCHLD nor a child to wait for.  It starts in a ptrace
  * stop (auto-attached through PTRACE_O_TRACECLONE) and gets
- * PTRACE_O_EXITKILL: if gebpf dies, so does the copy. */
+ * PTRACE_O_EXITKILL: if gebpf dies, so does the copy (and if gebpf dies
+ * before that, the stub makes it exit). */
 #ifndef GB_SNAP_COW_H
 #define GB_SNAP_COW_H
 

@@ -241,6 +241,8 @@ const struct gb_snap_map *gb_snapshot_find_map(const struct gb_snapshot *s, uint
  * lives until gb_snapshot_free).  Times of the copy and the sync phases go
  * to *st when not NULL. */
 struct gb_snap_save_stats {
+	bool interruptible;        /* in: a Ctrl-C/SIGTERM (common/sigflag.h) ends
+				    * the copy, -EINTR and no file (gebpf snap) */
 	double copy_s, sync_s;
 	uint64_t bytes, written;   /* map bytes, and non-zero bytes written */
 };

@@ -1,0 +1,43 @@
+/* The clone that makes the copy-on-write copy (cow.h), run from a stub page
+ * mapped into the target for the purpose, so that neither the copy nor the
+ * thread it is made from ever depends on gebpf being alive:
+ *
+ *   rt_sigprocmask(SIG_SETMASK, &all, &old)   old: below the red zone
+ *   clone(CLONE_PARENT, exit signal 0)
+ *   child:  exit_group(0)                     the copy never returns
+ *   parent: rt_sigprocmask(SIG_SETMASK, &old, NULL)
+ *           popfq, the thread's own registers back, jmp to where it was
+ *
+ * The copy is born with every signal blocked (no handler of the program can
+ * run in it) and, while gebpf traces the thread, auto-attached with a
+ * ptrace stop pending before its first instruction: gebpf holds it there
+ * (with PTRACE_O_EXITKILL) and kills it when done.  If the tracer is gone
+ * before it holds it, the kernel drops the pending stop and the copy's first
+ * instructions are the stub's exit_group.
+ *
+ * The thread is driven through the stub with PTRACE_SYSCALL (never a single
+ * step: a trap flag outlives a dead tracer) and ends in a PTRACE_INTERRUPT
+ * stop with its registers exactly as before.  Left alone at any moment (the
+ * tracer killed), it runs the rest of the stub natively and goes on where it
+ * was, with its signal mask, flags and registers (an interrupted syscall
+ * restarted, as the kernel restarts it).
+ *
+ * What is not crash-safe: the mmap and munmap of the stub page themselves
+ * (ptrace/inject.h, a few ptrace round trips each).  The page itself, if
+ * left behind, is never entered again. */
+#ifndef GB_SNAP_CLONESTUB_H
+#define GB_SNAP_CLONESTUB_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Clone stopped thread tid of pid through the stub (insn: an existing
+ * syscall instruction, for the stub page's mmap and munmap).  0 with the
+ * clone's return value in *ret (-errno when the kernel refused it) and the
+ * copy's pid in *child (0 if none was reported), or -errno when the stub
+ * could not be run (-ESRCH: the thread died; -EINTR: interrupted, the thread
+ * finishes the stub on its own once detached).  A signal that arrives
+ * meanwhile goes to *pending_sig (if 0) for later delivery. */
+int gb_snap_clone_stub(pid_t pid, pid_t tid, uint64_t insn, long *ret, pid_t *child, int *pending_sig);
+
+#endif
