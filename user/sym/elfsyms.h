@@ -28,11 +28,14 @@ struct gb_elfsyms {
 	size_t nsyms, syms_cap;
 	struct gb_elfload *loads;
 	size_t nloads;
+	bool no_symtab;          /* only the dynamic symbols: no .symtab in the
+				  * file and no debug file found */
 };
 
-/* 0 or -errno.  From an open ELF handle, or from a path (-ENOEXEC when
- * the file is not ELF).  Free with gb_elfsyms_free() even on error. */
-int gb_elfsyms_read(Elf *e, struct gb_elfsyms *out);
+/* 0 or -errno.  From an open ELF handle of the file at path, or from a
+ * path (-ENOEXEC when the file is not ELF).  Free with gb_elfsyms_free()
+ * even on error. */
+int gb_elfsyms_read(Elf *e, const char *path, struct gb_elfsyms *out);
 int gb_elfsyms_load(const char *path, struct gb_elfsyms *out);
 void gb_elfsyms_free(struct gb_elfsyms *s);
 

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sym/debugfile.h"
+
 /* An ELF file shared by every process that maps it. */
 struct elf_file {
 	dev_t dev;
@@ -319,7 +321,7 @@ struct gb_unwinder *gb_unwinder__new(void)
 	}
 	elf_version(EV_CURRENT);
 	u->cbs.find_elf = find_elf;
-	u->cbs.find_debuginfo = dwfl_standard_find_debuginfo;
+	u->cbs.find_debuginfo = gb_find_debuginfo;
 	u->cbs.debuginfo_path = &u->debuginfo_path;   /* NULL: the default, /usr/lib/debug */
 	return u;
 }
