@@ -12,10 +12,12 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/bound.h"
 #include "common/grow.h"
+#include "common/log.h"
 #include "probe/probetrap_int.h"
 #include "probe/umulti.h"
 #include "ptrace/maps.h"
@@ -172,9 +174,13 @@ int gb_probetrap__add_many(struct gb_probetrap *p, const char *path, const uint6
 			goto out;
 		}
 	}
+	double t0 = gb_pt_now_ms();
 	if (nf && ((err = gb_grow((void **)&p->pr, &p->capr, p->npr + nf, sizeof(*p->pr))) ||
 		   (err = attach(p, fresh, nf))))
 		goto out;
+	if (nf)
+		gb_info("probe trap: %zu probes in %s attached in %.1f ms (%s)", nf, path,
+			gb_pt_now_ms() - t0, p->multi ? "one uprobe_multi link" : "perf-event uprobes");
 	for (size_t i = 0; i < n; i++) {
 		struct probe *old = find_probe(p, st.st_dev, st.st_ino, sorted[i]);
 		if (old && old->muted)
@@ -242,6 +248,13 @@ int gb_probetrap__remove(struct gb_probetrap *p, const char *path, uint64_t file
 	return 0;
 }
 
+double gb_pt_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 unsigned gb_pt_live_probes(const struct gb_probetrap *p)
 {
 	unsigned n = 0;
@@ -253,6 +266,8 @@ unsigned gb_pt_live_probes(const struct gb_probetrap *p)
 
 void gb_pt_detach_all(struct gb_probetrap *p)
 {
+	double t0 = gb_pt_now_ms();
+	size_t n = p->npr;
 	for (size_t g = 0; g < p->ngr; g++)
 		if (p->gr[g].fd >= 0)
 			close(p->gr[g].fd);
@@ -266,6 +281,8 @@ void gb_pt_detach_all(struct gb_probetrap *p)
 	p->pr = NULL;
 	p->gr = NULL;
 	p->npr = p->ngr = 0;
+	if (n)
+		gb_info("probe trap: %zu probes detached in %.1f ms", n, gb_pt_now_ms() - t0);
 }
 /* --- runtime addresses --------------------------------------------------- */
 

@@ -67,6 +67,7 @@ struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o)
 		    geteuid() ? " or this is not root" : "");
 		return NULL;
 	}
+	double t0 = gb_pt_now_ms();
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		say(o, "%s", strerror(ENOMEM));
@@ -101,6 +102,7 @@ struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o)
 		say(o, "ring buffer: %s", strerror(errno));
 		goto fail;
 	}
+	gb_info("probe trap: BPF program loaded in %.1f ms", gb_pt_now_ms() - t0);
 	return p;
 fail:
 	gb_probetrap__free(p);
