@@ -69,3 +69,37 @@ Test(debugfile, hint_names_the_package)
 	cr_assert(strstr(hint, "its debug file as /usr/lib/debug/nonexistent/libx.so.debug"),
 		  "%s", hint);
 }
+
+/* The range resolver and the sampler's unwinder (libdwfl's
+ * dwfl_module_addrinfo) give an address the same name, aliases included
+ * (malloc / __libc_malloc / __malloc, __memmove_* / __memcpy_*). */
+Test(syms, names_like_the_unwinder)
+{
+	struct gb_elfsyms es;
+	const char *path = libc_path();
+	cr_assert_eq(gb_elfsyms_load(path, &es), 0);
+	Dwfl *d = dwfl_begin(&gb_debugfile_callbacks);
+	dwfl_report_begin(d);
+	Dwfl_Module *m = dwfl_report_elf(d, path, path, -1, 0, true);
+	dwfl_report_end(d, NULL, NULL);
+	cr_assert(m);
+	size_t compared = 0;
+	for (size_t i = 0; i < es.nsyms; i++) {
+		const struct gb_elfsym *y = &es.syms[i], *mine;
+		if (!y->func || !y->size)
+			continue;
+		uint64_t off, a = y->value + (i % 3 ? y->size / 2 : 0);
+		GElf_Off doff;
+		GElf_Sym ds;
+		const char *theirs = dwfl_module_addrinfo(m, a, &doff, &ds, NULL, NULL, NULL);
+		mine = gb_elfsyms_at(&es, a, &off);
+		if (!theirs || !mine)
+			continue;
+		cr_assert_str_eq(mine->name, theirs, "at %#lx", (unsigned long)a);
+		cr_assert_eq(off, doff, "at %#lx", (unsigned long)a);
+		compared++;
+	}
+	cr_assert_gt(compared, 1000);
+	dwfl_end(d);
+	gb_elfsyms_free(&es);
+}

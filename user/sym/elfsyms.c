@@ -13,15 +13,24 @@
 #include "common/grow.h"
 #include "sym/debugfile.h"
 
+/* By address; at one address as libdwfl's dwfl_module_addrinfo prefers
+ * (the sampler's names, unwind/): globals, weak ones, locals, each in
+ * table order. */
 static int cmp_sym(const void *a, const void *b)
 {
 	const struct gb_elfsym *x = a, *y = b;
-	return x->value < y->value ? -1 : x->value > y->value;
+	if (x->value != y->value)
+		return x->value < y->value ? -1 : 1;
+	int rx = x->global ? 2 - x->weak : 0, ry = y->global ? 2 - y->weak : 0;
+	if (rx != ry)
+		return rx > ry ? -1 : 1;
+	return x->order < y->order ? -1 : x->order > y->order;
 }
 
 /* One symbol from libdwfl's table (value = link-time address: the module
  * is reported at bias 0), filtered as a range resolver needs. */
-static int add_sym(struct gb_elfsyms *m, const char *name, const GElf_Sym *s, GElf_Addr value)
+static int add_sym(struct gb_elfsyms *m, const char *name, const GElf_Sym *s, GElf_Addr value,
+		   uint32_t order)
 {
 	int type = GELF_ST_TYPE(s->st_info);
 	if ((type != STT_FUNC && type != STT_OBJECT && type != STT_GNU_IFUNC &&
@@ -37,8 +46,9 @@ static int add_sym(struct gb_elfsyms *m, const char *name, const GElf_Sym *s, GE
 	m->syms[m->nsyms++] = (struct gb_elfsym){
 		.value = value, .size = s->st_size, .name = copy,
 		.global = GELF_ST_BIND(s->st_info) != STB_LOCAL,
+		.weak = GELF_ST_BIND(s->st_info) == STB_WEAK,
 		.func = type == STT_FUNC || type == STT_GNU_IFUNC,
-		.ifunc = type == STT_GNU_IFUNC,
+		.ifunc = type == STT_GNU_IFUNC, .order = order,
 	};
 	return 0;
 }
@@ -70,7 +80,7 @@ static int read_syms(struct gb_elfsyms *m, const char *path)
 		GElf_Sym s;
 		GElf_Addr value;
 		const char *name = dwfl_module_getsym_info(mod, i, &s, &value, NULL, NULL, NULL);
-		err = add_sym(m, name, &s, value);
+		err = add_sym(m, name, &s, value, (uint32_t)i);
 	}
 	const char *debug = NULL;
 	if (mod)
@@ -163,6 +173,10 @@ const struct gb_elfsym *gb_elfsyms_at(const struct gb_elfsyms *s, uint64_t va, u
 	for (size_t j = lo; j-- > 0;) {
 		const struct gb_elfsym *y = &s->syms[j];
 		if (va < y->value + (y->size ? y->size : 1) || (!y->size && j + 1 == lo)) {
+			/* the first of the names at that address (cmp_sym) */
+			while (j > 0 && s->syms[j - 1].value == y->value &&
+			       (va < y->value + s->syms[j - 1].size || !y->size))
+				y = &s->syms[--j];
 			*off = va - y->value;
 			return y;
 		}

@@ -13,9 +13,11 @@
 struct gb_elfsym {
 	uint64_t value, size;   /* link-time virtual address */
 	char *name;
-	bool global;
+	bool global;            /* not STB_LOCAL */
+	bool weak;              /* STB_WEAK */
 	bool func;              /* STT_FUNC / STT_GNU_IFUNC */
 	bool ifunc;             /* STT_GNU_IFUNC: the code is the resolver */
+	uint32_t order;         /* index in the symbol table read */
 };
 
 struct gb_elfload {
@@ -50,7 +52,10 @@ const char *gb_elfsym_unusable(const struct gb_elfsym *y);
  * gb_elfsym_unusable(y) says why not (nothing is printed). */
 int gb_elfsym_range(const struct gb_elfsym *y, uint64_t *lo, uint64_t *hi);
 
-/* The symbol containing vaddr (*off = vaddr - its value), or NULL. */
+/* The symbol containing vaddr (*off = vaddr - its value), or NULL.  Of
+ * several at one address, the one libdwfl's dwfl_module_addrinfo names
+ * (a global before a weak one before a local, then the first in the
+ * table). */
 const struct gb_elfsym *gb_elfsyms_at(const struct gb_elfsyms *s, uint64_t vaddr, uint64_t *off);
 
 /* Link-time vaddr <-> file offset through the PT_LOADs.  0, or -ENOENT
