@@ -66,7 +66,7 @@ $(BIN): $(USER_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
-# protobuf-c code for pprof's profile.proto (user/probe/pprof.c).
+# protobuf-c code for pprof's profile.proto (user/sample/pprof.c).
 $(OUTPUT)/proto/profile.pb-c.c $(OUTPUT)/proto/profile.pb-c.h &: $(PROFILE_PROTO)
 	$(call msg,PROTOC,$@)
 	$(Q)mkdir -p $(OUTPUT)/proto
@@ -123,7 +123,13 @@ $(OUTPUT)/bench/qsortjob: bench/qsortjob.c
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -g -static -no-pie -fno-pie $< -o $@
 
-BENCH_BINS := $(OUTPUT)/bench/rawstep $(OUTPUT)/bench/qsortjob \
+# The stop-free mode of user/jit in one process (bench_nostop.py).
+$(OUTPUT)/bench/jit_nostop: bench/jit_nostop.c $(LIB_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(INCLUDES) $< $(LIB_OBJS) $(LDLIBS) -o $@
+
+BENCH_BINS := $(OUTPUT)/bench/rawstep $(OUTPUT)/bench/qsortjob $(OUTPUT)/bench/jit_nostop \
               $(patsubst bench/%.S,$(OUTPUT)/bench/%,$(wildcard bench/*.S))
 $(patsubst bench/%.S,$(OUTPUT)/bench/%,$(wildcard bench/*.S)): bench/tracee.inc
 

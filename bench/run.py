@@ -27,6 +27,8 @@ REPO = os.path.dirname(BENCH)
 ARGS = {
     "bench_engines.py": {"full": (["--reps", "3"], {}),
                          "quick": (["--quick"], {})},
+    "bench_nostop.py": {"full": (["--reps", "5"], {}),
+                        "quick": (["--quick"], {})},
     "bench_probe.py": {"full": (["--reps", "3"], {}),
                        "quick": (["--quick"], {})},
     "bench_sample.py": {"full": (["--reps", "5"], {}),

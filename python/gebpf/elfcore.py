@@ -9,10 +9,13 @@ file.  Nothing here knows what the notes mean (see :mod:`gebpf.regs` and
 from __future__ import annotations
 
 import os
+import stat
 import struct
 import tempfile
 from dataclasses import dataclass
 from typing import BinaryIO, Callable, List, Optional, Sequence, Tuple
+
+from .exc import FormatError
 
 PAGE = 4096
 PT_LOAD = 1
@@ -29,10 +32,6 @@ EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 PHDR = struct.Struct("<IIQQQQQQ")
 SHDR = struct.Struct("<IIQQQQIIQQ")
 NHDR = struct.Struct("<III")
-
-
-class FormatError(ValueError):
-    """The file is not a gebpf snapshot (not an x86-64 ELF core, truncated, ...)."""
 
 
 @dataclass
@@ -152,12 +151,8 @@ def layout(nmaps: int, notes_len: int) -> Layout:
     return Layout(phnum, notes_off, shstr_off, sh_off, data_off)
 
 
-def write_core(path: str, notes_bytes: bytes, lay: Layout,
-               segs: Sequence[Tuple[int, int, int, int, int]],
-               data: Callable[[int], Optional[bytes]]) -> None:
-    """Write a core to path: segs are ``(vaddr, memsz, offset, filesz,
-    flags)``; data(i) gives segment i's bytes (None when it has none).
-    Written under a temporary name, fsynced, renamed (mode 0600)."""
+def _head(notes_bytes: bytes, lay: Layout, segs: Sequence[Tuple[int, int, int, int, int]]) -> bytes:
+    """Everything before the data: headers, notes, section table, padding."""
     eh = EHDR.pack(b"\x7fELF\x02\x01\x01" + b"\0" * 9, ET_CORE, EM_X86_64, 1, 0, EHDR.size,
                    lay.sh_off, 0, EHDR.size, PHDR.size,
                    PN_XNUM if lay.phnum >= PN_XNUM else lay.phnum, SHDR.size, 3, 2)
@@ -171,25 +166,56 @@ def write_core(path: str, notes_bytes: bytes, lay: Layout,
     head += SHDR.pack(1, SHT_NOTE, 0, 0, lay.notes_off, len(notes_bytes), 0, 0, 4, 0)
     head += SHDR.pack(8, SHT_STRTAB, 0, 0, lay.shstr_off, len(SHSTRTAB), 0, 0, 1, 0)
     head += b"\0" * (lay.data_off - len(head))
+    return bytes(head)
+
+
+def _sparse(f: BinaryIO) -> bool:
+    """Whether f is a regular file we can leave holes in."""
+    try:
+        return f.seekable() and stat.S_ISREG(os.fstat(f.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def write_core_to(f: BinaryIO, notes_bytes: bytes, lay: Layout,
+                  segs: Sequence[Tuple[int, int, int, int, int]],
+                  data: Callable[[int], Optional[bytes]]) -> None:
+    """Write a core to the binary file object f, from its position: segs are
+    ``(vaddr, memsz, offset, filesz, flags)`` with the offsets back to back
+    from lay.data_off; data(i) gives segment i's bytes (None when it has
+    none).  All-zero pages are holes in a regular file, zeros elsewhere."""
+    sparse = _sparse(f)
+    start = f.tell() if sparse else 0
+    f.write(_head(notes_bytes, lay, segs))
     end = lay.data_off + sum(s[3] for s in segs)
+    zero = bytes(PAGE)
+    for i, seg in enumerate(segs):
+        b = data(i)
+        if not b:
+            continue
+        for p in range(0, len(b), PAGE):
+            chunk = b[p:p + PAGE]
+            if sparse:
+                if chunk == zero[:len(chunk)]:
+                    continue
+                f.seek(start + seg[2] + p)
+            f.write(chunk)
+    if sparse:
+        f.seek(start + end)
+        f.truncate()
+    f.flush()
+
+
+def write_core(path: str, notes_bytes: bytes, lay: Layout,
+               segs: Sequence[Tuple[int, int, int, int, int]],
+               data: Callable[[int], Optional[bytes]]) -> None:
+    """write_core_to a file at path, written under a temporary name,
+    fsynced, renamed (mode 0600)."""
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp.", dir=d)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(head)
-            zero = bytes(PAGE)
-            for i, seg in enumerate(segs):
-                b = data(i)
-                if not b:
-                    continue
-                off = seg[2]
-                for p in range(0, len(b), PAGE):
-                    chunk = b[p:p + PAGE]
-                    if chunk != zero[:len(chunk)]:
-                        f.seek(off + p)
-                        f.write(chunk)
-            f.truncate(end)
-            f.flush()
+            write_core_to(f, notes_bytes, lay, segs, data)
             os.fsync(f.fileno())
         os.chmod(tmp, 0o600)
         os.replace(tmp, path)

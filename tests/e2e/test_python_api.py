@@ -52,7 +52,8 @@ def test_maps_and_meta_match_show(det):
     assert s.getExe() == show["exe"] == os.path.realpath(prog_path("snap_det"))
     assert s.getMeta("point") == show["meta"]["point"] and s.getMeta("Architecture") == "amd64"
     assert s.getMeta("ThreadId") == show["meta"]["tid"] and s.getPid() == show["meta"]["pid"]
-    assert s.getThreads() == {t["tid"]: t for t in show["threads"]}
+    assert s.getThreadInfo() == {t["tid"]: t for t in show["threads"]}
+    assert s.getThreads() == {t["tid"]: t["tid"] for t in show["threads"]}
     kinds = {"/": gp.FD_FILE, "p": gp.FD_PIPE, "s": gp.FD_SOCKET}
     assert s.getFds() == [(f["fd"], kinds.get(f["target"][0], gp.FD_UNKNOWN), f["target"])
                           for f in show["fds"]]

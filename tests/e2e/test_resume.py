@@ -65,6 +65,21 @@ def test_dynamic_pie_and_moved_vdso(gebpf, root, tmp_path, aslr):
         assert vdso(s) and vdso(s) != vdso(fixed), "ASLR was off: the vDSO did not move"
 
 
+def test_vector_registers_survive(gebpf, root, tmp_path):
+    """resume_vec holds ymm0-15 (zmm0-31 and k1-7 where the CPU has AVX-512)
+    across vec_checkpoint: the resumed run prints the registers it had.  The
+    snapshot stores the standard XSAVE layout; a CPU that enumerates other
+    offsets (AMD EPYC under this VM: AVX-512 at 832/896/1408) gets it back in
+    its own layout, not as x87/SSE only."""
+    prog = prog_path("resume_vec")
+    s = snap(tmp_path, "v.core", prog, ["--at", "vec_checkpoint"])
+    want = native(prog)
+    assert want.returncode == 0 and want.stdout.count("mm") >= 16
+    r = resume(s)
+    assert (r.returncode, r.stdout) == (want.returncode, want.stdout), r.stderr
+    assert r.stderr == ""
+
+
 def test_exit_status_and_no_heap(gebpf, root, tmp_path):
     """exit_mid has no heap and exits with status 3 from inside the range."""
     s = snap(tmp_path, "e.core", prog_path("exit_mid"), ["--after", "2"])

@@ -86,3 +86,6 @@ $(OUTPUT)/progs/name_strlen: tests/progs/name_strlen.c $(OUTPUT)/progs/lib/libno
 	$(call msg,PROG,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O1 -g -fPIE -pie $< -L$(OUTPUT)/progs/lib -lnodbg -Wl,-rpath,'$$ORIGIN/lib' -o $@
+
+# resume_vec: AVX2 / AVX-512 instructions, chosen at run time by CPUID.
+$(OUTPUT)/progs/resume_vec: PROG_CFLAGS += -mavx2 -mavx512f -mavx512bw

@@ -10,6 +10,7 @@
 
 #include "decode/decode.h"
 #include "jit/jit.h"
+#include "jit_util.h"
 
 /* sum of arr[0..n) (int32), with a rip-relative load of the table's
  * address, a jcc loop, a store of the total, and a ret (emulated at a
@@ -45,26 +46,9 @@ __asm__(
 static struct gb_jit_mem mem;
 static struct gb_jit *jit;
 
-static const struct gb_insn *fetch(void *ctx, uint64_t pc)
-{
-	static struct gb_insn in[64];
-	static unsigned k;
-	(void)ctx;
-	struct gb_insn *out = &in[k++ % 64];
-	return gb_decode(pc, (const uint8_t *)pc, GB_INSN_MAX_LEN, out) ? NULL : out;
-}
-
 static void setup(void)
 {
-	/* within reach of the function and its data (RIP-relative operands) */
-	uint64_t near = ((uint64_t)jt_sum & ~0xfffffull) + (256ull << 20);
-	void *p = MAP_FAILED;
-	for (int k = 0; k < 64 && p == MAP_FAILED; k++, near += 64ull << 20)
-		p = mmap((void *)near, GB_JIT_SIZE, PROT_READ | PROT_WRITE | PROT_EXEC,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-	cr_assert_neq(p, MAP_FAILED, "no room for a code cache near the test code");
-	mem = (struct gb_jit_mem){ p, (uint8_t *)p + GB_JIT_CODE_SIZE, (uint64_t)p,
-				   (uint64_t)p + GB_JIT_CODE_SIZE };
+	mem = jit_map_near((uint64_t)jt_sum);
 	jit = gb_jit__new(&mem, (uint64_t)jt_sum, (uint64_t)jt_sum_end - 1);
 	cr_assert_not_null(jit);
 }
@@ -83,10 +67,10 @@ typedef long (*fn_t)(long);
  * jumps to (the loop, the code after it), which links them in. */
 static uint64_t translate_all(void)
 {
-	uint64_t blk = gb_jit__block(jit, (uint64_t)jt_sum, fetch, NULL);
+	uint64_t blk = gb_jit__block(jit, (uint64_t)jt_sum, jit_fetch, NULL);
 	cr_assert_neq(blk, 0);
-	cr_assert_neq(gb_jit__block(jit, (uint64_t)jt_loop, fetch, NULL), 0);
-	cr_assert_neq(gb_jit__block(jit, (uint64_t)jt_loop + 0x15, fetch, NULL), 0);
+	cr_assert_neq(gb_jit__block(jit, (uint64_t)jt_loop, jit_fetch, NULL), 0);
+	cr_assert_neq(gb_jit__block(jit, (uint64_t)jt_loop + 0x15, jit_fetch, NULL), 0);
 	return blk;
 }
 

@@ -11,7 +11,7 @@
 
 static struct gb_snapshot *one_map(size_t nthreads)
 {
-	struct gb_snapshot *s = gb_snapshot__alloc();
+	struct gb_snapshot *s = gb_snapshot_alloc();
 	cr_assert(s);
 	s->owns_map_data = true;
 	s->nthreads = nthreads;

@@ -10,8 +10,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "probe/profile.h"
-#include "probe/sample_out.h"
+#include "sample/profile.h"
+#include "sample/jsonl.h"
 
 static char *slurp(int fd, size_t *len)
 {

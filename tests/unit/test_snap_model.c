@@ -37,7 +37,7 @@ static void add_map(struct gb_snapshot *s, uint64_t start, uint64_t size, const 
  * pages), an unreadable one, [stack]. */
 static struct gb_snapshot *build(void)
 {
-	struct gb_snapshot *s = gb_snapshot__alloc();
+	struct gb_snapshot *s = gb_snapshot_alloc();
 	s->owns_map_data = true;
 	s->meta.pid = 42;
 	s->meta.tid = 43;

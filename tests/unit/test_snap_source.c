@@ -101,7 +101,7 @@ Test(snap_source, save_redoes_the_layout_for_unreadable_maps)
 	memset(p, 0x22, 8 * PG);
 	munmap(p + 4 * PG, PG);          /* one unreadable page in map 0 */
 	munmap(p + 8 * PG, 8 * PG);      /* map 1: nothing readable */
-	struct gb_snapshot *s = gb_snapshot__alloc();
+	struct gb_snapshot *s = gb_snapshot_alloc();
 	s->meta.pid = s->meta.tid = 1;
 	s->meta.point = strdup("attach");
 	s->meta.kernel = strdup("test");

@@ -190,3 +190,68 @@ Test(unwind, live_process_unwinds_to_its_outermost_frame)
 	waitpid(pid, &st, 0);
 	gb_unwinder__free(u);
 }
+
+/* An image (a snapshot's view: maps text, memory by callback) of this very
+ * process walks to the same pcs as the live unwinder on a fork of it, and
+ * reports each frame's stack pointer (frame 0: the registers'). */
+static bool read_copy(void *ctx, uint64_t addr, uint64_t *word)
+{
+	const struct captured *c = ctx;
+	uint64_t sp = c->regs.sp;
+	if (addr < sp || addr - sp > c->len || c->len - (addr - sp) < sizeof(*word))
+		return false;
+	memcpy(word, c->stack + (addr - sp), sizeof(*word));
+	return true;
+}
+
+struct walked {
+	struct gb_unwind_frame f[128];
+	int n;
+};
+
+static bool keep(void *ctx, const struct gb_unwind_frame *f)
+{
+	struct walked *w = ctx;
+	w->f[w->n++] = *f;
+	return w->n < 128 && f->pc != 0;
+}
+
+Test(unwind, image_walks_as_the_live_unwinder)
+{
+	static struct captured c;
+	static struct walked w;
+	static char maps[1 << 20];
+	struct gb_unwinder *live = gb_unwinder__new(), *img = gb_unwinder__new();
+	pid_t pid = start_target(), fake = 999999;
+	uint64_t pcs[128];
+	bool complete;
+	struct gb_frame_info fi;
+	int st;
+
+	cr_assert(live && img);
+	FILE *f = fopen("/proc/self/maps", "r");
+	cr_assert(f);
+	size_t len = fread(maps, 1, sizeof(maps) - 1, f);
+	fclose(f);
+	gb_unw_top(&c);
+	cr_assert_eq(gb_unwinder__walk(img, fake, fake, &c.regs, keep, &w), -ENOENT, "not an image yet");
+	cr_assert_eq(gb_unwinder__add_image(img, fake, maps, len, read_copy, &c), 0);
+	cr_assert_eq(gb_unwinder__add_image(img, fake, maps, len, read_copy, &c), -EEXIST);
+	gb_unwinder__walk(img, fake, fake, &c.regs, keep, &w);
+	int n = gb_unwinder__unwind(live, pid, pid, &c.regs, c.stack, c.len, pcs, 128, &complete);
+	cr_assert_geq(w.n, 3);
+	cr_assert_eq(w.f[0].pc, c.regs.ip);
+	cr_assert_eq(w.f[0].sp, c.regs.sp);
+	cr_assert(w.f[0].activation && !w.f[1].activation);
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(w.f[i].pc, pcs[i], "frame %d: %#lx vs %#lx", i, w.f[i].pc, pcs[i]);
+	for (int i = 1; i < n && i < w.n; i++)
+		cr_assert_gt(w.f[i].sp, w.f[i - 1].sp, "frame %d's sp is above its callee's", i);
+	cr_assert_eq(gb_unwinder__symbol(img, fake, w.f[1].pc, true, &fi), 0);
+	cr_assert_str_eq(fi.func, "gb_unw_leaf");
+	cr_assert_null(fi.file, "symbol() reads no line tables");
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	gb_unwinder__free(live);
+	gb_unwinder__free(img);
+}

@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/cmds.h"
 #include "common/log.h"
+#include "record/trace_diff.h"
 #include "snap/diff.h"
 #include "snap/snapshot.h"
 

@@ -1,5 +1,5 @@
 /* gebpf sample: argv -> struct gb_sample_session_opts -> the sampling run
- * (user/probe/sample_session.c).  Command page: docs/sample.md. */
+ * (user/sample/session.c).  Command page: docs/sample.md. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 #include "common/parse.h"
 #include "common/sigflag.h"
 #include "probe/features.h"
-#include "probe/sample_session.h"
+#include "sample/session.h"
 
 static const char usage_text[] =
 "usage: gebpf sample (-p PID[,PID...] | -a | --cgroup DIR | -- CMD [ARG...]) [OPTIONS]\n"

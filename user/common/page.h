@@ -4,6 +4,7 @@
 #ifndef GB_COMMON_PAGE_H
 #define GB_COMMON_PAGE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "gebpf_events.h"
@@ -12,5 +13,8 @@
 
 static inline uint64_t gb_page_down(uint64_t a) { return a & ~GB_PAGE_MASK; }
 static inline uint64_t gb_page_up(uint64_t a) { return (a + GB_PAGE_MASK) & ~GB_PAGE_MASK; }
+
+/* The GB_PAGE_SIZE bytes at p are all zero (p needs no alignment). */
+bool gb_page_is_zero(const uint8_t *p);
 
 #endif

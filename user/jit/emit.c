@@ -197,3 +197,98 @@ void gb_emit_repoint(struct gb_emit *m, size_t off, uint64_t target)
 	int32_t r32 = (int32_t)rel;
 	memcpy(m->buf + off, &r32, 4);
 }
+
+void gb_emit_raw(struct gb_emit *m, const uint8_t *bytes, size_t n)
+{
+	if (m->err)
+		return;
+	if (m->size - m->used < n) {
+		m->err = -ENOSPC;
+		return;
+	}
+	memcpy(m->buf + m->used, bytes, n);
+	m->used += n;
+}
+
+static void op_tls(ZydisEncoderRequest *q, ZydisEncoderOperand *o, int32_t off)
+{
+	op_mem(o, ZYDIS_REGISTER_NONE, ZYDIS_REGISTER_NONE, 0, off, 8);
+	q->prefixes = ZYDIS_ATTRIB_HAS_SEGMENT_GS;
+}
+
+void gb_emit_tls_store(struct gb_emit *m, int32_t off, unsigned r)
+{
+	ZydisEncoderRequest q;
+	req_init(&q, ZYDIS_MNEMONIC_MOV, 2);
+	op_tls(&q, &q.operands[0], off);
+	op_reg(&q.operands[1], gb_emit_reg(r));
+	encode(m, &q);
+}
+
+void gb_emit_tls_load(struct gb_emit *m, unsigned r, int32_t off)
+{
+	ZydisEncoderRequest q;
+	req_init(&q, ZYDIS_MNEMONIC_MOV, 2);
+	op_reg(&q.operands[0], gb_emit_reg(r));
+	op_tls(&q, &q.operands[1], off);
+	encode(m, &q);
+}
+
+void gb_emit_tls_jmp(struct gb_emit *m, int32_t off)
+{
+	ZydisEncoderRequest q;
+	req_init(&q, ZYDIS_MNEMONIC_JMP, 1);
+	q.branch_type = ZYDIS_BRANCH_TYPE_NEAR;
+	op_tls(&q, &q.operands[0], off);
+	encode(m, &q);
+}
+
+void gb_emit_lea_rip(struct gb_emit *m, unsigned r, uint64_t addr)
+{
+	ZydisEncoderRequest q;
+	req_init(&q, ZYDIS_MNEMONIC_LEA, 2);
+	op_reg(&q.operands[0], gb_emit_reg(r));
+	op_mem(&q.operands[1], ZYDIS_REGISTER_RIP, ZYDIS_REGISTER_NONE, 0, (int64_t)addr, 8);
+	encode(m, &q);
+}
+
+void gb_emit_mov_imm64(struct gb_emit *m, unsigned r, uint64_t imm)
+{
+	ZydisEncoderRequest q;
+	req_init(&q, ZYDIS_MNEMONIC_MOV, 2);
+	op_reg(&q.operands[0], gb_emit_reg(r));
+	op_imm(&q.operands[1], (int64_t)imm);
+	encode(m, &q);
+}
+
+void gb_emit_xchg32(struct gb_emit *m, uint64_t addr, unsigned r)
+{
+	static const ZydisRegister r32[] = { ZYDIS_REGISTER_EAX, ZYDIS_REGISTER_EBX,
+					     ZYDIS_REGISTER_ECX, ZYDIS_REGISTER_EDX };
+	ZydisEncoderRequest q;
+	req_init(&q, ZYDIS_MNEMONIC_XCHG, 2);
+	op_mem(&q.operands[0], ZYDIS_REGISTER_RIP, ZYDIS_REGISTER_NONE, 0, (int64_t)addr, 4);
+	op_reg(&q.operands[1], r < 4 ? r32[r] : ZYDIS_REGISTER_NONE);
+	encode(m, &q);
+}
+
+void gb_emit_load_target(struct gb_emit *m, unsigned r, const struct gb_insn *in)
+{
+	const ZydisDecodedOperand *o = &in->ops[0];
+	ZydisEncoderRequest q;
+	req_init(&q, ZYDIS_MNEMONIC_MOV, 2);
+	op_reg(&q.operands[0], gb_emit_reg(r));
+	if (o->type == ZYDIS_OPERAND_TYPE_REGISTER) {
+		op_reg(&q.operands[1], o->reg.value);
+	} else if (o->type == ZYDIS_OPERAND_TYPE_MEMORY && o->mem.segment != ZYDIS_REGISTER_FS &&
+		   o->mem.segment != ZYDIS_REGISTER_GS) {
+		int64_t disp = o->mem.disp.value;
+		if (o->mem.base == ZYDIS_REGISTER_RIP)
+			disp += (int64_t)(in->pc + in->len);
+		op_mem(&q.operands[1], o->mem.base, o->mem.index, o->mem.scale, disp, 8);
+	} else {
+		m->err = m->err ? m->err : -EINVAL;
+		return;
+	}
+	encode(m, &q);
+}

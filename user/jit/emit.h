@@ -39,6 +39,17 @@ void gb_emit_jmp8(struct gb_emit *m, uint64_t target);
 /* The instruction in, moved to the current address (RIP-relative operands
  * re-encoded to reach the same bytes; others copied). */
 void gb_emit_moved(struct gb_emit *m, const struct gb_insn *in);
+/* The stop-free mode's forms (user/jit/lock.c, ibl.c). */
+void gb_emit_raw(struct gb_emit *m, const uint8_t *bytes, size_t n);
+void gb_emit_tls_store(struct gb_emit *m, int32_t off, unsigned r);      /* mov gs:[off], r */
+void gb_emit_tls_load(struct gb_emit *m, unsigned r, int32_t off);       /* mov r, gs:[off] */
+void gb_emit_tls_jmp(struct gb_emit *m, int32_t off);                    /* jmp qword gs:[off] */
+void gb_emit_lea_rip(struct gb_emit *m, unsigned r, uint64_t addr);      /* lea r, [rip+addr] */
+void gb_emit_mov_imm64(struct gb_emit *m, unsigned r, uint64_t imm);     /* mov r, imm64 */
+void gb_emit_xchg32(struct gb_emit *m, uint64_t addr, unsigned r);       /* xchg [rip+addr], r32 */
+/* mov r, <the target operand of call/jmp in> (a register or a memory
+ * operand, RIP-relative ones re-encoded). */
+void gb_emit_load_target(struct gb_emit *m, unsigned r, const struct gb_insn *in);
 /* Re-point the rel32 field at offset off (ending at off + 4) to target. */
 void gb_emit_repoint(struct gb_emit *m, size_t off, uint64_t target);
 

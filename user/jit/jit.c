@@ -24,68 +24,27 @@
 #include "common/grow.h"
 #include "decode/plan.h"
 #include "jit/emit.h"
-
-enum ukind { U_HEAD, U_INSN, U_STUB, U_LINK };
-
-/* A piece of the code region, in address order. */
-struct unit {
-	uint64_t off;          /* [off, end) in the code region */
-	uint32_t end;
-	uint8_t kind;
-	uint8_t a, b;          /* U_INSN: the scratch registers (b: GB_REG_NONE if unused) */
-	uint8_t words;         /* U_INSN: ring words it writes; U_STUB (emu): the
-				* words of the instruction it stands for */
-	bool emu;              /* U_STUB: gebpf performs the instruction at pc (a
-				* call, ret or indirect jump) at the stop */
-	uint32_t o_b, o_load;  /* U_INSN: after A's save, after B's save */
-	uint32_t o_commit;     /* U_INSN: after the head's update */
-	uint32_t o_insn;       /* U_INSN: the instruction's copy; U_STUB: after the syscall */
-	uint32_t id;           /* U_INSN: instruction id */
-	uint64_t pc;           /* U_HEAD: block; U_INSN: instruction; U_STUB/U_LINK: target */
-};
-
-struct ref {
-	int64_t disp;
-	uint32_t size;
-	uint8_t flags;
-	bool rt;               /* address recorded at run time */
-};
-
-struct insn {
-	uint64_t pc;
-	uint8_t len, nrefs;
-	uint8_t bytes[GB_INSN_MAX_LEN];
-	struct ref refs[6];
-};
-
-struct stub {
-	uint64_t target;
-	uint32_t src;          /* rel32 field that jumps here, to re-point; UINT32_MAX: none */
-};
-
-struct gb_jit {
-	struct gb_jit_mem m;
-	struct gb_emit em;
-	uint64_t start, end;
-	struct unit *u; size_t nu, ucap;
-	struct insn *in; size_t nin, incap;
-	struct stub *st; size_t nst, stcap;   /* stubs not yet linked to a block */
-	uint64_t *hk, *hv; size_t hcap, hn;   /* block pc -> target address */
-	uint64_t lo, hi;                      /* span of the translated bytes */
-	struct gb_jit_stats stats;
-};
-
-/* Data part. */
-#define SLOT(r)   ((uint64_t)(r) * 8)
-#define HEAD      (GB_REG_COUNT * 8)
-#define BUDGET    (HEAD + 8)
-#define RING      GB_JIT_DATA_SLOTS
-#define BLOCK_WORDS (GB_JIT_BLOCK_INSNS * 7)
-
-static uint64_t *dword(const struct gb_jit *j, size_t off) { return (uint64_t *)(j->m.data + off); }
-static uint64_t daddr(const struct gb_jit *j, size_t off) { return j->m.data_addr + off; }
+#include "jit/internal.h"
 
 struct gb_jit *gb_jit__new(const struct gb_jit_mem *m, uint64_t start, uint64_t end)
+{
+	static const struct gb_jit_opts o = { 0 };
+	return gb_jit__new_opts(m, start, end, &o);
+}
+
+/* Stop-free mode: the table at the top of the code, the routines at its
+ * start. */
+static void ns_setup(struct gb_jit *j)
+{
+	if (!j->o.nostop)
+		return;
+	ns_table_clear(j);
+	ns_routines(j);
+	j->nen = j->nwant = 0;
+}
+
+struct gb_jit *gb_jit__new_opts(const struct gb_jit_mem *m, uint64_t start, uint64_t end,
+				const struct gb_jit_opts *o)
 {
 	struct gb_jit *j = calloc(1, sizeof(*j));
 	if (!j)
@@ -93,9 +52,24 @@ struct gb_jit *gb_jit__new(const struct gb_jit_mem *m, uint64_t start, uint64_t 
 	j->m = *m;
 	j->start = start;
 	j->end = end;
+	j->o = *o;
 	j->em = (struct gb_emit){ .buf = m->code, .base = m->code_addr, .size = GB_JIT_CODE_SIZE };
 	j->lo = UINT64_MAX;
+	j->ring_bytes = GB_JIT_RING_SIZE;
+	if (o->nostop) {
+		uint64_t top = m->code_addr + GB_JIT_CODE_SIZE - NS_TBL_BYTES;
+		j->tbl = top & ~(uint64_t)(NS_TBL_BYTES / 2 - 1);
+		j->em.size = j->tbl - m->code_addr;
+		j->ring_bytes = GB_JIT_RING_SIZE - NS_TLS_BYTES;
+		if (!j->o.ring_timeout_ms)
+			j->o.ring_timeout_ms = 1000;
+	}
 	gb_jit__ring_reset(j);
+	ns_setup(j);
+	if (j->em.err) {
+		gb_jit__free(j);
+		return NULL;
+	}
 	return j;
 }
 
@@ -108,6 +82,8 @@ void gb_jit__free(struct gb_jit *j)
 	free(j->st);
 	free(j->hk);
 	free(j->hv);
+	free(j->en);
+	free(j->want);
 	free(j);
 }
 
@@ -121,6 +97,7 @@ void gb_jit__flush(struct gb_jit *j)
 	j->em.used = 0;
 	j->em.err = 0;
 	j->stats.flushes++;
+	ns_setup(j);
 }
 
 /* --- block map (open addressing; key 0 is empty: pc 0 is never code) --- */
@@ -208,6 +185,22 @@ bool gb_jit__emulated(const struct gb_insn *in)
 	}
 }
 
+/* What the translator takes in its mode: the stop-free mode also makes
+ * system calls (without the lock), and leaves calls and jumps through fs/gs
+ * memory to the step engine (their targets are loaded with gs the cache's). */
+static bool translatable(const struct gb_jit *j, const struct gb_insn *in)
+{
+	if (!j->o.nostop)
+		return gb_jit__supported(in);
+	if (in->zi.mnemonic == ZYDIS_MNEMONIC_SYSCALL)
+		return true;
+	if (gb_jit__emulated(in) && in->zi.mnemonic != ZYDIS_MNEMONIC_RET &&
+	    in->ops[0].type == ZYDIS_OPERAND_TYPE_MEMORY &&
+	    (in->ops[0].mem.segment == ZYDIS_REGISTER_FS || in->ops[0].mem.segment == ZYDIS_REGISTER_GS))
+		return false;
+	return gb_jit__supported(in);
+}
+
 bool gb_jit__supported(const struct gb_insn *in)
 {
 	const struct gb_plan *p = &in->plan;
@@ -256,7 +249,7 @@ bool gb_jit__supported(const struct gb_insn *in)
 
 /* --- emission --- */
 
-static struct unit *unit_add(struct gb_jit *j, enum ukind k, uint64_t pc)
+struct unit *jit_unit_add(struct gb_jit *j, enum ukind k, uint64_t pc)
 {
 	if (GB_GROW(&j->u, &j->ucap, j->nu + 1))
 		return NULL;
@@ -268,14 +261,14 @@ static struct unit *unit_add(struct gb_jit *j, enum ukind k, uint64_t pc)
 	return u;
 }
 
-static void unit_end(struct gb_jit *j, struct unit *u) { u->end = (uint32_t)j->em.used; }
+void jit_unit_end(struct gb_jit *j, struct unit *u) { u->end = (uint32_t)j->em.used; }
 
 /* An exit stub to target; src: the rel32 field jumping here (re-pointed at
  * a block for target once it is translated), or UINT32_MAX. */
-static uint64_t stub(struct gb_jit *j, uint64_t target, uint32_t src, uint8_t emu_words)
+uint64_t jit_stub(struct gb_jit *j, uint64_t target, uint32_t src, uint8_t emu_words)
 {
 	uint64_t at = gb_emit_here(&j->em);
-	struct unit *u = unit_add(j, U_STUB, target);
+	struct unit *u = jit_unit_add(j, U_STUB, target);
 	if (!u)
 		return 0;
 	u->emu = emu_words != 0;
@@ -289,8 +282,11 @@ static uint64_t stub(struct gb_jit *j, uint64_t target, uint32_t src, uint8_t em
 	gb_emit_load(&j->em, GB_REG_RAX, daddr(j, SLOT(GB_REG_RAX)));
 	gb_emit_load(&j->em, GB_REG_RCX, daddr(j, SLOT(GB_REG_RCX)));
 	gb_emit_load(&j->em, GB_REG_R11, daddr(j, SLOT(GB_REG_R11)));
-	gb_emit_jump(&j->em, ZYDIS_MNEMONIC_JMP, target);
-	unit_end(j, u);
+	if (j->o.nostop) /* nobody there: on natively, the range left */
+		ns_leave(j, target);
+	else
+		gb_emit_jump(&j->em, ZYDIS_MNEMONIC_JMP, target);
+	jit_unit_end(j, u);
 	j->stats.stubs++;
 	if (src != UINT32_MAX && target >= j->start && target <= j->end) {
 		if (GB_GROW(&j->st, &j->stcap, j->nst + 1))
@@ -299,11 +295,6 @@ static uint64_t stub(struct gb_jit *j, uint64_t target, uint32_t src, uint8_t em
 	}
 	return at;
 }
-
-/* A jump (mn) to the block at target, or to a stub for it. */
-struct link { ZydisMnemonic mn; uint64_t target; uint32_t src; };
-
-static bool inside(const struct gb_jit *j, uint64_t pc) { return pc >= j->start && pc <= j->end; }
 
 static uint32_t pick_scratch(const struct gb_plan *p, unsigned not)
 {
@@ -347,7 +338,7 @@ static int one(struct gb_jit *j, const struct gb_insn *gi)
 	if (a == GB_REG_NONE || (nrt && b == GB_REG_NONE))
 		return -1;
 	uint32_t id = (uint32_t)j->nin;
-	struct unit *u = unit_add(j, U_INSN, gi->pc);
+	struct unit *u = jit_unit_add(j, U_INSN, gi->pc);
 	if (!u)
 		return -1;
 	u->id = id;
@@ -387,14 +378,15 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	if (have)
 		return have;
 	const struct gb_insn *first = inside(j, pc) ? fetch(ctx, pc) : NULL;
-	if (!first || !gb_jit__supported(first))
+	if (!first || !translatable(j, first))
 		return 0;
-	size_t mark_u = j->nu, mark_in = j->nin, mark_used = j->em.used;
+	size_t mark_u = j->nu, mark_in = j->nin, mark_used = j->em.used, mark_st = j->nst,
+	       mark_want = j->nwant;
 	uint64_t head = gb_emit_here(&j->em);
 
 	/* Budget check: leave (to this block's own address) when the ring may
 	 * not hold one more block. */
-	struct unit *h = unit_add(j, U_HEAD, pc);
+	struct unit *h = jit_unit_add(j, U_HEAD, pc);
 	if (!h)
 		return 0;
 	gb_emit_store(&j->em, daddr(j, SLOT(GB_REG_RCX)), GB_REG_RCX);
@@ -409,7 +401,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	gb_emit_jmp8(&j->em, body);
 	gb_emit_load(&j->em, GB_REG_RCX, daddr(j, SLOT(GB_REG_RCX)));
 	size_t full_src = gb_emit_jump(&j->em, ZYDIS_MNEMONIC_JMP, gb_emit_here(&j->em));
-	unit_end(j, h);
+	jit_unit_end(j, h);
 	if (!j->em.err && gb_emit_here(&j->em) != body)
 		j->em.err = -EINVAL;
 
@@ -418,7 +410,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	uint64_t at = pc;
 	for (unsigned n = 0; n < GB_JIT_BLOCK_INSNS && !j->em.err; n++) {
 		const struct gb_insn *gi = n ? (inside(j, at) ? fetch(ctx, at) : NULL) : first;
-		if (!gi || !gb_jit__supported(gi))
+		if (!gi || !translatable(j, gi))
 			break;
 		int id = one(j, gi);
 		if (id < 0) {
@@ -427,55 +419,94 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 		}
 		struct unit *u = &j->u[j->nu - 1];
 		uint64_t next = gi->pc + gi->len;
+		if (j->o.nostop && gb_jit__emulated(gi)) {
+			jit_unit_end(j, u);
+			int r = ns_transfer(j, gi, &links[nlinks]);
+			if (r < 0)
+				j->em.err = j->em.err ? j->em.err : -EINVAL;
+			nlinks += r > 0;
+			at = 0;
+			break;
+		}
+		if (j->o.nostop && gi->zi.mnemonic == ZYDIS_MNEMONIC_SYSCALL) {
+			jit_unit_end(j, u);
+			ns_syscall(j, gi);
+			at = next;
+			continue;
+		}
 		if (gb_jit__emulated(gi)) {
 			/* gebpf performs it at the stub's stop; without gebpf
 			 * the stub goes on to the original instruction */
 			uint8_t words = u->words;
-			unit_end(j, u);
-			stub(j, gi->pc, UINT32_MAX, words);
+			jit_unit_end(j, u);
+			jit_stub(j, gi->pc, UINT32_MAX, words);
 			at = 0;
 			break;
 		}
 		if (gi->flags & GB_INSN_BRANCH) {
 			uint64_t tgt = next + (uint64_t)gi->zi.raw.imm[0].value.s;
 			uint32_t src = (uint32_t)gb_emit_jump(&j->em, gi->zi.mnemonic, gb_emit_here(&j->em));
-			unit_end(j, u);
+			jit_unit_end(j, u);
 			links[nlinks++] = (struct link){ gi->zi.mnemonic, tgt, src };
 			at = gi->zi.mnemonic == ZYDIS_MNEMONIC_JMP ? 0 : next;
 			break;
 		}
 		gb_emit_moved(&j->em, gi);
-		unit_end(j, u);
+		jit_unit_end(j, u);
 		at = next;
 	}
 	/* Fall through (past a jcc, or the block's end) to the next address. */
 	if (at) {
-		struct unit *l = unit_add(j, U_LINK, at);
+		struct unit *l = jit_unit_add(j, U_LINK, at);
 		if (l) {
 			uint32_t src = (uint32_t)gb_emit_jump(&j->em, ZYDIS_MNEMONIC_JMP, gb_emit_here(&j->em));
-			unit_end(j, l);
+			jit_unit_end(j, l);
 			links[nlinks++] = (struct link){ ZYDIS_MNEMONIC_JMP, at, src };
 		}
 	}
 	/* Point the links at blocks, or at stubs (after the block's code). */
 	for (unsigned k = 0; k < nlinks && !j->em.err; k++) {
 		uint64_t dst = block_of(j, links[k].target);
-		if (!dst)
-			dst = stub(j, links[k].target, links[k].src, 0);
+		if (!dst && j->o.nostop && !inside(j, links[k].target)) {
+			dst = gb_emit_here(&j->em);
+			struct unit *x = jit_unit_add(j, U_NS, links[k].target);
+			if (!x)
+				break;
+			x->ns = GB_JIT_NS_EXIT;
+			ns_leave(j, links[k].target);
+			jit_unit_end(j, x);
+		} else if (!dst) {
+			dst = jit_stub(j, links[k].target, links[k].src, 0);
+		}
 		gb_emit_repoint(&j->em, links[k].src, dst);
 	}
-	uint64_t full_stub = stub(j, pc, UINT32_MAX, 0);
+	uint64_t full_stub;
+	if (j->o.nostop) { /* the ring's slow path, back to this head */
+		full_stub = gb_emit_here(&j->em);
+		ns_budget_exit(j, (uint32_t)(j->nin - mark_in), head);
+	} else {
+		full_stub = jit_stub(j, pc, UINT32_MAX, 0);
+	}
 	if (!j->em.err)
 		gb_emit_repoint(&j->em, full_src, full_stub);
 	if (j->em.err || block_put(j, pc, head)) {
 		/* Out of room (or unencodable): nothing of it stays. */
 		j->nu = mark_u;
 		j->nin = mark_in;
+		j->nst = mark_st;
+		j->nwant = mark_want;
 		j->em.used = mark_used;
 		j->em.err = 0;
 		return 0;
 	}
 	j->stats.blocks++;
+	if (j->o.nostop) {
+		uint32_t words = 0;
+		for (size_t k = mark_u; k < j->nu; k++)
+			words += j->u[k].kind == U_INSN ? j->u[k].words : 0;
+		ns_ring_block(j, words);
+		ns_table_put(j, pc, head);
+	}
 	/* Exits waiting for this block jump straight to it now. */
 	for (size_t k = 0; k < j->nst;) {
 		if (j->st[k].target == pc) {
@@ -487,6 +518,34 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 		}
 	}
 	return head;
+}
+
+void gb_jit__table_put(struct gb_jit *j, uint64_t pc)
+{
+	uint64_t blk = j->o.nostop ? block_of(j, pc) : 0;
+	if (blk)
+		ns_table_put(j, pc, blk);
+}
+
+int gb_jit__translate_from(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, void *ctx)
+{
+	if (!gb_jit__block(j, pc, fetch, ctx))
+		return -EINVAL;
+	/* the blocks pending exits and return sites wait for, until none is new */
+	for (bool more = true; more;) {
+		more = false;
+		for (size_t k = 0; k < j->nst; k++) {
+			uint64_t t = j->st[k].target;
+			if (!block_of(j, t) && gb_jit__block(j, t, fetch, ctx)) {
+				more = true;
+				break; /* the list changed */
+			}
+		}
+		for (size_t k = 0; k < j->nwant && !more; k++)
+			if (!block_of(j, j->want[k]) && gb_jit__block(j, j->want[k], fetch, ctx))
+				more = true;
+	}
+	return j->em.err;
 }
 
 size_t gb_jit__ninsns(const struct gb_jit *j) { return j->nin; }
@@ -503,112 +562,6 @@ void gb_jit__span(const struct gb_jit *j, uint64_t *lo, uint64_t *hi)
 {
 	*lo = j->lo;
 	*hi = j->hi;
-}
-
-/* --- the ring --- */
-
-void gb_jit__ring_reset(struct gb_jit *j)
-{
-	*dword(j, HEAD) = daddr(j, RING);
-	*dword(j, BUDGET) = GB_JIT_RING_SIZE / 8 / BLOCK_WORDS;
-}
-
-size_t gb_jit__ring_used(const struct gb_jit *j)
-{
-	uint64_t h = *(volatile uint64_t *)dword(j, HEAD);
-	uint64_t lo = daddr(j, RING), hi = lo + GB_JIT_RING_SIZE;
-	return h >= lo && h <= hi ? (size_t)(h - lo) / 8 : 0;
-}
-
-void gb_jit__ring_unwrite(struct gb_jit *j, size_t words)
-{
-	size_t used = gb_jit__ring_used(j);
-	*dword(j, HEAD) = daddr(j, RING) + 8 * (used > words ? used - words : 0);
-}
-
-int gb_jit__ring_next(const struct gb_jit *j, size_t *pos, uint64_t fs_base, uint64_t gs_base,
-		      struct gb_jit_rec *out)
-{
-	size_t used = gb_jit__ring_used(j);
-	const uint64_t *w = (const uint64_t *)(j->m.data + RING);
-	if (*pos >= used)
-		return 0;
-	uint64_t id = w[(*pos)++];
-	if (id >= j->nin)
-		return -EINVAL;
-	const struct insn *in = &j->in[id];
-	out->pc = in->pc;
-	out->len = in->len;
-	out->nacc = 0;
-	for (unsigned k = 0; k < in->nrefs; k++) {
-		const struct ref *r = &in->refs[k];
-		uint64_t a = (uint64_t)r->disp;
-		if (r->rt) {
-			if (*pos >= used)
-				return -EINVAL;
-			a = w[(*pos)++];
-		}
-		if (r->flags & GB_REF_ADDR32)
-			a = (uint32_t)a;
-		if (r->flags & GB_REF_FS)
-			a += fs_base;
-		else if (r->flags & GB_REF_GS)
-			a += gs_base;
-		out->acc[out->nacc++] = (struct gb_access){ a, r->size, r->flags & GB_REF_WRITE };
-	}
-	return 1;
-}
-
-/* --- where a thread is --- */
-
-bool gb_jit__in_code(const struct gb_jit *j, uint64_t rip)
-{
-	return rip >= j->m.code_addr && rip < j->m.code_addr + j->em.used;
-}
-
-uint64_t gb_jit__saved(const struct gb_jit *j, unsigned r) { return *dword(j, SLOT(r)); }
-
-int gb_jit__locate(const struct gb_jit *j, uint64_t rip, struct gb_jit_loc *out)
-{
-	memset(out, 0, sizeof(*out));
-	if (!gb_jit__in_code(j, rip))
-		return -ENOENT;
-	uint64_t off = rip - j->m.code_addr;
-	size_t lo = GB_UPPER(j->u, j->nu, off, off); /* the unit is the last with u.off <= off */
-	if (!lo || off >= j->u[lo - 1].end)
-		return -ENOENT;
-	const struct unit *u = &j->u[lo - 1];
-	out->pc = u->pc;
-	switch (u->kind) {
-	case U_HEAD:
-		if (off > u->off)
-			out->restore = 1u << GB_REG_RCX;
-		return 0;
-	case U_LINK:
-		return 0;
-	case U_STUB: {
-		static const uint8_t saved[] = { GB_REG_RAX, GB_REG_RCX, GB_REG_R11 };
-		for (unsigned k = 0; k < 3; k++)
-			if (off > u->off + 7 * k) /* each save is 7 bytes */
-				out->restore |= 1u << saved[k];
-		out->stub = true;
-		out->stub_call = off == u->o_insn;
-		out->emulate = u->emu;
-		/* the instruction it stands for has its record: not run yet */
-		out->unwrite = u->emu ? u->words : 0;
-		return 0;
-	}
-	case U_INSN:
-		if (off > u->off)
-			out->restore |= 1u << u->a;
-		if (off > u->o_b && u->b != GB_REG_NONE)
-			out->restore |= 1u << u->b;
-		if (off >= u->o_commit)
-			out->unwrite = u->words;
-		out->at_insn = off == u->o_insn; /* (rip is never inside the copy) */
-		return 0;
-	}
-	return -ENOENT;
 }
 
 void gb_jit__stats(const struct gb_jit *j, struct gb_jit_stats *s) { *s = j->stats; }

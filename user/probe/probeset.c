@@ -12,12 +12,13 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/bound.h"
+#include "common/clock.h"
 #include "common/grow.h"
 #include "common/log.h"
+#include "common/sort.h"
 #include "probe/probetrap_int.h"
 #include "probe/umulti.h"
 #include "ptrace/maps.h"
@@ -118,12 +119,6 @@ static int attach(struct gb_probetrap *p, struct probe *pr, size_t n)
 	return 0;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 int gb_probetrap__add_many(struct gb_probetrap *p, const char *path, const uint64_t *offs,
 			   size_t n)
 {
@@ -148,7 +143,7 @@ int gb_probetrap__add_many(struct gb_probetrap *p, const char *path, const uint6
 		goto out;
 	}
 	memcpy(sorted, offs, n * sizeof(*sorted));
-	qsort(sorted, n, sizeof(*sorted), cmp_u64);
+	qsort(sorted, n, sizeof(*sorted), gb_cmp_u64);
 	for (size_t i = 0; i < n; i++) {
 		struct probe *old = find_probe(p, st.st_dev, st.st_ino, sorted[i]);
 		if ((i && sorted[i] == sorted[i - 1]) || (old && !old->muted)) {
@@ -174,13 +169,14 @@ int gb_probetrap__add_many(struct gb_probetrap *p, const char *path, const uint6
 			goto out;
 		}
 	}
-	double t0 = gb_pt_now_ms();
+	double t0 = gb_mono_s();
 	if (nf && ((err = gb_grow((void **)&p->pr, &p->capr, p->npr + nf, sizeof(*p->pr))) ||
 		   (err = attach(p, fresh, nf))))
 		goto out;
 	if (nf)
 		gb_info("probe trap: %zu probes in %s attached in %.1f ms (%s)", nf, path,
-			gb_pt_now_ms() - t0, p->multi ? "one uprobe_multi link" : "perf-event uprobes");
+			(gb_mono_s() - t0) * 1e3,
+			p->multi ? "one uprobe_multi link" : "perf-event uprobes");
 	for (size_t i = 0; i < n; i++) {
 		struct probe *old = find_probe(p, st.st_dev, st.st_ino, sorted[i]);
 		if (old && old->muted)
@@ -248,13 +244,6 @@ int gb_probetrap__remove(struct gb_probetrap *p, const char *path, uint64_t file
 	return 0;
 }
 
-double gb_pt_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 unsigned gb_pt_live_probes(const struct gb_probetrap *p)
 {
 	unsigned n = 0;
@@ -266,7 +255,7 @@ unsigned gb_pt_live_probes(const struct gb_probetrap *p)
 
 void gb_pt_detach_all(struct gb_probetrap *p)
 {
-	double t0 = gb_pt_now_ms();
+	double t0 = gb_mono_s();
 	size_t n = p->npr;
 	for (size_t g = 0; g < p->ngr; g++)
 		if (p->gr[g].fd >= 0)
@@ -282,7 +271,7 @@ void gb_pt_detach_all(struct gb_probetrap *p)
 	p->gr = NULL;
 	p->npr = p->ngr = 0;
 	if (n)
-		gb_info("probe trap: %zu probes detached in %.1f ms", n, gb_pt_now_ms() - t0);
+		gb_info("probe trap: %zu probes detached in %.1f ms", n, (gb_mono_s() - t0) * 1e3);
 }
 /* --- runtime addresses --------------------------------------------------- */
 

@@ -70,6 +70,5 @@ struct gb_probetrap {
 bool gb_pt_is_probed(struct gb_probetrap *p, uint64_t runtime_addr);
 unsigned gb_pt_live_probes(const struct gb_probetrap *p);
 void gb_pt_detach_all(struct gb_probetrap *p);
-double gb_pt_now_ms(void);       /* CLOCK_MONOTONIC (the -v timings) */
 
 #endif

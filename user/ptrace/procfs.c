@@ -1,5 +1,6 @@
 #include "ptrace/procfs.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -143,4 +144,150 @@ int gb_proc_tasks(pid_t pid, pid_t **tids, size_t *n)
 		*n = 0;
 	}
 	return r;
+}
+
+int gb_proc_stat_nums(pid_t pid, uint64_t *out, int n)
+{
+	char buf[2048];
+	int e = slurp(pid, "stat", buf, sizeof(buf));
+	if (e)
+		return e;
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return -EIO;
+	for (int i = 0; i <= n && i < 4; i++)
+		out[i] = 0;
+	/* p walks the blanks: the one after ")" starts field 3 (the state). */
+	for (int i = 3; i <= n; i++) {
+		p = strchr(p, ' ');
+		if (!p)
+			return -ENOENT;
+		p++;
+		if (i > 3)
+			out[i] = strtoull(p, NULL, 10);
+	}
+	return 0;
+}
+
+/* The last number of an "NSpid:"-style line (the innermost namespace's),
+ * and how many it holds. */
+static int last_field(const char *line, int32_t *out, int *levels)
+{
+	int n = 0;
+	long v = 0;
+	const char *p = line;
+	while (*p) {
+		while (*p && !isdigit((unsigned char)*p))
+			p++;
+		if (!*p)
+			break;
+		v = strtol(p, (char **)&p, 10);
+		n++;
+	}
+	if (!n)
+		return -EINVAL;
+	*out = (int32_t)v;
+	if (levels)
+		*levels = n;
+	return 0;
+}
+
+int gb_proc_status(pid_t pid, pid_t tid, struct gb_proc_status *out)
+{
+	char path[96], line[512];
+	memset(out, 0, sizeof(*out));
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return errno == ENOENT ? -ESRCH : -errno;
+	while (fgets(line, sizeof(line), f)) {
+		char *v = strchr(line, ':');
+		if (!v)
+			continue;
+		*v++ = 0;
+		unsigned long long x;
+		if (!strcmp(line, "State"))
+			sscanf(v, " %c", &out->state);
+		else if (!strcmp(line, "NSpid"))
+			last_field(v, &out->nspid, &out->levels);
+		else if (!strcmp(line, "NSpgid"))
+			last_field(v, &out->nspgid, NULL);
+		else if (!strcmp(line, "NSsid"))
+			last_field(v, &out->nssid, NULL);
+		else if (!strcmp(line, "PPid"))
+			out->ppid = (pid_t)atoi(v);
+		else if (!strcmp(line, "Uid"))
+			out->uid = (uint32_t)strtoul(v, NULL, 10);
+		else if (!strcmp(line, "Gid"))
+			out->gid = (uint32_t)strtoul(v, NULL, 10);
+		else if (!strcmp(line, "Seccomp"))
+			out->seccomp = atoi(v);
+		else if (!strcmp(line, "SigPnd") && sscanf(v, "%llx", &x) == 1)
+			out->sigpnd = x;
+		else if (!strcmp(line, "ShdPnd") && sscanf(v, "%llx", &x) == 1)
+			out->shdpnd = x;
+		else if (!strcmp(line, "SigBlk") && sscanf(v, "%llx", &x) == 1)
+			out->sigblk = x;
+	}
+	fclose(f);
+	return out->levels ? 0 : -ESRCH;
+}
+
+int gb_proc_slurp(pid_t pid, const char *name, uint8_t **buf, size_t *len)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	*buf = NULL;
+	*len = 0;
+	if (fd < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	size_t cap = 0, n = 0;
+	uint8_t *b = NULL;
+	int r = 0;
+	for (;;) {
+		/* Room for at least one more byte and the final NUL. */
+		if (GB_GROW(&b, &cap, n + 2)) {
+			r = -ENOMEM;
+			break;
+		}
+		ssize_t k = read(fd, b + n, cap - 1 - n);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			break;
+		}
+		if (k == 0)
+			break;
+		n += (size_t)k;
+	}
+	close(fd);
+	if (r) {
+		free(b);
+		return r;
+	}
+	b[n] = 0;
+	*buf = b;
+	*len = n;
+	return 0;
+}
+
+int gb_proc_fdinfo(pid_t pid, int fd, uint64_t *pos, uint32_t *flags)
+{
+	char name[64];
+	uint8_t *info;
+	size_t len;
+	snprintf(name, sizeof(name), "fdinfo/%d", fd);
+	int r = gb_proc_slurp(pid, name, &info, &len);
+	if (r)
+		return r;
+	const char *p = strstr((char *)info, "pos:");
+	if (p)
+		*pos = strtoull(p + 4, NULL, 10);
+	p = strstr((char *)info, "flags:");
+	if (p)
+		*flags = (uint32_t)strtoul(p + 6, NULL, 8);
+	free(info);
+	return 0;
 }

@@ -33,4 +33,33 @@ int gb_proc_tasks(pid_t pid, pid_t **tids, size_t *n);
  * other thread of its process has been reaped). */
 bool gb_proc_gone(pid_t pid);
 
+/* Numeric fields of /proc/PID/stat in one read, into out[0..n] (n + 1
+ * entries): out[i] = field i (1-based, as in proc(5)) for 4 <= i <= n;
+ * out[0..3] = 0 (pid, comm and the state letter are not read).  0, -ESRCH,
+ * -ENOENT (the kernel has fewer fields) or -errno. */
+int gb_proc_stat_nums(pid_t pid, uint64_t *out, int n);
+
+/* What /proc/PID/task/TID/status says of a thread: ids as the process sees
+ * them (its innermost pid namespace), its state, signal masks. */
+struct gb_proc_status {
+	char state;                 /* letter of "State:" */
+	int32_t nspid, nspgid, nssid;   /* innermost level of NSpid/NSpgid/NSsid */
+	int levels;                 /* number of NSpid levels */
+	pid_t ppid;                 /* PPid as we see it */
+	uint32_t uid, gid;
+	uint64_t sigpnd, shdpnd, sigblk;
+	int seccomp;                /* "Seccomp:" 0 none, 1 strict, 2 filter */
+};
+/* /proc/PID/task/TID/status.  0 or -errno (-ESRCH when gone). */
+int gb_proc_status(pid_t pid, pid_t tid, struct gb_proc_status *out);
+
+/* A whole /proc/PID/NAME file of any size into a malloc'd buffer
+ * (NUL-terminated; *len without the NUL).  0, -ESRCH or -errno. */
+int gb_proc_slurp(pid_t pid, const char *name, uint8_t **buf, size_t *len);
+
+/* "pos:" and "flags:" (the open flags, octal in the file) of
+ * /proc/PID/fdinfo/FD; a field the kernel does not show is left as it is.
+ * 0, or -errno when the file cannot be read (fd closed meanwhile). */
+int gb_proc_fdinfo(pid_t pid, int fd, uint64_t *pos, uint32_t *flags);
+
 #endif

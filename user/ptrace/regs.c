@@ -1,8 +1,8 @@
 #include "ptrace/regs.h"
 
-#include <cpuid.h>
 #include <elf.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <sys/ptrace.h>
 #include <sys/uio.h>
 
@@ -41,10 +41,31 @@ int gb_xstate_get(pid_t tid, void *buf, size_t *len)
 	return 0;
 }
 
-size_t gb_xstate_size(void)
+int gb_xstate_read(pid_t tid, uint8_t **buf, size_t *cap, size_t *len)
 {
-	unsigned a, b, c, d;
-	if (!__get_cpuid_count(0xd, 0, &a, &b, &c, &d) || b == 0)
-		return 512 + 64; /* legacy area + header */
-	return b;
+	for (;;) {
+		if (*cap < 4096) {
+			uint8_t *n = realloc(*buf, 16384);
+			if (!n)
+				return -ENOMEM;
+			*buf = n;
+			*cap = 16384;
+		}
+		size_t got = *cap;
+		int r = gb_xstate_get(tid, *buf, &got);
+		if (r)
+			return r;
+		if (got < *cap) {
+			*len = got;
+			return 0;
+		}
+		/* Filled to the brim: the regset may be larger still. */
+		if (*cap >= (1u << 20))
+			return -E2BIG;
+		uint8_t *n = realloc(*buf, *cap * 2);
+		if (!n)
+			return -ENOMEM;
+		*buf = n;
+		*cap *= 2;
+	}
 }

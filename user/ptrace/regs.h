@@ -12,10 +12,16 @@ int gb_regs_get(pid_t tid, struct user_regs_struct *r);         /* 0 or -errno *
 int gb_regs_set(pid_t tid, const struct user_regs_struct *r);
 int gb_fpregs_get(pid_t tid, struct user_fpregs_struct *f);
 int gb_fpregs_set(pid_t tid, const struct user_fpregs_struct *f);
-/* Load an XSAVE area (standard format, gb_xstate_size() bytes). */
+/* Load an XSAVE area (NT_X86_XSTATE): exactly the kernel's regset size,
+ * in this machine's layout (decode/xsave.h converts a snapshot's). */
 int gb_xstate_set(pid_t tid, const void *buf, size_t len);
-/* The XSAVE area (NT_X86_XSTATE).  *len in: buffer size; out: bytes filled. */
+/* The XSAVE area (NT_X86_XSTATE).  *len in: buffer size; out: bytes filled
+ * (the kernel truncates to the buffer: see gb_xstate_read). */
 int gb_xstate_get(pid_t tid, void *buf, size_t *len);
+/* The whole XSAVE area as the kernel's regset holds it, in *buf (grown as
+ * needed; *cap its size) and *len: the kernel's own size, which is the one
+ * to trust (CPUID 0xD's EBX can be smaller than the regset). */
+int gb_xstate_read(pid_t tid, uint8_t **buf, size_t *cap, size_t *len);
 /* A thread stopped inside a syscall that the kernel will restart when it
  * resumes (interrupted while blocked): rip is past the syscall instruction,
  * rax holds -ERESTART*, and resuming re-executes the syscall instruction. */
@@ -24,8 +30,5 @@ static inline bool gb_regs_restarting_syscall(const struct user_regs_struct *r)
 	long rax = (long)r->rax;
 	return (long)r->orig_rax >= 0 && (rax == -512 || rax == -513 || rax == -514 || rax == -516);
 }
-
-/* Size of the XSAVE area the kernel exposes (CPUID 0xD, ECX=0: EBX). */
-size_t gb_xstate_size(void);
 
 #endif

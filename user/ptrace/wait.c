@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/sigflag.h"
 #include "ptrace/procfs.h"
 
@@ -221,13 +222,6 @@ void gb_wait_putback(const struct gb_stop *st)
 	stash_push(st->tid, st->status);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int gb_wait(pid_t tid, int flags, struct gb_stop *out, bool stop_on_signal)
 {
 	int status;
@@ -307,8 +301,8 @@ int gb_wait(pid_t tid, int flags, struct gb_stop *out, bool stop_on_signal)
 		}
 		if (gb_sigflag_stop()) {
 			if (flag_seen < 0)
-				flag_seen = now_ms();
-			if (stop_on_signal || now_ms() - flag_seen >= GRACE_MS) {
+				flag_seen = (int64_t)(gb_mono_ns() / 1000000);
+			if (stop_on_signal || (int64_t)(gb_mono_ns() / 1000000) - flag_seen >= GRACE_MS) {
 				ret = -EINTR;
 				break;
 			}

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/sigflag.h"
 
 #define TICK_MS 250         /* the writer writes what it holds this often */
@@ -43,11 +44,11 @@ struct gb_lines {
 	uint64_t nlines;            /* lines in the file since base */
 };
 
+/* The clock in signed nanoseconds: progress_ns is written by the writer
+ * thread between our reads, so a difference may be (slightly) negative. */
 static long long mono_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+	return (long long)gb_mono_ns();
 }
 
 static uint64_t count_lines(const char *p, size_t n)
@@ -192,7 +193,7 @@ struct gb_lines *gb_lines__new(int fd, const struct gb_lines_opts *o)
 		w->file_off = w->base;
 	}
 	if (o && o->give_up_after > 0)
-		w->give_up_at = (double)mono_ns() / 1e9 + o->give_up_after;
+		w->give_up_at = gb_mono_s() + o->give_up_after;
 	atomic_store(&w->progress_ns, mono_ns());
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -236,7 +237,7 @@ static bool wait_writer(struct gb_lines *w)
 	ts.tv_sec += ts.tv_nsec / 1000000000l;
 	ts.tv_nsec %= 1000000000l;
 	pthread_cond_timedwait(&w->room, &w->mu, &ts);
-	bool stop = gb_sigflag_stop() || (w->give_up_at && (double)mono_ns() / 1e9 >= w->give_up_at);
+	bool stop = gb_sigflag_stop() || (w->give_up_at && gb_mono_s() >= w->give_up_at);
 	if (stop && (double)(mono_ns() - atomic_load(&w->progress_ns)) / 1e9 >= STALL_S)
 		w->gave_up = true;
 	return !w->gave_up;
@@ -257,21 +258,14 @@ char *gb_lines__reserve(struct gb_lines *w, size_t max)
 
 void gb_lines__commit(struct gb_lines *w, size_t len)
 {
+	/* An idle writer has not stalled: the clock of "taken nothing for
+	 * STALL_S" starts when there is something to take (a trace whose first
+	 * lines come seconds after the output was opened, on a loaded machine,
+	 * was given up at once). */
+	if (!w->fill_len && !w->out_len && len)
+		atomic_store(&w->progress_ns, mono_ns());
 	w->fill_len += len;
 	pthread_mutex_unlock(&w->mu);
-}
-
-int gb_lines__put(struct gb_lines *w, const char *line, size_t len)
-{
-	char *p = gb_lines__reserve(w, len);
-	if (!p) {
-		struct gb_lines_status st;
-		gb_lines__status(w, &st);
-		return st.err ? st.err : -EAGAIN;
-	}
-	memcpy(p, line, len);
-	gb_lines__commit(w, len);
-	return 0;
 }
 
 int gb_lines__flush(struct gb_lines *w)

@@ -41,8 +41,6 @@ struct gb_lines *gb_lines__new(int fd, const struct gb_lines_opts *o);
  * up): count it dropped; nothing to commit. */
 char *gb_lines__reserve(struct gb_lines *w, size_t max);
 void gb_lines__commit(struct gb_lines *w, size_t len);
-/* reserve + copy + commit.  0, or -EAGAIN/-errno when the line was refused. */
-int gb_lines__put(struct gb_lines *w, const char *line, size_t len);
 
 /* Wait until every committed line is written (before a snapshot).  Same
  * give-up rules as a full buffer.  0, -errno of a write error, or -EAGAIN. */

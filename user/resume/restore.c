@@ -2,6 +2,7 @@
 #include "resume/resume.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -16,9 +17,11 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "decode/xsave.h"
 #include "ptrace/inject.h"
 #include "ptrace/maps.h"
 #include "ptrace/mem.h"
+#include "ptrace/procfs.h"
 #include "ptrace/regs.h"
 #include "resume/resume_int.h"
 
@@ -188,18 +191,12 @@ static bool file_unchanged(const struct gb_snap_map *m)
 	return same;
 }
 
-static bool zero_page(const uint8_t *p)
-{
-	static const uint8_t zeros[GB_PAGE_SIZE];
-	return !memcmp(p, zeros, GB_PAGE_SIZE);
-}
-
 static int write_bytes(struct gb_rctx *c, const struct gb_snap_map *m)
 {
 	uint64_t len = m->end - m->start;
 	for (uint64_t off = 0; off < len; off += GB_PAGE_SIZE) {
 		uint64_t run = off;
-		while (run < len && !zero_page(m->data + run)) /* a run of non-zero pages */
+		while (run < len && !gb_page_is_zero(m->data + run)) /* a run of non-zero pages */
 			run += GB_PAGE_SIZE;
 		if (run > off) {
 			ssize_t n = gb_mem_write(c->pid, m->start + off, m->data + off, (size_t)(run - off));
@@ -252,20 +249,8 @@ static int map_one(struct gb_rctx *c, const struct gb_snap_map *m)
 /* The helper's mm fields from /proc/PID/stat (fields 26-28 and 45-51). */
 static int read_mm(pid_t pid, struct prctl_mm_map *mm)
 {
-	char path[64], buf[2048];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-	if (fd >= 0)
-		close(fd);
-	char *p = n > 0 ? (buf[n] = 0, strrchr(buf, ')')) : NULL;
-	uint64_t f[52] = { 0 };
-	for (int i = 3; p && i <= 51; i++) { /* field 3 (state) follows ") " */
-		p = strchr(p, ' ');
-		if (p)
-			f[i] = strtoull(++p, NULL, 10);
-	}
-	if (!p)
+	uint64_t f[52];
+	if (gb_proc_stat_nums(pid, f, 51))
 		return -EIO;
 	mm->start_code = f[26];
 	mm->end_code = f[27];
@@ -317,6 +302,33 @@ static int set_mm_fields(struct gb_rctx *c, const struct gb_snapshot *s)
 	return 0;
 }
 
+/* The snapshot's x87/SSE/AVX/AVX-512 state, converted from the standard
+ * layout it is stored in to this machine's (decode/xsave.h) and written with
+ * the kernel's own regset size.  Components this CPU lacks are said, once. */
+static int set_vector_state(struct gb_rctx *c, const struct gb_snap_thread *th)
+{
+	if (!th->xstate)
+		return gb_fpregs_set(c->pid, &th->fpregs);
+	uint8_t *area = NULL;
+	size_t cap = 0, len;
+	int e = gb_xstate_read(c->pid, &area, &cap, &len);
+	uint64_t lost = 0;
+	if (!e && gb_xsave_from_standard(th->xstate, th->xstate_len, area, len, &lost) == 0) {
+		e = gb_xstate_set(c->pid, area, len);
+		if (!e && lost)
+			gb_warn("resume: the snapshot holds XSAVE components 0x%" PRIx64
+				" that this CPU does not enable: they start in their initial state",
+				lost);
+	} else {
+		if (!e)
+			gb_warn("resume: the snapshot's XSAVE area (%zu bytes) is not an XSAVE "
+				"area: restoring x87/SSE state only", th->xstate_len);
+		e = gb_fpregs_set(c->pid, &th->fpregs);
+	}
+	free(area);
+	return e;
+}
+
 /* General registers, a syscall the snapshot's thread was blocked in turned
  * back into its instruction (re-issued on resume), XSAVE state, sigmask. */
 static int set_cpu(struct gb_rctx *c, const struct gb_snap_thread *th)
@@ -330,14 +342,7 @@ static int set_cpu(struct gb_rctx *c, const struct gb_snap_thread *th)
 	int e = gb_regs_set(c->pid, &r);
 	if (e)
 		return gb_resume__fail(c, e, "set the registers: %s", strerror(-e));
-	if (th->xstate && th->xstate_len == gb_xstate_size()) {
-		e = gb_xstate_set(c->pid, th->xstate, th->xstate_len);
-	} else {
-		if (th->xstate)
-			gb_warn("resume: the snapshot's XSAVE area (%zu bytes) is not this CPU's (%zu): "
-				"restoring x87/SSE state only", th->xstate_len, gb_xstate_size());
-		e = gb_fpregs_set(c->pid, &th->fpregs);
-	}
+	e = set_vector_state(c, th);
 	if (e)
 		return gb_resume__fail(c, e, "set the FPU/vector registers: %s", strerror(-e));
 	uint64_t mask = th->sighold;

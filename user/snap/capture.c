@@ -15,7 +15,6 @@
  */
 #include "snap/snapshot.h"
 
-#include <cpuid.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -31,6 +30,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "decode/xsave.h"
 #include "ptrace/maps.h"
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
@@ -107,52 +107,6 @@ cleanup:
 	return r;
 }
 
-/* The XSAVE area in the standard format that gdb and kernel cores on common
- * hardware use: each component at its architectural offset (AVX 576, MPX
- * 960/1024, AVX-512 1088/1152/1664, PKRU 2688).  Some hypervisors enumerate
- * other offsets in CPUID 0xD (e.g. without MPX's slots); ptrace then hands
- * us that layout, which gdb would misread.  Returns a new buffer or NULL
- * when the layout already is the standard one. */
-static const struct { unsigned off, size; } std_xsave[10] = {
-	[2] = { 576, 256 }, [3] = { 960, 64 }, [4] = { 1024, 64 }, [5] = { 1088, 64 },
-	[6] = { 1152, 512 }, [7] = { 1664, 1024 }, [9] = { 2688, 8 },
-};
-
-static uint8_t *xstate_standard(const uint8_t *raw, size_t len, size_t *outlen)
-{
-	uint64_t xcr0;
-	unsigned a, b, c, d;
-	if (len < 576)
-		return NULL;
-	memcpy(&xcr0, raw + 464, 8);
-	bool same = true;
-	size_t need = 576;
-	for (unsigned i = 2; i < 64; i++) {
-		if (!(xcr0 & (1ull << i)))
-			continue;
-		if (i >= 10 || !std_xsave[i].size || !__get_cpuid_count(0xd, i, &a, &b, &c, &d) ||
-		    a != std_xsave[i].size)
-			return NULL; /* a component we do not know the standard place of */
-		if (b != std_xsave[i].off)
-			same = false;
-		if (std_xsave[i].off + a > need)
-			need = std_xsave[i].off + a;
-	}
-	if (same)
-		return NULL;
-	uint8_t *std = calloc(1, need);
-	if (!std)
-		return NULL;
-	memcpy(std, raw, 576);
-	for (unsigned i = 2; i < 10; i++) {
-		if (!(xcr0 & (1ull << i)) || !__get_cpuid_count(0xd, i, &a, &b, &c, &d) || b + a > len)
-			continue;
-		memcpy(std + std_xsave[i].off, raw + b, a);
-	}
-	*outlen = need;
-	return std;
-}
-
 static int capture_thread(pid_t host_pid, const struct gb_thread *th, struct gb_snap_thread *t)
 {
 	struct gb_proc_status st;
@@ -164,17 +118,14 @@ static int capture_thread(pid_t host_pid, const struct gb_thread *th, struct gb_
 	t->sighold = st.sigblk;
 	if ((r = gb_regs_get(th->tid, &t->regs)) || (r = gb_fpregs_get(th->tid, &t->fpregs)))
 		return r;
-	size_t len = gb_xstate_size();
-	if (len < 4096)
-		len = 4096;
-	len *= 4; /* room for what the kernel's regset exposes beyond XCR0's size */
-	t->xstate = calloc(1, len);
-	if (!t->xstate)
-		return -ENOMEM;
-	if (gb_xstate_get(th->tid, t->xstate, &len) == 0) {
+	/* The XSAVE area in the standard layout that gdb and kernel cores on
+	 * common hardware use (decode/xsave.h). */
+	size_t cap = 0, len;
+	t->xstate = NULL;
+	if (gb_xstate_read(th->tid, &t->xstate, &cap, &len) == 0) {
 		t->xstate_len = len;
 		size_t slen;
-		uint8_t *std = xstate_standard(t->xstate, len, &slen);
+		uint8_t *std = gb_xsave_to_standard(t->xstate, len, &slen);
 		if (std) {
 			free(t->xstate);
 			t->xstate = std;
@@ -208,7 +159,7 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 	if (o)
 		o->forked = false;
 	*out = NULL;
-	struct gb_snapshot *s = gb_snapshot__alloc();
+	struct gb_snapshot *s = gb_snapshot_alloc();
 	if (!s)
 		return gb_fail(-ENOMEM, "pid %d: out of memory", tr->pid);
 	s->owns_map_data = true;
@@ -283,7 +234,7 @@ int gb_snapshot_capture_opts(struct gb_tracee *tr, const struct gb_snap_point *p
 		goto cleanup;
 	/* Unwinding reads memory: from the copy once the target runs again. */
 	if (!o || !o->forked)
-		gb_snapshot__unwind(s);
+		gb_snapshot_unwind(s);
 	*out = s;
 	s = NULL;
 	r = 0;

@@ -269,7 +269,7 @@ int gb_snapshot_load(const char *path, struct gb_snapshot **out, const char *wha
 	struct stat st;
 	int fd = -1, r;
 	*out = NULL;
-	rd.s = gb_snapshot__alloc();
+	rd.s = gb_snapshot_alloc();
 	if (!rd.s)
 		return rfail(&rd, -ENOMEM, "out of memory");
 	fd = open(path, O_RDONLY | O_CLOEXEC);

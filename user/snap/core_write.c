@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/grow.h"
 #include "common/log.h"
 #include "snap/core_data.h"
@@ -361,13 +362,6 @@ cleanup:
 	return r;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* An unnamed file in path's directory (O_TMPFILE), else a temporary name
  * (*tmp, malloc'd). */
 static int create_out(const char *path, char **tmp)
@@ -436,9 +430,9 @@ int gb_snapshot_save_stats(struct gb_snapshot *s, const char *path, struct gb_sn
 {
 	char *tmp = NULL, *dircopy = NULL;
 	int fd, r;
-	double t0 = now_s(), t1;
+	double t0 = gb_mono_s(), t1;
 	if (s->src && !s->unwound)
-		gb_snapshot__unwind(s);
+		gb_snapshot_unwind(s);
 	fd = create_out(path, &tmp);
 	if (fd < 0) {
 		r = fd;
@@ -451,7 +445,7 @@ int gb_snapshot_save_stats(struct gb_snapshot *s, const char *path, struct gb_sn
 	r = write_core(fd, s, st, path);
 	if (r)
 		goto cleanup;
-	t1 = now_s();
+	t1 = gb_mono_s();
 	if (fsync(fd)) {
 		r = gb_fail(-errno, "%s: fsync: %s", path, strerror(errno));
 		goto cleanup;
@@ -477,7 +471,7 @@ int gb_snapshot_save_stats(struct gb_snapshot *s, const char *path, struct gb_sn
 	}
 	if (st) {
 		st->copy_s = t1 - t0;
-		st->sync_s = now_s() - t1;
+		st->sync_s = gb_mono_s() - t1;
 	}
 	r = 0;
 cleanup:

@@ -1,26 +1,12 @@
-/* gebpf diff: two snapshots (snap_diff.c) or two JSONL traces
- * (trace_diff.c, in the trace format of docs/trace-format.md). */
+/* gebpf diff of two snapshots (snap_diff.c); two traces: record/trace_diff.h. */
 #ifndef GB_SNAP_DIFF_H
 #define GB_SNAP_DIFF_H
 
-#include <stdbool.h>
 #include <stdio.h>
 
 #include "snap/snapshot.h"
 
 /* Print the differences; returns how many (0 = equal). */
 int gb_snap_diff(const struct gb_snapshot *a, const struct gb_snapshot *b, FILE *out);
-
-enum gb_norm { GB_NORM_NONE = 0, GB_NORM_QEMU, GB_NORM_LACKEY };
-
-struct gb_trace_diff_opts {
-	bool ignore_vt, ignore_vcpu;
-	enum gb_norm norm;       /* emulator quirks to undo (docs/diff.md) */
-	int context;             /* lines of context before the first difference */
-};
-
-/* 0 equal, 1 different, -errno on a read/parse error (one "gebpf: FILE...:
- * <why>" line printed). */
-int gb_trace_diff(const char *pa, const char *pb, const struct gb_trace_diff_opts *o, FILE *out);
 
 #endif

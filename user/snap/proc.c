@@ -13,108 +13,6 @@
 
 #include "common/grow.h"
 
-static int last_field(const char *line, int32_t *out, int *levels)
-{
-	int n = 0;
-	long v = 0;
-	const char *p = line;
-	while (*p) {
-		while (*p && !isdigit((unsigned char)*p))
-			p++;
-		if (!*p)
-			break;
-		v = strtol(p, (char **)&p, 10);
-		n++;
-	}
-	if (!n)
-		return -EINVAL;
-	*out = (int32_t)v;
-	if (levels)
-		*levels = n;
-	return 0;
-}
-
-int gb_proc_status(pid_t pid, pid_t tid, struct gb_proc_status *out)
-{
-	char path[96], line[512];
-	memset(out, 0, sizeof(*out));
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return errno == ENOENT ? -ESRCH : -errno;
-	while (fgets(line, sizeof(line), f)) {
-		char *v = strchr(line, ':');
-		if (!v)
-			continue;
-		*v++ = 0;
-		unsigned long long x;
-		if (!strcmp(line, "State"))
-			sscanf(v, " %c", &out->state);
-		else if (!strcmp(line, "NSpid"))
-			last_field(v, &out->nspid, &out->levels);
-		else if (!strcmp(line, "NSpgid"))
-			last_field(v, &out->nspgid, NULL);
-		else if (!strcmp(line, "NSsid"))
-			last_field(v, &out->nssid, NULL);
-		else if (!strcmp(line, "PPid"))
-			out->ppid = (pid_t)atoi(v);
-		else if (!strcmp(line, "Uid"))
-			out->uid = (uint32_t)strtoul(v, NULL, 10);
-		else if (!strcmp(line, "Gid"))
-			out->gid = (uint32_t)strtoul(v, NULL, 10);
-		else if (!strcmp(line, "Seccomp"))
-			out->seccomp = atoi(v);
-		else if (!strcmp(line, "SigPnd") && sscanf(v, "%llx", &x) == 1)
-			out->sigpnd = x;
-		else if (!strcmp(line, "ShdPnd") && sscanf(v, "%llx", &x) == 1)
-			out->shdpnd = x;
-		else if (!strcmp(line, "SigBlk") && sscanf(v, "%llx", &x) == 1)
-			out->sigblk = x;
-	}
-	fclose(f);
-	return out->levels ? 0 : -ESRCH;
-}
-
-int gb_proc_slurp(pid_t pid, const char *name, uint8_t **buf, size_t *len)
-{
-	char path[96];
-	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	*buf = NULL;
-	*len = 0;
-	if (fd < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
-	size_t cap = 0, n = 0;
-	uint8_t *b = NULL;
-	int r = 0;
-	for (;;) {
-		/* Room for at least one more byte and the final NUL. */
-		if (GB_GROW(&b, &cap, n + 2)) {
-			r = -ENOMEM;
-			break;
-		}
-		ssize_t k = read(fd, b + n, cap - 1 - n);
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			r = -errno;
-			break;
-		}
-		if (k == 0)
-			break;
-		n += (size_t)k;
-	}
-	close(fd);
-	if (r) {
-		free(b);
-		return r;
-	}
-	b[n] = 0;
-	*buf = b;
-	*len = n;
-	return 0;
-}
-
 static int cmp_fd(const void *a, const void *b)
 {
 	const struct gb_snap_fd *x = a, *y = b;
@@ -149,19 +47,7 @@ static int read_fds(pid_t pid, struct gb_snapshot *s)
 		memset(f, 0, sizeof(*f));
 		f->fd = fd;
 		f->target = strdup(link);
-		char name[64];
-		uint8_t *info;
-		size_t len;
-		snprintf(name, sizeof(name), "fdinfo/%d", fd);
-		if (gb_proc_slurp(pid, name, &info, &len) == 0) {
-			const char *p = strstr((char *)info, "pos:");
-			if (p)
-				f->pos = strtoull(p + 4, NULL, 10);
-			p = strstr((char *)info, "flags:");
-			if (p)
-				f->flags = (uint32_t)strtoul(p + 6, NULL, 8);
-			free(info);
-		}
+		gb_proc_fdinfo(pid, fd, &f->pos, &f->flags);
 	}
 	closedir(d);
 	if (s->nfds)
@@ -195,16 +81,9 @@ static int fill_psinfo(pid_t pid, struct gb_snapshot *s)
 
 	uint8_t *b;
 	size_t len;
-	if (gb_proc_slurp(pid, "stat", &b, &len) == 0) {
-		/* ") S ppid pgrp sid tty tpgid flags minflt cminflt majflt cmajflt
-		 *  utime stime cutime cstime priority nice" */
-		char *p = strrchr((char *)b, ')');
-		long nice;
-		if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %ld",
-				&nice) == 1)
-			s->ps.nice = (int)nice;
-		free(b);
-	}
+	uint64_t stat[20];
+	if (gb_proc_stat_nums(pid, stat, 19) == 0)
+		s->ps.nice = (int)(int64_t)stat[19];   /* field 19, nice (may be negative) */
 	if (gb_proc_slurp(pid, "comm", &b, &len) == 0) {
 		b[strcspn((char *)b, "\n")] = 0;
 		strncpy(s->ps.fname, (char *)b, sizeof(s->ps.fname) - 1);

@@ -15,7 +15,7 @@
 #include "common/log.h"
 #include "snap/source.h"
 
-struct gb_snapshot *gb_snapshot__alloc(void)
+struct gb_snapshot *gb_snapshot_alloc(void)
 {
 	struct gb_snapshot *s = calloc(1, sizeof(*s));
 	if (s)

@@ -197,9 +197,9 @@ pid_t gb_snapshot_source_pid(const struct gb_snapshot *s);
 int gb_snapshot_set_var(struct gb_snapshot *s, const char *key, const char *value);
 
 /* Internal helpers shared by the snap room. */
-struct gb_snapshot *gb_snapshot__alloc(void);
+struct gb_snapshot *gb_snapshot_alloc(void);
 /* Fill every thread's frames by unwinding the snapshot itself (libdw);
  * threads that cannot be unwound keep the frames they could get. */
-void gb_snapshot__unwind(struct gb_snapshot *s);
+void gb_snapshot_unwind(struct gb_snapshot *s);
 
 #endif

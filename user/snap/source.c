@@ -196,15 +196,6 @@ int64_t gb_snap_src__read(struct gb_snap_src *src, const struct gb_snap_map *m, 
 	return got;
 }
 
-static bool zero_page(const uint8_t *p)
-{
-	const uint64_t *q = (const uint64_t *)p;
-	uint64_t acc = 0;
-	for (size_t i = 0; i < GB_PAGE_SIZE / 8; i++)
-		acc |= q[i];
-	return acc == 0;
-}
-
 static int open_spill(struct gb_snap_src *src, const char *dir)
 {
 	src->spill_fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -237,10 +228,10 @@ int gb_snap_src__spill(struct gb_snap_src *src, struct gb_snap_map *m, const cha
 			return (int)n;
 		got += n;
 		for (uint64_t p = 0; p < len && !holes; p += GB_PAGE_SIZE) {
-			if (zero_page(buf + p))
+			if (gb_page_is_zero(buf + p))
 				continue;
 			uint64_t q = p + GB_PAGE_SIZE;
-			while (q < len && !zero_page(buf + q))
+			while (q < len && !gb_page_is_zero(buf + q))
 				q += GB_PAGE_SIZE;
 			for (uint64_t d = p; d < q;) {
 				ssize_t w = pwrite(src->spill_fd, buf + d, q - d, (off_t)(src->spill_len + o + d));

@@ -1,24 +1,25 @@
-/* Stack traces unwound from the snapshot itself with elfutils libdwfl: the
- * snapshot's maps report the modules (their files are opened from disk), its
- * registers seed each thread, and its memory answers every read.  CFI-based
- * unwinding works without frame pointers, and the same code serves a live
- * capture or a loaded file. */
+/* Stack traces unwound from the snapshot itself, by the one libdwfl
+ * unwinder (user/unwind/unwind.h) given the snapshot as an image: its maps
+ * report the modules (their files are opened from disk), its registers seed
+ * each thread, and its memory answers every read.  CFI-based unwinding works
+ * without frame pointers, and the same code serves a live capture or a
+ * loaded file. */
 #include "snap/snapshot.h"
 
-#include <elfutils/libdwfl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/grow.h"
+#include "unwind/unwind.h"
 
 #define MAX_FRAMES 256
 
 struct unwind {
 	struct gb_snapshot *s;
-	size_t next;                 /* next_thread cursor */
-	Dwfl *dwfl;
+	struct gb_unwinder *u;
+	pid_t pid;
 	struct gb_snap_thread *cur;  /* thread being unwound */
 	size_t cap;
 };
@@ -28,101 +29,46 @@ static pid_t tid_of(const struct gb_snapshot *s, size_t i)
 	return s->threads[i].tid > 0 ? s->threads[i].tid : (pid_t)(i + 1);
 }
 
-static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+static bool memory_read(void *ctx, uint64_t addr, uint64_t *word)
 {
-	struct unwind *u = arg;
-	if (u->next >= u->s->nthreads)
-		return 0;
-	size_t i = u->next++;
-	*thread_argp = &u->s->threads[i];
-	return tid_of(u->s, i);
+	const struct gb_snapshot *s = ctx;
+	return gb_snapshot_read_memory(s, addr, word, sizeof(*word), NULL) == 0;
 }
 
-static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+/* "func+0xOFF", else "module+0xOFF" (from the module's start), else NULL. */
+static char *symbolize(struct unwind *w, uint64_t pc, bool activation)
 {
-	struct unwind *u = arg;
-	for (size_t i = 0; i < u->s->nthreads; i++)
-		if (tid_of(u->s, i) == tid) {
-			*thread_argp = &u->s->threads[i];
-			return true;
-		}
-	return false;
-}
-
-static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
-{
-	struct unwind *u = arg;
-	return gb_snapshot_read_memory(u->s, addr, result, sizeof(*result), NULL) == 0;
-}
-
-static bool set_initial_registers(Dwfl_Thread *thread, void *thread_arg)
-{
-	const struct user_regs_struct *r = &((struct gb_snap_thread *)thread_arg)->regs;
-	/* DWARF numbering on x86-64: rax rdx rcx rbx rsi rdi rbp rsp r8..r15 rip. */
-	Dwarf_Word d[17] = { r->rax, r->rdx, r->rcx, r->rbx, r->rsi, r->rdi, r->rbp, r->rsp,
-			     r->r8, r->r9, r->r10, r->r11, r->r12, r->r13, r->r14, r->r15, r->rip };
-	if (!dwfl_thread_state_registers(thread, 0, 17, d))
-		return false;
-	dwfl_thread_state_register_pc(thread, r->rip);
-	return true;
-}
-
-static const Dwfl_Thread_Callbacks callbacks = {
-	.next_thread = next_thread,
-	.get_thread = get_thread,
-	.memory_read = memory_read,
-	.set_initial_registers = set_initial_registers,
-};
-
-static char *symbolize(Dwfl *dwfl, Dwarf_Addr pc, bool activation)
-{
-	/* A return address points after the call: look up the call itself. */
-	Dwarf_Addr look = activation ? pc : pc - 1;
-	Dwfl_Module *mod = dwfl_addrmodule(dwfl, look);
+	struct gb_frame_info fi;
 	char *out = NULL;
-	if (!mod)
+
+	if (gb_unwinder__symbol(w->u, w->pid, pc, !activation, &fi))
 		return NULL;
-	GElf_Off off;
-	GElf_Sym sym;
-	const char *name = dwfl_module_addrinfo(mod, look, &off, &sym, NULL, NULL, NULL);
-	if (name) {
-		if (asprintf(&out, "%s+0x%" PRIx64, name, (uint64_t)(off + (pc - look))) < 0)
+	if (fi.sym) {
+		if (asprintf(&out, "%s+0x%" PRIx64, fi.sym, fi.func_off) < 0)
 			out = NULL;
-		return out;
-	}
-	Dwarf_Addr start;
-	const char *mname = dwfl_module_info(mod, NULL, &start, NULL, NULL, NULL, NULL, NULL);
-	if (mname) {
-		const char *base = strrchr(mname, '/');
-		if (asprintf(&out, "%s+0x%" PRIx64, base ? base + 1 : mname, (uint64_t)(pc - start)) < 0)
+	} else if (fi.module) {
+		const char *base = strrchr(fi.module, '/');
+		if (asprintf(&out, "%s+0x%" PRIx64, base ? base + 1 : fi.module, pc - fi.mod_start) < 0)
 			out = NULL;
 	}
 	return out;
 }
 
-static int on_frame(Dwfl_Frame *state, void *arg)
+static bool on_frame(void *ctx, const struct gb_unwind_frame *fr)
 {
-	struct unwind *u = arg;
-	struct gb_snap_thread *t = u->cur;
-	Dwarf_Addr pc;
-	bool activation;
-	if (!dwfl_frame_pc(state, &pc, &activation))
-		return DWARF_CB_ABORT;
-	if (GB_GROW(&t->frames, &u->cap, t->nframes + 1))
-		return DWARF_CB_ABORT;
+	struct unwind *w = ctx;
+	struct gb_snap_thread *t = w->cur;
+
+	if (GB_GROW(&t->frames, &w->cap, t->nframes + 1))
+		return false;
 	struct gb_snap_frame *f = &t->frames[t->nframes++];
-	Dwarf_Word sp = 0;
-	if (dwfl_frame_reg(state, 7, &sp) != 0)
-		sp = 0;
-	if (t->nframes == 1)
-		sp = t->regs.rsp;
-	f->pc = pc;
-	f->sp = sp;
-	f->symbol = symbolize(u->dwfl, pc, activation);
-	return t->nframes >= MAX_FRAMES || pc == 0 ? DWARF_CB_ABORT : DWARF_CB_OK;
+	f->pc = fr->pc;
+	f->sp = fr->sp;
+	f->symbol = symbolize(w, fr->pc, fr->activation);
+	return t->nframes < MAX_FRAMES && fr->pc != 0;
 }
 
-/* The snapshot's maps as /proc/PID/maps text, for dwfl_linux_proc_maps_report. */
+/* The snapshot's maps as /proc/PID/maps text (file-backed maps only). */
 static char *maps_text(const struct gb_snapshot *s, size_t *len)
 {
 	char *text = NULL;
@@ -140,46 +86,41 @@ static char *maps_text(const struct gb_snapshot *s, size_t *len)
 	return text;
 }
 
-void gb_snapshot__unwind(struct gb_snapshot *s)
+/* user_regs_struct (ptrace) -> the pt_regs layout the unwinder takes. */
+static void to_user_regs(const struct user_regs_struct *r, struct gb_user_regs *g)
 {
-	static char *debuginfo_path = NULL;
-	static const Dwfl_Callbacks cbs = {
-		.find_elf = dwfl_linux_proc_find_elf,
-		.find_debuginfo = dwfl_standard_find_debuginfo,
-		.debuginfo_path = &debuginfo_path,
+	*g = (struct gb_user_regs){
+		.r15 = r->r15, .r14 = r->r14, .r13 = r->r13, .r12 = r->r12, .bp = r->rbp,
+		.bx = r->rbx, .r11 = r->r11, .r10 = r->r10, .r9 = r->r9, .r8 = r->r8,
+		.ax = r->rax, .cx = r->rcx, .dx = r->rdx, .si = r->rsi, .di = r->rdi,
+		.orig_ax = r->orig_rax, .ip = r->rip, .cs = r->cs, .flags = r->eflags,
+		.sp = r->rsp, .ss = r->ss,
 	};
-	struct unwind u = { .s = s };
+}
+
+void gb_snapshot_unwind(struct gb_snapshot *s)
+{
+	struct unwind w = { .s = s, .pid = s->meta.pid > 0 ? s->meta.pid : 1 };
 	size_t len = 0;
 	s->unwound = true;
 	char *text = maps_text(s, &len);
-	FILE *f = text ? fmemopen(text, len ? len : 1, "r") : NULL;
-	Dwfl *dwfl = dwfl_begin(&cbs);
-	if (!f || !dwfl)
-		goto cleanup;
-	dwfl_report_begin(dwfl);
-	int r = dwfl_linux_proc_maps_report(dwfl, f);
-	dwfl_report_end(dwfl, NULL, NULL);
-	if (r)
-		goto cleanup;
-	u.dwfl = dwfl;
-	pid_t pid = s->meta.pid > 0 ? s->meta.pid : 1;
-	if (!dwfl_attach_state(dwfl, NULL, pid, &callbacks, &u))
+	w.u = text ? gb_unwinder__new() : NULL;
+	if (!w.u || gb_unwinder__add_image(w.u, w.pid, text, len, memory_read, s))
 		goto cleanup;
 	for (size_t i = 0; i < s->nthreads; i++) {
 		struct gb_snap_thread *t = &s->threads[i];
+		struct gb_user_regs regs;
 		for (size_t j = 0; j < t->nframes; j++)
 			free(t->frames[j].symbol);
 		free(t->frames);
 		t->frames = NULL;
 		t->nframes = 0;
-		u.cur = t;
-		u.cap = 0;
-		dwfl_getthread_frames(dwfl, tid_of(s, i), on_frame, &u);
+		w.cur = t;
+		w.cap = 0;
+		to_user_regs(&t->regs, &regs);
+		gb_unwinder__walk(w.u, w.pid, tid_of(s, i), &regs, on_frame, &w);
 	}
 cleanup:
-	if (dwfl)
-		dwfl_end(dwfl);
-	if (f)
-		fclose(f);
+	gb_unwinder__free(w.u);
 	free(text);
 }

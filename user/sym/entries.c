@@ -23,6 +23,7 @@
 #include "common/bound.h"
 #include "common/grow.h"
 #include "common/log.h"
+#include "common/sort.h"
 #include "decode/flow.h"
 #include "sym/ehframe.h"
 #include "sym/elfsyms.h"
@@ -67,15 +68,9 @@ static int add(struct scan *sc, uint64_t va, uint32_t why)
 	return 0;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 static int cmp_entry(const void *a, const void *b)
 {
-	return cmp_u64(&((const struct gb_entry *)a)->vaddr, &((const struct gb_entry *)b)->vaddr);
+	return gb_cmp_u64(&((const struct gb_entry *)a)->vaddr, &((const struct gb_entry *)b)->vaddr);
 }
 
 /* The executable code of the file: SHF_EXECINSTR sections, or the PF_X
@@ -223,7 +218,7 @@ static int sync_points(struct scan *sc, const struct gb_elfsyms *es, const struc
 			sc->sync[sc->nsync++] = es->syms[i].value;
 	for (size_t i = 0; i < eh->nfde; i++)
 		sc->sync[sc->nsync++] = eh->fde_starts[i];
-	qsort(sc->sync, sc->nsync, sizeof(*sc->sync), cmp_u64);
+	qsort(sc->sync, sc->nsync, sizeof(*sc->sync), gb_cmp_u64);
 	return 0;
 }
 
@@ -241,7 +236,7 @@ static int finish(struct scan *sc, const struct code *c, const struct gb_elfsyms
 		for (j = i + 1; j < sc->ncand && sc->cand[j].vaddr == e.vaddr; j++)
 			e.why |= sc->cand[j].why;
 		uint64_t *hit = sc->ninsn ? bsearch(&e.vaddr, sc->insn, sc->ninsn, sizeof(*sc->insn),
-						cmp_u64) : NULL;
+						gb_cmp_u64) : NULL;
 		if (!hit) {
 			warnf(en, "%#lx (%s) is not an instruction boundary of the range's decode; "
 			      "not an entry", (unsigned long)e.vaddr,

@@ -1,10 +1,10 @@
 #include "trace/cpu.h"
 
-#include <cpuid.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode/xsave.h"
 #include "ptrace/regs.h"
 
 void gb_cpu_from_regs(struct gb_cpu *c, const struct user_regs_struct *r)
@@ -18,30 +18,20 @@ void gb_cpu_from_regs(struct gb_cpu *c, const struct user_regs_struct *r)
 	c->vec = NULL;
 }
 
-/* Offset of XSAVE component i in the standard (non-compacted) format that
- * PTRACE_GETREGSET(NT_X86_XSTATE) returns; 0 when unsupported. */
+/* Offset of XSAVE component i in this machine's non-compacted layout, the
+ * one PTRACE_GETREGSET(NT_X86_XSTATE) returns; 0 when not enabled. */
 static unsigned comp_offset(unsigned i)
 {
-	unsigned a, b, c, d;
-	if (!__get_cpuid_count(0xd, i, &a, &b, &c, &d) || !a)
-		return 0;
-	return b;
+	uint32_t off, size;
+	return gb_xsave_comp(i, &off, &size) ? off : 0;
 }
 
 int gb_vec_read(pid_t tid, struct gb_vec *vec)
 {
 	static __thread uint8_t *buf;
 	static __thread size_t cap;
-	size_t need = gb_xstate_size();
-	if (cap < need) {
-		free(buf);
-		buf = malloc(need);
-		cap = buf ? need : 0;
-		if (!buf)
-			return -ENOMEM;
-	}
-	size_t len = cap;
-	int r = gb_xstate_get(tid, buf, &len);
+	size_t len;
+	int r = gb_xstate_read(tid, &buf, &cap, &len);
 	if (r)
 		return r;
 	memset(vec, 0, sizeof(*vec));

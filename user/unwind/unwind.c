@@ -1,4 +1,4 @@
-/* DWARF unwinding and naming of sampled user stacks: unwind.h. */
+/* DWARF unwinding and naming of user stacks (samples and snapshots): unwind.h. */
 #include "unwind/unwind.h"
 
 #include <elfutils/libdwfl.h>
@@ -11,9 +11,9 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "sym/debugfile.h"
 
 /* An ELF file shared by every process that maps it. */
@@ -26,38 +26,37 @@ struct elf_file {
 
 struct gb_unwinder;
 
-/* One sampled process. */
+/* One process: a live one (sampled), or an image (a snapshot). */
 struct proc {
 	pid_t pid;
 	struct gb_unwinder *u;
 	Dwfl *dwfl;                /* NULL when its maps could not be read */
+	bool image;                /* modules and memory from gb_unwinder__add_image() */
+	gb_unwind_read_fn read;    /* an image's memory */
+	void *read_ctx;
 	uint64_t reported_ns;      /* when /proc/PID/maps was last read (CLOCK_MONOTONIC) */
 	uint64_t newest_ns;        /* the newest sample of the process seen */
 	uint64_t maps_hash;        /* of its text then */
-	/* The sample being unwound (for the callbacks). */
+	/* The walk under way (for the callbacks). */
 	const struct gb_user_regs *regs;
-	const uint8_t *stack;
+	const uint8_t *stack;      /* a sample's copied stack (live processes) */
 	size_t len;
-	uint64_t *pcs;
-	int n, max;
+	gb_unwind_frame_cb on_frame;
+	void *frame_ctx;
+	int depth;                 /* frames seen so far */
 	bool read_failed;          /* a read fell outside the copied stack */
 };
 
 struct gb_unwinder {
 	Dwfl_Callbacks cbs;
+	Dwfl_Callbacks image_cbs;  /* images: files opened by path (libdwfl's own) */
+	bool nofile_raised;
 	char *debuginfo_path;
 	void *procs;               /* tsearch tree of struct proc, by pid */
 	void *files;               /* tsearch tree of struct elf_file, by (dev, ino) */
 	char build_id[2 * 64 + 1];
 	char func[512];
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static int cmp_proc(const void *a, const void *b)
 {
@@ -140,6 +139,13 @@ static bool mem_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
 	uint64_t sp = p->regs->sp;
 
 	(void)dwfl;
+	if (p->image) {
+		uint64_t w;
+		if (!p->read(p->read_ctx, addr, &w))
+			return false;
+		*result = w;
+		return true;
+	}
 	if (addr < sp || addr - sp > p->len || p->len - (addr - sp) < sizeof(*result)) {
 		p->read_failed = true;
 		return false;
@@ -167,12 +173,13 @@ static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
 static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
 {
 	const struct gb_user_regs *r = ((struct proc *)arg)->regs;
-	/* x86-64 DWARF register numbers 0-15. */
-	const Dwarf_Word dw[16] = {
+	/* x86-64 DWARF register numbers 0-16 (16: the return address column,
+	 * rip, as elfutils' own x86_64 initreg sets it). */
+	const Dwarf_Word dw[17] = {
 		r->ax, r->dx, r->cx, r->bx, r->si, r->di, r->bp, r->sp,
-		r->r8, r->r9, r->r10, r->r11, r->r12, r->r13, r->r14, r->r15,
+		r->r8, r->r9, r->r10, r->r11, r->r12, r->r13, r->r14, r->r15, r->ip,
 	};
-	if (!dwfl_thread_state_registers(thread, 0, 16, dw))
+	if (!dwfl_thread_state_registers(thread, 0, 17, dw))
 		return false;
 	dwfl_thread_state_register_pc(thread, r->ip);
 	return true;
@@ -203,7 +210,7 @@ static void report(struct proc *p)
 	size_t len = 0;
 	FILE *f, *mem;
 
-	p->reported_ns = now_ns();
+	p->reported_ns = gb_mono_ns();
 	snprintf(path, sizeof(path), "/proc/%d/maps", p->pid);
 	f = fopen(path, "re");
 	if (!f)
@@ -270,14 +277,27 @@ static void report(struct proc *p)
 	dwfl_attach_state(p->dwfl, NULL, p->pid, &thread_cbs, p);
 }
 
-static struct proc *get_proc(struct gb_unwinder *u, pid_t pid)
+/* Every ELF file of every sampled process stays open (a whole-system run
+ * maps many), and libdw opens debug files besides: the open-file limit at
+ * its maximum, once the first live process is read (an unwinder of images
+ * only leaves it alone). */
+static void raise_nofile(struct gb_unwinder *u)
 {
-	struct proc key = { .pid = pid }, *p, **slot;
+	struct rlimit r;
 
-	slot = tfind(&key, &u->procs, cmp_proc);
-	if (slot)
-		return *slot;
-	p = calloc(1, sizeof(*p));
+	if (u->nofile_raised)
+		return;
+	u->nofile_raised = true;
+	if (!getrlimit(RLIMIT_NOFILE, &r) && r.rlim_cur < r.rlim_max) {
+		r.rlim_cur = r.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &r);
+	}
+}
+
+static struct proc *new_proc(struct gb_unwinder *u, pid_t pid)
+{
+	struct proc *p = calloc(1, sizeof(*p));
+
 	if (!p)
 		return NULL;
 	p->pid = pid;
@@ -286,19 +306,32 @@ static struct proc *get_proc(struct gb_unwinder *u, pid_t pid)
 		free(p);
 		return NULL;
 	}
-	report(p);
+	return p;
+}
+
+static struct proc *get_proc(struct gb_unwinder *u, pid_t pid)
+{
+	struct proc key = { .pid = pid }, *p, **slot;
+
+	slot = tfind(&key, &u->procs, cmp_proc);
+	if (slot)
+		return *slot;
+	raise_nofile(u);
+	p = new_proc(u, pid);
+	if (p)
+		report(p);
 	return p;
 }
 
 /* The module holding addr, reading the maps again when none does and a
  * sample was taken after the last read (a library loaded since): at most
  * once per batch of samples, and never for a pc that was already outside
- * every module when the maps were read. */
+ * every module when the maps were read.  An image's maps never change. */
 static Dwfl_Module *module_of(struct proc *p, uint64_t addr)
 {
 	Dwfl_Module *m = p->dwfl ? dwfl_addrmodule(p->dwfl, addr) : NULL;
 
-	if (!m && p->newest_ns > p->reported_ns) {
+	if (!m && !p->image && p->newest_ns > p->reported_ns) {
 		report(p);
 		m = p->dwfl ? dwfl_addrmodule(p->dwfl, addr) : NULL;
 	}
@@ -308,35 +341,107 @@ static Dwfl_Module *module_of(struct proc *p, uint64_t addr)
 struct gb_unwinder *gb_unwinder__new(void)
 {
 	struct gb_unwinder *u = calloc(1, sizeof(*u));
-	struct rlimit r;
 
 	if (!u)
 		return NULL;
-	/* Every ELF file of every sampled process stays open (a whole-system
-	 * run maps many), and libdw opens debug files besides: the open-file
-	 * limit at its maximum. */
-	if (!getrlimit(RLIMIT_NOFILE, &r) && r.rlim_cur < r.rlim_max) {
-		r.rlim_cur = r.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &r);
-	}
 	elf_version(EV_CURRENT);
 	u->cbs.find_elf = find_elf;
 	u->cbs.find_debuginfo = gb_find_debuginfo;
 	u->cbs.debuginfo_path = &u->debuginfo_path;   /* NULL: the default, /usr/lib/debug */
+	u->image_cbs = u->cbs;
+	u->image_cbs.find_elf = dwfl_linux_proc_find_elf;
 	return u;
+}
+
+int gb_unwinder__add_image(struct gb_unwinder *u, pid_t pid, const char *maps, size_t len,
+			   gb_unwind_read_fn read, void *ctx)
+{
+	struct proc key = { .pid = pid }, *p;
+	FILE *f;
+	int r;
+
+	if (tfind(&key, &u->procs, cmp_proc))
+		return -EEXIST;
+	p = new_proc(u, pid);
+	if (!p)
+		return -ENOMEM;
+	p->image = true;
+	p->read = read;
+	p->read_ctx = ctx;
+	f = fmemopen((void *)maps, len ? len : 1, "r");
+	p->dwfl = f ? dwfl_begin(&u->image_cbs) : NULL;
+	if (!p->dwfl) {
+		if (f)
+			fclose(f);
+		return -ENOMEM;
+	}
+	dwfl_report_begin(p->dwfl);
+	r = dwfl_linux_proc_maps_report(p->dwfl, f);
+	dwfl_report_end(p->dwfl, NULL, NULL);
+	fclose(f);
+	if (r || !dwfl_attach_state(p->dwfl, NULL, pid, &thread_cbs, p)) {
+		dwfl_end(p->dwfl);
+		p->dwfl = NULL;
+		return -ENOENT;
+	}
+	return 0;
 }
 
 static int on_frame(Dwfl_Frame *f, void *arg)
 {
 	struct proc *p = arg;
-	Dwarf_Addr pc;
+	struct gb_unwind_frame fr = { 0 };
+	Dwarf_Word sp;
 
-	if (!dwfl_frame_pc(f, &pc, NULL))
+	if (!dwfl_frame_pc(f, &fr.pc, &fr.activation))
 		return DWARF_CB_ABORT;
-	if (p->n && pc == 0)
-		return DWARF_CB_ABORT;
-	p->pcs[p->n++] = pc;
-	return p->n < p->max ? DWARF_CB_OK : DWARF_CB_ABORT;
+	if (p->depth++ == 0)
+		fr.sp = p->regs->sp;
+	else if (dwfl_frame_reg(f, 7, &sp) == 0)
+		fr.sp = sp;
+	return p->on_frame(p->frame_ctx, &fr) ? DWARF_CB_OK : DWARF_CB_ABORT;
+}
+
+/* One walk of thread tid of p from regs. 0, or -1 when libdwfl stopped on
+ * an error. */
+static int walk(struct proc *p, pid_t tid, const struct gb_user_regs *regs, gb_unwind_frame_cb cb,
+		void *ctx)
+{
+	int rc;
+
+	p->regs = regs;
+	p->on_frame = cb;
+	p->frame_ctx = ctx;
+	p->depth = 0;
+	p->read_failed = false;
+	rc = dwfl_getthread_frames(p->dwfl, tid, on_frame, p);
+	p->regs = NULL;
+	return rc;
+}
+
+int gb_unwinder__walk(struct gb_unwinder *u, pid_t pid, pid_t tid, const struct gb_user_regs *regs,
+		      gb_unwind_frame_cb cb, void *ctx)
+{
+	struct proc key = { .pid = pid }, **slot = tfind(&key, &u->procs, cmp_proc);
+
+	if (!slot || !(*slot)->image || !(*slot)->dwfl)
+		return -ENOENT;
+	return walk(*slot, tid, regs, cb, ctx) ? -EIO : 0;
+}
+
+struct pcs {
+	uint64_t *pcs;
+	int n, max;
+};
+
+static bool put_pc(void *ctx, const struct gb_unwind_frame *f)
+{
+	struct pcs *c = ctx;
+
+	if (c->n && f->pc == 0)
+		return false;
+	c->pcs[c->n++] = f->pc;
+	return c->n < c->max;
 }
 
 int gb_unwinder__unwind(struct gb_unwinder *u, pid_t pid, pid_t tid,
@@ -344,33 +449,28 @@ int gb_unwinder__unwind(struct gb_unwinder *u, pid_t pid, pid_t tid,
 			uint64_t *pcs, int max, bool *complete)
 {
 	struct proc *p = get_proc(u, pid);
+	struct pcs c = { .pcs = pcs, .max = max };
 	int rc;
 
 	*complete = false;
 	pcs[0] = regs->ip;
-	if (!p || max < 2)
+	if (!p || p->image || max < 2)
 		return 1;
 	module_of(p, regs->ip);
 	if (!p->dwfl || dwfl_pid(p->dwfl) != pid)
 		return 1;
-	p->regs = regs;
 	p->stack = stack;
 	p->len = len;
-	p->pcs = pcs;
-	p->n = 0;
-	p->max = max;
-	p->read_failed = false;
-	rc = dwfl_getthread_frames(p->dwfl, tid, on_frame, p);
+	rc = walk(p, tid, regs, put_pc, &c);
 	/* libdwfl ends a walk without error where a saved return address
 	 * could not be read (it looks undefined, as in the outermost frame):
 	 * a read outside the copy means the copy was too short. */
 	*complete = rc == 0 && !p->read_failed;
-	p->regs = NULL;
-	return p->n ? p->n : 1;
+	return c.n ? c.n : 1;
 }
 
-int gb_unwinder__describe(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
-			  struct gb_frame_info *fi)
+static int name_addr(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
+		     struct gb_frame_info *fi, bool full)
 {
 	struct proc *p = get_proc(u, pid);
 	uint64_t a = ret ? addr - 1 : addr;
@@ -389,23 +489,37 @@ int gb_unwinder__describe(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool 
 	fi->module = dwfl_module_info(m, NULL, &lo, &hi, NULL, NULL, NULL, NULL);
 	fi->mod_start = lo;
 	fi->mod_end = hi;
-	n = dwfl_module_build_id(m, &bits, &vaddr);
-	if (n > 0 && n <= 64) {
-		for (int i = 0; i < n; i++)
-			sprintf(u->build_id + 2 * i, "%02x", bits[i]);
-		fi->build_id = u->build_id;
-	}
-	fi->func = dwfl_module_addrinfo(m, a, &off, &sym, NULL, NULL, NULL);
+	fi->sym = fi->func = dwfl_module_addrinfo(m, a, &off, &sym, NULL, NULL, NULL);
 	if (fi->func && strchr(fi->func, '@')) {
 		/* "memcpy@@GLIBC_2.14": the name without its symbol version. */
 		snprintf(u->func, sizeof(u->func), "%.*s", (int)strcspn(fi->func, "@"), fi->func);
 		fi->func = u->func;
 	}
 	fi->func_off = off + (addr - a);
+	if (!full)
+		return 0;
+	n = dwfl_module_build_id(m, &bits, &vaddr);
+	if (n > 0 && n <= 64) {
+		for (int i = 0; i < n; i++)
+			sprintf(u->build_id + 2 * i, "%02x", bits[i]);
+		fi->build_id = u->build_id;
+	}
 	Dwfl_Line *l = dwfl_module_getsrc(m, a);
 	if (l)
 		fi->file = dwfl_lineinfo(l, NULL, &fi->line, NULL, NULL, NULL);
 	return 0;
+}
+
+int gb_unwinder__describe(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
+			  struct gb_frame_info *fi)
+{
+	return name_addr(u, pid, addr, ret, fi, true);
+}
+
+int gb_unwinder__symbol(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
+			struct gb_frame_info *fi)
+{
+	return name_addr(u, pid, addr, ret, fi, false);
 }
 
 void gb_unwinder__prepare(struct gb_unwinder *u, pid_t pid)

@@ -1,5 +1,6 @@
-/* DWARF unwinding and symbolization of sampled user stacks (elfutils
- * libdwfl), and naming of kernel addresses (kallsyms.h).
+/* DWARF unwinding and symbolization of user stacks (elfutils libdwfl):
+ * sampled ones, and a snapshot's threads (images, below); naming of kernel
+ * addresses is kallsyms.h.
  *
  * A sample brings the user registers and a copy of the top of the user
  * stack (bpf/sample.bpf.c).  gb_unwinder__unwind() walks it with libdwfl's
@@ -29,6 +30,15 @@
  *   n = gb_unwinder__unwind(u, pid, tid, regs, stack, len, pcs, 128, &complete);
  *   gb_unwinder__describe(u, pid, pcs[i], i > 0, &info);
  *   gb_unwinder__free(u);
+ *
+ * An image is a process known only from a copy of it (a snapshot,
+ * user/snap/stack.c): its maps as /proc/PID/maps text (libdwfl's own
+ * reporting, files opened by path as this host has them) and a callback that
+ * reads its memory.  Every thread of it is walked with full registers:
+ *
+ *   gb_unwinder__add_image(u, pid, maps, len, read, ctx);
+ *   gb_unwinder__walk(u, pid, tid, regs, on_frame, ctx);
+ *   gb_unwinder__symbol(u, pid, f->pc, !f->activation, &info);
  */
 #ifndef GB_UNWIND_UNWIND_H
 #define GB_UNWIND_UNWIND_H
@@ -45,7 +55,8 @@ struct gb_unwinder;
 /* What an address is.  Strings belong to the unwinder (valid until free);
  * NULL when unknown. */
 struct gb_frame_info {
-	const char *func;          /* function (symbol) name */
+	const char *func;          /* function (symbol) name, without a @version */
+	const char *sym;           /* the symbol as the ELF names it ("memcpy@@GLIBC_2.14") */
 	uint64_t func_off;         /* addr - symbol start */
 	const char *module;        /* path of the mapped file */
 	const char *build_id;      /* lower-case hex, NULL if the file has none */
@@ -54,9 +65,10 @@ struct gb_frame_info {
 	int line;                  /* 0 when unknown */
 };
 
-/* NULL on ENOMEM.  Raises this process's soft open-file limit to the hard
- * one (every ELF file used stays open): create it after forking any child
- * that should keep the limit it was given. */
+/* NULL on ENOMEM.  The first live process it reads raises this process's
+ * soft open-file limit to the hard one (every ELF file used stays open):
+ * use it after forking any child that should keep the limit it was given
+ * (an unwinder of images only leaves the limit alone). */
 struct gb_unwinder *gb_unwinder__new(void);
 void gb_unwinder__free(struct gb_unwinder *u);
 
@@ -72,6 +84,35 @@ int gb_unwinder__unwind(struct gb_unwinder *u, pid_t pid, pid_t tid,
  * only the fields known are set). */
 int gb_unwinder__describe(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
 			  struct gb_frame_info *fi);
+
+/* describe() without the build id and the source line (no debug line
+ * tables read): func, sym, func_off, module and its range. */
+int gb_unwinder__symbol(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
+			struct gb_frame_info *fi);
+
+/* A frame of a walk, innermost first: its pc (frame 0: the registers' ip),
+ * whether pc is executing (activation) rather than a return address, and
+ * its stack pointer (frame 0: the registers' sp; 0 when unknown). */
+struct gb_unwind_frame {
+	uint64_t pc, sp;
+	bool activation;
+};
+/* Return true to go on to the caller's frame. */
+typedef bool (*gb_unwind_frame_cb)(void *ctx, const struct gb_unwind_frame *f);
+/* Read the 8-byte word at addr of an image; false when it has none. */
+typedef bool (*gb_unwind_read_fn)(void *ctx, uint64_t addr, uint64_t *word);
+
+/* Make pid an image: maps[0..len) in /proc/PID/maps form, memory through
+ * read(ctx, ...) (ctx must outlive the unwinder's use of pid).  0; -EEXIST
+ * when pid is known already; -ENOMEM; -ENOENT when libdwfl can take no
+ * module from the maps (walks then fail, names are unknown). */
+int gb_unwinder__add_image(struct gb_unwinder *u, pid_t pid, const char *maps, size_t len,
+			   gb_unwind_read_fn read, void *ctx);
+/* Walk thread tid of image pid from regs, calling cb for each frame.  0;
+ * -ENOENT when pid is no image that has modules; -EIO when libdwfl stopped
+ * on an error (after the frames it gave). */
+int gb_unwinder__walk(struct gb_unwinder *u, pid_t pid, pid_t tid, const struct gb_user_regs *regs,
+		      gb_unwind_frame_cb cb, void *ctx);
 
 /* A sample of pid taken at ns (CLOCK_MONOTONIC, bpf_ktime_get_ns()) is
  * about to be unwound and named: its pcs may lie in modules mapped after

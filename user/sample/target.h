@@ -6,8 +6,8 @@
  * Attach: an existing pid.  Either way the target is never stopped, and
  * gb_target__fd() becomes readable when it exits (a pidfd).
  */
-#ifndef GB_PROBE_TARGET_H
-#define GB_PROBE_TARGET_H
+#ifndef GB_SAMPLE_TARGET_H
+#define GB_SAMPLE_TARGET_H
 
 #include <stdbool.h>
 #include <sys/types.h>

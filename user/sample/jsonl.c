@@ -1,5 +1,5 @@
-/* `gebpf sample` JSONL lines: sample_out.h and docs/sample.md. */
-#include "probe/sample_out.h"
+/* `gebpf sample` JSONL lines: jsonl.h and docs/sample.md. */
+#include "sample/jsonl.h"
 
 #include <errno.h>
 #include <inttypes.h>

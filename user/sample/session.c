@@ -1,5 +1,5 @@
-/* One `gebpf sample` run: sample_session.h. */
-#include "probe/sample_session.h"
+/* One `gebpf sample` run: session.h. */
+#include "sample/session.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,12 +13,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/sigflag.h"
-#include "probe/pprof.h"
-#include "probe/profile.h"
-#include "probe/sample_out.h"
-#include "probe/target.h"
+#include "sample/jsonl.h"
+#include "sample/pprof.h"
+#include "sample/profile.h"
+#include "sample/target.h"
 #include "sym/syms.h"
 #include "unwind/kallsyms.h"
 #include "unwind/unwind.h"
@@ -41,13 +42,6 @@ struct session {
 	int out_fd, pprof_fd;
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* A SYMBOL range.  A launched command's executable is mapped at exec, but
  * a MODULE:SYMBOL in a shared library only once ld.so maps it: retry that
  * for up to a second while the command runs. */
@@ -55,7 +49,7 @@ static int resolve_range(const struct gb_range_spec *r, struct gb_target *t, uin
 			 uint64_t *end)
 {
 	char text[600], what[620];
-	double give_up = now_s() + 1.0;
+	double give_up = gb_mono_s() + 1.0;
 	pid_t pid = gb_target__pid(t);
 	bool retry = gb_target__launched(t) && r->module[0];
 	struct gb_range_spec got;
@@ -69,7 +63,7 @@ static int resolve_range(const struct gb_range_spec *r, struct gb_target *t, uin
 			gb_err("%s: pid %d exited before the symbol was found", what, pid);
 			return -ENOENT;
 		}
-		if (now_s() > give_up)
+		if (gb_mono_s() > give_up)
 			retry = false;   /* the last try says why */
 		else
 			usleep(2000);
@@ -248,7 +242,7 @@ static int drain(struct session *S, const struct gb_sampler_cbs *cbs)
 static int loop(struct session *S, const struct gb_sampler_cbs *cbs)
 {
 	const struct gb_sample_session_opts *o = S->o;
-	double deadline = o->duration > 0 ? now_s() + o->duration : 0, flushed = now_s();
+	double deadline = o->duration > 0 ? gb_mono_s() + o->duration : 0, flushed = gb_mono_s();
 	struct pollfd pfd[1 + GB_SAMPLE_MAX_PIDS];
 	size_t n = 0;
 	int err;
@@ -262,7 +256,7 @@ static int loop(struct session *S, const struct gb_sampler_cbs *cbs)
 	while (!gb_sigflag_stop()) {
 		int timeout = 100;
 		if (deadline) {
-			double left = deadline - now_s();
+			double left = deadline - gb_mono_s();
 			if (left <= 0)
 				break;
 			if (left * 1000 < timeout)
@@ -274,9 +268,9 @@ static int loop(struct session *S, const struct gb_sampler_cbs *cbs)
 		}
 		if ((err = drain(S, cbs)))
 			return err;
-		if (S->lines && now_s() - flushed >= 1.0) {
+		if (S->lines && gb_mono_s() - flushed >= 1.0) {
 			gb_sample_out__flush(S->lines);
-			flushed = now_s();
+			flushed = gb_mono_s();
 		}
 		if (all_exited(S))
 			break;
@@ -334,7 +328,7 @@ static int write_profile(struct session *S, const struct gb_sampler_stats *st, d
 		struct gb_pprof_info info = {
 			.period_ns = 1000000000ull / gb_sampler__hz(S->smp),
 			.time_ns = wall0,
-			.duration_ns = (int64_t)((now_s() - t0) * 1e9),
+			.duration_ns = (int64_t)((gb_mono_s() - t0) * 1e9),
 		};
 		err = gb_pprof_write(S->prof, &info, S->pprof_fd, o->pprof);
 	}
@@ -367,7 +361,7 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 		if (o->kernel && !(S.ksyms = gb_kallsyms__new()))
 			gb_warn("sample: /proc/kallsyms: %s: kernel frames stay unnamed",
 				strerror(errno));
-		S.unw = gb_unwinder__new();   /* after launching: raises our fd limit */
+		S.unw = gb_unwinder__new();   /* after launching: its first read raises our fd limit */
 		S.prof = gb_profile__new(S.unw, S.ksyms, o->all || o->cgroup || o->npids > 1);
 		if (!S.unw || !S.prof) {
 			gb_err("sample: %s", strerror(ENOMEM));
@@ -375,7 +369,7 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 		}
 	}
 	clock_gettime(CLOCK_REALTIME, &wall);
-	t0 = now_s();
+	t0 = gb_mono_s();
 	for (size_t i = 0; i < S.ntargets; i++)
 		if (gb_target__release(S.targets[i]))
 			goto cleanup;

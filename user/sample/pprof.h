@@ -9,12 +9,12 @@
  * labels pid and comm.  Written to an open descriptor (the caller created
  * the file); pprof.c documents nothing else.
  */
-#ifndef GB_PROBE_PPROF_H
-#define GB_PROBE_PPROF_H
+#ifndef GB_SAMPLE_PPROF_H
+#define GB_SAMPLE_PPROF_H
 
 #include <stdint.h>
 
-#include "probe/profile.h"
+#include "sample/profile.h"
 
 struct gb_pprof_info {
 	uint64_t period_ns;        /* 1e9 / Hz */

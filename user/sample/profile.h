@@ -14,8 +14,8 @@
  *           "_[k]"; per_process stacks start with "COMM-PID".
  * pprof:    pprof.h walks the locations and stacks.
  */
-#ifndef GB_PROBE_PROFILE_H
-#define GB_PROBE_PROFILE_H
+#ifndef GB_SAMPLE_PROFILE_H
+#define GB_SAMPLE_PROFILE_H
 
 #include <stdbool.h>
 #include <stddef.h>

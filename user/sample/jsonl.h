@@ -16,8 +16,8 @@
  * and the summary is still written last, removing whole lines from the end
  * to make room for it; "unwritten" then counts every line not in the file.
  */
-#ifndef GB_PROBE_SAMPLE_OUT_H
-#define GB_PROBE_SAMPLE_OUT_H
+#ifndef GB_SAMPLE_JSONL_H
+#define GB_SAMPLE_JSONL_H
 
 #include <stdbool.h>
 #include <stdint.h>

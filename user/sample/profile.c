@@ -1,5 +1,5 @@
 /* Sample aggregation (--report, --folded, --pprof): profile.h. */
-#include "probe/profile.h"
+#include "sample/profile.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,5 +1,5 @@
 /* The sampled process, launched behind a gate or attached: target.h. */
-#include "probe/target.h"
+#include "sample/target.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "ptrace/procfs.h"
 
 #define PF_KTHREAD 0x00200000   /* include/linux/sched.h */
 
@@ -97,26 +98,20 @@ fail:
 
 struct gb_target *gb_target__attach(pid_t pid)
 {
-	char path[64], line[512], state = 0, *p;
+	char state = 0;
 	unsigned long flags = 0;
 	struct gb_target *t;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "re");
-	/* Fields 3 (state) and 9 (flags) after the ")" that ends comm (which
-	 * may itself hold ")"). */
-	if (f && fgets(line, sizeof(line), f) && (p = strrchr(line, ')')) &&
-	    sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) == 2) {
-		/* parsed */
-	} else if (kill(pid, 0) && errno == ESRCH) {
-		if (f)
-			fclose(f);
-		gb_err("sample: pid %d: no such process", pid);
-		return NULL;
+	/* A stat that cannot be read proves nothing: only a pid that does not
+	 * exist is refused for it. */
+	if (gb_proc_stat(pid, &state, &flags)) {
+		state = 0;
+		flags = 0;
+		if (kill(pid, 0) && errno == ESRCH) {
+			gb_err("sample: pid %d: no such process", pid);
+			return NULL;
+		}
 	}
-	if (f)
-		fclose(f);
 	if (flags & PF_KTHREAD) {
 		gb_err("sample: pid %d: is a kernel thread (nothing in user space to sample)", pid);
 		return NULL;

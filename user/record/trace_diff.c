@@ -18,7 +18,7 @@
  * After a normalisation vt is renumbered (exec lines 0, 1, 2, ...) and the
  * summary lines, whose counts differ by construction, are left out.
  */
-#include "snap/diff.h"
+#include "record/trace_diff.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -7,8 +7,8 @@
  * loaded and attached (every privilege check), and only then are output
  * files created (mode 0644 before umask), so a refused run leaves no file.
  */
-#ifndef GB_PROBE_SAMPLE_SESSION_H
-#define GB_PROBE_SAMPLE_SESSION_H
+#ifndef GB_SAMPLE_SESSION_H
+#define GB_SAMPLE_SESSION_H
 
 #include <stdbool.h>
 #include <stddef.h>

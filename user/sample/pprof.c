@@ -1,5 +1,5 @@
 /* pprof profile.proto writer: pprof.h. */
-#include "probe/pprof.h"
+#include "sample/pprof.h"
 
 #include <errno.h>
 #include <search.h>

@@ -1,0 +1,52 @@
+/* The translator's unit tests (test_jit*.c): a code cache mapped in this
+ * process within reach of the test code, and a fetch that decodes this
+ * process's own memory. */
+#ifndef TESTS_UNIT_JIT_UTIL_H
+#define TESTS_UNIT_JIT_UTIL_H
+
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <asm/prctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "decode/decode.h"
+#include "jit/jit.h"
+
+static inline const struct gb_insn *jit_fetch(void *ctx, uint64_t pc)
+{
+	static __thread struct gb_insn in[64];
+	static __thread unsigned k;
+	(void)ctx;
+	struct gb_insn *out = &in[k++ % 64];
+	return gb_decode(pc, (const uint8_t *)pc, GB_INSN_MAX_LEN, out) ? NULL : out;
+}
+
+/* A cache (code + data, read/write/exec here) near code at near_code. */
+static inline struct gb_jit_mem jit_map_near(uint64_t near_code)
+{
+	uint64_t near = (near_code & ~0xfffffull) + (256ull << 20);
+	void *p = MAP_FAILED;
+	for (int k = 0; k < 64 && p == MAP_FAILED; k++, near += 64ull << 20)
+		p = mmap((void *)near, GB_JIT_SIZE, PROT_READ | PROT_WRITE | PROT_EXEC,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	cr_assert_neq(p, MAP_FAILED, "no room for a code cache near the test code");
+	return (struct gb_jit_mem){ p, (uint8_t *)p + GB_JIT_CODE_SIZE, (uint64_t)p,
+				    (uint64_t)p + GB_JIT_CODE_SIZE };
+}
+
+/* A stop-free translator over [lo, end) with this thread's gs base its
+ * area 0 (as gebpf sets every thread's); the writer waits timeout_ms for
+ * the ring's consumer. */
+static inline struct gb_jit *jit_open_nostop(const struct gb_jit_mem *mem, const void *lo,
+					     const void *end, uint32_t timeout_ms)
+{
+	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = timeout_ms };
+	struct gb_jit *j = gb_jit__new_opts(mem, (uint64_t)lo, (uint64_t)end - 1, &o);
+	cr_assert_not_null(j);
+	cr_assert_eq(syscall(SYS_arch_prctl, ARCH_SET_GS, gb_jit__tls(j, 0)), 0);
+	return j;
+}
+
+#endif

@@ -1,0 +1,193 @@
+/* The stop-free mode's transfers (docs/trace.md "A trap without stops (in
+ * progress)"): calls push the original return address and jump; ret and
+ * indirect jmp/call look their target up in a table in the code region and
+ * jump to its translated block, or leave for the original target with the
+ * lock released.
+ *
+ * The table is direct-mapped on the target's low 16 bits, keys stored
+ * negated (DynamoRIO's indirect branch lookup, flag-free):
+ *
+ *   mov rcx, <target>            ; (ret: [rsp])
+ *   mov rax, TBL/8               ; TBL is 512 KiB-aligned: low 16 bits 0
+ *   mov ax, cx                   ; rax = TBL/8 + (target & 0xffff)
+ *   mov rdx, [rax*8]             ; -key
+ *   lea rcx, [rcx+rdx] ; jrcxz hit
+ *
+ * rax, rcx, rdx are saved in the thread's area (gs-relative), so a thread
+ * leaving the range never needs the shared slots after the release.  Only
+ * a miss compares (against the range's bounds), with the flags saved the
+ * way DynamoRIO saves them: lahf; seto al, restored by add al, 0x7f; sahf.
+ * A miss inside the range (a target not translated yet) makes a getpid
+ * there for gebpf (gb_jit_loc.lookup_miss); with nobody there it goes on as
+ * an exit: the target runs natively.  No path writes the stack except what
+ * the instruction itself writes (a call's return address at rsp-8). */
+#include <errno.h>
+#include <string.h>
+
+#include "common/grow.h"
+#include "jit/internal.h"
+
+static uint64_t *tbl_view(const struct gb_jit *j) { return (uint64_t *)(j->m.code + (j->tbl - j->m.code_addr)); }
+
+void ns_table_clear(struct gb_jit *j) { memset(tbl_view(j), 0, NS_TBL_BYTES); }
+
+void ns_table_put(struct gb_jit *j, uint64_t pc, uint64_t blk)
+{
+	uint64_t *t = tbl_view(j);
+	size_t i = pc & (NS_TBL_ENTRIES - 1);
+	t[NS_TBL_ENTRIES + i] = blk;
+	__atomic_store_n(&t[i], -pc, __ATOMIC_RELEASE); /* after its target */
+}
+
+static const uint8_t MOV_RCX_RSP0[] = { 0x48, 0x8b, 0x0c, 0x24 };       /* mov rcx, [rsp] */
+static const uint8_t MOV_AX_CX[] = { 0x66, 0x89, 0xc8 };
+static const uint8_t LEA_RCX_RCX_RDX[] = { 0x48, 0x8d, 0x0c, 0x11 };
+static const uint8_t MOV_RSPM8_RAX[] = { 0x48, 0x89, 0x44, 0x24, 0xf8 }; /* mov [rsp-8], rax */
+static const uint8_t LEA_RSP_M8[] = { 0x48, 0x8d, 0x64, 0x24, 0xf8 };    /* lea rsp, [rsp-8] */
+static const uint8_t CMP_RCX_RDX[] = { 0x48, 0x39, 0xd1 };
+static const uint8_t SAVE_FLAGS[] = { 0x9f, 0x0f, 0x90, 0xc0 };           /* lahf ; seto al */
+static const uint8_t LOAD_FLAGS[] = { 0x04, 0x7f, 0x9e };                 /* add al, 0x7f ; sahf */
+
+/* mov r, [rax*8 + disp32] (r: rcx or rdx) */
+static void load_tbl(struct gb_emit *m, unsigned r, int32_t disp)
+{
+	uint8_t hw = r == GB_REG_RCX ? 1 : 2;
+	uint8_t b[8] = { 0x48, 0x8b, (uint8_t)(0x04 | hw << 3), 0xc5 };
+	memcpy(b + 4, &disp, 4);
+	gb_emit_raw(m, b, sizeof(b));
+}
+
+/* The call's write of its return address (ret): at rsp-8, then rsp moves. */
+static void push_ret(struct gb_emit *m, uint64_t ret)
+{
+	gb_emit_tls_store(m, T_RAX, GB_REG_RAX);
+	gb_emit_mov_imm64(m, GB_REG_RAX, ret);
+	gb_emit_raw(m, MOV_RSPM8_RAX, sizeof(MOV_RSPM8_RAX));
+	gb_emit_tls_load(m, GB_REG_RAX, T_RAX);
+	gb_emit_raw(m, LEA_RSP_M8, sizeof(LEA_RSP_M8));
+}
+
+static int want(struct gb_jit *j, uint64_t pc)
+{
+	if (!inside(j, pc) || GB_GROW(&j->want, &j->wantcap, j->nwant + 1))
+		return inside(j, pc) ? -1 : 0;
+	j->want[j->nwant++] = pc;
+	return 0;
+}
+
+enum xfer { X_RET, X_JMP, X_CALL };
+
+static void restore3(struct gb_emit *m)
+{
+	gb_emit_tls_load(m, GB_REG_RDX, T_RDX);
+	gb_emit_tls_load(m, GB_REG_RAX, T_RAX);
+	gb_emit_tls_load(m, GB_REG_RCX, T_RCX);
+}
+
+static void lookup(struct gb_jit *j, const struct gb_insn *gi, enum xfer x, struct unit *u)
+{
+	struct gb_emit *m = &j->em;
+	uint64_t next = gi->pc + gi->len;
+	int64_t pop = 8 + (x == X_RET && gi->zi.operand_count_visible ? gi->ops[0].imm.value.s : 0);
+	gb_emit_tls_store(m, T_RCX, GB_REG_RCX);
+	gb_emit_tls_store(m, T_RAX, GB_REG_RAX);
+	gb_emit_tls_store(m, T_RDX, GB_REG_RDX);
+	if (x == X_RET)
+		gb_emit_raw(m, MOV_RCX_RSP0, sizeof(MOV_RCX_RSP0));
+	else
+		gb_emit_load_target(m, GB_REG_RCX, gi);
+	gb_emit_tls_store(m, T_TGT, GB_REG_RCX);
+	uint64_t look = gb_emit_here(m);
+	gb_emit_mov_imm64(m, GB_REG_RAX, j->tbl / 8);
+	gb_emit_raw(m, MOV_AX_CX, sizeof(MOV_AX_CX));
+	load_tbl(m, GB_REG_RDX, 0);
+	gb_emit_raw(m, LEA_RCX_RCX_RDX, sizeof(LEA_RCX_RCX_RDX));
+	gb_emit_jrcxz(m, gb_emit_here(m) + 2 + 5);
+	size_t to_miss = gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, gb_emit_here(m));
+	/* hit: the translated block, the lock kept */
+	load_tbl(m, GB_REG_RCX, (int32_t)(NS_TBL_ENTRIES * 8));
+	gb_emit_tls_store(m, T_DST, GB_REG_RCX);
+	restore3(m);
+	if (x == X_RET)
+		gb_emit_lea(m, GB_REG_RSP, GB_REG_RSP, GB_REG_NONE, 0, pop);
+	else if (x == X_CALL)
+		push_ret(m, next);
+	gb_emit_tls_jmp(m, T_DST);
+	/* miss: inside the range? */
+	if (!m->err)
+		gb_emit_repoint(m, to_miss, gb_emit_here(m));
+	gb_emit_raw(m, SAVE_FLAGS, sizeof(SAVE_FLAGS));
+	gb_emit_tls_store(m, T_FLG, GB_REG_RAX);
+	gb_emit_tls_load(m, GB_REG_RCX, T_TGT);
+	gb_emit_mov_imm64(m, GB_REG_RDX, j->start);
+	gb_emit_raw(m, CMP_RCX_RDX, sizeof(CMP_RCX_RDX));
+	size_t below = gb_emit_jump(m, ZYDIS_MNEMONIC_JB, gb_emit_here(m));
+	gb_emit_mov_imm64(m, GB_REG_RDX, j->end);
+	gb_emit_raw(m, CMP_RCX_RDX, sizeof(CMP_RCX_RDX));
+	size_t above = gb_emit_jump(m, ZYDIS_MNEMONIC_JNBE, gb_emit_here(m));
+	/* in the range, not translated: a stop for gebpf, then on as an exit */
+	gb_emit_tls_load(m, GB_REG_RAX, T_FLG);
+	gb_emit_raw(m, LOAD_FLAGS, sizeof(LOAD_FLAGS));
+	gb_emit_tls_store(m, T_R11, GB_REG_R11);
+	gb_emit_mov_imm32(m, GB_REG_RAX, 39 /* getpid */);
+	gb_emit_syscall(m);
+	u->o_insn = (uint32_t)m->used;
+	gb_emit_tls_load(m, GB_REG_R11, T_R11);
+	size_t to_out = gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, gb_emit_here(m));
+	u->o_retry = (uint32_t)m->used; /* after gebpf translated the target */
+	gb_emit_tls_load(m, GB_REG_R11, T_R11);
+	gb_emit_tls_load(m, GB_REG_RCX, T_TGT);
+	gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, look);
+	/* out of the range */
+	if (!m->err) {
+		gb_emit_repoint(m, below, gb_emit_here(m));
+		gb_emit_repoint(m, above, gb_emit_here(m));
+	}
+	gb_emit_tls_load(m, GB_REG_RAX, T_FLG);
+	gb_emit_raw(m, LOAD_FLAGS, sizeof(LOAD_FLAGS));
+	if (!m->err)
+		gb_emit_repoint(m, to_out, gb_emit_here(m));
+	restore3(m);
+	if (x == X_CALL)
+		push_ret(m, next);
+	ns_release(j);
+	if (x == X_RET)
+		gb_emit_lea(m, GB_REG_RSP, GB_REG_RSP, GB_REG_NONE, 0, pop);
+	gb_emit_tls_jmp(m, T_TGT);
+}
+
+static bool direct(const struct gb_insn *gi)
+{
+	return gi->ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && gi->ops[0].imm.is_relative;
+}
+
+int ns_transfer(struct gb_jit *j, const struct gb_insn *gi, struct link *l)
+{
+	struct gb_emit *m = &j->em;
+	uint64_t next = gi->pc + gi->len;
+	struct unit *u = jit_unit_add(j, U_NS, gi->pc);
+	if (!u)
+		return -1;
+	int linked = 0;
+	if (gi->zi.mnemonic == ZYDIS_MNEMONIC_CALL && direct(gi)) {
+		uint64_t tgt = next + (uint64_t)gi->zi.raw.imm[0].value.s;
+		u->ns = GB_JIT_NS_EXIT;
+		push_ret(m, next);
+		if (inside(j, tgt)) {
+			*l = (struct link){ ZYDIS_MNEMONIC_JMP, tgt,
+					    (uint32_t)gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, gb_emit_here(m)) };
+			linked = 1;
+		} else {
+			ns_leave(j, tgt);
+		}
+	} else {
+		u->ns = GB_JIT_NS_LOOKUP;
+		enum xfer x = gi->zi.mnemonic == ZYDIS_MNEMONIC_RET ? X_RET :
+			      gi->zi.mnemonic == ZYDIS_MNEMONIC_JMP ? X_JMP : X_CALL;
+		lookup(j, gi, x, u);
+	}
+	jit_unit_end(j, u);
+	if (gi->zi.mnemonic == ZYDIS_MNEMONIC_CALL && want(j, next))
+		return -1;
+	return m->err ? -1 : linked;
+}

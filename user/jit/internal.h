@@ -1,0 +1,167 @@
+/* Private to user/jit: the translator's state, shared by its files (jit.c
+ * translates blocks, locate.c maps cache addresses back, ring.c reads and
+ * runs the record ring, lock.c and ibl.c emit the stop-free mode's entries,
+ * exits and lookups).  The layout of the data part is here. */
+#ifndef GB_JIT_INTERNAL_H
+#define GB_JIT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "decode/plan.h"
+#include "jit/emit.h"
+#include "jit/jit.h"
+
+enum ukind {
+	U_HEAD, U_INSN, U_STUB, U_LINK,
+	U_NS,        /* stop-free mode: a routine, an entry, an exit or a lookup
+		      * (pc: the original instruction it performs, or 0 in a
+		      * shared routine: the thread's T_RET slot says where) */
+};
+
+/* A piece of the code region, in address order. */
+struct unit {
+	uint64_t off;          /* [off, end) in the code region */
+	uint32_t end;
+	uint8_t kind;
+	uint8_t a, b;          /* U_INSN: the scratch registers (b: GB_REG_NONE if unused) */
+	uint8_t words;         /* U_INSN: ring words it writes; U_STUB (emu): the
+				* words of the instruction it stands for */
+	bool emu;              /* U_STUB: gebpf performs the instruction at pc (a
+				* call, ret or indirect jump) at the stop */
+	uint8_t ns;            /* U_NS: enum gb_jit_ns_kind */
+	uint32_t o_b, o_load;  /* U_INSN: after A's save, after B's save */
+	uint32_t o_commit;     /* U_INSN: after the head's update */
+	uint32_t o_insn;       /* U_INSN: the instruction's copy; U_STUB: after the syscall;
+				* U_NS lookup: its in-range miss stop (after the syscall) */
+	uint32_t o_retry;      /* U_NS lookup: where gebpf resumes it after a miss stop */
+	uint32_t id;           /* U_INSN: instruction id */
+	uint64_t pc;           /* U_HEAD: block; U_INSN: instruction; U_STUB/U_LINK: target */
+};
+
+struct ref {
+	int64_t disp;
+	uint32_t size;
+	uint8_t flags;
+	bool rt;               /* address recorded at run time */
+};
+
+struct insn {
+	uint64_t pc;
+	uint8_t len, nrefs;
+	uint8_t bytes[GB_INSN_MAX_LEN];
+	struct ref refs[6];
+};
+
+struct stub {
+	uint64_t target;
+	uint32_t src;          /* rel32 field that jumps here, to re-point; UINT32_MAX: none */
+};
+
+/* A jump (mn) to the block at target, or to a stub for it. */
+struct link { ZydisMnemonic mn; uint64_t target; uint32_t src; };
+
+struct entry { uint64_t pc, addr; };
+
+struct gb_jit {
+	struct gb_jit_mem m;
+	struct gb_emit em;
+	uint64_t start, end;
+	struct gb_jit_opts o;
+	struct unit *u; size_t nu, ucap;
+	struct insn *in; size_t nin, incap;
+	struct stub *st; size_t nst, stcap;   /* stubs not yet linked to a block */
+	uint64_t *hk, *hv; size_t hcap, hn;   /* block pc -> target address */
+	uint64_t lo, hi;                      /* span of the translated bytes */
+	struct gb_jit_stats stats;
+	/* stop-free mode */
+	uint64_t acq, rel, ring_slow;         /* the shared routines (target addresses) */
+	uint64_t tbl;                         /* lookup table (target address, in the code region) */
+	struct entry *en; size_t nen, encap;  /* entry blocks */
+	uint64_t *want; size_t nwant, wantcap; /* return sites wanted as blocks */
+	size_t ring_bytes;                    /* the ring's size */
+	uint32_t max_words;                   /* ring words of the largest block */
+};
+
+/* Data part. */
+#define SLOT(r)   ((uint64_t)(r) * 8)
+#define HEAD      (GB_REG_COUNT * 8)
+#define BUDGET    (HEAD + 8)
+#define RING      GB_JIT_DATA_SLOTS
+#define BLOCK_WORDS (GB_JIT_BLOCK_INSNS * 7)
+
+/* Stop-free mode: words of the data part (docs/trace.md "A trap without
+ * stops"), all below RING. */
+#define NS_LOCK      256   /* u32: 0 free, 1 held, 2 held with waiters */
+#define NS_SEQ       264   /* ring: odd while the writer wraps (a seqlock) */
+#define NS_BASE      272   /* ring: words written before the current pass */
+#define NS_CONSUMED  280   /* ring: words the consumer has read (it writes this) */
+#define NS_WAKE      288   /* ring: futex word the consumer waits on */
+#define NS_WAITING   296   /* ring: the writer waits for the consumer (futex on NS_CONSUMED) */
+#define NS_DROPPING  304   /* ring: 1 once the consumer did not come in time */
+#define NS_DROPPED   312   /* ring: records not written since */
+#define NS_TIMEOUT   320   /* struct timespec: the writer's wait for the consumer */
+#define NS_HALF      336   /* budget (blocks) of half the ring */
+#define NS_NEXT      344   /* budget (blocks) still to go in this pass after the current */
+#define NS_KEPT      352   /* dropping: where the head was when it began */
+#define NS_SCRATCH   2048  /* dropping: where records go (one block) */
+/* The per-thread areas, at the end of the data part (their addresses are
+ * the threads' gs bases). */
+#define NS_TLS_BYTES (GB_JIT_TLS_COUNT * GB_JIT_TLS_SIZE)
+#define NS_TLS       (GB_JIT_DATA_SIZE - NS_TLS_BYTES)
+/* ... and one area's slots. */
+#define T_RAX  0
+#define T_RCX  8
+#define T_RDX  16
+#define T_RSI  24
+#define T_RDI  32
+#define T_R10  40
+#define T_R11  48
+#define T_RET  56    /* where a shared routine returns to */
+#define T_TGT  64    /* a lookup's target */
+#define T_DST  72    /* ... its translated block */
+#define T_FLG  80    /* flags saved by lahf/seto */
+#define T_BLKN 88    /* a block's record count (the ring's slow path) */
+/* The lookup table: 64 Ki entries, negated keys then targets, 512 KiB-aligned
+ * at the top of the code region. */
+#define NS_TBL_ENTRIES 65536u
+#define NS_TBL_BYTES   (2 * NS_TBL_ENTRIES * 8)
+
+static inline uint64_t *dword(const struct gb_jit *j, size_t off) { return (uint64_t *)(j->m.data + off); }
+static inline uint64_t daddr(const struct gb_jit *j, size_t off) { return j->m.data_addr + off; }
+static inline bool inside(const struct gb_jit *j, uint64_t pc) { return pc >= j->start && pc <= j->end; }
+
+/* jit.c */
+struct unit *jit_unit_add(struct gb_jit *j, enum ukind k, uint64_t pc);
+void jit_unit_end(struct gb_jit *j, struct unit *u);
+/* An exit stub to target (getpid; in the stop-free mode then the lock is
+ * released): see jit.c. */
+uint64_t jit_stub(struct gb_jit *j, uint64_t target, uint32_t src, uint8_t emu_words);
+
+/* lock.c: the shared routines (emitted at the start of the code after each
+ * flush), and the sequences that call them. */
+void ns_routines(struct gb_jit *j);
+void ns_acquire(struct gb_jit *j);
+void ns_release(struct gb_jit *j);
+/* Release the lock and jump to target (an exit out of the range). */
+void ns_leave(struct gb_jit *j, uint64_t target);
+/* The system call instruction gi (recorded already), made without the lock. */
+void ns_syscall(struct gb_jit *j, const struct gb_insn *gi);
+
+/* ibl.c */
+void ns_table_clear(struct gb_jit *j);
+void ns_table_put(struct gb_jit *j, uint64_t pc, uint64_t blk);
+/* A call, ret or indirect jmp (gi, recorded already) in the stop-free mode.
+ * A direct call to the range fills *l (a link to its target) and returns 1;
+ * otherwise 0; -1 on an encoding error. */
+int ns_transfer(struct gb_jit *j, const struct gb_insn *gi, struct link *l);
+
+/* ring.c: the slow path (copied after the lock routines), and a block
+ * head's exit to it when its budget is spent (stop-free mode). */
+void ns_ring_routine(struct gb_jit *j);
+void ns_budget_exit(struct gb_jit *j, uint32_t ninsns, uint64_t back);
+/* A block writing words ring words was translated (the budgets count blocks
+ * of the largest translated: called with the lock held or no thread in). */
+void ns_ring_block(struct gb_jit *j, uint32_t words);
+
+#endif

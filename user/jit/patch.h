@@ -1,0 +1,77 @@
+/* The patch planner of the stop-free mode (docs/trace.md "A trap without
+ * stops (in progress)"): pure logic, no process.  Given the range's entry
+ * addresses (sym/entries.c), its instructions (decoded in order, from the
+ * file's bytes) and the permissions of its pages, decide for each entry
+ * whether a 5-byte `jmp rel32` to its entry block may replace its first
+ * bytes (the instructions it covers then run only as their translated
+ * copies in the cache) or whether it keeps a uprobe, and why.
+ *
+ *   struct gb_patch_plan pl;
+ *   gb_patch_plan(&in, &pl);
+ *   for each pl.v[i] with .why == GB_PATCH_OK:
+ *           gb_patch_set_target(&pl.v[i], gb_jit__entry(j, pl.v[i].addr, ...));
+ *           write .bytes at .addr; to undo, write .orig
+ *   gb_patch_plan_free(&pl);
+ */
+#ifndef GB_JIT_PATCH_H
+#define GB_JIT_PATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "decode/decode.h"
+
+#define GB_PATCH_LEN 5
+
+enum gb_patch_why {
+	GB_PATCH_OK,            /* patch it */
+	GB_PATCH_ENTRY_INSIDE,  /* another entry falls inside its 5 bytes */
+	GB_PATCH_CANNOT_MOVE,   /* an instruction under the 5 bytes is not translated
+				 * (the step engine runs it at its own address) or has
+				 * an operand or target the cache cannot reach */
+	GB_PATCH_WRITABLE,      /* the 5 bytes are on a writable (or unknown) page */
+	GB_PATCH_SHORT,         /* the range ends inside the 5 bytes */
+	GB_PATCH_FAR,           /* the cache is out of a rel32's reach */
+	GB_PATCH_NOT_INSN,      /* the entry is not an instruction start of the range */
+};
+
+/* Permissions of [lo, hi) (the maps of the range's pages). */
+struct gb_patch_map { uint64_t lo, hi; bool writable; };
+
+struct gb_patch_in {
+	uint64_t start, end;                  /* the range, inclusive */
+	const uint64_t *entries; size_t nentries;   /* ascending */
+	const struct gb_insn *insns; size_t ninsns; /* ascending, from start */
+	const struct gb_patch_map *maps; size_t nmaps;
+	uint64_t cache_lo, cache_hi;          /* the cache's code region */
+};
+
+struct gb_patch {
+	uint64_t addr;                        /* the entry */
+	uint8_t why;                          /* enum gb_patch_why */
+	uint8_t ninsns;                       /* instructions under the 5 bytes */
+	uint64_t insn[GB_PATCH_LEN];          /* ... their addresses (insn[0] == addr) */
+	uint8_t orig[GB_PATCH_LEN];           /* the bytes to restore */
+	uint8_t bytes[GB_PATCH_LEN];          /* the bytes to write (gb_patch_set_target) */
+};
+
+struct gb_patch_plan { struct gb_patch *v; size_t n; };
+
+/* 0, or -ENOMEM. */
+int gb_patch_plan(const struct gb_patch_in *in, struct gb_patch_plan *out);
+void gb_patch_plan_free(struct gb_patch_plan *pl);
+/* The jmp rel32 to the entry block at target: 0, or -ERANGE. */
+int gb_patch_set_target(struct gb_patch *p, uint64_t target);
+/* Is addr strictly inside a patch's 5 bytes (a thread, a signal frame or a
+ * system call to restart standing there when the patch is written)?  The
+ * patch, with *boundary the original instruction holding addr (where the
+ * thread continues: its entry block, gb_jit__entry), or NULL. */
+const struct gb_patch *gb_patch_inside(const struct gb_patch_plan *pl, uint64_t addr,
+				       uint64_t *boundary);
+/* Put the original bytes back into buf, a copy of [addr, addr+n) of the
+ * patched process (for decoding and re-checking code while patched). */
+void gb_patch_unpatched(const struct gb_patch_plan *pl, uint64_t addr, uint8_t *buf, size_t n);
+const char *gb_patch_why_str(int why);
+
+#endif

@@ -1,0 +1,312 @@
+/* The record ring: see jit.h.  The stop-free mode's protocol (a consumer
+ * draining while the program runs, a writer that wakes it, waits for it and
+ * gives up on it) is at the end (docs/trace.md "A trap without stops"). */
+#include <errno.h>
+#include <linux/futex.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jit/internal.h"
+
+static void ns_ring_reset(struct gb_jit *j);
+
+void gb_jit__ring_reset(struct gb_jit *j)
+{
+	if (j->o.nostop) {
+		ns_ring_reset(j);
+		return;
+	}
+	*dword(j, HEAD) = daddr(j, RING);
+	*dword(j, BUDGET) = GB_JIT_RING_SIZE / 8 / BLOCK_WORDS;
+}
+
+size_t gb_jit__ring_used(const struct gb_jit *j)
+{
+	uint64_t h = *(volatile uint64_t *)dword(j, HEAD);
+	uint64_t lo = daddr(j, RING), hi = lo + j->ring_bytes;
+	if (j->o.nostop && *(volatile uint64_t *)dword(j, NS_DROPPING))
+		h = *dword(j, NS_KEPT); /* what was written before it gave up */
+	return h >= lo && h <= hi ? (size_t)(h - lo) / 8 : 0;
+}
+
+void gb_jit__ring_unwrite(struct gb_jit *j, size_t words)
+{
+	size_t used = gb_jit__ring_used(j);
+	*dword(j, HEAD) = daddr(j, RING) + 8 * (used > words ? used - words : 0);
+}
+
+static int decode_at(const struct gb_jit *j, size_t used, size_t *pos, uint64_t fs_base,
+		     uint64_t gs_base, struct gb_jit_rec *out)
+{
+	const uint64_t *w = (const uint64_t *)(j->m.data + RING);
+	if (*pos >= used)
+		return 0;
+	uint64_t id = w[(*pos)++];
+	if (id >= j->nin)
+		return -EINVAL;
+	const struct insn *in = &j->in[id];
+	out->pc = in->pc;
+	out->len = in->len;
+	out->nacc = 0;
+	for (unsigned k = 0; k < in->nrefs; k++) {
+		const struct ref *r = &in->refs[k];
+		uint64_t a = (uint64_t)r->disp;
+		if (r->rt) {
+			if (*pos >= used)
+				return -EINVAL;
+			a = w[(*pos)++];
+		}
+		if (r->flags & GB_REF_ADDR32)
+			a = (uint32_t)a;
+		if (r->flags & GB_REF_FS)
+			a += fs_base;
+		else if (r->flags & GB_REF_GS)
+			a += gs_base;
+		out->acc[out->nacc++] = (struct gb_access){ a, r->size, r->flags & GB_REF_WRITE };
+	}
+	return 1;
+}
+
+int gb_jit__ring_next(const struct gb_jit *j, size_t *pos, uint64_t fs_base, uint64_t gs_base,
+		      struct gb_jit_rec *out)
+{
+	return decode_at(j, gb_jit__ring_used(j), pos, fs_base, gs_base, out);
+}
+
+
+/* --- the stop-free mode's ring ---
+ *
+ * The writer (translated code, holding the lock) appends records as in the
+ * other mode; a block head's budget (blocks) runs out twice per pass of the
+ * ring.  Half-way it wakes the consumer (futex NS_WAKE) and goes on; at the
+ * end it wakes it again and waits until the consumer has read everything (NS_CONSUMED, which the
+ * consumer writes, is a futex word too), then starts the next pass at the
+ * ring's start under a seqlock (NS_SEQ odd while HEAD and NS_BASE change).
+ * A wait that times out (NS_TIMEOUT, with no wake from the consumer) sets
+ * NS_DROPPING: the records written so far stay (NS_KEPT), every later block
+ * writes into a scratch area and adds its record count to NS_DROPPED, and
+ * the program runs on.  The slow path is the position-independent routine
+ * below, copied into the code with the data part's address at each
+ * `movabs $MAGIC`; it saves the flags with lahf/seto, rax and rcx come saved
+ * in the thread's area, T_BLKN holds the block's record count and T_RET its
+ * head. */
+#define XS(x) S_(x)
+#define S_(x) #x
+#define MAGIC 0x1122334455667788
+_Static_assert(HEAD == 128 && BUDGET == 136 && RING == 4096, "the ring routine's offsets");
+__asm__(
+	".text\n"
+	".globl gb_jit_ring_slow, gb_jit_ring_slow_end\n"
+	"gb_jit_ring_slow:\n"
+	"	lahf\n"
+	"	seto %al\n"
+	"	mov %rax, %gs:" XS(T_FLG) "\n"
+	"	mov %rdx, %gs:" XS(T_RDX) "\n"
+	"	mov %rsi, %gs:" XS(T_RSI) "\n"
+	"	mov %rdi, %gs:" XS(T_RDI) "\n"
+	"	mov %r10, %gs:" XS(T_R10) "\n"
+	"	mov %r11, %gs:" XS(T_R11) "\n"
+	"	movabs $" XS(MAGIC) ", %rdi\n"
+	"	cmpq $0, " XS(NS_DROPPING) "(%rdi)\n"
+	"	jne 5f\n"
+	"	mov " XS(NS_NEXT) "(%rdi), %rax\n"
+	"	test %rax, %rax\n"
+	"	jz 2f\n"
+	/* half-way: the rest of the pass, and wake the consumer */
+	"	movq $0, " XS(NS_NEXT) "(%rdi)\n"
+	"	inc %rax\n"
+	"	mov %rax, 136(%rdi)\n"
+	"	lock incl " XS(NS_WAKE) "(%rdi)\n"
+	"	lea " XS(NS_WAKE) "(%rdi), %rdi\n"
+	"	mov $1, %esi\n"            /* FUTEX_WAKE */
+	"	mov $0x7fffffff, %edx\n"
+	"	mov $202, %eax\n"
+	"	syscall\n"
+	"	jmp 9f\n"
+	/* the end of the pass: wake the consumer, wait until it has read it all */
+	"2:	movabs $" XS(MAGIC) ", %rdi\n"
+	"	lock incl " XS(NS_WAKE) "(%rdi)\n"
+	"	lea " XS(NS_WAKE) "(%rdi), %rdi\n"
+	"	mov $1, %esi\n"
+	"	mov $0x7fffffff, %edx\n"
+	"	mov $202, %eax\n"
+	"	syscall\n"
+	"3:	movabs $" XS(MAGIC) ", %rdi\n"
+	"	mov 128(%rdi), %rax\n"
+	"	sub %rdi, %rax\n"
+	"	sub $4096, %rax\n"
+	"	shr $3, %rax\n"
+	"	add " XS(NS_BASE) "(%rdi), %rax\n"
+	"	mov " XS(NS_CONSUMED) "(%rdi), %rdx\n"
+	"	cmp %rdx, %rax\n"
+	"	je 4f\n"
+	"	movl $1, " XS(NS_WAITING) "(%rdi)\n"
+	"	lea " XS(NS_TIMEOUT) "(%rdi), %r10\n"
+	"	lea " XS(NS_CONSUMED) "(%rdi), %rdi\n"
+	"	xor %esi, %esi\n"          /* FUTEX_WAIT, on the low half */
+	"	mov $202, %eax\n"
+	"	syscall\n"
+	"	cmp $-110, %rax\n"         /* -ETIMEDOUT: nobody came */
+	"	jne 3b\n"
+	"	movabs $" XS(MAGIC) ", %rdi\n"
+	"	mov 128(%rdi), %rax\n"
+	"	mov %rax, " XS(NS_KEPT) "(%rdi)\n"
+	"	movq $1, " XS(NS_DROPPING) "(%rdi)\n"
+	"	jmp 5f\n"
+	/* drained: the next pass */
+	"4:	incq " XS(NS_SEQ) "(%rdi)\n"
+	"	lea 4096(%rdi), %rdx\n"
+	"	mov %rdx, 128(%rdi)\n"
+	"	mov %rax, " XS(NS_BASE) "(%rdi)\n"
+	"	incq " XS(NS_SEQ) "(%rdi)\n"
+	"	movl $0, " XS(NS_WAITING) "(%rdi)\n"
+	"	mov " XS(NS_HALF) "(%rdi), %rax\n"
+	"	mov %rax, " XS(NS_NEXT) "(%rdi)\n"
+	"	inc %rax\n"
+	"	mov %rax, 136(%rdi)\n"
+	"	jmp 9f\n"
+	/* dropping: this block writes into the scratch area, counted */
+	"5:	movabs $" XS(MAGIC) ", %rdi\n"
+	"	mov %gs:" XS(T_BLKN) ", %rax\n"
+	"	add %rax, " XS(NS_DROPPED) "(%rdi)\n"
+	"	lea " XS(NS_SCRATCH) "(%rdi), %rdx\n"
+	"	mov %rdx, 128(%rdi)\n"
+	"	movq $2, 136(%rdi)\n"
+	"9:	mov %gs:" XS(T_R11) ", %r11\n"
+	"	mov %gs:" XS(T_R10) ", %r10\n"
+	"	mov %gs:" XS(T_RDI) ", %rdi\n"
+	"	mov %gs:" XS(T_RSI) ", %rsi\n"
+	"	mov %gs:" XS(T_RDX) ", %rdx\n"
+	"	mov %gs:" XS(T_FLG) ", %rax\n"
+	"	add $0x7f, %al\n"
+	"	sahf\n"
+	"	mov %gs:" XS(T_RCX) ", %rcx\n"
+	"	mov %gs:" XS(T_RAX) ", %rax\n"
+	"	jmp *%gs:" XS(T_RET) "\n"
+	"gb_jit_ring_slow_end:\n");
+extern const uint8_t gb_jit_ring_slow[], gb_jit_ring_slow_end[];
+
+void ns_ring_routine(struct gb_jit *j)
+{
+	struct gb_emit *m = &j->em;
+	size_t at = m->used, n = (size_t)(gb_jit_ring_slow_end - gb_jit_ring_slow);
+	const uint64_t magic = MAGIC, base = j->m.data_addr;
+	struct unit *u = jit_unit_add(j, U_NS, 0);
+	if (!u)
+		return;
+	u->ns = GB_JIT_NS_RING;
+	j->ring_slow = gb_emit_here(m);
+	gb_emit_raw(m, gb_jit_ring_slow, n);
+	jit_unit_end(j, u);
+	if (m->err)
+		return;
+	unsigned found = 0;
+	for (size_t k = at; k + 8 <= at + n; k++)
+		if (!memcmp(m->buf + k, &magic, 8)) {
+			memcpy(m->buf + k, &base, 8);
+			found++;
+		}
+	if (found != 5)
+		m->err = -EINVAL;
+}
+
+void ns_budget_exit(struct gb_jit *j, uint32_t ninsns, uint64_t back)
+{
+	struct gb_emit *m = &j->em;
+	struct unit *u = jit_unit_add(j, U_NS, 0);
+	if (!u)
+		return;
+	u->ns = GB_JIT_NS_RING;
+	gb_emit_tls_store(m, T_RAX, GB_REG_RAX);
+	gb_emit_tls_store(m, T_RCX, GB_REG_RCX);
+	gb_emit_mov_imm32(m, GB_REG_RAX, ninsns);
+	gb_emit_tls_store(m, T_BLKN, GB_REG_RAX);
+	gb_emit_lea_rip(m, GB_REG_RCX, back);
+	gb_emit_tls_store(m, T_RET, GB_REG_RCX);
+	gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, j->ring_slow);
+	jit_unit_end(j, u);
+}
+
+static uint64_t ns_half(const struct gb_jit *j)
+{
+	uint64_t w = j->max_words ? j->max_words : BLOCK_WORDS, h = j->ring_bytes / 8 / w / 2;
+	return h > 1 ? h : 2;
+}
+
+void ns_ring_block(struct gb_jit *j, uint32_t words)
+{
+	if (words <= j->max_words)
+		return;
+	j->max_words = words;
+	/* this pass: no more blocks than the room left holds */
+	uint64_t left = j->ring_bytes / 8 - gb_jit__ring_used(j), b = left / words;
+	if (*dword(j, BUDGET) > b)
+		*dword(j, BUDGET) = b ? b : 1;
+	*dword(j, NS_NEXT) = 0;
+	*dword(j, NS_HALF) = ns_half(j);
+}
+
+static void ns_ring_reset(struct gb_jit *j)
+{
+	uint64_t half = ns_half(j);
+	*dword(j, HEAD) = daddr(j, RING);
+	*dword(j, BUDGET) = half;
+	*dword(j, NS_HALF) = half;
+	*dword(j, NS_NEXT) = half;
+	*dword(j, NS_SEQ) = *dword(j, NS_BASE) = *dword(j, NS_CONSUMED) = 0;
+	*dword(j, NS_WAITING) = *dword(j, NS_DROPPING) = *dword(j, NS_DROPPED) = 0;
+	*dword(j, NS_KEPT) = 0;
+	*dword(j, NS_TIMEOUT) = j->o.ring_timeout_ms / 1000;
+	*dword(j, NS_TIMEOUT + 8) = (uint64_t)(j->o.ring_timeout_ms % 1000) * 1000000;
+}
+
+static uint64_t vload(const struct gb_jit *j, size_t off)
+{
+	return __atomic_load_n(dword(j, off), __ATOMIC_ACQUIRE);
+}
+
+int gb_jit__ring_poll(struct gb_jit *j, struct gb_jit_cursor *c, uint64_t fs_base, uint64_t gs_base,
+		      struct gb_jit_rec *out)
+{
+	if (c->pos < c->limit) /* what the last look at the head showed */
+		return decode_at(j, c->limit, &c->pos, fs_base, gs_base, out);
+	uint64_t s1 = vload(j, NS_SEQ);
+	if (s1 & 1)
+		return 0;
+	uint64_t base = vload(j, NS_BASE), head = vload(j, HEAD);
+	if (vload(j, NS_SEQ) != s1 || vload(j, NS_DROPPING))
+		return 0;
+	uint64_t lo = daddr(j, RING);
+	if (head < lo || head > lo + j->ring_bytes)
+		return -EINVAL;
+	if (base != c->base) { /* a new pass: the writer waited for us to finish the last */
+		c->base = base;
+		c->pos = 0;
+	}
+	c->limit = (size_t)(head - lo) / 8;
+	return decode_at(j, c->limit, &c->pos, fs_base, gs_base, out);
+}
+
+void gb_jit__ring_commit(struct gb_jit *j, const struct gb_jit_cursor *c)
+{
+	__atomic_store_n(dword(j, NS_CONSUMED), c->base + c->pos, __ATOMIC_RELEASE);
+	if (__atomic_load_n(dword(j, NS_WAITING), __ATOMIC_ACQUIRE))
+		syscall(SYS_futex, dword(j, NS_CONSUMED), FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
+int gb_jit__ring_wait(struct gb_jit *j, unsigned ms)
+{
+	uint32_t w = (uint32_t)vload(j, NS_WAKE);
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+	long r = syscall(SYS_futex, dword(j, NS_WAKE), FUTEX_WAIT, w, &ts, NULL, 0);
+	return r < 0 && errno != ETIMEDOUT && errno != EAGAIN && errno != EINTR ? -errno : 0;
+}
+
+void gb_jit__ring_state(const struct gb_jit *j, struct gb_jit_ring_state *st)
+{
+	st->dropping = vload(j, NS_DROPPING) != 0;
+	st->dropped = vload(j, NS_DROPPED);
+	st->consumed = vload(j, NS_CONSUMED);
+}
