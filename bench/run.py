@@ -33,6 +33,8 @@ ARGS = {
                        "quick": (["--quick"], {})},
     "bench_sample.py": {"full": (["--reps", "5"], {}),
                         "quick": (["--reps", "1", "--work", "100"], {})},
+    "bench_setup.py": {"full": (["--reps", "3"], {}),
+                       "quick": (["--quick"], {})},
     "bench_snap.py": {"full": ([], {"BENCH_MIB": "1024", "BENCH_RUNS": "3"}),
                       "quick": ([], {"BENCH_MIB": "128", "BENCH_RUNS": "1"})},
     "bench_trace.py": {"full": (["--reps", "7"], {}),

@@ -152,6 +152,9 @@ static struct gb_probetrap *attach(pid_t pid, bool with_kinds, bool with_zone)
 		kill(pid, SIGKILL);
 		exit(1);   /* the warning line says why */
 	}
+	uint64_t offs[NK + 1];
+	size_t n = 0;
+	char path[sizeof(maps.v[0].path)] = "";
 	if (gb_maps_read(getpid(), &maps))
 		fail("cannot read /proc/self/maps");
 	for (size_t k = 0; k <= NK; k++) {
@@ -159,14 +162,18 @@ static struct gb_probetrap *attach(pid_t pid, bool with_kinds, bool with_zone)
 		if ((k < NK && !with_kinds) || (k == NK && !with_zone))
 			continue;
 		const struct gb_map *mp = gb_maps_find(&maps, a);
-		if (!mp || mp->path[0] != '/')
-			fail("%#lx is not in a mapped file", (unsigned long)a);
-		int err = gb_probetrap__add(p, mp->path, a - mp->start + mp->offset);
-		if (err)
-			fail("add %s+%#lx: %s", mp->path, (unsigned long)(a - mp->start + mp->offset),
-			     strerror(-err));
+		if (!mp || mp->path[0] != '/' || (path[0] && strcmp(path, mp->path)))
+			fail("%#lx is not in this program's mapped file", (unsigned long)a);
+		snprintf(path, sizeof(path), "%s", mp->path);
+		offs[n++] = a - mp->start + mp->offset;
 	}
 	gb_maps_free(&maps);
+	/* all in one call, as the trace attaches a range's entries
+	 * (user/trace/probes.c): one uprobe_multi link, or a batch of
+	 * perf-event uprobes */
+	int err = gb_probetrap__add_many(p, path, offs, n);
+	if (err)
+		fail("add_many %s (%zu offsets): %s", path, n, strerror(-err));
 	struct gb_probetrap_stats st;
 	gb_probetrap__stats(p, &st);
 	static bool said;

@@ -75,5 +75,17 @@ $(OUTPUT)/progs/unwind_chain: tests/progs/unwind_chain.c $(OUTPUT)/progs/lib/lib
 # trap_mix: `mix` and its callers' loop stay in definition order on one page.
 $(OUTPUT)/progs/trap_mix: PROG_CFLAGS += -fno-toplevel-reorder
 
+# name_strlen: dynamic PIE calling libc's strlen (an IFUNC) and
+# lib/libnodbg.so, linked with -s (no .symtab) and with no debug file.
+$(OUTPUT)/progs/lib/libnodbg.so: tests/progs/lib/nodbg.c
+	$(call msg,LIB,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O1 -fPIC -shared -Wl,-s -Wl,--build-id $< -o $@
+
+$(OUTPUT)/progs/name_strlen: tests/progs/name_strlen.c $(OUTPUT)/progs/lib/libnodbg.so
+	$(call msg,PROG,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O1 -g -fPIE -pie $< -L$(OUTPUT)/progs/lib -lnodbg -Wl,-rpath,'$$ORIGIN/lib' -o $@
+
 # resume_vec: AVX2 / AVX-512 instructions, chosen at run time by CPUID.
 $(OUTPUT)/progs/resume_vec: PROG_CFLAGS += -mavx2 -mavx512f -mavx512bw

@@ -15,7 +15,9 @@
 #include <unistd.h>
 
 #include "common/bound.h"
+#include "common/clock.h"
 #include "common/grow.h"
+#include "common/log.h"
 #include "common/sort.h"
 #include "probe/probetrap_int.h"
 #include "probe/umulti.h"
@@ -167,9 +169,14 @@ int gb_probetrap__add_many(struct gb_probetrap *p, const char *path, const uint6
 			goto out;
 		}
 	}
+	double t0 = gb_mono_s();
 	if (nf && ((err = gb_grow((void **)&p->pr, &p->capr, p->npr + nf, sizeof(*p->pr))) ||
 		   (err = attach(p, fresh, nf))))
 		goto out;
+	if (nf)
+		gb_info("probe trap: %zu probes in %s attached in %.1f ms (%s)", nf, path,
+			(gb_mono_s() - t0) * 1e3,
+			p->multi ? "one uprobe_multi link" : "perf-event uprobes");
 	for (size_t i = 0; i < n; i++) {
 		struct probe *old = find_probe(p, st.st_dev, st.st_ino, sorted[i]);
 		if (old && old->muted)
@@ -248,6 +255,8 @@ unsigned gb_pt_live_probes(const struct gb_probetrap *p)
 
 void gb_pt_detach_all(struct gb_probetrap *p)
 {
+	double t0 = gb_mono_s();
+	size_t n = p->npr;
 	for (size_t g = 0; g < p->ngr; g++)
 		if (p->gr[g].fd >= 0)
 			close(p->gr[g].fd);
@@ -261,6 +270,8 @@ void gb_pt_detach_all(struct gb_probetrap *p)
 	p->pr = NULL;
 	p->gr = NULL;
 	p->npr = p->ngr = 0;
+	if (n)
+		gb_info("probe trap: %zu probes detached in %.1f ms", n, (gb_mono_s() - t0) * 1e3);
 }
 /* --- runtime addresses --------------------------------------------------- */
 

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/grow.h"
 #include "common/log.h"
 #include "gebpf_events.h"
@@ -67,6 +68,7 @@ struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o)
 		    geteuid() ? " or this is not root" : "");
 		return NULL;
 	}
+	double t0 = gb_mono_s();
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		say(o, "%s", strerror(ENOMEM));
@@ -101,6 +103,7 @@ struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o)
 		say(o, "ring buffer: %s", strerror(errno));
 		goto fail;
 	}
+	gb_info("probe trap: BPF program loaded in %.1f ms", (gb_mono_s() - t0) * 1e3);
 	return p;
 fail:
 	gb_probetrap__free(p);

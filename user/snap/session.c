@@ -29,15 +29,21 @@
 
 /* The address of --at in pid (sym/syms.h resolves the symbol); a bare-hex
  * name that no symbol has is an address. */
-static int resolve_at(pid_t pid, const struct gb_snap_opts *o, uint64_t *addr, char *point,
-		      size_t plen)
+static int resolve_at(struct gb_tracee *t, pid_t tid, struct gb_snap_rng *det,
+		      const struct gb_snap_opts *o, uint64_t *addr, char *point, size_t plen)
 {
 	char what[300];
-	uint64_t hex = 0;
+	uint64_t hex = 0, entry;
+	pid_t pid = t->pid;
 	bool sym = o->at_spec.kind == GB_RANGE_SYM;
 	bool hex_ok = sym && !o->at_spec.module[0] && gb_parse_hex(o->at, &hex) == 0;
 	struct gb_range_spec r;
 	snprintf(what, sizeof(what), "snap: --at %s", o->at);
+	/* A launched command's libraries are mapped, and their IFUNCs bound,
+	 * once the dynamic loader is done: at the entry point. */
+	if (o->argv && sym && !hex_ok && gb_sym_range_resolve(&o->at_spec, pid, &r, NULL) &&
+	    (entry = gb_auxv_entry(pid)))
+		det ? gb_snap_run_to_det(t, tid, entry, det) : gb_run_to(t, tid, entry);
 	if (gb_sym_range_resolve(&o->at_spec, pid, &r, hex_ok ? NULL : what)) {
 		if (!hex_ok)
 			return -1;
@@ -167,7 +173,7 @@ int gb_snap_session_run(const struct gb_snap_opts *in)
 	pid_t tid = t.threads[0].tid;
 	if (o.at) {
 		uint64_t addr;
-		if (resolve_at(t.pid, &o, &addr, point, sizeof(point)))
+		if (resolve_at(&t, tid, det, &o, &addr, point, sizeof(point)))
 			goto cleanup;
 		r = det ? gb_snap_run_to_det(&t, tid, addr, det) : gb_run_to(&t, tid, addr);
 		if (r) {

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <elfutils/libdwfl.h>
 #include <libelf.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,48 +11,86 @@
 
 #include "common/bound.h"
 #include "common/grow.h"
+#include "sym/debugfile.h"
 
+/* By address; at one address as libdwfl's dwfl_module_addrinfo prefers
+ * (the sampler's names, unwind/): globals, weak ones, locals, each in
+ * table order. */
 static int cmp_sym(const void *a, const void *b)
 {
 	const struct gb_elfsym *x = a, *y = b;
-	return x->value < y->value ? -1 : x->value > y->value;
+	if (x->value != y->value)
+		return x->value < y->value ? -1 : 1;
+	int rx = x->global ? 2 - x->weak : 0, ry = y->global ? 2 - y->weak : 0;
+	if (rx != ry)
+		return rx > ry ? -1 : 1;
+	return x->order < y->order ? -1 : x->order > y->order;
 }
 
-static int read_symtab(struct gb_elfsyms *m, Elf *e, Elf_Scn *scn, const GElf_Shdr *sh)
+/* One symbol from libdwfl's table (value = link-time address: the module
+ * is reported at bias 0), filtered as a range resolver needs. */
+static int add_sym(struct gb_elfsyms *m, const char *name, const GElf_Sym *s, GElf_Addr value,
+		   uint32_t order)
 {
-	Elf_Data *d = elf_getdata(scn, NULL);
-	if (!d || !sh->sh_entsize)
+	int type = GELF_ST_TYPE(s->st_info);
+	if ((type != STT_FUNC && type != STT_OBJECT && type != STT_GNU_IFUNC &&
+	     type != STT_NOTYPE) || s->st_shndx == SHN_UNDEF || !value || !name || !*name)
 		return 0;
-	size_t n = sh->sh_size / sh->sh_entsize;
-	if (GB_GROW(&m->syms, &m->syms_cap, m->nsyms + n + 1))
+	if (type == STT_NOTYPE && s->st_size == 0 && GELF_ST_BIND(s->st_info) == STB_LOCAL)
+		return 0; /* local labels ($x, .L...) */
+	if (GB_GROW(&m->syms, &m->syms_cap, m->nsyms + 1))
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		GElf_Sym s;
-		if (!gelf_getsym(d, (int)i, &s))
-			continue;
-		int type = GELF_ST_TYPE(s.st_info);
-		if ((type != STT_FUNC && type != STT_OBJECT && type != STT_GNU_IFUNC &&
-		     type != STT_NOTYPE) || s.st_shndx == SHN_UNDEF || !s.st_value)
-			continue;
-		const char *name = elf_strptr(e, sh->sh_link, s.st_name);
-		if (!name || !*name)
-			continue;
-		if (type == STT_NOTYPE && s.st_size == 0 && GELF_ST_BIND(s.st_info) == STB_LOCAL)
-			continue; /* local labels ($x, .L...) */
-		char *copy = strdup(name);
-		if (!copy)
-			return -ENOMEM;
-		m->syms[m->nsyms++] = (struct gb_elfsym){
-			.value = s.st_value, .size = s.st_size, .name = copy,
-			.global = GELF_ST_BIND(s.st_info) != STB_LOCAL,
-			.func = type == STT_FUNC || type == STT_GNU_IFUNC,
-			.ifunc = type == STT_GNU_IFUNC,
-		};
-	}
+	char *copy = strdup(name);
+	if (!copy)
+		return -ENOMEM;
+	m->syms[m->nsyms++] = (struct gb_elfsym){
+		.value = value, .size = s->st_size, .name = copy,
+		.global = GELF_ST_BIND(s->st_info) != STB_LOCAL,
+		.weak = GELF_ST_BIND(s->st_info) == STB_WEAK,
+		.func = type == STT_FUNC || type == STT_GNU_IFUNC,
+		.ifunc = type == STT_GNU_IFUNC, .order = order,
+	};
 	return 0;
 }
 
-int gb_elfsyms_read(Elf *e, struct gb_elfsyms *m)
+static bool has_symtab(Elf *e)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	while ((scn = elf_nextscn(e, scn)))
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_SYMTAB)
+			return true;
+	return false;
+}
+
+/* The symbols, through libdwfl (the sampler's reader too, unwind/): the
+ * file's .symtab, else the one of its separate debug file (debugfile.h),
+ * else .dynsym and the .gnu_debugdata mini debug info. */
+static int read_syms(struct gb_elfsyms *m, const char *path)
+{
+	Dwfl *d = dwfl_begin(&gb_debugfile_callbacks);
+	if (!d)
+		return -ENOMEM;
+	int err = 0;
+	dwfl_report_begin(d);
+	Dwfl_Module *mod = dwfl_report_elf(d, path, path, -1, 0, true);
+	dwfl_report_end(d, NULL, NULL);
+	int n = mod ? dwfl_module_getsymtab(mod) : -1;
+	for (int i = 1; i < n && !err; i++) {
+		GElf_Sym s;
+		GElf_Addr value;
+		const char *name = dwfl_module_getsym_info(mod, i, &s, &value, NULL, NULL, NULL);
+		err = add_sym(m, name, &s, value, (uint32_t)i);
+	}
+	const char *debug = NULL;
+	if (mod)
+		dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL, &debug);
+	m->no_symtab = m->no_symtab && !debug;
+	dwfl_end(d);
+	return err;
+}
+
+int gb_elfsyms_read(Elf *e, const char *path, struct gb_elfsyms *m)
 {
 	memset(m, 0, sizeof(*m));
 	size_t nph = 0;
@@ -66,25 +105,8 @@ int gb_elfsyms_read(Elf *e, struct gb_elfsyms *m)
 			m->loads[m->nloads++] = (struct gb_elfload){
 				ph.p_vaddr, ph.p_memsz, ph.p_offset, ph.p_filesz, ph.p_flags };
 	}
-	/* .symtab when present (static test programs, unstripped binaries),
-	 * else .dynsym (stripped shared libraries). */
-	Elf_Scn *scn = NULL, *dyn = NULL;
-	bool have_symtab = false;
-	GElf_Shdr sh, dynsh;
-	int err = 0;
-	while (!err && (scn = elf_nextscn(e, scn))) {
-		if (!gelf_getshdr(scn, &sh))
-			continue;
-		if (sh.sh_type == SHT_SYMTAB) {
-			err = read_symtab(m, e, scn, &sh);
-			have_symtab = true;
-		} else if (sh.sh_type == SHT_DYNSYM) {
-			dyn = scn;
-			dynsh = sh;
-		}
-	}
-	if (!err && !have_symtab && dyn)
-		err = read_symtab(m, e, dyn, &dynsh);
+	m->no_symtab = !has_symtab(e);
+	int err = read_syms(m, path);
 	if (m->syms)
 		qsort(m->syms, m->nsyms, sizeof(*m->syms), cmp_sym);
 	return err;
@@ -100,7 +122,7 @@ int gb_elfsyms_load(const char *path, struct gb_elfsyms *out)
 	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	int err = -ENOEXEC;
 	if (e && elf_kind(e) == ELF_K_ELF)
-		err = gb_elfsyms_read(e, out);
+		err = gb_elfsyms_read(e, path, out);
 	elf_end(e);
 	close(fd);
 	return err;
@@ -151,6 +173,10 @@ const struct gb_elfsym *gb_elfsyms_at(const struct gb_elfsyms *s, uint64_t va, u
 	for (size_t j = lo; j-- > 0;) {
 		const struct gb_elfsym *y = &s->syms[j];
 		if (va < y->value + (y->size ? y->size : 1) || (!y->size && j + 1 == lo)) {
+			/* the first of the names at that address (cmp_sym) */
+			while (j > 0 && s->syms[j - 1].value == y->value &&
+			       (va < y->value + s->syms[j - 1].size || !y->size))
+				y = &s->syms[--j];
 			*off = va - y->value;
 			return y;
 		}

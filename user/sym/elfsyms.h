@@ -13,9 +13,11 @@
 struct gb_elfsym {
 	uint64_t value, size;   /* link-time virtual address */
 	char *name;
-	bool global;
+	bool global;            /* not STB_LOCAL */
+	bool weak;              /* STB_WEAK */
 	bool func;              /* STT_FUNC / STT_GNU_IFUNC */
 	bool ifunc;             /* STT_GNU_IFUNC: the code is the resolver */
+	uint32_t order;         /* index in the symbol table read */
 };
 
 struct gb_elfload {
@@ -28,11 +30,14 @@ struct gb_elfsyms {
 	size_t nsyms, syms_cap;
 	struct gb_elfload *loads;
 	size_t nloads;
+	bool no_symtab;          /* only the dynamic symbols: no .symtab in the
+				  * file and no debug file found */
 };
 
-/* 0 or -errno.  From an open ELF handle, or from a path (-ENOEXEC when
- * the file is not ELF).  Free with gb_elfsyms_free() even on error. */
-int gb_elfsyms_read(Elf *e, struct gb_elfsyms *out);
+/* 0 or -errno.  From an open ELF handle of the file at path, or from a
+ * path (-ENOEXEC when the file is not ELF).  Free with gb_elfsyms_free()
+ * even on error. */
+int gb_elfsyms_read(Elf *e, const char *path, struct gb_elfsyms *out);
 int gb_elfsyms_load(const char *path, struct gb_elfsyms *out);
 void gb_elfsyms_free(struct gb_elfsyms *s);
 
@@ -47,7 +52,10 @@ const char *gb_elfsym_unusable(const struct gb_elfsym *y);
  * gb_elfsym_unusable(y) says why not (nothing is printed). */
 int gb_elfsym_range(const struct gb_elfsym *y, uint64_t *lo, uint64_t *hi);
 
-/* The symbol containing vaddr (*off = vaddr - its value), or NULL. */
+/* The symbol containing vaddr (*off = vaddr - its value), or NULL.  Of
+ * several at one address, the one libdwfl's dwfl_module_addrinfo names
+ * (a global before a weak one before a local, then the first in the
+ * table). */
 const struct gb_elfsym *gb_elfsyms_at(const struct gb_elfsyms *s, uint64_t vaddr, uint64_t *off);
 
 /* Link-time vaddr <-> file offset through the PT_LOADs.  0, or -ENOENT

@@ -295,7 +295,7 @@ int gb_entries_find(const char *path, uint64_t lo, uint64_t hi, struct gb_entrie
 		say(what, "%s: not an ELF file", path);
 		goto cleanup;
 	}
-	if ((r = gb_elfsyms_read(e, &es)) || (r = collect_code(e, &es, &sc)) ||
+	if ((r = gb_elfsyms_read(e, path, &es)) || (r = collect_code(e, &es, &sc)) ||
 	    (r = gb_eh_read(e, &eh))) {
 		say(what, "%s: %s", path, strerror(-r));
 		goto cleanup;

@@ -57,7 +57,7 @@ static int try_file(struct search *s, const char *file)
 	struct gb_elfsyms es = { 0 };
 	int hit = 0;
 	if (e && elf_kind(e) == ELF_K_ELF && gelf_getehdr(e, &eh) && eh.e_machine == EM_X86_64 &&
-	    (eh.e_type == ET_DYN || eh.e_type == ET_EXEC) && !gb_elfsyms_read(e, &es)) {
+	    (eh.e_type == ET_DYN || eh.e_type == ET_EXEC) && !gb_elfsyms_read(e, file, &es)) {
 		s->found_file = true;
 		const struct gb_elfsym *y = gb_elfsyms_find(&es, s->name);
 		if (y && !gb_elfsym_range(y, &s->lo, &s->hi)) {

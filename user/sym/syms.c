@@ -3,13 +3,18 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/log.h"
 #include "ptrace/maps.h"
+#include "ptrace/mem.h"
+#include "sym/debugfile.h"
 #include "sym/elfsyms.h"
+#include "sym/gotslots.h"
 
 struct module {
 	char path[4096];
@@ -98,6 +103,107 @@ static uint64_t to_runtime(const struct gb_syms *s, const struct module *m, uint
 	return 0;
 }
 
+/* The module's file mapped at run-time address a (executable mapping):
+ * a's link-time address in it.  -ENOENT when a is not its code. */
+static int to_vaddr(const struct gb_syms *s, const struct module *m, uint64_t a, uint64_t *va)
+{
+	const struct gb_map *mp = gb_maps_find(&s->maps, a);
+	if (!mp || strcmp(mp->path, m->path) || !(mp->prot & PROT_EXEC))
+		return -ENOENT;
+	return gb_elfsyms_to_vaddr(&m->es, a - mp->start + mp->offset, va);
+}
+
+/* The implementation the IFUNC y of module m resolved to in the process:
+ * the value the loader wrote into a GOT slot for it (sym/gotslots.h), in
+ * m's own relocations first, then in any module's.  Its link-time address
+ * in m, or -EAGAIN when no slot is bound yet. */
+static int ifunc_target(struct gb_syms *s, struct module *m, const struct gb_elfsym *y,
+			uint64_t *va)
+{
+	uint64_t resolver = to_runtime(s, m, y->value);
+	struct gb_gotslots own = { 0 };
+	if (gb_gotslots_find(m->path, 0, NULL, &own))
+		return -EAGAIN;
+	for (size_t i = 0; i < s->nmods; i++) {
+		struct module *o = &s->mods[i];
+		struct gb_gotslots g = { 0 };
+		if (gb_gotslots_find(o->path, o == m ? y->value : 0, y->name, &g))
+			continue;
+		if (g.n)
+			module_load(o);
+		for (size_t k = 0; k < g.n; k++) {
+			uint64_t slot = to_runtime(s, o, g.v[k]), val = 0;
+			/* unrelocated (or lazily unbound: the slot points at o's
+			 * PLT) slots hold no address of m's code */
+			if (!slot || gb_mem_read(s->pid, slot, &val, sizeof(val)) != sizeof(val) ||
+			    val == resolver || to_vaddr(s, m, val, va) || gb_gotslots_in_plt(&own, *va))
+				continue;
+			gb_gotslots_free(&g);
+			gb_gotslots_free(&own);
+			return 0;
+		}
+		gb_gotslots_free(&g);
+	}
+	gb_gotslots_free(&own);
+	return -EAGAIN;
+}
+
+/* For an IFUNC best of m: the symbol of the implementation the process
+ * uses (what gdb's "break strlen" stops in).  0, or -errno with the reason
+ * said when what is not NULL. */
+static int resolve_ifunc(struct gb_syms *s, struct module *m, const struct gb_elfsym **best,
+			 const char *what)
+{
+	const struct gb_elfsym *y = *best, *impl;
+	uint64_t va, off;
+	char hint[PATH_MAX + 200];
+	int r = ifunc_target(s, m, y, &va);
+	if (r) {
+		if (what)
+			gb_err("%s: symbol %s in %s is an IFUNC the dynamic loader has not bound yet "
+			       "in this process; name the implementation or give START-END",
+			       what, y->name, m->path);
+		return r;
+	}
+	impl = gb_elfsyms_at(&m->es, va, &off);
+	if (!impl || off || !impl->size || impl->ifunc) {
+		if (what && m->es.no_symtab) {
+			gb_debugfile_hint(m->path, hint, sizeof(hint));
+			gb_err("%s: symbol %s in %s is an IFUNC; the process uses the code at "
+			       "0x%llx, which only the full symbol table names: install %s",
+			       what, y->name, m->path, (unsigned long long)va, hint);
+		} else if (what) {
+			gb_err("%s: symbol %s in %s is an IFUNC; the process uses the code at 0x%llx, "
+			       "which no sized symbol starts at; give START-END",
+			       what, y->name, m->path, (unsigned long long)va);
+		}
+		return -EINVAL;
+	}
+	gb_info("symbol %s in %s is an IFUNC; pid %d uses %s (0x%llx)", y->name, m->path, s->pid,
+		impl->name, (unsigned long long)to_runtime(s, m, impl->value));
+	*best = impl;
+	return 0;
+}
+
+/* The end of the "not found" line: what to install when name may be in
+ * the full symbol table of a matching module that has only its dynamic
+ * symbols. */
+static void not_found_hint(struct gb_syms *s, const char *module, char *buf, size_t len)
+{
+	buf[0] = 0;
+	for (size_t i = 0; i < s->nmods; i++) {
+		struct module *m = &s->mods[i];
+		if (!gb_module_matches(m->path, module) || !m->loaded || !m->es.no_symtab ||
+		    !*module)
+			continue;
+		char hint[PATH_MAX + 200];
+		gb_debugfile_hint(m->path, hint, sizeof(hint));
+		snprintf(buf, len, " (%s has no .symtab, only its dynamic symbols: install %s)",
+			 m->path, hint);
+		return;
+	}
+}
+
 int gb_syms__resolve(struct gb_syms *s, const char *module, const char *name,
 		     uint64_t *start, uint64_t *end, const char *what)
 {
@@ -113,6 +219,9 @@ int gb_syms__resolve(struct gb_syms *s, const char *module, const char *name,
 			const struct gb_elfsym *best = gb_elfsyms_find(&m->es, name);
 			if (!best)
 				continue;
+			int r = best->ifunc ? resolve_ifunc(s, m, &best, what) : 0;
+			if (r)
+				return r;
 			uint64_t lo, hi, a = to_runtime(s, m, best->value);
 			if (!a) {
 				if (what)
@@ -132,11 +241,13 @@ int gb_syms__resolve(struct gb_syms *s, const char *module, const char *name,
 	}
 	if (!what)
 		return -ENOENT;
+	char hint[3 * PATH_MAX];
+	not_found_hint(s, module, hint, sizeof(hint));
 	if (*module && !any_module)
 		gb_err("%s: no mapped module matches '%s'", what, module);
 	else
-		gb_err("%s: symbol '%s' not found in %s", what, name,
-		       *module ? module : "any mapped module");
+		gb_err("%s: symbol '%s' not found in %s%s", what, name,
+		       *module ? module : "any mapped module", hint);
 	return -ENOENT;
 }
 

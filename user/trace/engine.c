@@ -269,6 +269,10 @@ static void poll_events(struct gb_engine *e, bool block, int timeout_ms)
 {
 	struct gb_stop st;
 	int r = gb_wait(-1, WNOHANG, &st, true);
+	/* --duration ends on time, not at the next 100 ms tick */
+	double left = e->o.duration > 0 ? e->o.duration - elapsed(e) : 1e9;
+	if (left * 1e3 < timeout_ms)
+		timeout_ms = left > 0 ? (int)(left * 1e3) + 1 : 0;
 	if (r == -EAGAIN && block) {
 		sigset_t chld;
 		sigemptyset(&chld);

@@ -86,6 +86,27 @@ static int add_probe(struct gb_probes *p, uint64_t vaddr, uint64_t off)
 	return 0;
 }
 
+/* All of a range's entries in one call: one uprobe_multi link, whose
+ * set-up and removal wait for the kernel's grace periods once, not once
+ * per entry (user/probe/probetrap.h). */
+static int add_probes(struct gb_probes *p, const struct gb_entries *en)
+{
+	uint64_t *offs = malloc((en->n ? en->n : 1) * sizeof(*offs));
+	int r = offs && !GB_GROW(&p->v, &p->cap, p->n + en->n) ? 0 : -ENOMEM;
+	for (size_t k = 0; !r && k < en->n; k++)
+		offs[k] = en->v[k].offset;
+	if (!r)
+		r = gb_probetrap__add_many(p->pt, p->path, offs, en->n);
+	for (size_t k = 0; !r && k < en->n; k++)
+		p->v[p->n++] = (struct probe){ .vaddr = en->v[k].vaddr, .off = en->v[k].offset };
+	if (!r) {
+		qsort(p->v, p->n, sizeof(*p->v), cmp_probe);
+		p->st.entries += en->n;
+	}
+	free(offs);
+	return r;
+}
+
 struct gb_probes *gb_probes__new(const struct gb_probes_opts *o)
 {
 	struct gb_probes *p = calloc(1, sizeof(*p));
@@ -122,14 +143,12 @@ struct gb_probes *gb_probes__new(const struct gb_probes_opts *o)
 	p->pt = gb_probetrap__new(&po);
 	if (!p->pt)
 		goto fail;
-	for (size_t k = 0; k < ents.n; k++) {
-		r = add_probe(p, ents.v[k].vaddr, ents.v[k].offset);
-		if (r) {
-			if (!o->quiet)
-				gb_warn("probe trap: cannot probe %s+0x%llx: %s; using the page trap",
-					o->path, (unsigned long long)ents.v[k].vaddr, strerror(-r));
-			goto fail;
-		}
+	r = add_probes(p, &ents);
+	if (r) {
+		if (!o->quiet)
+			gb_warn("probe trap: cannot probe the %zu entries in %s: %s; using the page trap",
+				ents.n, o->path, strerror(-r));
+		goto fail;
 	}
 	gb_info("probe trap: %zu entries in %s 0x%llx-0x%llx%s", p->n, o->path,
 		(unsigned long long)o->lo, (unsigned long long)o->hi,

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "sym/debugfile.h"
 
 /* An ELF file shared by every process that maps it. */
 struct elf_file {
@@ -345,7 +346,7 @@ struct gb_unwinder *gb_unwinder__new(void)
 		return NULL;
 	elf_version(EV_CURRENT);
 	u->cbs.find_elf = find_elf;
-	u->cbs.find_debuginfo = dwfl_standard_find_debuginfo;
+	u->cbs.find_debuginfo = gb_find_debuginfo;
 	u->cbs.debuginfo_path = &u->debuginfo_path;   /* NULL: the default, /usr/lib/debug */
 	u->image_cbs = u->cbs;
 	u->image_cbs.find_elf = dwfl_linux_proc_find_elf;

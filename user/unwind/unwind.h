@@ -22,8 +22,9 @@
  * /proc/PID/root, which a dead process no longer has), not when first
  * needed.  Names come
  * from .symtab, .dynsym, the .gnu_debugdata mini debuginfo, and separate
- * debug files under /usr/lib/debug/.build-id/ (libdwfl's standard lookup),
- * which also give file:line.
+ * debug files (sym/debugfile.h: the lookup --range and snap --at use too,
+ * so a frame and a range name a function alike), which also give
+ * file:line.
  *
  *   struct gb_unwinder *u = gb_unwinder__new();
  *   n = gb_unwinder__unwind(u, pid, tid, regs, stack, len, pcs, 128, &complete);
