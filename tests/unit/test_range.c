@@ -92,6 +92,9 @@ ParameterizedTestParameters(range, malformed)
 		{ "libc:", "gebpf: trace: --range libc:: expected a symbol name\n" },
 		{ "a b", "gebpf: trace: --range a b: not a symbol name or a START-END hex range\n" },
 		{ "libc:mem cpy", "gebpf: trace: --range libc:mem cpy: not a symbol name or a START-END hex range\n" },
+		/* Control characters are escaped: the error stays one line. */
+		{ "hot\nbar", "gebpf: trace: --range hot\\nbar: not a symbol name or a START-END hex range\n" },
+		{ "1\t-\x1b" "2", "gebpf: trace: --range 1\\t-\\x1b2: expected START-END in hex\n" },
 		{ "long:sym", "" },
 		{ "long:mod", "" },
 		{ "long:hex", "" },
