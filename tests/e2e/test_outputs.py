@@ -35,11 +35,33 @@ def test_missing_argument_is_one_line(gebpf):
 
 
 @pytest.mark.parametrize("cmd", ["trace", "sample"])
-@pytest.mark.parametrize("value", ["0x10", "1e1", "inf", "-1"])
-def test_duration_is_decimal_seconds(gebpf, cmd, value):
+@pytest.mark.parametrize("value", ["0x10", "inf", "-1", "0", "1e", "99999999999999999999", "1e10"])
+def test_duration_refused(gebpf, cmd, value):
+    """Seconds in decimal or float form, within one bound whatever the
+    spelling (99999999999999999999 was taken while 1e9 was refused)."""
     r = run_gebpf([cmd, "--duration", value, "--", "/bin/true"])
     assert r.returncode == 2, (cmd, value, r.stderr)
-    assert "--duration" in one_gebpf_line(r.stderr)
+    line = one_gebpf_line(r.stderr)
+    assert "--duration " + value in line, line
+    if value in ("99999999999999999999", "1e10"):
+        assert "more than 9223372036 seconds" in line, line
+
+
+@pytest.mark.parametrize("value", ["1e9", "0.2e1", "9223372036"])
+def test_duration_float_forms_are_taken(trace_ready, tmp_path, value):
+    out = tmp_path / "t.jsonl"
+    r = run_gebpf(["trace", "--duration", value, "--max-insns", "5", "-o", str(out), "--",
+                   prog_path("hot_loop")], timeout=60)
+    assert r.returncode == 0, (value, r.stderr)
+    assert json.loads(out.read_text().splitlines()[-1])["insns"] == 5
+
+
+@pytest.mark.parametrize("opt", ["--max-insns", "--max-events"])
+def test_count_overflow_says_so(gebpf, opt):
+    r = run_gebpf(["trace", opt, "99999999999999999999", "--", "/bin/true"])
+    assert r.returncode == 2, r.stderr
+    line = one_gebpf_line(r.stderr)
+    assert opt + " 99999999999999999999: too large (at most 18446744073709551615)" in line, line
 
 
 def test_diff_unreadable_says_why(gebpf, tmp_path):
