@@ -355,10 +355,12 @@ static int report_end(struct session *s, enum gb_end why, const struct gb_jsonl_
 		gb_err("trace: stopped by %s after %llu in-range instructions; summary written to %s",
 		       signame(gb_sigflag_signo()), (unsigned long long)gb_engine__vt(s->eng), s->out_name);
 		return GB_EXIT_OK;
-	case GB_END_OUTPUT:
-		gb_err("%s: writing the trace failed: %s (%llu lines dropped)", s->out_name,
-		       strerror(-gb_jsonl__error(s->out)), (unsigned long long)c->dropped);
+	case GB_END_OUTPUT: {
+		char what[200];
+		gb_err("%s: %s: %llu lines dropped", s->out_name,
+		       gb_jsonl__failure(s->out, what, sizeof(what)), (unsigned long long)c->dropped);
 		return GB_EXIT_FAIL;
+	}
 	default:
 		return GB_EXIT_FAIL;
 	}
