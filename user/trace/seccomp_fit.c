@@ -1,6 +1,7 @@
 /* What the target's seccomp state lets the trace do: see seccomp_fit.h. */
 #include "trace/seccomp_fit.h"
 
+#include <errno.h>
 #include <linux/seccomp.h>
 #include <stdio.h>
 #include <string.h>
@@ -52,26 +53,30 @@ void gb_trace_seccomp_fit(const struct gb_tracee *t, uint64_t range_start,
 		{ false, SYS_munmap, "munmap of the page trap's exit trampoline",
 		  { GB_TRAMP_ADDR, GB_PAGE_SIZE } },
 	};
-	uint64_t insn = gb_inject_find_syscall(t->pid, NULL, NULL);
+	uint64_t insn = 0; /* the injection's syscall instruction, found once needed */
 	char why[200] = "", state[64] = "";
-	pid_t who = 0;
+	pid_t who = 0;   /* the thread named: the first that refuses, else the first in seccomp */
 	for (size_t i = 0; i < t->nthreads && (*jit || pages); i++) {
 		const struct gb_thread *th = &t->threads[i];
 		struct gb_seccomp *sc;
-		int mode;
+		int mode = 0;
 		if (th->exited || !th->stopped)
 			continue;
 		int r = gb_seccomp__read(th->tid, &mode, &sc);
-		if (!r && !sc)
-			continue;
-		snprintf(state, sizeof(state), mode == SECCOMP_MODE_STRICT ? "in strict seccomp mode"
-			 : "under a seccomp filter");
-		who = th->tid;
-		if (r) { /* a filter we cannot read: it may refuse anything */
-			snprintf(why, sizeof(why), "its filter cannot be read (%s)", strerror(-r));
+		if (r == -ESRCH || (!r && !sc))
+			continue; /* gone (its exit is the engine's business), or no seccomp */
+		if (!why[0]) {
+			who = th->tid;
+			snprintf(state, sizeof(state), "%s", mode == SECCOMP_MODE_STRICT ?
+				 "in strict seccomp mode" : "under a seccomp filter");
+		}
+		if (r) { /* a state we cannot read: it may refuse anything */
+			snprintf(why, sizeof(why), "its seccomp state cannot be read (%s)", strerror(-r));
 			*jit = pages = false;
 			break;
 		}
+		if (!insn)
+			insn = gb_inject_find_syscall(t->pid, NULL, NULL);
 		for (size_t k = 0; k < sizeof(calls) / sizeof(calls[0]); k++) {
 			const struct call *c = &calls[k];
 			if (c->jit ? !*jit : !pages)
