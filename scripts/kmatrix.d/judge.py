@@ -22,7 +22,7 @@ import os
 import re
 import sys
 
-CHECKS = ("trace", "snap", "resume", "faults", "sample", "probe", "stacks", "detach")
+CHECKS = ("trace", "snap", "resume", "faults", "sample", "probe", "stacks", "detach", "strict")
 
 # A gebpf line that reports a kernel feature the kernel lacks.  gebpf's rooms
 # phrase these as "gebpf: <what>: <feature> not supported by this kernel ..."
@@ -423,8 +423,39 @@ def judge_detach(rdir, exp, env):
     return ("pass", "target ran on after detach")
 
 
+def judge_strict(rdir, exp, env):
+    """kmstrict in strict seccomp mode, attached: gebpf must say so and
+    inject nothing; the program finishes; the trace holds whole `tick`s."""
+    c = Check(rdir, "strict")
+    bad = c.failed_run()
+    if bad:
+        return bad
+    st = (read(os.path.join(rdir, "strict.target"), "") or "").strip()
+    said = (read(os.path.join(rdir, "strict.target.out"), "") or "").strip()
+    if st != "0" or said != "kmstrict ok":
+        sig = int(st) - 128 if st.isdigit() and int(st) > 128 else None
+        return ("fail", "kmstrict (strict seccomp) exited %s%s, printed %.40r"
+                % (st or "?", " (signal %d)" % sig if sig else "", said))
+    if not any("warning:" in l and "strict seccomp mode" in l for l in c.err):
+        return ("fail", "no warning that the target is in strict seccomp mode: %s" % c.gebpf_line())
+    try:
+        objs, _ = jsonl(os.path.join(rdir, "strict.jsonl"))
+    except ValueError as e:
+        return ("fail", str(e))
+    if not objs or objs[-1].get("t") != "summary":
+        return ("fail", "strict.jsonl: no summary line")
+    # tick is `addq $1, counter(%rip)` (8 bytes) and `ret`
+    lo, hi = env["TICK_START"], env["TICK_LAST"]
+    pcs = {int(o["pc"], 16) for o in objs[:-1] if o.get("t") == "exec"}
+    if not pcs <= {lo, hi}:
+        return ("fail", "strict.jsonl: exec lines outside tick 0x%x-0x%x: %s"
+                % (lo, hi, ", ".join("0x%x" % p for p in sorted(pcs - {lo, hi})[:3])))
+    return ("pass", "%d instructions traced, nothing injected" % objs[-1].get("insns", 0))
+
+
 JUDGES = {"trace": judge_trace, "snap": judge_snap, "resume": judge_resume, "faults": judge_faults,
-          "sample": judge_sample, "probe": judge_probe, "stacks": judge_stacks, "detach": judge_detach}
+          "sample": judge_sample, "probe": judge_probe, "stacks": judge_stacks, "detach": judge_detach,
+          "strict": judge_strict}
 
 
 def judge_row(rdir, exp, env):

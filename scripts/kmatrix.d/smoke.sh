@@ -141,5 +141,17 @@ wait "$kp"
 echo $? >"$O/detach.target"
 flush
 
+# (8) a target in strict seccomp mode (read, write, exit only; issue 23):
+# gebpf reads "Seccomp:" first and injects nothing (the step engine and the
+# probe trap); kmstrict must finish ("kmstrict ok", exit 0), not be
+# SIGKILLed by an injected mmap (strict.target: its exit status)
+sleep 2 | "$P/kmstrict" >"$O/strict.target.out" &
+kp=$!
+sleep 0.3
+run strict 30 "$G" trace -p "$kp" --range "$TICK_START-$TICK_LAST" --duration 0.5 -o "$O/strict.jsonl"
+wait "$kp"
+echo $? >"$O/strict.target"
+flush
+
 echo "kmatrix: smoke suite done" >&2
 [ -z "${KM_CHANNEL:-}" ] || echo "@@KM-DONE" >>"$KM_CHANNEL"

@@ -19,7 +19,13 @@ spec.loader.exec_module(judge)
 EXPECT = open(os.path.join(HERE, "expect", "kmtrace.jsonl")).read()
 ENV = {"WORK_START": 0x401016, "WORK_LAST": 0x401052, "AFTER_WORK": 0x40100c, "PATTERN": 0x402000,
        "COUNTER": 0x402010, "PAGE1": 0x405000, "PAGE2": 0x406000, "SPIN_START": 0x40105f,
-       "SPIN_LAST": 0x401068}
+       "SPIN_LAST": 0x401068, "TICK_START": 0x401083, "TICK_LAST": 0x40108b}
+STRICT = "".join('{"t":"exec","vcpu":0,"pc":"%s","vt":%d}\n' % (("0x401083", "0x40108b")[i % 2], i)
+                 for i in range(4)) + \
+    '{"t":"summary","insns":4,"mem":0,"events":4,"dropped":0,"exec":true,"start":"0x401083","end":"0x40108b"}\n'
+STRICT_WARN = ("gebpf: warning: pid 9: thread 9 is in strict seccomp mode: it would kill the thread on "
+               "the mmap of the code cache; tracing with the step engine and the probe trap instead, "
+               "which make it run no system call\n")
 RESUMED = "".join('{"t":"exec","vcpu":0,"pc":"0x%x","vt":%d}\n' % (0x40100c + d, i)
                   for i, d in enumerate((0, 1, 6, 8))) + \
     '{"t":"summary","insns":4,"mem":0,"events":4,"dropped":0,"exec":true,"start":null,"end":null}\n'
@@ -74,6 +80,8 @@ def write_good(d):
         "stacks.folded": "_start;__libc_start_main;__libc_start_call_main;main;chain1;chain2;"
                          "chain3;chain4;chain5;leaf_hot 480\nleaf_hot 20\n",
         "detach.rc": "0\n", "detach.err": "", "detach.target": "0\n",
+        "strict.rc": "0\n", "strict.err": STRICT_WARN, "strict.jsonl": STRICT,
+        "strict.target": "0\n", "strict.target.out": "kmstrict ok\n",
     }
     for name, text in files.items():
         with open(os.path.join(d, name), "w") as f:
@@ -235,7 +243,7 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
                                           "trace_jit.err", "trace_jit.jsonl"], done=False))
     res = verdicts(vm)
     assert res["trace"][0] == "pass"
-    for ck in ("snap", "faults", "sample", "probe", "detach"):
+    for ck in ("snap", "faults", "sample", "probe", "detach", "strict"):
         assert res[ck][0] == "fail" and "Oops: int3" in res[ck][1]
 
 
@@ -280,3 +288,20 @@ def test_target_killed_after_detach_fails(good):
     put(good, "detach.target", "133\n")
     v = verdicts(good)["detach"]
     assert v[0] == "fail" and "signal 5" in v[1]
+
+
+def test_strict_target_killed_fails(good):
+    """kmstrict SIGKILLed (an injected system call in strict seccomp mode)."""
+    put(good, "strict.target", "137\n")
+    put(good, "strict.target.out", "")
+    v = verdicts(good)["strict"]
+    assert v[0] == "fail" and "signal 9" in v[1], v
+
+
+def test_strict_needs_the_warning_and_tick_only(good):
+    put(good, "strict.err", "")
+    assert "no warning" in verdicts(good)["strict"][1]
+    put(good, "strict.err", STRICT_WARN)
+    put(good, "strict.jsonl", STRICT.replace("0x40108b", "0x40108c", 1))
+    v = verdicts(good)["strict"]
+    assert v[0] == "fail" and "outside tick" in v[1], v

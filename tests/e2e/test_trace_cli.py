@@ -203,6 +203,18 @@ def test_malformed_range(rng):
     assert not procs_running(prog), "target launched anyway"
 
 
+@pytest.mark.parametrize("rng", ["hot\nbar", "hot\r\n0-1", "0x10\x1b[31m-0x20", "hot\x7f"])
+def test_control_characters_are_escaped(rng):
+    """A value with a newline or another control character is echoed escaped:
+    the error stays one line (it was two)."""
+    prog = prog_path("hot_loop")
+    line = one_error(run_gebpf(["trace", "--range", rng, "--", prog]), 2)
+    want = "".join({"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c) or
+                   ("\\x%02x" % ord(c) if ord(c) < 0x20 or ord(c) == 0x7f else c) for c in rng)
+    assert want in line, (want, line)
+    assert not procs_running(prog), "target launched anyway"
+
+
 def test_unwritable_output(tmp_path):
     prog = prog_path("hot_loop")
     path = str(tmp_path / "no-such-dir" / "out.jsonl")

@@ -92,6 +92,9 @@ ParameterizedTestParameters(range, malformed)
 		{ "libc:", "gebpf: trace: --range libc:: expected a symbol name\n" },
 		{ "a b", "gebpf: trace: --range a b: not a symbol name or a START-END hex range\n" },
 		{ "libc:mem cpy", "gebpf: trace: --range libc:mem cpy: not a symbol name or a START-END hex range\n" },
+		/* Control characters are escaped: the error stays one line. */
+		{ "hot\nbar", "gebpf: trace: --range hot\\nbar: not a symbol name or a START-END hex range\n" },
+		{ "1\t-\x1b" "2", "gebpf: trace: --range 1\\t-\\x1b2: expected START-END in hex\n" },
 		{ "long:sym", "" },
 		{ "long:mod", "" },
 		{ "long:hex", "" },
@@ -162,12 +165,14 @@ Test(range, bad_bounds, .init = cr_redirect_stderr)
 		"gebpf: trace: --start 0x1000: --start/--end cannot be combined with a symbol range\n");
 }
 
-Test(parse, seconds_are_decimal)
+Test(parse, seconds_decimal_and_float)
 {
-	static const char *good[] = { "0", "1", "1.5", ".5", "5.", "10.25", "0003" };
-	static const double val[] = { 0, 1, 1.5, 0.5, 5, 10.25, 3 };
-	static const char *bad[] = { "", ".", "0x10", "0X1p4", "1e3", "-1", "+1", "inf", "nan",
-				     "1.2.3", " 1", "1 ", "1s" };
+	static const char *good[] = { "0", "1", "1.5", ".5", "5.", "10.25", "0003", "1e3", "1E3",
+				      "2.5e-1", "1e+2", "1e9", "9223372036", "1e-999" };
+	static const double val[] = { 0, 1, 1.5, 0.5, 5, 10.25, 3, 1000, 1000, 0.25, 100, 1e9,
+				      9223372036.0, 0 };
+	static const char *bad[] = { "", ".", "0x10", "0X1p4", "-1", "+1", "inf", "nan", "1.2.3",
+				     " 1", "1 ", "1s", "e3", "1e", "1e+", "1e3.5", ".e1", "1ee2" };
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		double d = -1;
 		cr_assert_eq(gb_parse_seconds(good[i], &d), 0, "%s", good[i]);
@@ -177,6 +182,53 @@ Test(parse, seconds_are_decimal)
 		double d = -1;
 		cr_assert_eq(gb_parse_seconds(bad[i], &d), -EINVAL, "'%s' accepted", bad[i]);
 	}
+}
+
+/* One bound whatever the spelling (issue 23: 1e9 was refused while
+ * 99999999999999999999 was taken). */
+Test(parse, seconds_overflow_is_refused)
+{
+	static const char *big[] = { "99999999999999999999", "1e10", "9223372037", "1e999",
+				     "10000000000.0" };
+	for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++) {
+		double d = -1;
+		cr_assert_eq(gb_parse_seconds(big[i], &d), -ERANGE, "'%s'", big[i]);
+		cr_assert_float_eq(d, -1, 0, "'%s' stored", big[i]);
+	}
+}
+
+Test(parse, u64_overflow_is_erange)
+{
+	uint64_t v = 7;
+	cr_assert_eq(gb_parse_u64("18446744073709551615", &v), 0);
+	cr_assert_eq(v, UINT64_MAX);
+	cr_assert_eq(gb_parse_u64("18446744073709551616", &v), -ERANGE);
+	cr_assert_eq(gb_parse_u64("0x10000000000000000", &v), -ERANGE);
+	cr_assert_eq(gb_parse_u64("99999999999999999999x", &v), -EINVAL);
+	cr_assert_eq(v, UINT64_MAX);
+}
+
+Test(parse, option_messages, .init = cr_redirect_stderr)
+{
+	double d;
+	uint64_t n;
+	cr_assert_eq(gb_parse_duration_opt("trace", "--duration", "99999999999999999999", &d), -ERANGE);
+	cr_assert_eq(gb_parse_duration_opt("trace", "--duration", "0", &d), -EINVAL);
+	cr_assert_eq(gb_parse_duration_opt("sample", "--duration", "1e9", &d), 0);
+	cr_assert_float_eq(d, 1e9, 0);
+	cr_assert_eq(gb_parse_count_opt("trace", "--max-insns", "99999999999999999999", true, &n),
+		     -ERANGE);
+	cr_assert_eq(gb_parse_count_opt("trace", "--max-insns", "0", true, &n), -EINVAL);
+	cr_assert_eq(gb_parse_count_opt("trace", "--max-events", "0", false, &n), 0);
+	cr_assert_eq(n, 0);
+	cr_assert_eq(gb_parse_count_opt("trace", "--max-events", "1e6", false, &n), -EINVAL);
+	fflush(stderr);
+	cr_assert_stderr_eq_str(
+		"gebpf: trace: --duration 99999999999999999999: more than 9223372036 seconds (292 years)\n"
+		"gebpf: trace: --duration 0: expected a positive number of seconds (as 1.5 or 1e3)\n"
+		"gebpf: trace: --max-insns 99999999999999999999: too large (at most 18446744073709551615)\n"
+		"gebpf: trace: --max-insns 0: expected a positive whole number\n"
+		"gebpf: trace: --max-events 1e6: expected a non-negative whole number\n");
 }
 
 /* The [MODULE:]SYMBOL part alone, for another option (snap --at). */

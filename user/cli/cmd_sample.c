@@ -161,10 +161,8 @@ static int parse(int argc, char **argv, struct gb_sample_session_opts *o)
 			}
 			break;
 		case OPT_DURATION:
-			if (gb_parse_seconds(optarg, &o->duration) || o->duration <= 0) {
-				gb_err("sample: --duration %s: expected positive seconds", optarg);
+			if (gb_parse_duration_opt("sample", "--duration", optarg, &o->duration))
 				return -1;
-			}
 			break;
 		case OPT_EVENT:
 			if (!gb_perf_event_find(optarg)) {

@@ -145,16 +145,16 @@ int cmd_trace(int argc, char **argv)
 				return bad("--exec", "expected on or off");
 			break;
 		case O_MAX_EVENTS:
-			if (gb_parse_u64(optarg, &o.max_events))
-				return bad("--max-events", "expected a number");
+			if (gb_parse_count_opt("trace", "--max-events", optarg, false, &o.max_events))
+				return GB_EXIT_USAGE;
 			break;
 		case O_MAX_INSNS:
-			if (gb_parse_u64(optarg, &o.max_insns) || !o.max_insns)
-				return bad("--max-insns", "expected a positive number");
+			if (gb_parse_count_opt("trace", "--max-insns", optarg, true, &o.max_insns))
+				return GB_EXIT_USAGE;
 			break;
 		case O_DURATION:
-			if (gb_parse_seconds(optarg, &o.duration) || o.duration <= 0)
-				return bad("--duration", "expected a positive number of seconds");
+			if (gb_parse_duration_opt("trace", "--duration", optarg, &o.duration))
+				return GB_EXIT_USAGE;
 			break;
 		case 'o': o.out_file = optarg; break;
 		case O_OUT: o.out_dir = optarg; break;

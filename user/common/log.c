@@ -6,12 +6,30 @@ static bool verbose;
 
 void gb_log_set_verbose(bool on) { verbose = on; }
 
+/* src with its control characters (a newline in a --range value, a file
+ * name, a symbol) escaped C-style, so that a message stays one line. */
+static void escape(char *dst, size_t len, const char *src)
+{
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)src; *p && o + 5 < len; p++) {
+		const char *named = *p == '\n' ? "\\n" : *p == '\t' ? "\\t" : *p == '\r' ? "\\r" : NULL;
+		if (named)
+			o += (size_t)snprintf(dst + o, len - o, "%s", named);
+		else if (*p < 0x20 || *p == 0x7f)
+			o += (size_t)snprintf(dst + o, len - o, "\\x%02x", *p);
+		else
+			dst[o++] = (char)*p;
+	}
+	dst[o] = 0;
+}
+
 static void vlog(const char *prefix, const char *fmt, va_list ap)
 {
 	/* One fprintf per line so concurrent writers never interleave mid-line. */
-	char buf[1024];
+	char buf[1024], line[1024];
 	vsnprintf(buf, sizeof(buf), fmt, ap);
-	fprintf(stderr, "gebpf: %s%s\n", prefix, buf);
+	escape(line, sizeof(line), buf);
+	fprintf(stderr, "gebpf: %s%s\n", prefix, line);
 }
 
 void gb_err(const char *fmt, ...)

@@ -11,7 +11,9 @@
 
 enum { GB_EXIT_OK = 0, GB_EXIT_FAIL = 1, GB_EXIT_USAGE = 2 };
 
-/* "gebpf: <fmt>\n" on stderr. */
+/* "gebpf: <fmt>\n" on stderr, and always one line: control characters in the
+ * formatted text (a newline in an option's value) are written escaped
+ * ("\n", "\t", "\x1b"), as by every function here. */
 void gb_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* gb_err(fmt, ...), then return e: "return gb_fail(-ENOENT, ...)" in code
  * that returns -errno. */

@@ -32,8 +32,10 @@ int gb_parse_u64(const char *s, uint64_t *out)
 		return -EINVAL;
 	errno = 0;
 	unsigned long long v = strtoull(s, &end, 0);
-	if (errno || *end)
+	if (*end || (errno && errno != ERANGE))
 		return -EINVAL;
+	if (errno == ERANGE)
+		return -ERANGE;
 	*out = v;
 	return 0;
 }
@@ -42,24 +44,60 @@ int gb_parse_seconds(const char *s, double *out)
 {
 	char *end;
 	size_t digits = 0, dots = 0;
+	const char *p = s;
 	if (!s)
 		return -EINVAL;
-	for (const char *p = s; *p; p++) {
+	/* [digits][.digits][e[+-]digits]: no hex, sign, blank, inf or nan. */
+	for (; *p && *p != 'e' && *p != 'E'; p++) {
 		if (isdigit((unsigned char)*p))
 			digits++;
 		else if (*p == '.' && !dots)
 			dots++;
 		else
-			return -EINVAL; /* "0x10", "1e3", "-1", "inf" */
+			return -EINVAL; /* "0x10", "-1", "inf", " 1", "1s" */
 	}
 	if (!digits)
 		return -EINVAL;
+	if (*p) {
+		p++;
+		if (*p == '+' || *p == '-')
+			p++;
+		if (!*p)
+			return -EINVAL;
+		for (; *p; p++)
+			if (!isdigit((unsigned char)*p))
+				return -EINVAL;
+	}
 	errno = 0;
 	double v = strtod(s, &end);
-	if (errno || *end || v < 0)
+	if (*end || v < 0)
 		return -EINVAL;
-	*out = v;
+	if (v > GB_MAX_SECONDS) /* also an overflow to HUGE_VAL ("1e999") */
+		return -ERANGE;
+	*out = v; /* an underflow ("1e-999") is its value, 0 */
 	return 0;
+}
+
+int gb_parse_duration_opt(const char *cmd, const char *opt, const char *s, double *out)
+{
+	int r = gb_parse_seconds(s, out);
+	if (r == -ERANGE)
+		gb_err("%s: %s %s: more than %.0f seconds (292 years)", cmd, opt, s, GB_MAX_SECONDS);
+	else if (r || *out <= 0)
+		gb_err("%s: %s %s: expected a positive number of seconds (as 1.5 or 1e3)", cmd, opt, s);
+	return r ? r : *out <= 0 ? -EINVAL : 0;
+}
+
+int gb_parse_count_opt(const char *cmd, const char *opt, const char *s, bool positive,
+		       uint64_t *out)
+{
+	int r = gb_parse_u64(s, out);
+	if (r == -ERANGE)
+		gb_err("%s: %s %s: too large (at most %llu)", cmd, opt, s, (unsigned long long)UINT64_MAX);
+	else if (r || (positive && !*out))
+		gb_err("%s: %s %s: expected a %s whole number", cmd, opt, s,
+		       positive ? "positive" : "non-negative");
+	return r ? r : positive && !*out ? -EINVAL : 0;
 }
 
 static int fail(const char *cmd, const char *opt, const char *arg, const char *why)

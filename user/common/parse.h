@@ -11,11 +11,27 @@ typedef uint64_t gb_addr_t;
 
 /* Hex address, with or without 0x.  Returns 0 or -EINVAL. */
 int gb_parse_hex(const char *s, uint64_t *out);
-/* Unsigned number: decimal, or hex with 0x.  Returns 0 or -EINVAL. */
+/* Unsigned number: decimal, or hex with 0x.  Returns 0, -EINVAL, or
+ * -ERANGE when it does not fit in 64 bits. */
 int gb_parse_u64(const char *s, uint64_t *out);
-/* Non-negative decimal seconds, fractions allowed ("1.5", ".5"); no hex, no
- * exponent, no sign, no inf/nan.  Returns 0 or -EINVAL. */
+
+/* The longest duration a command takes: its nanoseconds fit in an int64_t
+ * (a profile's duration_nanos), about 292 years. */
+#define GB_MAX_SECONDS 9223372036.0
+/* Non-negative seconds in decimal or float form ("1.5", ".5", "5.", "1e9",
+ * "2.5E-1"); no hex, no sign, no blanks, no inf/nan.  Returns 0, -EINVAL, or
+ * -ERANGE above GB_MAX_SECONDS (the same bound for every spelling). */
 int gb_parse_seconds(const char *s, double *out);
+
+/* The one parser of a duration option (--duration): positive seconds as
+ * gb_parse_seconds.  0, or -EINVAL/-ERANGE with one
+ * "gebpf: CMD: OPT S: <why>" line printed. */
+int gb_parse_duration_opt(const char *cmd, const char *opt, const char *s, double *out);
+/* The one parser of a count option (--max-insns, --max-events): as
+ * gb_parse_u64, and not 0 when positive.  0, or -EINVAL/-ERANGE with one
+ * "gebpf: CMD: OPT S: <why>" line printed ("too large (at most ...)"). */
+int gb_parse_count_opt(const char *cmd, const char *opt, const char *s, bool positive,
+		       uint64_t *out);
 
 enum gb_range_kind { GB_RANGE_NONE = 0, GB_RANGE_ADDR, GB_RANGE_SYM };
 

@@ -66,6 +66,20 @@ int gb_proc_status_num(pid_t pid, const char *name, int base, uint64_t *out)
 	return errno || end == v ? -EINVAL : 0;
 }
 
+int gb_proc_seccomp(pid_t tid, int *mode, int *nfilters)
+{
+	uint64_t v;
+	int e = gb_proc_status_num(tid, "Seccomp", 10, &v);
+	if (e && e != -ENOENT)
+		return e;
+	*mode = e ? 0 : (int)v;
+	e = gb_proc_status_num(tid, "Seccomp_filters", 10, &v);
+	if (e && e != -ENOENT)
+		return e;
+	*nfilters = e ? -1 : (int)v;
+	return 0;
+}
+
 int gb_proc_stat(pid_t pid, char *state, unsigned long *flags)
 {
 	char buf[1024];

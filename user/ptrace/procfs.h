@@ -15,6 +15,12 @@ int gb_proc_status_field(pid_t pid, const char *name, char *val, size_t len);
  * pass base 16).  0 or -errno as above. */
 int gb_proc_status_num(pid_t pid, const char *name, int base, uint64_t *out);
 
+/* Thread tid's seccomp mode ("Seccomp:" of /proc/TID/status: 0 none, 1
+ * strict, 2 filter; 0 on a kernel without the field) and how many filters
+ * it has ("Seccomp_filters:", kernel 5.9+; -1 when not shown).  The mode is
+ * per thread and only ever grows (0 -> 1 or 0 -> 2).  0, -ESRCH or -errno. */
+int gb_proc_seccomp(pid_t tid, int *mode, int *nfilters);
+
 /* /proc/PID/stat: the state letter (R, S, D, T, t, Z, X...) and the flags
  * field (PF_*).  0, -ESRCH or -errno. */
 int gb_proc_stat(pid_t pid, char *state, unsigned long *flags);

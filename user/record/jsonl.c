@@ -1,6 +1,8 @@
 /* JSONL trace writer: see jsonl.h and docs/trace-format.md. */
 #include "record/jsonl.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -263,6 +265,17 @@ void gb_jsonl__set_range(struct gb_jsonl *w, bool has_start, uint64_t start, boo
 int gb_jsonl__error(const struct gb_jsonl *w) { return status(w).err; }
 
 bool gb_jsonl__stalled(const struct gb_jsonl *w) { return status(w).stalled; }
+
+const char *gb_jsonl__failure(const struct gb_jsonl *w, char *buf, size_t len)
+{
+	char why[160];
+	gb_lines__failure(w->lines, why, sizeof(why));
+	if (status(w).err == -EAGAIN)
+		snprintf(buf, len, "%s", why);
+	else
+		snprintf(buf, len, "writing the trace failed: %s", why);
+	return buf;
+}
 
 /* Lines lost after they were handed over (write error, cut to make room for
  * the summary, abandoned on a stalled output) are dropped lines too. */

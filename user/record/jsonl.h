@@ -26,6 +26,7 @@
 #define GB_RECORD_JSONL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define GB_DEFAULT_MAX_EVENTS 1000000ull
@@ -71,6 +72,10 @@ int gb_jsonl__flush(struct gb_jsonl *w);
 int gb_jsonl__error(const struct gb_jsonl *w);
 /* The output took nothing for a second while lines wait (or gave up). */
 bool gb_jsonl__stalled(const struct gb_jsonl *w);
+/* After finish() failed, for the one error line ("FILE: <this>: N lines
+ * dropped"): "the reader stopped reading (pipe full for N s)" (a stalled
+ * pipe or FIFO; record/lines.h) or "writing the trace failed: <strerror>". */
+const char *gb_jsonl__failure(const struct gb_jsonl *w, char *buf, size_t len);
 void gb_jsonl__counts(const struct gb_jsonl *w, struct gb_jsonl_counts *c);
 void gb_jsonl__free(struct gb_jsonl *w);
 

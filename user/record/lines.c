@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,9 @@
 struct gb_lines {
 	int fd;
 	bool regular;               /* can be cut back with ftruncate */
+	bool pipe;                  /* a pipe or FIFO (for the stall message) */
+	double stalled_for;         /* seconds the output had taken nothing when
+				       finish() gave up on it (0: it did not) */
 	size_t half;                /* size of each of the two buffers */
 	char *fill, *out;           /* the producer's and the writer's buffer */
 	size_t fill_len, out_len;   /* out_len != 0: the writer is writing */
@@ -192,6 +196,7 @@ struct gb_lines *gb_lines__new(int fd, const struct gb_lines_opts *o)
 			w->base = 0;
 		w->file_off = w->base;
 	}
+	w->pipe = fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
 	if (o && o->give_up_after > 0)
 		w->give_up_at = gb_mono_s() + o->give_up_after;
 	atomic_store(&w->progress_ns, mono_ns());
@@ -327,6 +332,8 @@ static bool drop_last_line(struct gb_lines *w)
 int gb_lines__finish(struct gb_lines *w, gb_lines_summary_fn fn, void *ctx)
 {
 	int r = gb_lines__flush(w);
+	if (r == -EAGAIN)
+		w->stalled_for = (double)(mono_ns() - atomic_load(&w->progress_ns)) / 1e9;
 	stop_writer(w);
 	/* What the writer never took (the output stalled) is lost. */
 	w->lost += count_lines(w->fill, w->fill_len);
@@ -356,6 +363,22 @@ void gb_lines__status(struct gb_lines *w, struct gb_lines_status *st)
 	st->stalled = stalled_locked(w);
 	st->lost = w->lost;
 	pthread_mutex_unlock(&w->mu);
+}
+
+const char *gb_lines__failure(struct gb_lines *w, char *buf, size_t len)
+{
+	pthread_mutex_lock(&w->mu);
+	int err = w->err;
+	double s = w->stalled_for;
+	pthread_mutex_unlock(&w->mu);
+	/* At least a second without progress came before the give-up. */
+	if (err == -EAGAIN && w->pipe)
+		snprintf(buf, len, "the reader stopped reading (pipe full for %.0f s)", s < 1 ? 1 : s);
+	else if (err == -EAGAIN)
+		snprintf(buf, len, "the output took nothing for %.0f s", s < 1 ? 1 : s);
+	else
+		snprintf(buf, len, "%s", strerror(err ? -err : EIO));
+	return buf;
 }
 
 void gb_lines__free(struct gb_lines *w)

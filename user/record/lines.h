@@ -63,6 +63,11 @@ struct gb_lines_status {
 			     error, cut for the summary, abandoned on a stall) */
 };
 void gb_lines__status(struct gb_lines *w, struct gb_lines_status *st);
+/* After finish() failed: what happened, for a message, in buf: "the reader
+ * stopped reading (pipe full for N s)" when a pipe or FIFO stalled (N: how
+ * long it had taken nothing when it was given up), "the output took nothing
+ * for N s" for another output, else the write error's strerror. */
+const char *gb_lines__failure(struct gb_lines *w, char *buf, size_t len);
 void gb_lines__free(struct gb_lines *w);
 
 #endif

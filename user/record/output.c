@@ -12,30 +12,13 @@
 
 #include "common/log.h"
 
-/* A symlink gebpf may follow: owned by gebpf's user or root, in a directory
- * owned by one of them that nobody else may change (no group/other write,
- * or sticky), so it cannot be swapped after this check (/dev/stdout). */
-static bool trusted_link(const char *path)
-{
-	struct stat l, d;
-	char dir[4096];
-	const char *slash = strrchr(path, '/');
-	uid_t me = geteuid();
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else
-		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
-	if (lstat(path, &l) || !S_ISLNK(l.st_mode) || (l.st_uid != me && l.st_uid != 0) ||
-	    stat(dir, &d) || (d.st_uid != me && d.st_uid != 0))
-		return false;
-	return !(d.st_mode & (S_IWGRP | S_IWOTH)) || (d.st_mode & S_ISVTX && l.st_uid == d.st_uid);
-}
-
 static int open_once(const char *path, mode_t mode, bool *created)
 {
 	/* O_NONBLOCK only for the open: a FIFO with no reader fails with
-	 * ENXIO instead of waiting for one. */
-	int fl = O_WRONLY | O_CLOEXEC | O_NONBLOCK | (trusted_link(path) ? 0 : O_NOFOLLOW);
+	 * ENXIO instead of waiting for one.  O_NOFOLLOW always: whoever made a
+	 * symlink (root too, in a shared directory), writing through it
+	 * overwrites a file the user did not name. */
+	int fl = O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW;
 	int fd = open(path, fl | O_CREAT | O_EXCL, mode);
 	if (fd >= 0) {
 		*created = true;
@@ -98,7 +81,14 @@ int gb_output_open(struct gb_output *out, const char *path, mode_t mode)
 	if (fd == -ENOENT)
 		fd = open_once(path, mode, &out->created); /* removed between the two opens */
 	if (fd < 0) {
-		gb_err("%s: cannot write: %s", path, why(-fd));
+		char to[256];
+		ssize_t n = fd == -ELOOP ? readlink(path, to, sizeof(to) - 1) : -1;
+		if (n > 0) {
+			to[n] = 0;
+			gb_err("%s: cannot write: a symbolic link (to %s); give the real path", path, to);
+		} else {
+			gb_err("%s: cannot write: %s", path, why(-fd));
+		}
 		return fd;
 	}
 	int fl = fcntl(fd, F_GETFL);

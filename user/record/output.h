@@ -4,8 +4,7 @@
  * leaves nothing behind.  The file is opened write-only (never O_RDWR: a FIFO
  * without a reader is refused at once instead of "opening" and then blocking
  * in write()), O_NOFOLLOW (a symlink as the last component is refused,
- * unless it and its directory belong to gebpf's user or root and nobody else
- * can change them, as /dev/stdout),
+ * whoever owns it: name the file it points to),
  * O_CLOEXEC, and created with GB_OUTPUT_SHARED (0644) or GB_OUTPUT_PRIVATE
  * (0600, snapshots: they hold the target's memory), minus the umask.
  * /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N are not opened

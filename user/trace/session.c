@@ -27,6 +27,7 @@
 #include "sym/syms.h"
 #include "trace/engine.h"
 #include "trace/probes.h"
+#include "trace/seccomp_fit.h"
 
 struct session {
 	const struct gb_trace_opts *o;
@@ -355,10 +356,12 @@ static int report_end(struct session *s, enum gb_end why, const struct gb_jsonl_
 		gb_err("trace: stopped by %s after %llu in-range instructions; summary written to %s",
 		       signame(gb_sigflag_signo()), (unsigned long long)gb_engine__vt(s->eng), s->out_name);
 		return GB_EXIT_OK;
-	case GB_END_OUTPUT:
-		gb_err("%s: writing the trace failed: %s (%llu lines dropped)", s->out_name,
-		       strerror(-gb_jsonl__error(s->out)), (unsigned long long)c->dropped);
+	case GB_END_OUTPUT: {
+		char what[200];
+		gb_err("%s: %s: %llu lines dropped", s->out_name,
+		       gb_jsonl__failure(s->out, what, sizeof(what)), (unsigned long long)c->dropped);
 		return GB_EXIT_FAIL;
+	}
 	default:
 		return GB_EXIT_FAIL;
 	}
@@ -396,6 +399,8 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 				goto cleanup;
 			}
 	}
+	bool jit = o->engine != GB_ENGINE_STEP && s.trap != GB_TRAP_NONE;
+	gb_trace_seccomp_fit(&s.t, s.range.start, &s.trap, &jit); /* before anything is injected */
 	if (o->faults && start_faults(&s))
 		goto cleanup;
 
@@ -414,7 +419,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 		.start = s.range.start, .end = s.range.end,
 		.max_insns = o->max_insns, .first_vt = s.first_vt, .duration = o->duration,
 		.trap = s.trap, .probes = s.probes, .pin = o->pin,
-		.jit = o->engine != GB_ENGINE_STEP && s.trap != GB_TRAP_NONE,
+		.jit = jit,
 		.range_pending = s.range_pending && s.trap == GB_TRAP_NONE,
 		.snap_pcs = o->snap_pcs, .nsnap_pcs = o->nsnap_pcs,
 		.snap_vts = o->snap_vts, .nsnap_vts = o->nsnap_vts,
