@@ -4,6 +4,7 @@
  * through its table). */
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/ptrace.h>
 
 #include "common/clock.h"
@@ -33,6 +34,14 @@ struct ethread *eng_thread(struct gb_engine *e, size_t i)
 		th->eng = et;
 	}
 	return th->eng;
+}
+
+void eng_thread_reset(struct gb_engine *e, size_t i)
+{
+	struct ethread *et = eng_thread(e, i);
+	memset(et, 0, sizeof(*et) + e->trap->ops->thread_size);
+	et->vcpu = -1;
+	et->state = T_STOPPED;
 }
 
 void eng_free_threads(struct gb_engine *e)

@@ -467,7 +467,7 @@ static enum after on_stop(struct gb_engine *e, size_t i, const struct gb_stop *s
 		bool sync = loc.at_insn && eng_sync_fault(st);
 		if (sync)
 			fix_siginfo(tid, r.rip, loc.pc);
-		e->t->threads[i].pending_sig = st->sig;
+		eng_keep_signal(e, i, st->sig);
 		if (back(e, i, &r, &loc, sync ? st : NULL))
 			return GONE;
 		if (!sync)

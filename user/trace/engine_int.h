@@ -94,6 +94,8 @@ static inline enum tstate eng_state(const struct gb_engine *e, size_t i)
 {
 	return eng_th(e, i)->state;
 }
+/* Thread i is a new thread (its state, the trap's too, as new). */
+void eng_thread_reset(struct gb_engine *e, size_t i);
 void eng_free_threads(struct gb_engine *e);
 ssize_t eng_index(struct gb_engine *e, pid_t tid);
 size_t eng_live(const struct gb_engine *e);
@@ -124,6 +126,12 @@ void eng_range_follow(struct gb_engine *e);
 /* A signal stop of tid for sig that is the trap's watcher's (never
  * delivered): applied, cached decodes re-checked. */
 bool eng_claim_watch(struct gb_engine *e, pid_t tid, int sig);
+/* Thread i has signal sig for the program: delivered on its next resume
+ * (its gb_thread's pending_sig, which a detach delivers too). */
+static inline void eng_keep_signal(struct gb_engine *e, size_t i, int sig)
+{
+	e->t->threads[i].pending_sig = sig;
+}
 /* The signal to deliver to thread i on its next resume (0: none), taken
  * from its pending signal; a trap's watcher signal is never one. */
 int eng_take_signal(struct gb_engine *e, size_t i);

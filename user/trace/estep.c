@@ -160,7 +160,7 @@ static bool enter_syscall(struct gb_engine *e, size_t i)
 		return false;
 	if (st.kind != GB_STOP_SYSCALL) {
 		if (st.kind == GB_STOP_SIGNAL && !eng_claim_watch(e, tid, st.sig))
-			e->t->threads[i].pending_sig = st.sig;
+			eng_keep_signal(e, i, st.sig);
 		else if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED)
 			eng_on_exit(e, i, &st);
 		return false;
@@ -277,7 +277,7 @@ void eng_step(struct gb_engine *e, size_t i)
 			gb_icache__bump(e->ic); /* it changed the range's pages: applied */
 			break;
 		}
-		e->t->threads[i].pending_sig = st.sig;
+		eng_keep_signal(e, i, st.sig);
 		struct user_regs_struct after;
 		int done = sig || gb_regs_get(tid, &after) ? -1 : faulted_accesses(&p, &st, after.rip);
 		if (done >= 0) {

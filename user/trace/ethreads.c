@@ -63,6 +63,7 @@ static void add_thread(struct gb_engine *e, pid_t tid)
 		return;
 	size_t i = (size_t)(th - e->t->threads);
 	gb_info("trace: new thread %d", tid);
+	eng_thread_reset(e, i); /* (a tid reused: a new thread all the same) */
 	eng_set_state(e, i, T_STOPPED);
 	if (!trap_native(e))
 		gb_tracee_pin_thread(e->t, tid, true); /* every thread is stepped */
@@ -149,7 +150,7 @@ static void finish_syscall_stopped(struct gb_engine *e, size_t i)
 	if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED)
 		eng_on_exit(e, i, &st);
 	else if (st.kind == GB_STOP_SIGNAL)
-		e->t->threads[i].pending_sig = st.sig;
+		eng_keep_signal(e, i, st.sig);
 }
 
 void eng_event(struct gb_engine *e, size_t i, const struct gb_stop *st)
@@ -200,7 +201,7 @@ static void on_signal(struct gb_engine *e, size_t i, const struct gb_stop *st)
 		break;
 	}
 	eng_range_follow(e); /* (a hit taken early) */
-	e->t->threads[i].pending_sig = st->sig;
+	eng_keep_signal(e, i, st->sig);
 	gb_info("trace: thread %d: signal %d (code %d, addr 0x%llx) for the program", st->tid,
 		st->sig, st->code, (unsigned long long)st->fault_addr);
 }
