@@ -7,9 +7,10 @@
  * it to the engine, which calls it only through this table: the engine's
  * files never ask which trap it is.
  *
- * Every hook may be NULL (nothing to do; the inline callers below say what
- * NULL means).  A trap keeps its per-thread state in the engine's thread
- * struct (thread_size bytes, zeroed when the thread appears: eng_trap_priv).
+ * Every hook but free may be NULL (nothing to do; where NULL means more,
+ * the hook's comment says so).  A trap keeps its per-thread state in the
+ * engine's thread struct (thread_size bytes, zeroed when the thread
+ * appears: eng_trap_priv in engine_int.h).
  */
 #ifndef GB_TRACE_TRAP_H
 #define GB_TRACE_TRAP_H
@@ -88,8 +89,8 @@ struct gb_trap_ops {
 	void (*resuming)(struct gb_trap *, struct gb_engine *, size_t i, int sig);
 	/* At every stop of a thread tid that is not its exit. */
 	void (*settle)(struct gb_trap *, pid_t tid);
-	/* A fork or vfork child, stopped, about to be let go untraced; vfork
-	 * done (child 0). */
+	/* A fork or vfork child, stopped, about to be let go untraced; the
+	 * vfork parent's PTRACE_EVENT_VFORK_DONE. */
 	void (*child)(struct gb_trap *, struct gb_engine *, pid_t child, bool vfork);
 	void (*vfork_done)(struct gb_trap *);
 	/* The process exec'd (every other thread gone). */
@@ -99,7 +100,7 @@ struct gb_trap_ops {
 	/* Thread i exited. */
 	void (*exit)(struct gb_trap *, struct gb_engine *, size_t i);
 	/* A snapshot: the program's own state for it (true: the trap was
-	 * lifted through stopped thread i), and back (rearm). */
+	 * lifted through stopped thread i), and after it (only then). */
 	bool (*snap_begin)(struct gb_trap *, struct gb_engine *, size_t i);
 	void (*snap_end)(struct gb_trap *, struct gb_engine *, size_t i);
 	/* May owner i run translated code now (NULL: yes)?  Not while the
