@@ -131,37 +131,28 @@ static void pages_owner(struct gb_trap *t, struct gb_engine *e, size_t i, bool o
 	}
 }
 
-/* Protection on/off through a stopped thread (any, if i < 0). */
-static int arm(struct page_trap *pt, struct gb_engine *e, ssize_t i)
+/* Our protection on (arm) or off through a stopped thread (any, if i < 0). */
+static int protect(struct page_trap *pt, struct gb_engine *e, ssize_t i, bool on)
 {
-	if (!pt->p || gb_pagetrap__armed(pt->p) || pt->vfork_window)
+	if (!pt->p || (on ? gb_pagetrap__armed(pt->p) || pt->vfork_window
+			  : !gb_pagetrap__touched(pt->p)))
 		return 0;
 	ssize_t k = eng_any_stopped(e, i);
 	if (k < 0)
 		return -ESRCH;
-	int r = gb_pagetrap__arm(pt->p, eng_tid(e, (size_t)k), &e->t->threads[k].pending_sig);
+	pid_t tid = eng_tid(e, (size_t)k);
+	int *sig = &e->t->threads[k].pending_sig;
+	int r = on ? gb_pagetrap__arm(pt->p, tid, sig) : gb_pagetrap__disarm(pt->p, tid, sig);
 	if (r && r != -ESRCH) {
-		gb_err("pid %d: cannot protect the range's pages: %s", e->t->pid, strerror(-r));
+		gb_err("pid %d: cannot %s the range's page%s: %s", e->t->pid,
+		       on ? "protect" : "restore", on ? "s" : " protections", strerror(-r));
 		eng_finish(e, GB_END_ERROR);
 	}
 	return r;
 }
 
-static int disarm(struct page_trap *pt, struct gb_engine *e, ssize_t i)
-{
-	if (!pt->p || !gb_pagetrap__touched(pt->p))
-		return 0;
-	ssize_t k = eng_any_stopped(e, i);
-	if (k < 0)
-		return -ESRCH;
-	int r = gb_pagetrap__disarm(pt->p, eng_tid(e, (size_t)k), &e->t->threads[k].pending_sig);
-	if (r && r != -ESRCH) {
-		gb_err("pid %d: cannot restore the range's page protections: %s", e->t->pid,
-		       strerror(-r));
-		eng_finish(e, GB_END_ERROR);
-	}
-	return r;
-}
+static int arm(struct page_trap *pt, struct gb_engine *e, ssize_t i) { return protect(pt, e, i, true); }
+static int disarm(struct page_trap *pt, struct gb_engine *e, ssize_t i) { return protect(pt, e, i, false); }
 
 static int pages_enter(struct gb_trap *t, struct gb_engine *e, size_t i)
 {
