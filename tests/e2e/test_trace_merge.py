@@ -5,7 +5,8 @@ import subprocess
 
 import pytest
 
-from conftest import prog_path, read_trace, check_vt_order, run_gebpf
+from conftest import prog_path, read_trace, check_vt_order, run_gebpf, trap_args
+import lackey
 
 
 def faults_trace(tmp_path, n):
@@ -125,6 +126,26 @@ def test_exec_keeps_tracing_new_images(trace_ready, tmp_path):
     lines, summary = read_trace(tmp_path / "t0.jsonl")
     starts = [ln for ln in lines if ln["t"] == "exec" and ln["pc"] == summary["start"]]
     assert len(starts) == 3
+
+
+@pytest.mark.parametrize("kind", ["pages", "none"])
+def test_exec_moving_the_range_moves_the_summary(trace_ready, tmp_path, kind):
+    """exec into another program: `traced` is resolved again in the new image
+    (at another address), the trace follows it, and the summary's start/end
+    name the range as the trace ended with it (they named the first image's).
+    (The probe trap follows the range's file, not its symbol: docs/trace.md "Range".)"""
+    out = tmp_path / "t.jsonl"
+    r = run_gebpf(["trace", "--range", "traced", "-o", out] + trap_args(kind) +
+                  ["--", prog_path("exec_other"), prog_path("recursion")])
+    assert r.returncode == 0, r.stderr
+    first = lackey.Program(prog_path("exec_other")).span(["traced"])
+    second = lackey.Program(prog_path("recursion")).span(["traced"])
+    assert first != second
+    lines, summary = read_trace(out)
+    assert (int(summary["start"], 16), int(summary["end"], 16)) == second
+    pcs = [int(ln["pc"], 16) for ln in lines if ln["t"] == "exec"]
+    assert pcs and first[0] <= pcs[0] <= first[1]
+    assert second[0] <= pcs[-1] <= second[1]
 
 
 @pytest.mark.parametrize("rng", ["0-ffffffffffffffff", "0-7fffffffffff"])

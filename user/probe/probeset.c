@@ -33,7 +33,7 @@ static int kerr(int err)
 	return err == -KERNEL_ENOTSUPP ? -ENOTSUP : err;
 }
 
-static struct probe *find_probe(struct gb_probetrap *p, dev_t dev, ino_t ino, uint64_t off)
+static struct probetrap_probe *find_probe(struct gb_probetrap *p, dev_t dev, ino_t ino, uint64_t off)
 {
 	for (size_t i = 0; i < p->npr; i++)
 		if (p->pr[i].ino == ino && p->pr[i].dev == dev && p->pr[i].off == off)
@@ -42,7 +42,7 @@ static struct probe *find_probe(struct gb_probetrap *p, dev_t dev, ino_t ino, ui
 }
 
 
-static void set_muted(struct gb_probetrap *p, struct probe *pr, bool on)
+static void set_muted(struct gb_probetrap *p, struct probetrap_probe *pr, bool on)
 {
 	int fd = bpf_map__fd(p->skel->maps.muted);
 	__u8 one = 1;
@@ -76,7 +76,7 @@ static struct bpf_link *attach_one(struct gb_probetrap *p, const char *path, uin
 }
 
 /* Attach probes pr[0..n): all or none.  0 or -errno. */
-static int attach(struct gb_probetrap *p, struct probe *pr, size_t n)
+static int attach(struct gb_probetrap *p, struct probetrap_probe *pr, size_t n)
 {
 	int err = 0;
 
@@ -123,7 +123,7 @@ int gb_probetrap__add_many(struct gb_probetrap *p, const char *path, const uint6
 			   size_t n)
 {
 	char real[PATH_MAX];
-	struct probe *fresh = NULL;
+	struct probetrap_probe *fresh = NULL;
 	uint64_t *sorted = NULL;
 	size_t nf = 0;
 	struct stat st;
@@ -145,14 +145,14 @@ int gb_probetrap__add_many(struct gb_probetrap *p, const char *path, const uint6
 	memcpy(sorted, offs, n * sizeof(*sorted));
 	qsort(sorted, n, sizeof(*sorted), gb_cmp_u64);
 	for (size_t i = 0; i < n; i++) {
-		struct probe *old = find_probe(p, st.st_dev, st.st_ino, sorted[i]);
+		struct probetrap_probe *old = find_probe(p, st.st_dev, st.st_ino, sorted[i]);
 		if ((i && sorted[i] == sorted[i - 1]) || (old && !old->muted)) {
 			err = -EEXIST;
 			goto out;
 		}
 		if (old)
 			continue;       /* removed, int3 still there: unmuted below */
-		struct probe *f = &fresh[nf++];
+		struct probetrap_probe *f = &fresh[nf++];
 		f->off = sorted[i];
 		f->dev = st.st_dev;
 		f->ino = st.st_ino;
@@ -178,7 +178,7 @@ int gb_probetrap__add_many(struct gb_probetrap *p, const char *path, const uint6
 			(gb_mono_s() - t0) * 1e3,
 			p->multi ? "one uprobe_multi link" : "perf-event uprobes");
 	for (size_t i = 0; i < n; i++) {
-		struct probe *old = find_probe(p, st.st_dev, st.st_ino, sorted[i]);
+		struct probetrap_probe *old = find_probe(p, st.st_dev, st.st_ino, sorted[i]);
 		if (old && old->muted)
 			set_muted(p, old, false);
 	}
@@ -215,7 +215,7 @@ static void drop(struct gb_probetrap *p, size_t i)
 
 int gb_probetrap__remove(struct gb_probetrap *p, const char *path, uint64_t file_offset)
 {
-	struct probe *pr;
+	struct probetrap_probe *pr;
 	struct stat st;
 	int g;
 
@@ -244,7 +244,7 @@ int gb_probetrap__remove(struct gb_probetrap *p, const char *path, uint64_t file
 	return 0;
 }
 
-unsigned gb_pt_live_probes(const struct gb_probetrap *p)
+unsigned gb_probetrap_live_probes(const struct gb_probetrap *p)
 {
 	unsigned n = 0;
 
@@ -253,7 +253,7 @@ unsigned gb_pt_live_probes(const struct gb_probetrap *p)
 	return n;
 }
 
-void gb_pt_detach_all(struct gb_probetrap *p)
+void gb_probetrap_detach_all(struct gb_probetrap *p)
 {
 	double t0 = gb_mono_s();
 	size_t n = p->npr;
@@ -281,7 +281,7 @@ static int cmp_rt(const void *a, const void *b)
 	return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-static bool same_file(const struct probe *pr, const struct gb_map *m)
+static bool same_file(const struct probetrap_probe *pr, const struct gb_map *m)
 {
 	if (m->inode != (uint64_t)pr->ino)
 		return false;
@@ -303,7 +303,7 @@ static int refresh_rt(struct gb_probetrap *p)
 	for (size_t i = 0; i < m.n; i++) {
 		const struct gb_map *mp = &m.v[i];
 		for (size_t j = 0; j < p->npr; j++) {
-			const struct probe *pr = &p->pr[j];
+			const struct probetrap_probe *pr = &p->pr[j];
 			if (pr->off < mp->offset || pr->off - mp->offset >= mp->end - mp->start ||
 			    !same_file(pr, mp))
 				continue;
@@ -338,7 +338,7 @@ static bool in_rt(const struct gb_probetrap *p, uint64_t addr)
 	return i < p->nrt && p->rt[i].addr == addr;
 }
 
-bool gb_pt_is_probed(struct gb_probetrap *p, uint64_t addr)
+bool gb_probetrap_is_probed(struct gb_probetrap *p, uint64_t addr)
 {
 	if (!p->rt_valid && refresh_rt(p) != 0)
 		return false;

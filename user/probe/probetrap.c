@@ -275,7 +275,7 @@ bool gb_probetrap__is_step_artifact(struct gb_probetrap *p, pid_t tid, uint64_t 
 	/* uprobes' post-xol / emulation path: send_sig(SIGTRAP, current, 0). */
 	if (si->si_code != SI_USER || si->si_pid != p->tgid)
 		return false;
-	return gb_pt_is_probed(p, rip_before);
+	return gb_probetrap_is_probed(p, rip_before);
 }
 
 void gb_probe_hit__complete(struct gb_probe_hit *hit, const struct user_regs_struct *at_stop)
@@ -327,7 +327,7 @@ void gb_probetrap__stats(const struct gb_probetrap *p, struct gb_probetrap_stats
 	s->muted = gb_counter_sum(fd, GB_PCNT_MUTED);
 	s->multi = p->multi;
 	s->claimed = p->claimed;
-	s->probes = gb_pt_live_probes(p);
+	s->probes = gb_probetrap_live_probes(p);
 	struct bpf_prog_info info = { 0 };
 	__u32 len = sizeof(info);
 	if (bpf_obj_get_info_by_fd(bpf_program__fd(p->skel->progs.gb_probe_hit), &info, &len) == 0)
@@ -339,7 +339,7 @@ void gb_probetrap__free(struct gb_probetrap *p)
 	if (!p)
 		return;
 	gb_probetrap__disarm(p);
-	gb_pt_detach_all(p);
+	gb_probetrap_detach_all(p);
 	free(p->rt);
 	free(p->plain);
 	free(p->q);

@@ -16,7 +16,7 @@ struct bpf_link;
 struct ring_buffer;
 struct probetrap_bpf;
 
-struct probe {
+struct probetrap_probe {
 	char *path;                  /* as given */
 	char *real;                  /* realpath (matched against /proc/PID/maps) */
 	dev_t dev;
@@ -47,7 +47,7 @@ struct gb_probetrap {
 	pid_t tgid;
 	int signo;
 	bool multi;                  /* uprobe_multi links (6.10+), else perf events */
-	struct probe *pr;
+	struct probetrap_probe *pr;
 	size_t npr, capr;
 	struct group *gr;
 	size_t ngr, capgr;
@@ -67,8 +67,8 @@ struct gb_probetrap {
 };
 
 /* probeset.c */
-bool gb_pt_is_probed(struct gb_probetrap *p, uint64_t runtime_addr);
-unsigned gb_pt_live_probes(const struct gb_probetrap *p);
-void gb_pt_detach_all(struct gb_probetrap *p);
+bool gb_probetrap_is_probed(struct gb_probetrap *p, uint64_t runtime_addr);
+unsigned gb_probetrap_live_probes(const struct gb_probetrap *p);
+void gb_probetrap_detach_all(struct gb_probetrap *p);
 
 #endif

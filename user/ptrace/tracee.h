@@ -20,6 +20,9 @@ struct gb_thread {
 	bool stopped;       /* in a ptrace-stop we can operate on */
 	bool exited;
 	int pending_sig;    /* signal to inject on the next resume (0 = none) */
+	void *eng;          /* the state of whoever runs the thread (the trace
+			     * engine's, trace/engine_int.h), or NULL: theirs to
+			     * make and free */
 };
 
 struct gb_tracee {

@@ -47,9 +47,15 @@ struct gb_ejit {
 	struct gb_jit *j;
 	uint8_t *view;           /* gebpf's mapping of the region */
 	uint64_t addr;           /* the region in the target (0: not made) */
-	uint64_t start, end;     /* the range the translations are for */
+	uint64_t range_gen;      /* the range (its gen) the translations are for */
+	uint64_t image_gen;      /* the image (e->image_gen) the region is in */
 	uint64_t epoch;          /* icache epoch the translations were checked at */
 	uint64_t fs_base, gs_base;
+	/* The owner's run in translated code: */
+	bool at_exit;            /* between an exit stub's syscall entry and exit stops */
+	bool give_back;          /* ... after which it goes to the step engine */
+	bool interrupted;        /* interrupted for the end */
+	uint64_t iter;
 };
 
 struct gb_ejit *eng_jit_new(void) { return calloc(1, sizeof(struct gb_ejit)); }
@@ -73,12 +79,16 @@ void eng_jit_free(struct gb_engine *e)
 	e->jit = NULL;
 }
 
-void eng_jit_exec(struct gb_engine *e)
+/* After an exec the region went with the old image: true (forgotten). */
+static bool old_image(struct gb_engine *e)
 {
-	if (e->jit) {
-		drop_region(e->jit); /* the mapping went with the old image */
-		e->jit->failed = false;
-	}
+	struct gb_ejit *x = e->jit;
+	if (x->image_gen == e->image_gen)
+		return false;
+	drop_region(x);
+	x->failed = false;
+	x->image_gen = e->image_gen;
+	return true;
 }
 
 /* A free hole of GB_JIT_SIZE bytes within 1 GiB of the range (RIP-relative
@@ -126,7 +136,7 @@ static int inject(struct gb_engine *e, size_t i, uint64_t insn, long nr, uint64_
 	uint64_t args[6] = { a0, a1, a2, a3, (uint64_t)-1, 0 };
 	int pend = 0;
 	int r = gb_inject_syscall(e->t->threads[i].tid, insn, nr, args, ret, &pend);
-	if (pend && !e->t->threads[i].pending_sig)
+	if (pend && !e->t->threads[i].pending_sig) /* (kept for its next resume) */
 		e->t->threads[i].pending_sig = pend;
 	return r;
 }
@@ -137,17 +147,17 @@ static int setup(struct gb_engine *e, size_t i)
 	struct gb_ejit *x = e->jit;
 	pid_t pid = e->t->pid;
 	uint64_t insn = gb_inject_find_syscall(pid, NULL, NULL);
-	uint64_t at = find_hole(pid, e->o.start, e->o.end);
+	uint64_t at = find_hole(pid, e->range->start, e->range->end);
 	long ret;
 	if (!insn || !at) {
 		gb_warn("trace: no room for a code cache near 0x%llx: the step engine traces the range",
-			(unsigned long long)e->o.start);
+			(unsigned long long)e->range->start);
 		return -ENOSPC;
 	}
 	int r = inject(e, i, insn, SYS_mmap, at, GB_JIT_SIZE, PROT_READ | PROT_WRITE,
 		       MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, &ret);
 	if (r || ret != (long)at) {
-		if (!r && ret > 0 && ret < -4095L)
+		if (!r && (unsigned long)ret < -4095UL) /* mapped, elsewhere (an old kernel) */
 			inject(e, i, insn, SYS_munmap, (uint64_t)ret, GB_JIT_SIZE, 0, 0, &ret);
 		gb_warn("trace: cannot map a code cache in pid %d (%s): the step engine traces the range",
 			pid, strerror(r ? -r : ret < 0 && ret > -4096 ? (int)-ret : EEXIST));
@@ -178,10 +188,10 @@ static int setup(struct gb_engine *e, size_t i)
 void eng_jit_teardown(struct gb_engine *e)
 {
 	struct gb_ejit *x = e->jit;
-	if (!x || !x->addr)
+	if (!x || old_image(e) || !x->addr)
 		return;
 	for (size_t i = 0; i < e->t->nthreads; i++) {
-		if (e->et[i].state != T_STOPPED)
+		if (eng_state(e, i) != T_STOPPED)
 			continue;
 		uint64_t insn = gb_inject_find_syscall(e->t->pid, NULL, NULL);
 		long ret = -1;
@@ -222,8 +232,8 @@ static void revalidate(struct gb_engine *e)
 	gb_jit__span(x->j, &lo, &hi);
 	uint8_t *buf = malloc(hi - lo);
 	bool same = buf && gb_mem_read(e->t->pid, lo, buf, hi - lo) == (ssize_t)(hi - lo);
-	if (same && e->probes)
-		gb_probes__patch(e->probes, lo, buf, hi - lo);
+	if (same)
+		gb_icache__patch(e->ic, lo, buf, hi - lo); /* (a probe's int3) */
 	for (size_t k = 0; same && k < n; k++) {
 		gb_jit__insn_bytes(x->j, k, &pc, &b, &len);
 		same = !memcmp(buf + (pc - lo), b, len);
@@ -390,17 +400,13 @@ static enum after on_exit_stub(struct gb_engine *e, size_t i, struct user_regs_s
 	bool inr = eng_in_range(e, pc);
 	if (inr && !e->ended)
 		blk = gb_jit__block(x->j, pc, fetch, e);
-	if (!inr && !e->ended && e->probes) {
-		/* Out of the range: it runs natively from here (under the page
-		 * trap the step engine takes it off the range's pages). */
+	if (!inr && !e->ended && TRAP_OPS(e)->leave_native) {
+		/* Out of the range: it runs natively from here (when the trap
+		 * must be set again first, the step engine takes it). */
 		if (gb_regs_set(tid, r))
 			return GONE;
 		eng_set_owner(e, -1);
-		if (ptrace(PTRACE_CONT, tid, 0, 0)) {
-			eng_set_state(e, i, T_DYING);
-			return GONE;
-		}
-		eng_set_state(e, i, T_NATIVE);
+		eng_resume(e, i, PTRACE_CONT, 0, T_NATIVE);
 		return GONE;
 	}
 	if (blk)
@@ -445,26 +451,23 @@ static enum after on_stop(struct gb_engine *e, size_t i, const struct gb_stop *s
 		return GIVE_BACK;
 	}
 	if (st->kind == GB_STOP_SIGNAL) {
-		struct gb_probe_hit hit;
-		if (e->probes && gb_probes__claim(e->probes, st, &hit))
-			return GO_ON; /* a probe's signal from before: never delivered */
-		/* The page trap's entry fault, queued before this thread became
-		 * the owner: delivered at its first return to user mode, before
-		 * any instruction of the cache (which is executable: no fetch of
-		 * it faults; a data fault stops at an instruction's copy). */
-		if (e->trap && !loc.at_insn && gb_pagetrap__is_fetch_fault(e->trap, st, st->fault_addr))
-			return GO_ON;
-		if (eng_claim_watch(e, tid, st->sig)) {
+		switch (trap_classify(e, i, st, loc.at_insn ? GB_AT_JIT : GB_AT_JIT_STUB, loc.pc)) {
+		case GB_TRAP_SWALLOW:
+		case GB_TRAP_ENTRY:
+		case GB_TRAP_STEP:
+			return GO_ON; /* the trap's signal from before: never delivered */
+		case GB_TRAP_WATCH:
 			/* The program changed the range's protections: re-check the
 			 * translations before going on. */
+			gb_icache__bump(e->ic);
 			return back(e, i, &r, &loc, NULL) ? GONE : GIVE_BACK;
+		case GB_TRAP_PROGRAM:
+			break;
 		}
-		bool sync = loc.at_insn && st->code > 0 &&
-			    (st->sig == SIGSEGV || st->sig == SIGBUS || st->sig == SIGFPE ||
-			     st->sig == SIGILL);
+		bool sync = loc.at_insn && eng_sync_fault(st);
 		if (sync)
 			fix_siginfo(tid, r.rip, loc.pc);
-		e->t->threads[i].pending_sig = st->sig;
+		eng_keep_signal(e, i, st->sig);
 		if (back(e, i, &r, &loc, sync ? st : NULL))
 			return GONE;
 		if (!sync)
@@ -477,37 +480,48 @@ static enum after on_stop(struct gb_engine *e, size_t i, const struct gb_stop *s
 	if (back(e, i, &r, &loc, NULL))
 		return GONE;
 	if (st->kind == GB_STOP_GROUP) {
-		eng_set_state(e, i, T_GROUP);
-		ptrace(PTRACE_LISTEN, tid, 0, 0);
+		eng_resume(e, i, PTRACE_LISTEN, 0, T_GROUP);
 		return GONE;
 	}
 	return GIVE_BACK;
 }
 
-bool eng_jit_run(struct gb_engine *e, size_t i)
+/* The owner's run in translated code is over. */
+static void run_over(struct gb_engine *e)
 {
 	struct gb_ejit *x = e->jit;
-	struct ethread *t = &e->et[i];
-	struct gb_thread *th = &e->t->threads[i];
+	if (!old_image(e) && x->j) {
+		struct gb_jit_stats js;
+		gb_jit__stats(x->j, &js);
+		e->st.jit_blocks = js.blocks;
+	}
+}
+
+bool eng_jit_enter(struct gb_engine *e, size_t i)
+{
+	struct gb_ejit *x = e->jit;
 	struct user_regs_struct r;
-	if (x->failed || t->in_handler || th->pending_sig || e->range_pending || e->o.faults_cb ||
-	    (e->trap && gb_pagetrap__writable(e->trap)) ||
-	    e->o.nsnap_pcs || e->o.nsnap_vts || gb_regs_get(th->tid, &r) ||
+	if (!x)
+		return false;
+	old_image(e);
+	pid_t tid = eng_tid(e, i);
+	if (x->failed || e->t->threads[i].pending_sig || e->range->pending || e->o.faults_cb ||
+	    (TRAP_OPS(e)->translate_ok && !TRAP_OPS(e)->translate_ok(e->trap, e, i)) ||
+	    e->o.nsnap_pcs || e->o.nsnap_vts || gb_regs_get(tid, &r) ||
 	    gb_regs_restarting_syscall(&r) || !eng_in_range(e, r.rip))
 		return false;
 	if (!x->addr && setup(e, i)) {
 		x->failed = true;
 		return false;
 	}
-	if (!x->j || x->start != e->o.start || x->end != e->o.end) {
+	if (!x->j || x->range_gen != e->range->gen) {
 		gb_jit__free(x->j);
 		struct gb_jit_mem m = { x->view, x->view + GB_JIT_CODE_SIZE, x->addr,
 					x->addr + GB_JIT_CODE_SIZE };
-		x->j = gb_jit__new(&m, e->o.start, e->o.end);
+		x->j = gb_jit__new(&m, e->range->start, e->range->end);
 		if (!x->j)
 			return false;
-		x->start = e->o.start;
-		x->end = e->o.end;
+		x->range_gen = e->range->gen;
 		x->epoch = gb_icache__epoch(e->ic);
 	}
 	revalidate(e);
@@ -523,76 +537,41 @@ bool eng_jit_run(struct gb_engine *e, size_t i)
 	x->fs_base = r.fs_base;
 	x->gs_base = r.gs_base;
 	r.rip = blk;
-	if (gb_regs_set(th->tid, &r))
+	if (gb_regs_set(tid, &r))
 		return false;
 	e->st.jit_runs++;
-	eng_set_state(e, i, T_JIT);
-	/* (No pointer into e->t->threads or e->et past here: another thread's
-	 * clone may move the arrays.) */
-	pid_t tid = th->tid;
-	bool at_exit = false, give_back = false, interrupted = false;
-	uint64_t iter = 0;
-	for (;;) {
-		if (ptrace(PTRACE_SYSCALL, tid, 0, 0)) {
-			eng_set_state(e, i, T_DYING);
-			break;
-		}
-		struct gb_stop st;
-		int w;
-		for (;;) {
-			w = gb_wait(-1, WNOHANG, &st, true);
-			if (w == 0 && st.tid == tid)
-				break;
-			if (w == 0) {
-				eng_async(e, &st); /* another thread's */
-				/* An exec by another thread ends this one (and the
-				 * image the cache was in). */
-				if (e->et[i].state != T_JIT || !x->j)
-					break;
-				if (e->probes) /* (the page trap holds them) */
-					eng_run_natives(e);
-				continue;
-			}
-			eng_check_limits(e, ++iter);
-			if (e->ended && !interrupted) {
-				ptrace(PTRACE_INTERRUPT, tid, 0, 0);
-				interrupted = true;
-			}
-			if (w == -EAGAIN || w == -EINTR) {
-				sigset_t chld;
-				sigemptyset(&chld);
-				sigaddset(&chld, SIGCHLD);
-				struct timespec ts = { 0, 100 * 1000000L };
-				sigtimedwait(&chld, NULL, &ts);
-				continue;
-			}
-			break;
-		}
-		if (!w && st.tid != tid)
-			break; /* (the owner is gone with an exec: see above) */
-		if (w) {
-			gb_err("trace: waiting for thread %d: %s", tid, strerror(-w));
-			eng_finish(e, GB_END_ERROR);
-			eng_set_state(e, i, T_DYING);
-			break;
-		}
-		enum after a = on_stop(e, i, &st, &at_exit, &give_back);
-		if (a == GONE)
-			break;
-		if (a == GIVE_BACK) {
-			eng_set_state(e, i, T_STOPPED);
-			break;
-		}
-		eng_check_limits(e, ++iter);
-		if (e->ended && !at_exit && !interrupted) {
-			ptrace(PTRACE_INTERRUPT, tid, 0, 0);
-			interrupted = true;
-		}
-	}
-	if (x->j) {
-		struct gb_jit_stats js;
-		gb_jit__stats(x->j, &js);
-		e->st.jit_blocks = js.blocks;
-	}
+	x->at_exit = x->give_back = x->interrupted = false;
+	if (!eng_resume(e, i, PTRACE_SYSCALL, 0, T_JIT))
+		run_over(e);
 	return true;
+}
+
+void eng_jit_stop(struct gb_engine *e, size_t i, const struct gb_stop *st)
+{
+	struct gb_ejit *x = e->jit;
+	enum after a = on_stop(e, i, st, &x->at_exit, &x->give_back);
+	if (a == GIVE_BACK)
+		eng_set_state(e, i, T_STOPPED);
+	if (a != GO_ON) {
+		if (eng_state(e, i) == T_JIT)
+			eng_set_state(e, i, T_DYING); /* could not be set: its exit comes */
+		run_over(e);
+		return;
+	}
+	eng_check_limits(e, ++x->iter);
+	if (e->ended && !x->at_exit && !x->interrupted) {
+		ptrace(PTRACE_INTERRUPT, eng_tid(e, i), 0, 0);
+		x->interrupted = true;
+	}
+	if (!eng_resume(e, i, PTRACE_SYSCALL, 0, T_JIT))
+		run_over(e);
+}
+
+void eng_jit_tick(struct gb_engine *e, size_t i)
+{
+	struct gb_ejit *x = e->jit;
+	if (e->ended && !x->interrupted) {
+		ptrace(PTRACE_INTERRUPT, eng_tid(e, i), 0, 0);
+		x->interrupted = true;
+	}
 }

@@ -24,13 +24,6 @@ struct gb_engine;
 /* Called when a snapshot point is reached (all threads stopped). */
 typedef int (*gb_snap_cb)(void *ctx, struct gb_tracee *t, pid_t tid, uint64_t vt, uint64_t pc);
 
-/* Called after exec to re-resolve the range in the new image (and, for a
- * pending range, after each mmap); return 0 and set start and end,
- * -EAGAIN when the range's module is not mapped yet (pending: under no
- * trap, looked for again after each mmap), other non-zero to keep the old
- * one. */
-typedef int (*gb_rerange_cb)(void *ctx, pid_t pid, uint64_t *start, uint64_t *end);
-
 /* Called with page faults seen for the instruction just stepped, to merge
  * them as fault lines (the BPF fault probe, when --faults is on). */
 typedef void (*gb_faults_cb)(void *ctx, struct gb_engine *e, pid_t tid, uint32_t vcpu,
@@ -45,8 +38,6 @@ enum gb_trap_kind {
 	GB_TRAP_NONE,       /* single-step everything */
 };
 
-struct gb_probes;
-
 /* Which engine runs the owner inside the range (docs/trace.md "Engines"). */
 enum gb_engine_kind {
 	GB_ENGINE_AUTO = 0,  /* jit where it applies, else step */
@@ -54,25 +45,23 @@ enum gb_engine_kind {
 	GB_ENGINE_JIT,       /* translated code (needs the probe trap) */
 };
 
+struct gb_trap;
+struct gb_trace_range;
+
 struct gb_engine_opts {
-	bool has_start, has_end;      /* in-range: start <= pc <= end (open bounds allowed) */
-	uint64_t start, end;
+	struct gb_trace_range *range; /* the range (trace/range.h): the session's */
+	struct gb_trap *trap;         /* the entry trap (trace/trap.h): the session's */
 	uint64_t max_insns;           /* 0 = unlimited */
 	uint64_t first_vt;            /* vt of the first instruction (trace --from SNAP) */
 	double duration;              /* seconds, 0 = unlimited */
-	enum gb_trap_kind trap;       /* GB_TRAP_NONE: single-step out-of-range code too */
-	bool range_pending;           /* GB_TRAP_NONE: the range's module is not mapped
-				       * yet: rerange_cb is tried after each mmap */
-	struct gb_probes *probes;     /* GB_TRAP_PROBES: the probe trap, set up by the
-				       * caller (the engine uses it, the caller frees it) */
 	bool pin;                     /* pin tracer + tracee to one CPU */
 	bool jit;                     /* the translating engine where it applies
-				       * (--engine jit; with the probe trap) */
+				       * (--engine jit; with a trap that runs threads
+				       * natively) */
 	/* Snapshot points. */
 	const uint64_t *snap_pcs;  size_t nsnap_pcs;
 	const uint64_t *snap_vts;  size_t nsnap_vts;
 	gb_snap_cb snap_cb;        void *snap_ctx;
-	gb_rerange_cb rerange_cb;  void *rerange_ctx;
 	gb_faults_cb faults_cb;    void *faults_ctx;
 };
 

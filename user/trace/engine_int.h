@@ -1,19 +1,31 @@
-/* Engine internals shared by engine.c (the loop), estep.c (one step) and
- * ethreads.c (thread and process events).  Not for other rooms. */
+/* Engine internals, not for other rooms.  The files, bottom to top (each
+ * calls only the ones above it in this list, never one below):
+ *
+ *   ecore.c     the state: threads (the one per-thread struct), owner,
+ *               signals, the one resume, limits
+ *   commit.c    an in-range instruction's lines (both engines)
+ *   trap_*.c    the entry traps (trace/trap.h), over pagetrap.c / probes.c
+ *   ethreads.c  the dispatcher of every stop of a thread not being run by
+ *               a runner, and thread/process events (clone, fork, exec, exit)
+ *   estep.c     the step runner: one instruction of the owner
+ *   ejit.c      the translating runner: the owner in translated code
+ *   engine.c    the loop: who runs next; the engine's lifecycle
+ */
 #ifndef GB_TRACE_ENGINE_INT_H
 #define GB_TRACE_ENGINE_INT_H
 
+#include <stdalign.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include <time.h>
 
 #include "ptrace/wait.h"
 #include "trace/engine.h"
 #include "trace/icache.h"
-#include "trace/pagetrap.h"
-#include "trace/probes.h"
 #include "trace/progress.h"
+#include "trace/range.h"
+#include "trace/trap.h"
 
 enum tstate {
 	T_STOPPED,   /* in a ptrace-stop, ours to step or resume */
@@ -21,51 +33,32 @@ enum tstate {
 	T_SYSCALL,   /* inside a syscall (PTRACE_SYSCALL to its exit stop) */
 	T_DYING,     /* could not be resumed or read: its exit is on its way */
 	T_GROUP,     /* in a group-stop (PTRACE_LISTEN) */
-	T_JIT,       /* the owner, running translated code (ejit.c waits for it) */
+	T_JIT,       /* the owner, running translated code (its stops: ejit.c) */
 	T_GONE,
 };
 
+/* The engine's part of a thread: hung on its gb_thread (ptrace/tracee.h,
+ * .eng), so that one struct per thread holds its ptrace state (tid,
+ * stopped/exited, its pending signal) and this.  Never keep a pointer to
+ * the gb_thread across a call that may add a thread (the array grows);
+ * this struct does not move. */
 struct ethread {
 	int vcpu;            /* -1 until its first in-range instruction */
 	enum tstate state;
 	bool want_entry;     /* stopped at the range's entry, waiting to own it */
-	bool has_hit;        /* want_entry through a probe: hit's instruction ran
-			      * natively and is emitted when the thread gets the range */
-	struct gb_probe_hit hit;
-	bool fault_seen;     /* probe trap: a synchronous fault signal stopped the
-			      * thread natively at fault_pc (a probed instruction
-			      * that faults raises it before the probe's stop) */
-	uint64_t fault_pc;
-	struct gb_stop fault;
-	bool in_handler;     /* probe trap: the owner runs a signal handler that
-			      * interrupted the range: it stays owner (stepped,
-			      * not emitted) until it is back at handler_ret */
-	uint64_t handler_ret;
-	uint32_t handler_steps;
-	bool last_in_range;  /* as owner: its previous step was in the range */
-	uint32_t out_steps;  /* as owner: consecutive out-of-range steps on the pages */
-	uint64_t stale_pc;   /* pc of an entry fault already dropped once (0: none) */
+	alignas(max_align_t) unsigned char trap[]; /* the trap's (ops->thread_size) */
 };
-
-/* Out-of-range steps on the range's pages after which an owner yields to the
- * other threads (see estep.c). */
-#define GB_OWNER_OUT_BUDGET 1024
-/* Steps of a signal handler that interrupted the range (probe trap) after
- * which its owner runs natively, with a probe at the return address. */
-#define GB_HANDLER_BUDGET 100000
 
 struct gb_engine {
 	struct gb_tracee *t;
 	struct gb_engine_opts o;
 	struct gb_jsonl *out;
 	struct gb_icache *ic;
-	struct gb_pagetrap *trap;   /* page trap, or NULL */
-	struct gb_probes *probes;   /* probe trap, or NULL (not owned) */
+	struct gb_trap *trap;       /* the entry trap (not owned; never NULL) */
+	struct gb_trace_range *range; /* the range (the session's) */
+	uint64_t range_gen;         /* range->gen the decodes are for */
+	uint64_t image_gen;         /* counts execs: a runner's state of the old image is stale */
 	struct gb_ejit *jit;        /* translating engine (ejit.c), or NULL */
-	bool range_pending;         /* probe trap: the range's module is not mapped */
-	bool vfork_window;          /* a vfork child shares the mm: trap lifted */
-	struct ethread *et;         /* parallel to t->threads */
-	size_t et_cap;
 	ssize_t owner;              /* thread stepping inside the range, or -1 */
 	pid_t *detached;            /* fork children we let go */
 	size_t ndetached, detached_cap;
@@ -77,36 +70,97 @@ struct gb_engine {
 	int exit_status;
 	bool *snap_pc_done;
 	size_t snap_vt_next;
-	struct timespec t0;
+	double t0;
 	struct gb_progress progress;
 	struct gb_engine_stats st;
 	enum gb_end end;
 	bool ended;
 };
 
-/* engine.c */
+/* ecore.c */
 void eng_finish(struct gb_engine *e, enum gb_end why);
+/* Thread i's engine state (made on first use: a new thread). */
 struct ethread *eng_thread(struct gb_engine *e, size_t i);
+static inline struct ethread *eng_th(const struct gb_engine *e, size_t i)
+{
+	return (struct ethread *)e->t->threads[i].eng;
+}
+static inline void *eng_trap_priv(const struct gb_engine *e, size_t i)
+{
+	return eng_th(e, i)->trap;
+}
+static inline pid_t eng_tid(const struct gb_engine *e, size_t i) { return e->t->threads[i].tid; }
+static inline enum tstate eng_state(const struct gb_engine *e, size_t i)
+{
+	return eng_th(e, i)->state;
+}
+/* Thread i is a new thread (its state, the trap's too, as new). */
+void eng_thread_reset(struct gb_engine *e, size_t i);
+void eng_free_threads(struct gb_engine *e);
 ssize_t eng_index(struct gb_engine *e, pid_t tid);
 size_t eng_live(const struct gb_engine *e);
-bool eng_inside(const struct gb_engine *e, uint64_t pc);
-/* Probe trap: take the range's run-time bounds (known, or pending). */
-void eng_sync_range(struct gb_engine *e);
+/* A stopped thread, i if it is one (-1: none). */
+ssize_t eng_any_stopped(const struct gb_engine *e, ssize_t i);
+/* The one place a thread's state changes. */
 void eng_set_state(struct gb_engine *e, size_t i, enum tstate s);
+/* The one place that resumes a thread the engine lets run (req: PTRACE_CONT,
+ * PTRACE_SYSCALL, PTRACE_LISTEN) into state s: false, and T_DYING (its exit
+ * is on its way), when it cannot be resumed. */
+bool eng_resume(struct gb_engine *e, size_t i, int req, int sig, enum tstate s);
 /* The one place that changes who owns the range (-1: nobody). */
 void eng_set_owner(struct gb_engine *e, ssize_t i);
-/* Threads run natively between entries (page or probe trap). */
-static inline bool eng_trapped(const struct gb_engine *e) { return e->trap || e->probes; }
-
-/* A signal stop of tid for sig that is the page trap's protection watcher's
- * (never delivered): its changes are applied, cached decodes re-checked. */
+/* Is pc inside the range (not pending)? */
+static inline bool eng_in_range(const struct gb_engine *e, uint64_t pc)
+{
+	return gb_trace_range_has(e->range, pc);
+}
+/* Is pc on the owner's ground (the range, or what the trap covers)? */
+bool eng_inside(const struct gb_engine *e, uint64_t pc);
+/* Has --max-insns been reached? */
+static inline bool eng_max_insns_done(const struct gb_engine *e)
+{
+	return e->o.max_insns && e->vt - e->o.first_vt >= e->o.max_insns;
+}
+/* Decodes follow the range (a probe trap's range known late). */
+void eng_range_follow(struct gb_engine *e);
+/* A signal stop of tid for sig that is the trap's watcher's (never
+ * delivered): applied, cached decodes re-checked. */
 bool eng_claim_watch(struct gb_engine *e, pid_t tid, int sig);
+/* Thread i has signal sig for the program: delivered on its next resume
+ * (its gb_thread's pending_sig, which a detach delivers too). */
+static inline void eng_keep_signal(struct gb_engine *e, size_t i, int sig)
+{
+	e->t->threads[i].pending_sig = sig;
+}
 /* The signal to deliver to thread i on its next resume (0: none), taken
- * from its pending signal; the page trap's watcher signal is never one. */
+ * from its pending signal; a trap's watcher signal is never one. */
 int eng_take_signal(struct gb_engine *e, size_t i);
+/* Thread i exited (st: its exit): gone, the owner no more. */
+void eng_on_exit(struct gb_engine *e, size_t i, const struct gb_stop *st);
+/* Resume every stopped thread not waiting for the range (natively). */
+void eng_run_natives(struct gb_engine *e);
+/* End the trace if Ctrl-C, the output, --max-insns, --duration say so. */
+void eng_check_limits(struct gb_engine *e, uint64_t iter);
 
-/* estep.c: one instruction of stopped thread i (sets e->owner on entry). */
-/* The lines of in-range instruction pc that thread i executed (vt++). */
+/* The trap's hooks (trap.h), NULL meaning nothing to do. */
+#define TRAP_OPS(e) ((e)->trap->ops)
+static inline bool trap_native(const struct gb_engine *e)
+{
+	return TRAP_OPS(e)->native && TRAP_OPS(e)->native(e->trap);
+}
+static inline enum gb_trap_verdict trap_classify(struct gb_engine *e, size_t i,
+						 const struct gb_stop *st,
+						 enum gb_trap_where where, uint64_t pc)
+{
+	return TRAP_OPS(e)->classify ? TRAP_OPS(e)->classify(e->trap, e, i, st, where, pc)
+				     : GB_TRAP_PROGRAM;
+}
+#define TRAP_CALL(e, hook, ...) \
+	do { if (TRAP_OPS(e)->hook) TRAP_OPS(e)->hook(e->trap, e, __VA_ARGS__); } while (0)
+#define TRAP_CALL0(e, hook) \
+	do { if (TRAP_OPS(e)->hook) TRAP_OPS(e)->hook(e->trap, e); } while (0)
+
+/* commit.c: the lines of in-range instruction pc that thread i executed (vt++). */
 void eng_commit(struct gb_engine *e, size_t i, uint64_t pc, const struct gb_access *acc, int nacc);
 /* An instruction (pc, len, its accesses) ended in signal stop st with the
  * thread at rip: did it raise the signal itself (a synchronous exception)?
@@ -114,49 +168,25 @@ void eng_commit(struct gb_engine *e, size_t i, uint64_t pc, const struct gb_acce
  * -1 when the signal is not the instruction's (docs/trace-format.md). */
 int eng_fault_done(uint64_t pc, uint8_t len, const struct gb_access *acc, int nacc,
 		   const struct gb_stop *st, uint64_t rip);
-void eng_step(struct gb_engine *e, size_t i);
-/* The instruction a probe hit ran natively, emitted from the registers the
- * BPF program saw before it (thread i has just become the owner). */
-void eng_emit_hit(struct gb_engine *e, size_t i);
-
-/* Is pc inside the range (not pending)? */
-static inline bool eng_in_range(const struct gb_engine *e, uint64_t pc)
-{
-	return !e->range_pending && (!e->o.has_start || pc >= e->o.start) &&
-	       (!e->o.has_end || pc <= e->o.end);
-}
-/* Has --max-insns been reached? */
-static inline bool eng_max_insns_done(const struct gb_engine *e)
-{
-	return e->o.max_insns && e->vt - e->o.first_vt >= e->o.max_insns;
-}
-
-/* engine.c: resume every stopped thread not waiting for the range. */
-void eng_run_natives(struct gb_engine *e);
-/* engine.c: end the trace if Ctrl-C, the output, --max-insns, --duration say so. */
-void eng_check_limits(struct gb_engine *e, uint64_t iter);
-
-/* ejit.c: the translating engine (docs/trace.md "Engines"). */
-struct gb_ejit;
-struct gb_ejit *eng_jit_new(void);
-/* Run owner i (stopped at an in-range instruction) in translated code until
- * it leaves it; false (nothing done) when the step engine must take this
- * instruction. */
-bool eng_jit_run(struct gb_engine *e, size_t i);
-/* The image changed (exec): the code cache went with the old one. */
-void eng_jit_exec(struct gb_engine *e);
-/* Remove the code cache from the process (every thread stopped, none in it). */
-void eng_jit_teardown(struct gb_engine *e);
-void eng_jit_free(struct gb_engine *e);
+/* A program signal (not a trap's) that a thread raised itself? */
+bool eng_sync_fault(const struct gb_stop *st);
 
 /* ethreads.c */
-/* The one handler of ptrace events (clone, fork, vfork, vfork-done, exec)
- * of thread i, whether it was stepped or running; the caller resumes it. */
+/* The dispatcher: every stop of a thread that no runner is running (natives,
+ * threads in a syscall or group-stop, stops met while holding or stopping
+ * the world). */
+void eng_dispatch(struct gb_engine *e, const struct gb_stop *st);
+/* Handle every stop that is ready; with block, first wait for one, at most
+ * timeout_ms.  Ctrl-C interrupts the wait. */
+void eng_poll(struct gb_engine *e, bool block, int timeout_ms);
+/* A ptrace event (clone, fork, vfork, vfork-done, exec) of thread i, whether
+ * it was stepped or running; the caller resumes it. */
 void eng_event(struct gb_engine *e, size_t i, const struct gb_stop *st);
-void eng_on_exec(struct gb_engine *e, size_t i);
-void eng_on_exit(struct gb_engine *e, size_t i, const struct gb_stop *st);
-/* An event of a thread that was not being stepped synchronously. */
-void eng_async(struct gb_engine *e, const struct gb_stop *st);
+/* Wait for the next stop of tid (-1: any) and dispatch it; false when
+ * there is none to wait for. */
+bool eng_wait_one(struct gb_engine *e, pid_t tid);
+/* Interrupt thread i (in a syscall or group-stop) and dispatch its stop. */
+void eng_interrupt(struct gb_engine *e, size_t i);
 /* Stop every natively running thread (for an owner, a snapshot or the end). */
 void eng_hold_all(struct gb_engine *e);
 /* Every live thread in a ptrace-stop (for a snapshot): natives are held,
@@ -164,8 +194,26 @@ void eng_hold_all(struct gb_engine *e);
  * those back as they were (a syscall is not stepped twice). */
 void eng_stop_world(struct gb_engine *e, enum tstate *was);
 void eng_resume_world(struct gb_engine *e, const enum tstate *was);
-/* Page trap on/off through a stopped thread (any, if i < 0). */
-int eng_arm(struct gb_engine *e, ssize_t i);
-int eng_disarm(struct gb_engine *e, ssize_t i);
+
+/* estep.c: one instruction of stopped thread i (sets e->owner on entry). */
+void eng_step(struct gb_engine *e, size_t i);
+
+/* ejit.c: the translating runner (docs/trace.md "Engines"). */
+struct gb_ejit;
+struct gb_ejit *eng_jit_new(void);
+/* Start owner i (stopped at an in-range instruction) in translated code
+ * (T_JIT: its stops go to eng_jit_stop until it leaves); false (nothing
+ * done) when the step engine must take this instruction (or there is no
+ * translating engine). */
+bool eng_jit_enter(struct gb_engine *e, size_t i);
+/* A stop st of owner i running translated code: made the lines it stands
+ * for; it goes on in translated code, or is given back (T_STOPPED, at an
+ * original instruction), or went on otherwise (natively, exited...). */
+void eng_jit_stop(struct gb_engine *e, size_t i, const struct gb_stop *st);
+/* The loop while owner i runs translated code: an end interrupts it. */
+void eng_jit_tick(struct gb_engine *e, size_t i);
+/* Remove the code cache from the process (every thread stopped, none in it). */
+void eng_jit_teardown(struct gb_engine *e);
+void eng_jit_free(struct gb_engine *e);
 
 #endif

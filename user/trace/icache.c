@@ -31,6 +31,12 @@ void gb_icache__set_patch(struct gb_icache *c, gb_icache_patch_fn fn, void *ctx)
 	gb_icache__clear(c);
 }
 
+void gb_icache__patch(const struct gb_icache *c, uint64_t addr, uint8_t *buf, size_t len)
+{
+	if (c->patch)
+		c->patch(c->patch_ctx, addr, buf, len);
+}
+
 static inline uint32_t hash_pc(uint64_t pc)
 {
 	return (uint32_t)((pc * 0x9e3779b97f4a7c15ull) >> 50) & (NBUCKETS - 1);
@@ -95,8 +101,8 @@ void gb_icache__note_write(struct gb_icache *c, uint64_t addr, uint64_t len)
 static ssize_t read_code(const struct gb_icache *c, pid_t pid, uint64_t pc, uint8_t *buf)
 {
 	ssize_t n = gb_mem_read(pid, pc, buf, GB_INSN_MAX_LEN);
-	if (n > 0 && c->patch)
-		c->patch(c->patch_ctx, pc, buf, (size_t)n);
+	if (n > 0)
+		gb_icache__patch(c, pc, buf, (size_t)n);
 	return n;
 }
 

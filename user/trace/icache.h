@@ -29,6 +29,8 @@ const struct gb_insn *gb_icache__get(struct gb_icache *c, pid_t pid, uint64_t pc
  * is called on every read of code bytes to put the originals back. */
 typedef void (*gb_icache_patch_fn)(void *ctx, uint64_t addr, uint8_t *buf, size_t len);
 void gb_icache__set_patch(struct gb_icache *c, gb_icache_patch_fn fn, void *ctx);
+/* Put the originals back into code bytes buf read at addr (the patch). */
+void gb_icache__patch(const struct gb_icache *c, uint64_t addr, uint8_t *buf, size_t len);
 
 /* Code may have changed anywhere: re-validate entries on next use. */
 void gb_icache__bump(struct gb_icache *c);

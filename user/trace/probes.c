@@ -20,7 +20,7 @@
 #include "ptrace/regs.h"
 #include "sym/entries.h"
 
-struct probe {
+struct entry {
 	uint64_t vaddr;            /* link-time address */
 	uint64_t off;              /* file offset (the uprobe's) */
 };
@@ -34,21 +34,19 @@ struct gb_probes {
 	bool mapped;
 	uint64_t bias;
 	struct gb_probetrap *pt;
-	struct probe *v;           /* sorted by vaddr */
+	struct entry *v;           /* sorted by vaddr */
 	size_t n, cap;
-	struct gb_probes_stats st;
-	uint64_t lost;
 };
 
 static int cmp_probe(const void *a, const void *b)
 {
-	const struct probe *x = a, *y = b;
+	const struct entry *x = a, *y = b;
 	return x->vaddr < y->vaddr ? -1 : x->vaddr > y->vaddr;
 }
 
-static const struct probe *find_probe(const struct gb_probes *p, uint64_t vaddr)
+static const struct entry *find_probe(const struct gb_probes *p, uint64_t vaddr)
 {
-	struct probe key = { .vaddr = vaddr };
+	struct entry key = { .vaddr = vaddr };
 	return p->n ? bsearch(&key, p->v, p->n, sizeof(*p->v), cmp_probe) : NULL;
 }
 
@@ -80,9 +78,8 @@ static int add_probe(struct gb_probes *p, uint64_t vaddr, uint64_t off)
 	int r = gb_probetrap__add(p->pt, p->path, off);
 	if (r)
 		return r;
-	p->v[p->n++] = (struct probe){ .vaddr = vaddr, .off = off };
+	p->v[p->n++] = (struct entry){ .vaddr = vaddr, .off = off };
 	qsort(p->v, p->n, sizeof(*p->v), cmp_probe);
-	p->st.entries++;
 	return 0;
 }
 
@@ -98,11 +95,9 @@ static int add_probes(struct gb_probes *p, const struct gb_entries *en)
 	if (!r)
 		r = gb_probetrap__add_many(p->pt, p->path, offs, en->n);
 	for (size_t k = 0; !r && k < en->n; k++)
-		p->v[p->n++] = (struct probe){ .vaddr = en->v[k].vaddr, .off = en->v[k].offset };
-	if (!r) {
+		p->v[p->n++] = (struct entry){ .vaddr = en->v[k].vaddr, .off = en->v[k].offset };
+	if (!r)
 		qsort(p->v, p->n, sizeof(*p->v), cmp_probe);
-		p->st.entries += en->n;
-	}
 	free(offs);
 	return r;
 }
@@ -235,11 +230,9 @@ bool gb_probes__claim(struct gb_probes *p, const struct gb_stop *st, struct gb_p
 	if (hit->flags & GB_PROBE_HIT_LOST) {
 		gb_err("probe trap: thread %d: a probe's record was lost (ring buffer full): the "
 		       "trace would miss an instruction", st->tid);
-		p->lost++;
 	}
 	if (!p->mapped)
 		learn_bias(p, hit->addr);
-	p->st.hits++;
 	return true;
 }
 
@@ -250,7 +243,6 @@ bool gb_probes__take_early(struct gb_probes *p, const struct gb_stop *st, struct
 
 	if (!p->mapped)
 		learn_bias(p, hit->addr);
-	p->st.hits++;
 	return true;
 }
 
@@ -300,8 +292,6 @@ void gb_probes__forget(struct gb_probes *p, pid_t tid)
 {
 	gb_probetrap__forget(p->pt, tid);
 }
-
-void gb_probes__stats(const struct gb_probes *p, struct gb_probes_stats *s) { *s = p->st; }
 
 /* An instruction that only changes general registers and flags, and that
  * uprobes run out of line (not one they emulate: nop, push, branches). */

@@ -91,10 +91,4 @@ void gb_probes__exec(struct gb_probes *p);
  * the program runs.  0 or -errno (no uprobes: nothing changes). */
 int gb_probes_reserve_xol(pid_t tgid, pid_t tid);
 
-struct gb_probes_stats {
-	uint64_t entries;          /* uprobes attached */
-	uint64_t hits;             /* entries claimed */
-};
-void gb_probes__stats(const struct gb_probes *p, struct gb_probes_stats *s);
-
 #endif

@@ -3,21 +3,21 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 void gb_progress_init(struct gb_progress *p)
 {
 	p->on = isatty(STDERR_FILENO);
 	p->shown = false;
 	p->last_events = 0;
-	clock_gettime(CLOCK_MONOTONIC, &p->last);
+	p->last = gb_mono_s();
 }
 
 void gb_progress_tick(struct gb_progress *p, const struct gb_jsonl *out, uint64_t vt)
 {
 	if (!p->on)
 		return;
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	double dt = (double)(now.tv_sec - p->last.tv_sec) + (double)(now.tv_nsec - p->last.tv_nsec) / 1e9;
+	double now = gb_mono_s(), dt = now - p->last;
 	if (dt < 1.0)
 		return;
 	struct gb_jsonl_counts c;

@@ -4,13 +4,12 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <time.h>
 
 #include "record/jsonl.h"
 
 struct gb_progress {
 	bool on, shown;
-	struct timespec last;
+	double last;             /* gb_mono_s() of the last line */
 	uint64_t last_events;
 };
 

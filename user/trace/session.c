@@ -28,6 +28,8 @@
 #include "trace/engine.h"
 #include "trace/probes.h"
 #include "trace/seccomp_fit.h"
+#include "trace/range.h"
+#include "trace/trap.h"
 
 struct session {
 	const struct gb_trace_opts *o;
@@ -47,8 +49,10 @@ struct session {
 	bool range_pending;             /* MODULE:SYMBOL of a module not mapped yet */
 	char pending_path[4096];        /* its file, and the symbol's link-time range */
 	uint64_t pending_lo, pending_hi;
-	struct gb_probes *probes;       /* the probe trap, when it is used */
+	struct gb_probes *probes;       /* the probe trap's probes, when it is used */
 	enum gb_trap_kind trap;         /* the trap used */
+	struct gb_trap *entry_trap;     /* ... made for the engine (trace/trap.h) */
+	struct gb_trace_range live;     /* the range as the trace knows it (trace/range.h) */
 	char range_text[600];
 	const char *out_name;
 };
@@ -367,6 +371,31 @@ static int report_end(struct session *s, enum gb_end why, const struct gb_jsonl_
 	}
 }
 
+/* The entry trap chosen (choose_trap), made for the engine.  A page trap
+ * with nothing to trap leaves the null trap (the trace is the same). */
+static int make_trap(struct session *s)
+{
+	if (s->trap == GB_TRAP_PROBES) {
+		s->entry_trap = gb_trap_probes_new(s->probes, &s->live);
+		if (s->entry_trap)
+			s->probes = NULL; /* the trap's now */
+	} else if (s->trap == GB_TRAP_PAGES) {
+		s->entry_trap = gb_trap_pages_new(s->t.pid, &s->live);
+		if (!s->entry_trap) {
+			/* No code in the range yet, or the range covers every
+			 * syscall instruction we could inject through. */
+			gb_warn("pid %d: no page trap for 0x%llx-0x%llx; single-stepping everything "
+				"(slow)", s->t.pid, (unsigned long long)s->range.start,
+				(unsigned long long)s->range.end);
+		}
+	}
+	if (!s->entry_trap)
+		s->entry_trap = gb_trap_none_new(&s->live);
+	if (!s->entry_trap)
+		gb_err("trace: pid %d: cannot set up the trace: %s", s->t.pid, strerror(ENOMEM));
+	return s->entry_trap ? 0 : -1;
+}
+
 int gb_trace_session_run(const struct gb_trace_opts *o)
 {
 	struct session s;
@@ -411,40 +440,48 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 		.start = s.range.start, .end = s.range.end,
 	};
 	s.out = gb_jsonl__new(s.fd, &jo);
+	if (!s.out) {
+		gb_err("trace: pid %d: cannot set up the trace: %s", s.t.pid, strerror(errno ? errno : ENOMEM));
+		goto cleanup;
+	}
+	s.live = (struct gb_trace_range){
+		.has_start = s.range.has_start, .has_end = s.range.has_end,
+		.start = s.range.start, .end = s.range.end, .pending = s.range_pending,
+		.out = s.out, .rerange = rerange, .rerange_ctx = &s,
+	};
+	if (make_trap(&s))
+		goto cleanup;
 	if (o->engine == GB_ENGINE_JIT && s.trap == GB_TRAP_NONE)
 		gb_warn("trace: --engine jit: with no entry trap (--trap none) every instruction is "
 			"single-stepped; the step engine traces the range");
 	struct gb_engine_opts eo = {
-		.has_start = s.range.has_start, .has_end = s.range.has_end,
-		.start = s.range.start, .end = s.range.end,
+		.range = &s.live, .trap = s.entry_trap,
 		.max_insns = o->max_insns, .first_vt = s.first_vt, .duration = o->duration,
-		.trap = s.trap, .probes = s.probes, .pin = o->pin,
-		.jit = jit,
-		.range_pending = s.range_pending && s.trap == GB_TRAP_NONE,
+		.pin = o->pin, .jit = jit,
 		.snap_pcs = o->snap_pcs, .nsnap_pcs = o->nsnap_pcs,
 		.snap_vts = o->snap_vts, .nsnap_vts = o->nsnap_vts,
-		.rerange_cb = rerange, .rerange_ctx = &s,
 		.snap_cb = take_snapshot, .snap_ctx = &s,
 		.faults_cb = s.faults ? merge_faults : NULL, .faults_ctx = &s,
 	};
-	if (!s.out || !(s.eng = gb_engine__new(&s.t, &eo, s.out))) {
+	if (!(s.eng = gb_engine__new(&s.t, &eo, s.out))) {
 		gb_err("trace: pid %d: cannot set up the trace: %s", s.t.pid, strerror(errno ? errno : ENOMEM));
 		goto cleanup;
 	}
 
 	enum gb_end why = gb_engine__run(s.eng);
-	/* Every thread is held: the uprobes go before any of them runs
-	 * untraced again. */
-	gb_probes__free(s.probes);
-	s.probes = NULL;
 	struct gb_engine_stats es;
 	gb_engine__stats(s.eng, &es);
+	const char *trap_name = gb_trap_name(s.entry_trap);
+	/* Every thread is held: the uprobes go before any of them runs
+	 * untraced again. */
+	gb_trap_free(s.entry_trap);
+	s.entry_trap = NULL;
 	gb_info("trace: jit: %llu runs, %llu stops, %llu instructions translated-run, %llu blocks",
 		(unsigned long long)es.jit_runs, (unsigned long long)es.jit_stops,
 		(unsigned long long)es.jit_insns, (unsigned long long)es.jit_blocks);
 	gb_info("trace: %s trap: %llu single-steps, %llu in-range instructions, %llu range entries, "
 		"%llu decodes, %llu re-validated",
-		s.trap == GB_TRAP_PROBES ? "probe" : s.trap == GB_TRAP_PAGES ? "page" : "no",
+		trap_name,
 		(unsigned long long)es.steps,
 		(unsigned long long)es.in_range, (unsigned long long)es.entries,
 		(unsigned long long)es.decodes, (unsigned long long)es.revalidations);
@@ -461,6 +498,11 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 		why = GB_END_OUTPUT;
 	struct gb_jsonl_counts c;
 	gb_jsonl__counts(s.out, &c);
+	/* The recording names the range as the trace ended with it. */
+	jo.has_start = s.live.has_start;
+	jo.has_end = s.live.has_end;
+	jo.start = s.live.start;
+	jo.end = s.live.end;
 	if (s.rec) {
 		struct gb_recording_meta m = {
 			.argv = o->argv, .pid = s.t.pid, .end_reason = gb_end_name(why),
@@ -493,6 +535,7 @@ cleanup:
 	gb_tracee_free(&s.t);
 	gb_faults__free(s.faults);
 	gb_engine__free(s.eng);
+	gb_trap_free(s.entry_trap);
 	gb_probes__free(s.probes);
 	gb_jsonl__free(s.out);
 	gb_recording__free(s.rec); /* removes the temporary trace if not finished */

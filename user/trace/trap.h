@@ -1,0 +1,139 @@
+/* The entry trap interface (docs/trace.md "Inside the engine").
+ *
+ * An entry trap decides how threads that do not own the range run, and how
+ * one is stopped when it enters the range.  The session makes one (the probe
+ * trap, trace/trap_probes.c; the page trap, trap_pages.c; the null trap,
+ * trap_none.c, for --trap none: every thread is single-stepped) and hands
+ * it to the engine, which calls it only through this table: the engine's
+ * files never ask which trap it is.
+ *
+ * Every hook but free may be NULL (nothing to do; where NULL means more,
+ * the hook's comment says so).  A trap keeps its per-thread state in the
+ * engine's thread struct (thread_size bytes, zeroed when the thread
+ * appears: eng_trap_priv in engine_int.h).
+ */
+#ifndef GB_TRACE_TRAP_H
+#define GB_TRACE_TRAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ptrace/wait.h"
+
+struct gb_engine;
+struct gb_trap;
+
+/* What a signal stop is to the trap. */
+enum gb_trap_verdict {
+	GB_TRAP_PROGRAM = 0, /* not the trap's: the program's own signal */
+	GB_TRAP_WATCH,       /* its watcher's: the range's code or protections changed
+			      * (applied; never delivered) */
+	GB_TRAP_ENTRY,       /* an entry: the thread now waits to own the range */
+	GB_TRAP_SWALLOW,     /* the trap's own signal from earlier: nothing ran,
+			      * never delivered */
+	GB_TRAP_STEP,        /* (a step's stop) the step's own stop, in disguise */
+};
+
+/* What the thread was doing when it stopped. */
+enum gb_trap_where {
+	GB_AT_NATIVE,        /* running on its own (natively, or in a syscall) */
+	GB_AT_STEP,          /* single-stepped from pc */
+	GB_AT_SYSCALL,       /* run to its syscall-entry stop (pc: the fault address) */
+	GB_AT_JIT,           /* in translated code, at an instruction's copy */
+	GB_AT_JIT_STUB,      /* in translated code, not at an instruction's copy */
+};
+
+struct gb_trap_ops {
+	const char *name;            /* "probe", "page", "no" (for messages) */
+	size_t thread_size;          /* its per-thread state */
+	bool hold_on_enter;          /* every other thread is stopped while one owns
+				      * the range (else they run on meanwhile) */
+	bool leave_native;           /* an owner leaving the range may run natively
+				      * at once (nothing to re-arm) */
+	/* Threads run natively between entries (NULL: never; all stepped). */
+	bool (*native)(const struct gb_trap *);
+	/* The engine starts (threads stopped, the range known or pending). */
+	void (*start)(struct gb_trap *, struct gb_engine *);
+	/* The owner's ground: it keeps the range while its pc is on it (NULL:
+	 * the range itself). */
+	bool (*covers)(const struct gb_trap *, uint64_t pc);
+	/* Is signal stop st of thread i the trap's?  (where, pc: see above.) */
+	enum gb_trap_verdict (*classify)(struct gb_trap *, struct gb_engine *, size_t i,
+					 const struct gb_stop *st, enum gb_trap_where where,
+					 uint64_t pc);
+	/* A signal about to be delivered to thread tid: the watcher's (applied,
+	 * never delivered)? */
+	bool (*watch)(struct gb_trap *, pid_t tid, int sig);
+	/* Ownership policy: owner i (owner: it owns the range now) at pc, in
+	 * the range or not, on the ground or not: does it keep the range?
+	 * Called at every step of every thread. */
+	bool (*keep)(struct gb_trap *, struct gb_engine *, size_t i, bool owner, uint64_t pc,
+		     bool in_range, bool inside);
+	/* Thread i, waiting at an entry, is about to own the range: 0, or
+	 * non-zero to give up (the trace ended, or it died). */
+	int (*enter)(struct gb_trap *, struct gb_engine *, size_t i);
+	/* Thread i has just become the owner (after enter). */
+	void (*entered)(struct gb_trap *, struct gb_engine *, size_t i);
+	/* Thread i becomes (on) or stops being (off) the owner. */
+	void (*owner)(struct gb_trap *, struct gb_engine *, size_t i, bool on);
+	/* Owner i, stepped from pc (in the range or not), is given signal sig. */
+	void (*deliver)(struct gb_trap *, struct gb_engine *, size_t i, uint64_t pc, bool in_range,
+			int sig);
+	/* Owner i gives up the range around a syscall that may block. */
+	void (*yield)(struct gb_trap *, struct gb_engine *, size_t i);
+	/* Nobody owns the range; the stopped threads are about to run natively. */
+	void (*before_run)(struct gb_trap *, struct gb_engine *);
+	/* Stopped thread i is resumed natively with signal sig. */
+	void (*resuming)(struct gb_trap *, struct gb_engine *, size_t i, int sig);
+	/* At every stop of a thread tid that is not its exit. */
+	void (*settle)(struct gb_trap *, pid_t tid);
+	/* A fork or vfork child, stopped, about to be let go untraced; the
+	 * vfork parent's PTRACE_EVENT_VFORK_DONE. */
+	void (*child)(struct gb_trap *, struct gb_engine *, pid_t child, bool vfork);
+	void (*vfork_done)(struct gb_trap *);
+	/* The process exec'd (every other thread gone). */
+	void (*exec)(struct gb_trap *, struct gb_engine *);
+	/* Thread i is at a syscall-exit stop. */
+	void (*syscall_exit)(struct gb_trap *, struct gb_engine *, size_t i);
+	/* Thread i exited. */
+	void (*exit)(struct gb_trap *, struct gb_engine *, size_t i);
+	/* A snapshot: the program's own state for it (true: the trap was
+	 * lifted through stopped thread i), and after it (only then). */
+	bool (*snap_begin)(struct gb_trap *, struct gb_engine *, size_t i);
+	void (*snap_end)(struct gb_trap *, struct gb_engine *, size_t i);
+	/* May owner i run translated code now (NULL: yes)?  Not while the
+	 * range's code may change under the translations, or while the trap's
+	 * policy needs every step seen. */
+	bool (*translate_ok)(struct gb_trap *, struct gb_engine *, size_t i);
+	/* The end: teardown needs a stopped thread to work through. */
+	bool (*must_restore)(const struct gb_trap *);
+	/* The end, every thread held: leave nothing of the trap in the target. */
+	void (*teardown)(struct gb_trap *, struct gb_engine *);
+	/* Entries into the range (statistics). */
+	uint64_t (*entries)(const struct gb_trap *);
+	void (*free)(struct gb_trap *);
+};
+
+/* Every trap starts with this (its own state follows). */
+struct gb_trap {
+	const struct gb_trap_ops *ops;
+};
+
+struct gb_trace_range;
+struct gb_probes;
+
+/* --trap none: every thread is single-stepped (a pending range is looked
+ * for after each mmap). */
+struct gb_trap *gb_trap_none_new(struct gb_trace_range *r);
+/* The page trap over the range's pages of pid (trace/pagetrap.h); NULL
+ * when there is nothing to trap (said why). */
+struct gb_trap *gb_trap_pages_new(pid_t pid, struct gb_trace_range *r);
+/* The probe trap over the probes p (trace/probes.h), which it owns. */
+struct gb_trap *gb_trap_probes_new(struct gb_probes *p, struct gb_trace_range *r);
+/* Free a trap: the probe trap's uprobes go (every thread must be held). */
+void gb_trap_free(struct gb_trap *t);
+const char *gb_trap_name(const struct gb_trap *t);
+
+#endif
