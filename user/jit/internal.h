@@ -7,7 +7,9 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "common/grow.h"
 #include "decode/plan.h"
 #include "jit/emit.h"
 #include "jit/jit.h"
@@ -132,8 +134,18 @@ static inline uint64_t daddr(const struct gb_jit *j, size_t off) { return j->m.d
 static inline bool inside(const struct gb_jit *j, uint64_t pc) { return pc >= j->start && pc <= j->end; }
 
 /* jit.c */
-struct unit *jit_unit_add(struct gb_jit *j, enum ukind k, uint64_t pc);
-void jit_unit_end(struct gb_jit *j, struct unit *u);
+static inline struct unit *jit_unit_add(struct gb_jit *j, enum ukind k, uint64_t pc)
+{
+	if (GB_GROW(&j->u, &j->ucap, j->nu + 1))
+		return NULL;
+	struct unit *u = &j->u[j->nu++];
+	memset(u, 0, sizeof(*u));
+	u->kind = (uint8_t)k;
+	u->pc = pc;
+	u->off = (uint32_t)j->em.used;
+	return u;
+}
+static inline void jit_unit_end(struct gb_jit *j, struct unit *u) { u->end = (uint32_t)j->em.used; }
 /* An exit stub to target (getpid; in the stop-free mode then the lock is
  * released): see jit.c. */
 uint64_t jit_stub(struct gb_jit *j, uint64_t target, uint32_t src, uint8_t emu_words);
@@ -147,6 +159,9 @@ void ns_release(struct gb_jit *j);
 void ns_leave(struct gb_jit *j, uint64_t target);
 /* The system call instruction gi (recorded already), made without the lock. */
 void ns_syscall(struct gb_jit *j, const struct gb_insn *gi);
+/* The entry block for pc: take the lock, jump to blk (its translation);
+ * its target address, or 0. */
+uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk);
 
 /* ibl.c */
 void ns_table_clear(struct gb_jit *j);

@@ -249,20 +249,6 @@ bool gb_jit__supported(const struct gb_insn *in)
 
 /* --- emission --- */
 
-struct unit *jit_unit_add(struct gb_jit *j, enum ukind k, uint64_t pc)
-{
-	if (GB_GROW(&j->u, &j->ucap, j->nu + 1))
-		return NULL;
-	struct unit *u = &j->u[j->nu++];
-	memset(u, 0, sizeof(*u));
-	u->kind = (uint8_t)k;
-	u->pc = pc;
-	u->off = (uint32_t)j->em.used;
-	return u;
-}
-
-void jit_unit_end(struct gb_jit *j, struct unit *u) { u->end = (uint32_t)j->em.used; }
-
 /* An exit stub to target; src: the rel32 field jumping here (re-pointed at
  * a block for target once it is translated), or UINT32_MAX. */
 uint64_t jit_stub(struct gb_jit *j, uint64_t target, uint32_t src, uint8_t emu_words)
@@ -565,3 +551,14 @@ void gb_jit__span(const struct gb_jit *j, uint64_t *lo, uint64_t *hi)
 }
 
 void gb_jit__stats(const struct gb_jit *j, struct gb_jit_stats *s) { *s = j->stats; }
+
+uint64_t gb_jit__entry(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, void *ctx)
+{
+	if (!j->o.nostop)
+		return 0;
+	for (size_t k = 0; k < j->nen; k++)
+		if (j->en[k].pc == pc)
+			return j->en[k].addr;
+	uint64_t blk = gb_jit__block(j, pc, fetch, ctx);
+	return blk ? ns_entry_block(j, pc, blk) : 0;
+}

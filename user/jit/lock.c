@@ -158,15 +158,9 @@ void ns_syscall(struct gb_jit *j, const struct gb_insn *gi)
 	jit_unit_end(j, u);
 }
 
-uint64_t gb_jit__entry(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, void *ctx)
+uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk)
 {
-	if (!j->o.nostop)
-		return 0;
-	for (size_t k = 0; k < j->nen; k++)
-		if (j->en[k].pc == pc)
-			return j->en[k].addr;
-	uint64_t blk = gb_jit__block(j, pc, fetch, ctx);
-	if (!blk || GB_GROW(&j->en, &j->encap, j->nen + 1))
+	if (GB_GROW(&j->en, &j->encap, j->nen + 1))
 		return 0;
 	size_t mark_u = j->nu, mark_used = j->em.used;
 	uint64_t at = gb_emit_here(&j->em);

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,16 +26,6 @@
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
-
-int gb_resume__fail(struct gb_rctx *c, int e, const char *fmt, ...)
-{
-	char why[768];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(why, sizeof(why), fmt, ap);
-	va_end(ap);
-	return gb_fail(e < 0 ? e : -EIO, "%s: %s", c->what, why);
-}
 
 /* The kernel's own mappings, kept from the helper (never unmapped). */
 static bool is_special(const char *path)

@@ -1,7 +1,12 @@
-/* System calls injected into the helper process: see resume_int.h. */
+/* System calls injected into the helper process, and the one failure line
+ * of every restore step: see resume_int.h. */
 #include "resume/resume_int.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "common/log.h"
 
 #include "ptrace/inject.h"
 #include "ptrace/mem.h"
@@ -28,4 +33,14 @@ uint64_t gb_rput(struct gb_rctx *c, size_t off, const void *buf, size_t len)
 		return 0;
 	ssize_t n = gb_mem_write(c->pid, c->scratch + off, buf, len);
 	return n == (ssize_t)len ? c->scratch + off : 0;
+}
+
+int gb_resume__fail(struct gb_rctx *c, int e, const char *fmt, ...)
+{
+	char why[768];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	return gb_fail(e < 0 ? e : -EIO, "%s: %s", c->what, why);
 }
