@@ -234,8 +234,13 @@ static void hide_step(struct gb_probes *p, pid_t tid, const struct gb_probe_hit 
 	const struct entry *e = p->mapped ? find_probe(p, hit->addr - p->bias) : NULL;
 	struct user_regs_struct r;
 	uint16_t w;
-	if (!e || !e->pushf || (hit->regs.eflags & TF) || gb_regs_get(tid, &r) ||
-	    gb_mem_read(tid, r.rsp, &w, sizeof(w)) != sizeof(w) || !(w & TF))
+	if (!e || !e->pushf || (hit->regs.eflags & TF) || gb_regs_get(tid, &r))
+		return;
+	/* Only when it pushed (not a pushf that faulted on the stack: its
+	 * signal comes first, with nothing pushed): 8 bytes, 2 with 0x66. */
+	uint64_t pushed = hit->regs.rsp - r.rsp;
+	if ((pushed != 8 && pushed != 2) || gb_mem_read(tid, r.rsp, &w, sizeof(w)) != sizeof(w) ||
+	    !(w & TF))
 		return;
 	w &= (uint16_t)~TF;
 	gb_mem_write(tid, r.rsp, &w, sizeof(w));
