@@ -20,9 +20,12 @@
 #include "ptrace/regs.h"
 #include "sym/entries.h"
 
+#define TF 0x100u /* RFLAGS' trap flag */
+
 struct entry {
 	uint64_t vaddr;            /* link-time address */
 	uint64_t off;              /* file offset (the uprobe's) */
+	bool pushf;                /* its instruction pushes RFLAGS (hide_step) */
 };
 
 struct gb_probes {
@@ -69,7 +72,14 @@ static const char *unrebuildable(const uint8_t *bytes, size_t len, uint64_t vadd
 	return NULL;
 }
 
-static int add_probe(struct gb_probes *p, uint64_t vaddr, uint64_t off)
+/* Does the instruction push RFLAGS (pushf, pushfq)? */
+static bool pushes_flags(const uint8_t *bytes, size_t len, uint64_t vaddr)
+{
+	struct gb_insn in;
+	return gb_decode(vaddr, bytes, len, &in) == 0 && (in.flags & GB_INSN_PUSHF);
+}
+
+static int add_probe(struct gb_probes *p, uint64_t vaddr, uint64_t off, bool pushf)
 {
 	if (find_probe(p, vaddr))
 		return 0;
@@ -78,7 +88,7 @@ static int add_probe(struct gb_probes *p, uint64_t vaddr, uint64_t off)
 	int r = gb_probetrap__add(p->pt, p->path, off);
 	if (r)
 		return r;
-	p->v[p->n++] = (struct entry){ .vaddr = vaddr, .off = off };
+	p->v[p->n++] = (struct entry){ .vaddr = vaddr, .off = off, .pushf = pushf };
 	qsort(p->v, p->n, sizeof(*p->v), cmp_probe);
 	return 0;
 }
@@ -95,7 +105,9 @@ static int add_probes(struct gb_probes *p, const struct gb_entries *en)
 	if (!r)
 		r = gb_probetrap__add_many(p->pt, p->path, offs, en->n);
 	for (size_t k = 0; !r && k < en->n; k++)
-		p->v[p->n++] = (struct entry){ .vaddr = en->v[k].vaddr, .off = en->v[k].offset };
+		p->v[p->n++] = (struct entry){
+			.vaddr = en->v[k].vaddr, .off = en->v[k].offset,
+			.pushf = pushes_flags(en->v[k].bytes, en->v[k].len, en->v[k].vaddr) };
 	if (!r)
 		qsort(p->v, p->n, sizeof(*p->v), cmp_probe);
 	free(offs);
@@ -210,6 +222,30 @@ static void learn_bias(struct gb_probes *p, uint64_t addr)
 		}
 }
 
+/* The kernel runs a probed instruction out of line with TF set (its own
+ * single-step): a pushf there pushes RFLAGS with TF = 1, which the program
+ * would see.  At the probe's stop (after the instruction) the pushed copy
+ * gets back the TF the program had (docs/trace.md "The probe trap").  The
+ * other instructions the kernel steps out of line show nothing of it: it
+ * fixes RIP-relative operands and a call's pushed return address itself
+ * (tests/progs/pt_pushf). */
+static void hide_step(struct gb_probes *p, pid_t tid, const struct gb_probe_hit *hit)
+{
+	const struct entry *e = p->mapped ? find_probe(p, hit->addr - p->bias) : NULL;
+	struct user_regs_struct r;
+	uint16_t w;
+	if (!e || !e->pushf || (hit->regs.eflags & TF) || gb_regs_get(tid, &r))
+		return;
+	/* Only when it pushed (not a pushf that faulted on the stack: its
+	 * signal comes first, with nothing pushed): 8 bytes, 2 with 0x66. */
+	uint64_t pushed = hit->regs.rsp - r.rsp;
+	if ((pushed != 8 && pushed != 2) || gb_mem_read(tid, r.rsp, &w, sizeof(w)) != sizeof(w) ||
+	    !(w & TF))
+		return;
+	w &= (uint16_t)~TF;
+	gb_mem_write(tid, r.rsp, &w, sizeof(w));
+}
+
 static siginfo_t stop_siginfo(const struct gb_stop *st)
 {
 	siginfo_t si;
@@ -233,6 +269,7 @@ bool gb_probes__claim(struct gb_probes *p, const struct gb_stop *st, struct gb_p
 	}
 	if (!p->mapped)
 		learn_bias(p, hit->addr);
+	hide_step(p, st->tid, hit);
 	return true;
 }
 
@@ -243,6 +280,7 @@ bool gb_probes__take_early(struct gb_probes *p, const struct gb_stop *st, struct
 
 	if (!p->mapped)
 		learn_bias(p, hit->addr);
+	hide_step(p, st->tid, hit);
 	return true;
 }
 
@@ -265,10 +303,13 @@ int gb_probes__add_entry(struct gb_probes *p, uint64_t addr)
 		return -EINVAL;
 	if (find_probe(p, addr - p->bias))
 		return 0;
-	int r = file_offset(p, addr, &off);
+	uint8_t b[16];
+	ssize_t n = gb_mem_read(p->tgid, addr, b, sizeof(b));
+	int r = n > 0 ? file_offset(p, addr, &off) : -EFAULT;
 	if (r)
 		return r;
-	r = add_probe(p, addr - p->bias, off);
+	gb_probetrap__orig_bytes(p->pt, addr, b, (size_t)n);
+	r = add_probe(p, addr - p->bias, off, pushes_flags(b, (size_t)n, addr));
 	if (!r)
 		gb_info("probe trap: entry added at 0x%llx (a handler's return into the range)",
 			(unsigned long long)addr);
