@@ -11,6 +11,16 @@
  * already waiting, so a thread looping on the range's page cannot starve
  * the others.
  *
+ * The hold is bounded: an owner that has stayed GB_OWNER_SLICE_S in the
+ * range while other threads live lends the process to them for
+ * GB_OTHERS_SLICE_S (the pages re-protected, the owner kept stopped where
+ * it is, still the owner), then they are held again and it goes on with
+ * its next instruction.  A thread spinning in the range on a flag another
+ * sets outside it, or waiting there for another's exit_group, is not held
+ * up for the whole trace; the owner's own trace is the same.  A run in
+ * translated code cannot be cut short from here, so the owner is stepped
+ * while other threads live.
+ *
  * After an exec the range's pages are trapped again in the new image; when
  * that cannot be done (the range's module is not mapped, or no code there)
  * the trap lifts itself and everything is single-stepped (as the null trap
@@ -21,6 +31,7 @@
 #include <string.h>
 #include <sys/user.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
@@ -30,6 +41,10 @@
 /* Out-of-range steps on the range's pages after which an owner yields to the
  * other threads. */
 #define GB_OWNER_OUT_BUDGET 1024
+/* An owner holds the others for this long at most at a time (seconds), and
+ * then lets them run for that long. */
+#define GB_OWNER_SLICE_S 0.020
+#define GB_OTHERS_SLICE_S 0.005
 
 struct page_trap {
 	struct gb_trap base;
@@ -42,6 +57,7 @@ struct page_thread {
 	bool last_in_range;  /* as owner: its previous step was in the range */
 	uint32_t out_steps;  /* as owner: consecutive out-of-range steps on the pages */
 	uint64_t stale_pc;   /* pc of an entry fault already dropped once (0: none) */
+	double slice_t0;     /* as owner: when it last held the others */
 };
 
 #define PT(t) ((struct page_trap *)(t))
@@ -111,20 +127,9 @@ static enum gb_trap_verdict pages_classify(struct gb_trap *t, struct gb_engine *
 	return GB_TRAP_PROGRAM;
 }
 
-static bool pages_keep(struct gb_trap *t, struct gb_engine *e, size_t i, bool owner, uint64_t pc,
-		       bool in_range, bool inside)
-{
-	struct page_thread *th = pth(e, i);
-	if (owner && inside && PT(t)->p && !in_range && eng_live(e) > 1 &&
-	    (th->last_in_range || th->out_steps >= GB_OWNER_OUT_BUDGET))
-		inside = false;
-	th->last_in_range = in_range;
-	th->out_steps = in_range ? 0 : th->out_steps + 1;
-	return inside;
-}
-
 static void pages_owner(struct gb_trap *t, struct gb_engine *e, size_t i, bool on)
 {
+	pth(e, i)->slice_t0 = gb_mono_s();
 	if (!on) {
 		pth(e, i)->last_in_range = false;
 		pth(e, i)->out_steps = 0;
@@ -154,11 +159,6 @@ static int protect(struct page_trap *pt, struct gb_engine *e, ssize_t i, bool on
 static int arm(struct page_trap *pt, struct gb_engine *e, ssize_t i) { return protect(pt, e, i, true); }
 static int disarm(struct page_trap *pt, struct gb_engine *e, ssize_t i) { return protect(pt, e, i, false); }
 
-static int pages_enter(struct gb_trap *t, struct gb_engine *e, size_t i)
-{
-	return disarm(PT(t), e, (ssize_t)i);
-}
-
 static void pages_entered(struct gb_trap *t, struct gb_engine *e, size_t i)
 {
 	/* Code on a writable page may have changed while the program ran
@@ -167,6 +167,57 @@ static void pages_entered(struct gb_trap *t, struct gb_engine *e, size_t i)
 	if (gb_pagetrap__writable(PT(t)->p))
 		gb_icache__bump(e->ic);
 }
+
+/* Owner i (stopped, between two instructions) lends the process to the
+ * other threads for GB_OTHERS_SLICE_S: the pages re-protected through it,
+ * the others run natively (one entering the range waits at its entry), then
+ * they are held again and the pages given back to it.  false when it did
+ * not live through it (another thread's exit_group or exec). */
+static bool lend(struct page_trap *pt, struct gb_engine *e, size_t i)
+{
+	if (arm(pt, e, (ssize_t)i))
+		return eng_state(e, i) == T_STOPPED;
+	gb_info("trace: thread %d lets the others run", eng_tid(e, i));
+	double until = gb_mono_s() + GB_OTHERS_SLICE_S;
+	for (double now; !e->ended && (now = gb_mono_s()) < until;) {
+		eng_run_natives(e);
+		eng_poll(e, true, (int)((until - now) * 1e3) + 1);
+	}
+	eng_hold_all(e);
+	if (eng_state(e, i) != T_STOPPED)
+		return false;
+	if (!disarm(pt, e, (ssize_t)i))
+		pages_entered(&pt->base, e, i);
+	return true;
+}
+
+static bool pages_keep(struct gb_trap *t, struct gb_engine *e, size_t i, bool owner, uint64_t pc,
+		       bool in_range, bool inside)
+{
+	struct page_trap *pt = PT(t);
+	struct page_thread *th = pth(e, i);
+	if (owner && inside && pt->p && !in_range && eng_live(e) > 1 &&
+	    (th->last_in_range || th->out_steps >= GB_OWNER_OUT_BUDGET))
+		inside = false;
+	th->last_in_range = in_range;
+	th->out_steps = in_range ? 0 : th->out_steps + 1;
+	if (owner && inside && pt->p && !pt->vfork_window && eng_live(e) > 1 &&
+	    gb_mono_s() - th->slice_t0 >= GB_OWNER_SLICE_S) {
+		if (!lend(pt, e, i)) {
+			/* Gone meanwhile: the step engine lets go of it. */
+			e->owner = (ssize_t)i;
+			return false;
+		}
+		th->slice_t0 = gb_mono_s();
+	}
+	return inside;
+}
+
+static int pages_enter(struct gb_trap *t, struct gb_engine *e, size_t i)
+{
+	return disarm(PT(t), e, (ssize_t)i);
+}
+
 
 /* With one live thread, stopped and with no signal to deliver: arm on its
  * way out.  Otherwise other threads could run before its mprotect. */
@@ -273,10 +324,12 @@ static void pages_snap_end(struct gb_trap *t, struct gb_engine *e, size_t i)
 		arm(PT(t), e, (ssize_t)i);
 }
 
-/* Code on a writable page may change while the program runs natively. */
+/* Code on a writable page may change while the program runs natively; and
+ * a run in translated code would hold the other threads for as long as it
+ * lasts (the hold is bounded through the steps: pages_keep). */
 static bool pages_translate_ok(struct gb_trap *t, struct gb_engine *e, size_t i)
 {
-	return !PT(t)->p || !gb_pagetrap__writable(PT(t)->p);
+	return !PT(t)->p || (!gb_pagetrap__writable(PT(t)->p) && eng_live(e) == 1);
 }
 
 static bool pages_must_restore(const struct gb_trap *t)
