@@ -185,10 +185,8 @@ static int setup(struct gb_engine *e, size_t i)
 	return 0;
 }
 
-/* Thread i, in a system call of its own (T_SYSCALL: a stepped syscall
- * under PTRACE_SYSCALL), stopped for an injection: interrupted (its stops
- * on the way, a fork or vfork event, its syscall's exit, handled as they
- * come); true when it is T_STOPPED. */
+/* Thread i in a stepped syscall (T_SYSCALL), interrupted (its stops on the
+ * way handled as they come): true when it is T_STOPPED. */
 static bool stop_in_syscall(struct gb_engine *e, size_t i)
 {
 	pid_t tid = eng_tid(e, i);
@@ -209,11 +207,9 @@ static bool unmap_from(struct gb_engine *e, size_t i)
 	       !ret;
 }
 
-/* Every thread is held (stopped, in a syscall or a group-stop).  The cache
- * is unmapped from a stopped thread, any of them; when none is (or none
- * could run the munmap), a thread in a syscall is interrupted for it (a
- * single-threaded program stepped into fork, vfork or wait4 at the end):
- * it is left in its syscall's interrupt stop, which detach restarts. */
+/* Every thread is held.  Any stopped thread runs the munmap; when none can,
+ * a thread in a syscall (e.g. the one thread, stepped into a fork, vfork or
+ * wait4) is interrupted for it, and left there: detach restarts its call. */
 void eng_jit_teardown(struct gb_engine *e)
 {
 	struct gb_ejit *x = e->jit;
