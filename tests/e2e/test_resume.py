@@ -165,8 +165,11 @@ def test_four_threads_resume_to_the_uninterrupted_result(gebpf, root, tmp_path):
     """resume_threads: four threads computing when snap -p stops them; the
     resumed process runs all four on, joins them with pthread_join (the
     clear_child_tid word) and prints what the uninterrupted run printed."""
-    argv = [prog_path("resume_threads"), "60"]
-    s, rest = snap_running(tmp_path, argv)
+    # 300M steps a thread: ~2 s natively here, so the snapshot (0.1 s in)
+    # finds all four still computing however quiet the machine is (60M
+    # ended before the snapshot on an idle one).
+    argv = [prog_path("resume_threads"), "300"]
+    s, rest = snap_running(tmp_path, argv, settle=0.1)
     doc = note(s)
     assert len(doc["threads"]) == 5
     computing = [st for st in doc["stacktrace"] if any("work" in (f["symbol"] or "") for f in st)]
@@ -174,7 +177,7 @@ def test_four_threads_resume_to_the_uninterrupted_result(gebpf, root, tmp_path):
     assert all(t.get("clear_child_tid") for t in doc["threads"])
     r = resume(s)
     assert (r.returncode, r.stdout) == (0, rest), r.stderr
-    assert r.stdout.count("thread ") == 4 and "steps %d" % (4 * (60000000 >> 20) << 20) in r.stdout
+    assert r.stdout.count("thread ") == 4 and "steps %d" % (4 * (300000000 >> 20) << 20) in r.stdout
     assert r.stderr == ""
 
 
