@@ -185,19 +185,6 @@ static int setup(struct gb_engine *e, size_t i)
 	return 0;
 }
 
-/* Thread i in a stepped syscall (T_SYSCALL), interrupted (its stops on the
- * way handled as they come): true when it is T_STOPPED. */
-static bool stop_in_syscall(struct gb_engine *e, size_t i)
-{
-	pid_t tid = eng_tid(e, i);
-	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0))
-		return false;
-	for (int n = 0; n < 64 && eng_state(e, i) == T_SYSCALL; n++)
-		if (!eng_wait_one(e, tid))
-			break;
-	return eng_state(e, i) == T_STOPPED;
-}
-
 /* The munmap, injected into stopped thread i: true when it is gone. */
 static bool unmap_from(struct gb_engine *e, size_t i)
 {
@@ -207,23 +194,22 @@ static bool unmap_from(struct gb_engine *e, size_t i)
 	       !ret;
 }
 
-/* Every thread is held.  Any stopped thread runs the munmap; when none can,
- * a thread in a syscall (e.g. the one thread, stepped into a fork, vfork or
- * wait4) is interrupted for it, and left there: detach restarts its call. */
-void eng_jit_teardown(struct gb_engine *e)
+bool eng_jit_unmap(struct gb_engine *e, size_t i)
+{
+	struct gb_ejit *x = e->jit;
+	if (!x || old_image(e) || !x->addr)
+		return true;
+	if (eng_state(e, i) != T_STOPPED || !unmap_from(e, i))
+		return false;
+	drop_region(x);
+	return true;
+}
+
+void eng_jit_forget(struct gb_engine *e)
 {
 	struct gb_ejit *x = e->jit;
 	if (!x || old_image(e) || !x->addr)
 		return;
-	for (int pass = 0; pass < 2; pass++)
-		for (size_t i = 0; i < e->t->nthreads; i++) {
-			if (pass && (eng_state(e, i) != T_SYSCALL || !stop_in_syscall(e, i)))
-				continue;
-			if (eng_state(e, i) == T_STOPPED && unmap_from(e, i)) {
-				drop_region(x);
-				return;
-			}
-		}
 	if (eng_live(e))
 		gb_warn("pid %d: the code cache at 0x%llx stays mapped (never entered again)", e->t->pid,
 			(unsigned long long)x->addr);

@@ -172,6 +172,22 @@ static void schedule(struct gb_engine *e)
 
 /* Leave every live thread stopped (or in a syscall/group-stop, which detach
  * handles) with nothing of the trap or the code cache in the target. */
+/* Every thread is held.  Any stopped thread runs the code cache's munmap;
+ * when none can, a thread in a syscall (e.g. the one thread, stepped into a
+ * fork, vfork or wait4) is interrupted for it, and left there: detach
+ * restarts its call. */
+static void jit_teardown(struct gb_engine *e)
+{
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < e->t->nthreads; i++) {
+			if (pass && (eng_state(e, i) != T_SYSCALL || !eng_stop_in_syscall(e, i)))
+				continue;
+			if (eng_jit_unmap(e, i))
+				return;
+		}
+	eng_jit_forget(e);
+}
+
 static void teardown(struct gb_engine *e)
 {
 	eng_hold_all(e);
@@ -187,7 +203,7 @@ static void teardown(struct gb_engine *e)
 		}
 	}
 	TRAP_CALL0(e, teardown);
-	eng_jit_teardown(e);
+	jit_teardown(e);
 }
 
 enum gb_end gb_engine__run(struct gb_engine *e)

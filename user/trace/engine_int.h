@@ -187,6 +187,9 @@ void eng_event(struct gb_engine *e, size_t i, const struct gb_stop *st);
 bool eng_wait_one(struct gb_engine *e, pid_t tid);
 /* Interrupt thread i (in a syscall or group-stop) and dispatch its stop. */
 void eng_interrupt(struct gb_engine *e, size_t i);
+/* Thread i in a stepped syscall (T_SYSCALL), interrupted (its stops on the
+ * way handled as they come): true when it is T_STOPPED. */
+bool eng_stop_in_syscall(struct gb_engine *e, size_t i);
 /* Stop every natively running thread (for an owner, a snapshot or the end). */
 void eng_hold_all(struct gb_engine *e);
 /* Every live thread in a ptrace-stop (for a snapshot): natives are held,
@@ -212,8 +215,13 @@ bool eng_jit_enter(struct gb_engine *e, size_t i);
 void eng_jit_stop(struct gb_engine *e, size_t i, const struct gb_stop *st);
 /* The loop while owner i runs translated code: an end interrupts it. */
 void eng_jit_tick(struct gb_engine *e, size_t i);
-/* Remove the code cache from the process (every thread stopped, none in it). */
-void eng_jit_teardown(struct gb_engine *e);
+/* Remove the code cache from the process through stopped thread i (every
+ * thread held, none in the cache): true when it is gone (or was never
+ * there); eng_jit_forget then drops gebpf's view, saying so when it stays
+ * mapped.  engine.c's teardown tries each stopped thread, then each thread
+ * in a syscall, interrupted for it (eng_stop_in_syscall). */
+bool eng_jit_unmap(struct gb_engine *e, size_t i);
+void eng_jit_forget(struct gb_engine *e);
 void eng_jit_free(struct gb_engine *e);
 
 #endif

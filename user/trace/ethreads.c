@@ -324,6 +324,17 @@ void eng_interrupt(struct gb_engine *e, size_t i)
 		eng_wait_one(e, eng_tid(e, i));
 }
 
+bool eng_stop_in_syscall(struct gb_engine *e, size_t i)
+{
+	pid_t tid = eng_tid(e, i);
+	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0))
+		return false;
+	for (int n = 0; n < 64 && eng_state(e, i) == T_SYSCALL; n++)
+		if (!eng_wait_one(e, tid))
+			break;
+	return eng_state(e, i) == T_STOPPED;
+}
+
 void eng_stop_world(struct gb_engine *e, enum tstate *was)
 {
 	eng_hold_all(e);
