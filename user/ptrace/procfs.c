@@ -80,15 +80,23 @@ int gb_proc_seccomp(pid_t tid, int *mode, int *nfilters)
 	return 0;
 }
 
-int gb_proc_stat(pid_t pid, char *state, unsigned long *flags)
+/* /proc/PID/stat into buf, *after at its ")" (the end of the comm field,
+ * which may itself hold blanks and parentheses: the last ")" ends it). */
+static int read_stat(pid_t pid, char *buf, size_t len, char **after)
 {
-	char buf[1024];
-	int e = slurp(pid, "stat", buf, sizeof(buf));
+	int e = slurp(pid, "stat", buf, len);
 	if (e)
 		return e;
-	char *p = strrchr(buf, ')');
-	if (!p)
-		return -EIO;
+	*after = strrchr(buf, ')');
+	return *after ? 0 : -EIO;
+}
+
+int gb_proc_stat(pid_t pid, char *state, unsigned long *flags)
+{
+	char buf[1024], *p;
+	int e = read_stat(pid, buf, sizeof(buf), &p);
+	if (e)
+		return e;
 	/* ") S ppid pgrp session tty tpgid flags" */
 	int ppid, pgrp, session, tty, tpgid;
 	unsigned long fl;
@@ -101,12 +109,11 @@ int gb_proc_stat(pid_t pid, char *state, unsigned long *flags)
 
 int gb_proc_stat_num(pid_t pid, int n, uint64_t *out)
 {
-	char buf[1024];
-	int e = slurp(pid, "stat", buf, sizeof(buf));
+	char buf[1024], *p;
+	int e = read_stat(pid, buf, sizeof(buf), &p);
 	if (e)
 		return e;
-	char *p = strrchr(buf, ')');
-	if (!p || n < 3)
+	if (n < 3)
 		return -EIO;
 	/* field 3 (the state) starts after ") " */
 	p += 2;
@@ -162,13 +169,10 @@ int gb_proc_tasks(pid_t pid, pid_t **tids, size_t *n)
 
 int gb_proc_stat_nums(pid_t pid, uint64_t *out, int n)
 {
-	char buf[2048];
-	int e = slurp(pid, "stat", buf, sizeof(buf));
+	char buf[2048], *p;
+	int e = read_stat(pid, buf, sizeof(buf), &p);
 	if (e)
 		return e;
-	char *p = strrchr(buf, ')');
-	if (!p)
-		return -EIO;
 	for (int i = 0; i <= n && i < 4; i++)
 		out[i] = 0;
 	/* p walks the blanks: the one after ")" starts field 3 (the state). */
