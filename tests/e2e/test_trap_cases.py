@@ -124,7 +124,8 @@ COMBOS = [(t, e) for t in ALL_TRAPS for e in ENGINES]
 XFAIL = {
     ("sigret", "pages"): "page trap: pt_sigret's SIGSEGV handler shares the trapped page; entering "
     "it faults (no PROT_EXEC) while SIGSEGV is blocked in that handler, and the kernel's "
-    "force_sig_info_to_task then resets SIGSEGV to SIG_DFL, so the program's next fault kills it",
+    "force_sig_info_to_task then resets SIGSEGV to SIG_DFL, so the program's next fault kills it "
+    "(measured: the same program with SA_NODEFER traces correctly)",
     ("sigret-first", "pages"): "page trap: as for sigret (the handler's entry fault resets "
     "SIGSEGV to SIG_DFL)",
     ("dlopen", "pages"): "page trap: a range in a library not mapped yet (pending) is the probe "
