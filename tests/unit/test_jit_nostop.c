@@ -418,7 +418,7 @@ Test(jit_nostop, a_thread_finding_the_lock_taken_sleeps_in_a_futex)
 	cr_assert_eq(gb_jit__lock_word(jit), 2, "the waiter marked the lock contended");
 	cr_assert_eq(w.done, 0);
 	/* released from outside, as the release routine does: 0, then wake one */
-	gb_jit__lock_reset(jit);
+	gb_jit__lock_release(jit);
 	void *r;
 	pthread_join(th, &r);
 	cr_assert_null(r);
@@ -508,12 +508,12 @@ struct consumer { volatile int done; size_t recs, reads, bad; };
 static void *consume(void *arg)
 {
 	struct consumer *c = arg;
-	struct gb_jit_cursor cur = { 0, 0, 0 };
+	struct gb_jit_cursor cur = { 0 };
 	struct gb_jit_rec rec;
 	for (;;) {
 		int r;
 		size_t got = 0;
-		while ((r = gb_jit__ring_poll(jit, &cur, 0, 0, &rec)) == 1) {
+		while ((r = gb_jit__ring_poll(jit, &cur, &rec)) == 1) {
 			if (rec.pc == (uint64_t)jt_loop + 6 &&
 			    (rec.nacc != 1 || rec.acc[0].addr != (uint64_t)&jt_arr[c->reads++ % 64]))
 				c->bad++;

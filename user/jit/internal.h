@@ -83,6 +83,7 @@ struct gb_jit {
 	uint64_t *want; size_t nwant, wantcap; /* return sites wanted as blocks */
 	size_t ring_bytes;                    /* the ring's size */
 	uint32_t max_words;                   /* ring words of the largest block */
+	uint64_t fs[GB_JIT_TLS_COUNT];        /* each area's fs base (gb_jit__area_fs) */
 };
 
 /* Data part. */
@@ -124,6 +125,10 @@ struct gb_jit {
 #define T_DST  72    /* ... its translated block */
 #define T_FLG  80    /* flags saved by lahf/seto */
 #define T_BLKN 88    /* a block's record count (the ring's slow path) */
+#define T_MARK 96    /* the area's stretch marker: NS_MARK | k (set at start) */
+/* A stretch marker's ring word: instruction ids are below it. */
+#define NS_MARK   0x8000000000000000ull
+#define NS_MARK_K 0xffffull
 /* The lookup table: 64 Ki entries, negated keys then targets, 512 KiB-aligned
  * at the top of the code region. */
 #define NS_TBL_ENTRIES 65536u
@@ -162,6 +167,7 @@ void ns_syscall(struct gb_jit *j, const struct gb_insn *gi);
 /* The entry block for pc: take the lock, jump to blk (its translation);
  * its target address, or 0. */
 uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk);
+void ns_areas_init(struct gb_jit *j);
 
 /* ibl.c */
 void ns_table_clear(struct gb_jit *j);

@@ -65,6 +65,8 @@ struct gb_jit *gb_jit__new_opts(const struct gb_jit_mem *m, uint64_t start, uint
 			j->o.ring_timeout_ms = 1000;
 	}
 	gb_jit__ring_reset(j);
+	if (o->nostop)
+		ns_areas_init(j);
 	ns_setup(j);
 	if (j->em.err) {
 		gb_jit__free(j);
@@ -185,20 +187,22 @@ bool gb_jit__emulated(const struct gb_insn *in)
 	}
 }
 
-/* What the translator takes in its mode: the stop-free mode also makes
- * system calls (without the lock), and leaves calls and jumps through fs/gs
- * memory to the step engine (their targets are loaded with gs the cache's). */
+bool gb_jit__nostop_supported(const struct gb_insn *in)
+{
+	if (in->zi.mnemonic == ZYDIS_MNEMONIC_SYSCALL)
+		return true; /* made without the lock */
+	for (unsigned k = 0; k < in->zi.operand_count; k++)
+		if (in->ops[k].type == ZYDIS_OPERAND_TYPE_MEMORY && in->ops[k].mem.segment == ZYDIS_REGISTER_GS)
+			return false; /* gs is the cache's (the thread's area) */
+	if (gb_jit__emulated(in) && in->zi.mnemonic != ZYDIS_MNEMONIC_RET &&
+	    in->ops[0].type == ZYDIS_OPERAND_TYPE_MEMORY && in->ops[0].mem.segment == ZYDIS_REGISTER_FS)
+		return false; /* its target is loaded with gs the cache's */
+	return gb_jit__supported(in);
+}
+
 static bool translatable(const struct gb_jit *j, const struct gb_insn *in)
 {
-	if (!j->o.nostop)
-		return gb_jit__supported(in);
-	if (in->zi.mnemonic == ZYDIS_MNEMONIC_SYSCALL)
-		return true;
-	if (gb_jit__emulated(in) && in->zi.mnemonic != ZYDIS_MNEMONIC_RET &&
-	    in->ops[0].type == ZYDIS_OPERAND_TYPE_MEMORY &&
-	    (in->ops[0].mem.segment == ZYDIS_REGISTER_FS || in->ops[0].mem.segment == ZYDIS_REGISTER_GS))
-		return false;
-	return gb_jit__supported(in);
+	return j->o.nostop ? gb_jit__nostop_supported(in) : gb_jit__supported(in);
 }
 
 bool gb_jit__supported(const struct gb_insn *in)

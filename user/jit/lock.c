@@ -187,11 +187,45 @@ uint64_t gb_jit__tls(const struct gb_jit *j, unsigned k)
 	return k < GB_JIT_TLS_COUNT ? daddr(j, NS_TLS + (size_t)k * GB_JIT_TLS_SIZE) : 0;
 }
 
-void gb_jit__lock_reset(struct gb_jit *j)
+int gb_jit__lock_try(struct gb_jit *j)
+{
+	uint32_t free_ = 0;
+	return __atomic_compare_exchange_n((uint32_t *)(j->m.data + NS_LOCK), &free_, 1, false,
+					   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+
+void gb_jit__lock_release(struct gb_jit *j)
 {
 	uint32_t *w = (uint32_t *)(j->m.data + NS_LOCK);
 	if (__atomic_exchange_n(w, 0, __ATOMIC_SEQ_CST) == 2)
 		syscall(SYS_futex, w, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+static uint64_t *area(struct gb_jit *j, unsigned k, size_t slot)
+{
+	return (uint64_t *)(j->m.data + NS_TLS + (size_t)k * GB_JIT_TLS_SIZE + slot);
+}
+
+/* Every area's marker (at start: the data part is not cleared by a flush). */
+void ns_areas_init(struct gb_jit *j)
+{
+	for (unsigned k = 0; k < GB_JIT_TLS_COUNT; k++)
+		*area(j, k, T_MARK) = NS_MARK | k;
+}
+
+void gb_jit__area_fs(struct gb_jit *j, unsigned k, uint64_t fs_base)
+{
+	if (k < GB_JIT_TLS_COUNT)
+		j->fs[k] = fs_base;
+}
+
+void gb_jit__area_clone(struct gb_jit *j, unsigned child, unsigned parent)
+{
+	if (child >= GB_JIT_TLS_COUNT || parent >= GB_JIT_TLS_COUNT || child == parent)
+		return;
+	memcpy(area(j, child, 0), area(j, parent, 0), GB_JIT_TLS_SIZE);
+	*area(j, child, T_MARK) = NS_MARK | child;
+	j->fs[child] = j->fs[parent];
 }
 
 uint64_t gb_jit__lookup_target(const struct gb_jit *j, uint64_t gs_base)

@@ -44,6 +44,12 @@ static int decode_at(const struct gb_jit *j, size_t used, size_t *pos, uint64_t 
 	if (*pos >= used)
 		return 0;
 	uint64_t id = w[(*pos)++];
+	out->kind = GB_JIT_REC_INSN;
+	out->area = 0;
+	if (j->o.nostop && (id & ~NS_MARK_K) == NS_MARK && (id & NS_MARK_K) < GB_JIT_TLS_COUNT) {
+		*out = (struct gb_jit_rec){ .kind = GB_JIT_REC_MARK, .area = (unsigned)(id & NS_MARK_K) };
+		return 1;
+	}
 	if (id >= j->nin)
 		return -EINVAL;
 	const struct insn *in = &j->in[id];
@@ -267,11 +273,18 @@ static uint64_t vload(const struct gb_jit *j, size_t off)
 	return __atomic_load_n(dword(j, off), __ATOMIC_ACQUIRE);
 }
 
-int gb_jit__ring_poll(struct gb_jit *j, struct gb_jit_cursor *c, uint64_t fs_base, uint64_t gs_base,
-		      struct gb_jit_rec *out)
+static int poll_next(struct gb_jit *j, struct gb_jit_cursor *c, struct gb_jit_rec *out)
+{
+	int r = decode_at(j, c->limit, &c->pos, j->fs[c->area < GB_JIT_TLS_COUNT ? c->area : 0], 0, out);
+	if (r == 1 && out->kind == GB_JIT_REC_MARK)
+		c->area = out->area;
+	return r;
+}
+
+int gb_jit__ring_poll(struct gb_jit *j, struct gb_jit_cursor *c, struct gb_jit_rec *out)
 {
 	if (c->pos < c->limit) /* what the last look at the head showed */
-		return decode_at(j, c->limit, &c->pos, fs_base, gs_base, out);
+		return poll_next(j, c, out);
 	uint64_t s1 = vload(j, NS_SEQ);
 	if (s1 & 1)
 		return 0;
@@ -286,7 +299,7 @@ int gb_jit__ring_poll(struct gb_jit *j, struct gb_jit_cursor *c, uint64_t fs_bas
 		c->pos = 0;
 	}
 	c->limit = (size_t)(head - lo) / 8;
-	return decode_at(j, c->limit, &c->pos, fs_base, gs_base, out);
+	return poll_next(j, c, out);
 }
 
 void gb_jit__ring_commit(struct gb_jit *j, const struct gb_jit_cursor *c)
