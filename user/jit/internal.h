@@ -84,6 +84,7 @@ struct gb_jit {
 	size_t ring_bytes;                    /* the ring's size */
 	uint32_t max_words;                   /* ring words of the largest block */
 	uint64_t fs[GB_JIT_TLS_COUNT];        /* each area's fs base (gb_jit__area_fs) */
+	uint32_t o_mark_commit, o_marked;     /* the acquire's marker: its head store, after it */
 };
 
 /* Data part. */

@@ -491,9 +491,12 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	}
 	j->stats.blocks++;
 	if (j->o.nostop) {
-		uint32_t words = 0;
+		/* its records, a marker per re-acquire after a system call, and
+		 * the marker of an entry taken just before its head */
+		uint32_t words = 1;
 		for (size_t k = mark_u; k < j->nu; k++)
-			words += j->u[k].kind == U_INSN ? j->u[k].words : 0;
+			words += j->u[k].kind == U_INSN ? j->u[k].words :
+				 j->u[k].kind == U_NS && j->u[k].ns == GB_JIT_NS_SYSCALL;
 		ns_ring_block(j, words);
 		ns_table_put(j, pc, head);
 	}

@@ -88,7 +88,16 @@ void ns_routines(struct gb_jit *j)
 	gb_emit_raw(m, MOV_ECX_EAX, sizeof(MOV_ECX_EAX));
 	size_t ok1 = jrcxz_here(m);
 	size_t to_a2 = gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, gb_emit_here(m));
-	jrcxz_to(m, ok1, gb_emit_here(m));
+	uint64_t got = gb_emit_here(m);
+	jrcxz_to(m, ok1, got);
+	/* taken: the stretch's marker (the area's word) at the ring's head */
+	gb_emit_load(m, GB_REG_RAX, daddr(j, HEAD));
+	gb_emit_tls_load(m, GB_REG_RCX, T_MARK);
+	gb_emit_store_reg(m, GB_REG_RAX, 0, GB_REG_RCX);
+	gb_emit_lea(m, GB_REG_RAX, GB_REG_RAX, GB_REG_NONE, 0, 8);
+	j->o_mark_commit = (uint32_t)m->used;
+	gb_emit_store(m, daddr(j, HEAD), GB_REG_RAX);
+	j->o_marked = (uint32_t)m->used;
 	gb_emit_tls_jmp(m, T_RET);
 	uint64_t a2 = gb_emit_here(m);
 	if (!m->err)
@@ -99,7 +108,7 @@ void ns_routines(struct gb_jit *j)
 	size_t ok2 = jrcxz_here(m);
 	size_t to_wait = gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, gb_emit_here(m));
 	jrcxz_to(m, ok2, gb_emit_here(m));
-	gb_emit_tls_jmp(m, T_RET);
+	gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, got);
 	if (!m->err)
 		gb_emit_repoint(m, to_wait, gb_emit_here(m));
 	futex_call(j, FUTEX_WAIT, 2);

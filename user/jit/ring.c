@@ -85,7 +85,8 @@ int gb_jit__ring_next(const struct gb_jit *j, size_t *pos, uint64_t fs_base, uin
 /* --- the stop-free mode's ring ---
  *
  * The writer (translated code, holding the lock) appends records as in the
- * other mode; a block head's budget (blocks) runs out twice per pass of the
+ * other mode (and the lock's acquire writes a stretch marker: a block's
+ * words, ns_ring_block, count them); a block head's budget (blocks) runs out twice per pass of the
  * ring.  Half-way it wakes the consumer (futex NS_WAKE) and goes on; at the
  * end it wakes it again and waits until the consumer has read everything (NS_CONSUMED, which the
  * consumer writes, is a futex word too), then starts the next pass at the
