@@ -39,6 +39,7 @@ static void ns_setup(struct gb_jit *j)
 	if (!j->o.nostop)
 		return;
 	ns_table_clear(j);
+	j->ncs = 0;
 	ns_routines(j);
 	j->nen = j->nwant = 0;
 }
@@ -86,6 +87,7 @@ void gb_jit__free(struct gb_jit *j)
 	free(j->hv);
 	free(j->en);
 	free(j->want);
+	free(j->cs);
 	free(j);
 }
 
@@ -371,7 +373,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	if (!first || !translatable(j, first))
 		return 0;
 	size_t mark_u = j->nu, mark_in = j->nin, mark_used = j->em.used, mark_st = j->nst,
-	       mark_want = j->nwant;
+	       mark_want = j->nwant, mark_cs = j->ncs;
 	uint64_t head = gb_emit_here(&j->em);
 
 	/* Budget check: leave (to this block's own address) when the ring may
@@ -473,7 +475,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	uint64_t full_stub;
 	if (j->o.nostop) { /* the ring's slow path, back to this head */
 		full_stub = gb_emit_here(&j->em);
-		ns_budget_exit(j, (uint32_t)(j->nin - mark_in), head);
+		ns_budget_exit(j, (uint32_t)(j->nin - mark_in), head, pc);
 	} else {
 		full_stub = jit_stub(j, pc, UINT32_MAX, 0);
 	}
@@ -485,6 +487,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 		j->nin = mark_in;
 		j->nst = mark_st;
 		j->nwant = mark_want;
+		j->ncs = mark_cs;
 		j->em.used = mark_used;
 		j->em.err = 0;
 		return 0;

@@ -105,16 +105,19 @@ int gb_jit__ring_next(const struct gb_jit *j, size_t *pos, uint64_t fs_base, uin
 _Static_assert(HEAD == 128 && BUDGET == 136 && RING == 4096, "the ring routine's offsets");
 __asm__(
 	".text\n"
-	".globl gb_jit_ring_slow, gb_jit_ring_slow_end\n"
+	".globl gb_jit_ring_slow, gb_jit_ring_slow_end, gb_jit_ring_slow_flg, gb_jit_ring_slow_saved\n"
+	".globl gb_jit_ring_slow_rest, gb_jit_ring_slow_sahf\n"
 	"gb_jit_ring_slow:\n"
 	"	lahf\n"
 	"	seto %al\n"
 	"	mov %rax, %gs:" XS(T_FLG) "\n"
+	"gb_jit_ring_slow_flg:\n"
 	"	mov %rdx, %gs:" XS(T_RDX) "\n"
 	"	mov %rsi, %gs:" XS(T_RSI) "\n"
 	"	mov %rdi, %gs:" XS(T_RDI) "\n"
 	"	mov %r10, %gs:" XS(T_R10) "\n"
 	"	mov %r11, %gs:" XS(T_R11) "\n"
+	"gb_jit_ring_slow_saved:\n"
 	"	movabs $" XS(MAGIC) ", %rdi\n"
 	"	cmpq $0, " XS(NS_DROPPING) "(%rdi)\n"
 	"	jne 5f\n"
@@ -181,6 +184,7 @@ __asm__(
 	"	lea " XS(NS_SCRATCH) "(%rdi), %rdx\n"
 	"	mov %rdx, 128(%rdi)\n"
 	"	movq $2, 136(%rdi)\n"
+	"gb_jit_ring_slow_rest:\n"
 	"9:	mov %gs:" XS(T_R11) ", %r11\n"
 	"	mov %gs:" XS(T_R10) ", %r10\n"
 	"	mov %gs:" XS(T_RDI) ", %rdi\n"
@@ -189,11 +193,13 @@ __asm__(
 	"	mov %gs:" XS(T_FLG) ", %rax\n"
 	"	add $0x7f, %al\n"
 	"	sahf\n"
+	"gb_jit_ring_slow_sahf:\n"
 	"	mov %gs:" XS(T_RCX) ", %rcx\n"
 	"	mov %gs:" XS(T_RAX) ", %rax\n"
 	"	jmp *%gs:" XS(T_RET) "\n"
 	"gb_jit_ring_slow_end:\n");
-extern const uint8_t gb_jit_ring_slow[], gb_jit_ring_slow_end[];
+extern const uint8_t gb_jit_ring_slow[], gb_jit_ring_slow_end[], gb_jit_ring_slow_flg[],
+	gb_jit_ring_slow_saved[], gb_jit_ring_slow_rest[], gb_jit_ring_slow_sahf[];
 
 void ns_ring_routine(struct gb_jit *j)
 {
@@ -205,6 +211,12 @@ void ns_ring_routine(struct gb_jit *j)
 		return;
 	u->ns = GB_JIT_NS_RING;
 	j->ring_slow = gb_emit_here(m);
+	j->ro.slow = (uint32_t)at;
+	j->ro.slow_flg = (uint32_t)(at + (size_t)(gb_jit_ring_slow_flg - gb_jit_ring_slow));
+	j->ro.slow_saved = (uint32_t)(at + (size_t)(gb_jit_ring_slow_saved - gb_jit_ring_slow));
+	j->ro.slow_rest = (uint32_t)(at + (size_t)(gb_jit_ring_slow_rest - gb_jit_ring_slow));
+	j->ro.slow_sahf = (uint32_t)(at + (size_t)(gb_jit_ring_slow_sahf - gb_jit_ring_slow));
+	j->ro.slow_end = (uint32_t)(at + n);
 	gb_emit_raw(m, gb_jit_ring_slow, n);
 	jit_unit_end(j, u);
 	if (m->err)
@@ -219,10 +231,10 @@ void ns_ring_routine(struct gb_jit *j)
 		m->err = -EINVAL;
 }
 
-void ns_budget_exit(struct gb_jit *j, uint32_t ninsns, uint64_t back)
+void ns_budget_exit(struct gb_jit *j, uint32_t ninsns, uint64_t back, uint64_t pc)
 {
 	struct gb_emit *m = &j->em;
-	struct unit *u = jit_unit_add(j, U_NS, 0);
+	struct unit *u = jit_unit_add(j, U_NS, pc);
 	if (!u)
 		return;
 	u->ns = GB_JIT_NS_RING;
