@@ -127,7 +127,9 @@ static void lookup(struct gb_jit *j, const struct gb_insn *gi, enum xfer x, stru
 	gb_emit_mov_imm64(m, GB_REG_RDX, j->end);
 	gb_emit_raw(m, CMP_RCX_RDX, sizeof(CMP_RCX_RDX));
 	size_t above = gb_emit_jump(m, ZYDIS_MNEMONIC_JNBE, gb_emit_here(m));
-	/* in the range, not translated: a stop for gebpf, then on as an exit */
+	/* in the range, not translated: counted and logged, a stop for gebpf,
+	 * then on as an exit */
+	ns_log_miss(j, GB_REG_RDX);
 	gb_emit_tls_load(m, GB_REG_RAX, T_FLG);
 	gb_emit_raw(m, LOAD_FLAGS, sizeof(LOAD_FLAGS));
 	u->o_sahf1 = (uint32_t)m->used;
@@ -160,6 +162,21 @@ static void lookup(struct gb_jit *j, const struct gb_insn *gi, enum xfer x, stru
 	if (x == X_RET)
 		gb_emit_lea(m, GB_REG_RSP, GB_REG_RSP, GB_REG_NONE, 0, pop);
 	gb_emit_tls_jmp(m, T_TGT);
+}
+
+void ns_log_miss(struct gb_jit *j, unsigned t)
+{
+	struct gb_emit *m = &j->em;
+	static const uint8_t MOVZX_EAX_AL[] = { 0x0f, 0xb6, 0xc0 };
+	static const uint8_t hw[GB_REG_COUNT] = { 0, 3, 1, 2, 6, 7, 5, 4, 0, 1, 2, 3, 4, 5, 6, 7 };
+	/* mov [t + rax*8], rcx */
+	const uint8_t store[] = { t >= GB_REG_R8 ? 0x49 : 0x48, 0x89, 0x0c, (uint8_t)(0xc0 | hw[t]) };
+	gb_emit_load(m, GB_REG_RAX, daddr(j, NS_MISSES));
+	gb_emit_lea(m, t, GB_REG_RAX, GB_REG_NONE, 0, 1);
+	gb_emit_store(m, daddr(j, NS_MISSES), t);
+	gb_emit_raw(m, MOVZX_EAX_AL, sizeof(MOVZX_EAX_AL));
+	gb_emit_lea_rip(m, t, daddr(j, NS_MISSLOG));
+	gb_emit_raw(m, store, sizeof(store));
 }
 
 static bool direct(const struct gb_insn *gi)

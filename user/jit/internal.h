@@ -128,11 +128,16 @@ struct gb_jit {
 #define NS_HALF      336   /* budget (blocks) of half the ring */
 #define NS_NEXT      344   /* budget (blocks) still to go in this pass after the current */
 #define NS_KEPT      352   /* dropping: where the head was when it began */
+#define NS_MISSES    360   /* in-range targets missed (a lookup, an exit stub) */
 #define NS_SCRATCH   2048  /* dropping: where records go (one block) */
 /* The per-thread areas, at the end of the data part (their addresses are
  * the threads' gs bases). */
 #define NS_TLS_BYTES (GB_JIT_TLS_COUNT * GB_JIT_TLS_SIZE)
 #define NS_TLS       (GB_JIT_DATA_SIZE - NS_TLS_BYTES)
+/* ... below them the last GB_JIT_MISS_LOG missed targets (index: the low
+ * byte of NS_MISSES before it counted the miss) */
+#define NS_MISSLOG   (NS_TLS - GB_JIT_MISS_LOG * 8)
+_Static_assert(GB_JIT_MISS_LOG == 256, "the miss log's index is a byte (movzx)");
 /* ... and one area's slots. */
 #define T_RAX  0
 #define T_RCX  8
@@ -191,6 +196,9 @@ uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk);
 void ns_areas_init(struct gb_jit *j);
 
 /* ibl.c */
+/* Count a miss of the target in rcx and log it (the lock held; flags kept):
+ * clobbers rax and t. */
+void ns_log_miss(struct gb_jit *j, unsigned t);
 void ns_table_clear(struct gb_jit *j);
 void ns_table_put(struct gb_jit *j, uint64_t pc, uint64_t blk);
 /* A call, ret or indirect jmp (gi, recorded already) in the stop-free mode.

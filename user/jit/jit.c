@@ -61,7 +61,7 @@ struct gb_jit *gb_jit__new_opts(const struct gb_jit_mem *m, uint64_t start, uint
 		uint64_t top = m->code_addr + GB_JIT_CODE_SIZE - NS_TBL_BYTES;
 		j->tbl = top & ~(uint64_t)(NS_TBL_BYTES / 2 - 1);
 		j->em.size = j->tbl - m->code_addr;
-		j->ring_bytes = GB_JIT_RING_SIZE - NS_TLS_BYTES;
+		j->ring_bytes = GB_JIT_RING_SIZE - NS_TLS_BYTES - GB_JIT_MISS_LOG * 8;
 		if (!j->o.ring_timeout_ms)
 			j->o.ring_timeout_ms = 1000;
 	}
@@ -268,6 +268,10 @@ uint64_t jit_stub(struct gb_jit *j, uint64_t target, uint32_t src, uint8_t emu_w
 	gb_emit_store(&j->em, daddr(j, SLOT(GB_REG_RAX)), GB_REG_RAX);
 	gb_emit_store(&j->em, daddr(j, SLOT(GB_REG_RCX)), GB_REG_RCX);
 	gb_emit_store(&j->em, daddr(j, SLOT(GB_REG_R11)), GB_REG_R11);
+	if (j->o.nostop && inside(j, target)) { /* counted and logged (the lock held) */
+		gb_emit_mov_imm64(&j->em, GB_REG_RCX, target);
+		ns_log_miss(j, GB_REG_R11);
+	}
 	gb_emit_mov_imm32(&j->em, GB_REG_RAX, 39 /* getpid */);
 	gb_emit_syscall(&j->em);
 	u->o_insn = (uint32_t)j->em.used;

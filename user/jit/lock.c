@@ -274,3 +274,15 @@ uint32_t gb_jit__lock_word(const struct gb_jit *j)
 {
 	return *(volatile uint32_t *)(j->m.data + NS_LOCK);
 }
+
+void gb_jit__misses(struct gb_jit *j, struct gb_jit_misses *out, bool clear)
+{
+	const uint64_t *log = dword(j, NS_MISSLOG);
+	uint64_t n = __atomic_load_n(dword(j, NS_MISSES), __ATOMIC_ACQUIRE);
+	out->count = n;
+	out->n = n < GB_JIT_MISS_LOG ? (size_t)n : GB_JIT_MISS_LOG;
+	for (size_t k = 0; k < out->n; k++)
+		out->pc[k] = log[(n - out->n + k) % GB_JIT_MISS_LOG];
+	if (clear)
+		__atomic_store_n(dword(j, NS_MISSES), 0, __ATOMIC_RELEASE);
+}
