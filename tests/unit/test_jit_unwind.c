@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/user.h>
@@ -101,9 +102,13 @@ static __attribute__((noreturn)) void child(uint64_t e)
 
 /* Run a child to its k-th step in the cache; unwind it there and let it
  * go natively.  Returns false when it left the cache before k steps. */
+static uint64_t budget; /* 0, or the ring's budget word to start with */
+
 static bool run_to(uint64_t e, int k, uint64_t *pc, struct gb_jit_unwound *uo)
 {
 	gb_jit__ring_reset(jit);
+	if (budget) /* the data part's word 136 (docs/trace.md): the slow path at once */
+		memcpy(mem.data + 136, &budget, 8);
 	pid_t pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0)
@@ -157,6 +162,20 @@ static bool run_to(uint64_t e, int k, uint64_t *pc, struct gb_jit_unwound *uo)
 	return !left;
 }
 
+/* Every k until the child leaves the cache: kinds[ns] counts the stops in
+ * each kind of piece. */
+static int every_step(uint64_t e, int *held, int kinds[8])
+{
+	int k = 1;
+	uint64_t pc = 0;
+	struct gb_jit_unwound uo;
+	for (; run_to(e, k, &pc, &uo); k++) {
+		*held += uo.held;
+		kinds[uo.ns & 7]++;
+	}
+	return k;
+}
+
 Test(jit_unwind, at_every_step_in_the_cache_the_native_run_goes_on)
 {
 	open_shared();
@@ -164,16 +183,28 @@ Test(jit_unwind, at_every_step_in_the_cache_the_native_run_goes_on)
 	cr_assert_neq(e, 0);
 	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)uw_f, jit_fetch, NULL), 0);
 	cr_assert_neq(gb_jit__entry(jit, (uint64_t)uw_ret_site, jit_fetch, NULL), 0);
-	int k = 1, held = 0, in_range = 0;
-	uint64_t pc = 0;
-	struct gb_jit_unwound uo;
-	for (; run_to(e, k, &pc, &uo); k++) {
-		held += uo.held;
-		in_range += pc >= (uint64_t)uw_f && pc < (uint64_t)uw_f_end;
-	}
+	int held = 0, kinds[8] = { 0 };
+	int k = every_step(e, &held, kinds);
 	cr_assert_gt(k, 300, "only %d steps in the cache", k);
 	cr_assert_gt(held, k / 2, "%d of %d stops held the lock", held, k);
-	cr_assert_gt(in_range, k / 2);
+	for (int n = GB_JIT_NS_NONE; n <= GB_JIT_NS_LOOKUP; n++)
+		cr_assert_gt(kinds[n], 0, "no stop in a piece of kind %d", n);
+}
+
+Test(jit_unwind, through_exit_stubs_and_the_rings_slow_path)
+{
+	/* the entry's block only (its in-range exits are stubs), and a budget
+	 * spent at the first head */
+	open_shared();
+	uint64_t e = gb_jit__entry(jit, (uint64_t)uw_f, jit_fetch, NULL);
+	cr_assert_neq(e, 0);
+	budget = 1;
+	int held = 0, kinds[8] = { 0 };
+	int k = every_step(e, &held, kinds);
+	budget = 0;
+	cr_assert_gt(k, 60, "only %d steps in the cache", k);
+	cr_assert_gt(kinds[GB_JIT_NS_RING], 20, "%d stops in the ring's slow path", kinds[GB_JIT_NS_RING]);
+	cr_assert_gt(kinds[GB_JIT_NS_NONE], 0);
 }
 
 Test(jit_unwind, a_thread_asleep_in_the_acquire_goes_back_to_its_entry)
