@@ -61,15 +61,17 @@ static const struct gb_insn *fetch(void *ctx, uint64_t pc)
 
 static void *consume(void *arg)
 {
-	struct gb_jit_cursor cur = { 0, 0, 0 };
+	struct gb_jit_cursor cur = { 0 };
 	struct gb_jit_rec rec;
 	(void)arg;
 	for (;;) {
 		int r;
 		size_t got = 0;
-		while ((r = gb_jit__ring_poll(jit, &cur, 0, 0, &rec)) == 1)
-			if (++got % 4096 == 0)
+		while ((r = gb_jit__ring_poll(jit, &cur, &rec)) == 1) {
+			got += rec.kind == GB_JIT_REC_INSN; /* (each call's stretch marker aside) */
+			if (got % 4096 == 0)
 				gb_jit__ring_commit(jit, &cur);
+		}
 		if (r < 0)
 			return (void *)1;
 		gb_jit__ring_commit(jit, &cur);
@@ -177,7 +179,7 @@ int main(int argc, char **argv)
 		size_t pos = 0, n = 0;
 		struct gb_jit_rec rec;
 		while (gb_jit__ring_next(jit, &pos, 0, 0, &rec) == 1)
-			n++;
+			n += rec.kind == GB_JIT_REC_INSN;
 		if (n != (size_t)solo * INSNS_PER_CALL) {
 			fprintf(stderr, "gebpf: jit_nostop: solo: %zu records of %ld\n", n,
 				solo * INSNS_PER_CALL);

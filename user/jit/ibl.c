@@ -112,12 +112,14 @@ static void lookup(struct gb_jit *j, const struct gb_insn *gi, enum xfer x, stru
 		gb_emit_lea(m, GB_REG_RSP, GB_REG_RSP, GB_REG_NONE, 0, pop);
 	else if (x == X_CALL)
 		push_ret(m, next);
+	u->o_hit = (uint32_t)m->used;
 	gb_emit_tls_jmp(m, T_DST);
 	/* miss: inside the range? */
 	if (!m->err)
 		gb_emit_repoint(m, to_miss, gb_emit_here(m));
 	gb_emit_raw(m, SAVE_FLAGS, sizeof(SAVE_FLAGS));
 	gb_emit_tls_store(m, T_FLG, GB_REG_RAX);
+	u->o_flg = (uint32_t)m->used;
 	gb_emit_tls_load(m, GB_REG_RCX, T_TGT);
 	gb_emit_mov_imm64(m, GB_REG_RDX, j->start);
 	gb_emit_raw(m, CMP_RCX_RDX, sizeof(CMP_RCX_RDX));
@@ -125,9 +127,12 @@ static void lookup(struct gb_jit *j, const struct gb_insn *gi, enum xfer x, stru
 	gb_emit_mov_imm64(m, GB_REG_RDX, j->end);
 	gb_emit_raw(m, CMP_RCX_RDX, sizeof(CMP_RCX_RDX));
 	size_t above = gb_emit_jump(m, ZYDIS_MNEMONIC_JNBE, gb_emit_here(m));
-	/* in the range, not translated: a stop for gebpf, then on as an exit */
+	/* in the range, not translated: counted and logged, a stop for gebpf,
+	 * then on as an exit */
+	ns_log_miss(j, GB_REG_RDX);
 	gb_emit_tls_load(m, GB_REG_RAX, T_FLG);
 	gb_emit_raw(m, LOAD_FLAGS, sizeof(LOAD_FLAGS));
+	u->o_sahf1 = (uint32_t)m->used;
 	gb_emit_tls_store(m, T_R11, GB_REG_R11);
 	gb_emit_mov_imm32(m, GB_REG_RAX, 39 /* getpid */);
 	gb_emit_syscall(m);
@@ -143,17 +148,35 @@ static void lookup(struct gb_jit *j, const struct gb_insn *gi, enum xfer x, stru
 		gb_emit_repoint(m, below, gb_emit_here(m));
 		gb_emit_repoint(m, above, gb_emit_here(m));
 	}
+	u->o_out = (uint32_t)m->used;
 	gb_emit_tls_load(m, GB_REG_RAX, T_FLG);
 	gb_emit_raw(m, LOAD_FLAGS, sizeof(LOAD_FLAGS));
+	u->o_sahf2 = (uint32_t)m->used;
 	if (!m->err)
 		gb_emit_repoint(m, to_out, gb_emit_here(m));
 	restore3(m);
 	if (x == X_CALL)
 		push_ret(m, next);
+	u->o_rel = (uint32_t)m->used;
 	ns_release(j);
 	if (x == X_RET)
 		gb_emit_lea(m, GB_REG_RSP, GB_REG_RSP, GB_REG_NONE, 0, pop);
 	gb_emit_tls_jmp(m, T_TGT);
+}
+
+void ns_log_miss(struct gb_jit *j, unsigned t)
+{
+	struct gb_emit *m = &j->em;
+	static const uint8_t MOVZX_EAX_AL[] = { 0x0f, 0xb6, 0xc0 };
+	static const uint8_t hw[GB_REG_COUNT] = { 0, 3, 1, 2, 6, 7, 5, 4, 0, 1, 2, 3, 4, 5, 6, 7 };
+	/* mov [t + rax*8], rcx */
+	const uint8_t store[] = { t >= GB_REG_R8 ? 0x49 : 0x48, 0x89, 0x0c, (uint8_t)(0xc0 | hw[t]) };
+	gb_emit_load(m, GB_REG_RAX, daddr(j, NS_MISSES));
+	gb_emit_lea(m, t, GB_REG_RAX, GB_REG_NONE, 0, 1);
+	gb_emit_store(m, daddr(j, NS_MISSES), t);
+	gb_emit_raw(m, MOVZX_EAX_AL, sizeof(MOVZX_EAX_AL));
+	gb_emit_lea_rip(m, t, daddr(j, NS_MISSLOG));
+	gb_emit_raw(m, store, sizeof(store));
 }
 
 static bool direct(const struct gb_insn *gi)
@@ -172,7 +195,9 @@ int ns_transfer(struct gb_jit *j, const struct gb_insn *gi, struct link *l)
 	if (gi->zi.mnemonic == ZYDIS_MNEMONIC_CALL && direct(gi)) {
 		uint64_t tgt = next + (uint64_t)gi->zi.raw.imm[0].value.s;
 		u->ns = GB_JIT_NS_EXIT;
+		u->tgt = tgt;
 		push_ret(m, next);
+		u->o_insn = (uint32_t)m->used;
 		if (inside(j, tgt)) {
 			*l = (struct link){ ZYDIS_MNEMONIC_JMP, tgt,
 					    (uint32_t)gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, gb_emit_here(m)) };
@@ -184,6 +209,8 @@ int ns_transfer(struct gb_jit *j, const struct gb_insn *gi, struct link *l)
 		u->ns = GB_JIT_NS_LOOKUP;
 		enum xfer x = gi->zi.mnemonic == ZYDIS_MNEMONIC_RET ? X_RET :
 			      gi->zi.mnemonic == ZYDIS_MNEMONIC_JMP ? X_JMP : X_CALL;
+		if (x == X_RET) /* its pop (unwind.c) */
+			u->tgt = (uint64_t)(8 + (gi->zi.operand_count_visible ? gi->ops[0].imm.value.s : 0));
 		lookup(j, gi, x, u);
 	}
 	jit_unit_end(j, u);
