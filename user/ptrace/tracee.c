@@ -413,10 +413,14 @@ static void drop_stale(struct gb_tracee *t, struct gb_thread *th)
 		if (!sig)
 			return;
 		struct gb_stop st;
-		if (ptrace(PTRACE_CONT, th->tid, 0, th->pending_sig) || gb_wait(th->tid, 0, &st, false)) {
-			th->exited = true; /* gone (or we are being killed): nothing to detach */
+		bool interrupted;
+		if (ptrace(PTRACE_CONT, th->tid, 0, th->pending_sig) ||
+		    gb_wait_resumed(th->tid, &st, &interrupted)) {
+			th->exited = true; /* gone: nothing to detach */
 			return;
 		}
+		if (interrupted && st.kind == GB_STOP_INTERRUPT)
+			return; /* stopped for the end before it took it (frozen?) */
 		th->pending_sig = 0;
 		switch (st.kind) {
 		case GB_STOP_EXITED:
