@@ -126,3 +126,11 @@ int gb_step(pid_t tid, int sig, const struct gb_step_insn *in, gb_step_event_fn 
 	}
 	return 0;
 }
+
+int gb_step_untrap(pid_t tid, struct gb_stop *st)
+{
+	bool interrupted;
+	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) || ptrace(PTRACE_CONT, tid, 0, 0))
+		return -errno;
+	return gb_wait_resumed(tid, st, &interrupted);
+}

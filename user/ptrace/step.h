@@ -56,6 +56,17 @@ bool gb_step_ran(const struct gb_stop *st);
  * where req was going: the thread is stopped, never left running. */
 int gb_step_wait(pid_t tid, int req, gb_step_event_fn on_event, void *ctx, struct gb_stop *st);
 
+/* Take the trap flag off thread tid, stopped after a step, without it
+ * running an instruction: a stopped thread keeps the flag the step set
+ * until its next resume, and a tracer that dies without detaching (SIGKILL
+ * of gebpf and its worker) lets it run into a SIGTRAP.  PTRACE_INTERRUPT
+ * while stopped queues a stop that the thread takes before it returns to
+ * user mode; PTRACE_CONT (which clears the flag) then ends in it.  One
+ * stop's cost: for a thread that stays stopped long (the end of a trace,
+ * the others' turn).  0 with *st the stop it is in now (an interrupt stop,
+ * or a group-stop or exit that came first), or -errno. */
+int gb_step_untrap(pid_t tid, struct gb_stop *st);
+
 /* Breakpoints (int3) for run-to-address: plant at addr (*orig gets the
  * byte), recognise the stop at it (SIGTRAP with rip == addr + 1: rip is
  * rewound to addr), remove. */
