@@ -35,6 +35,7 @@
 
 #include "probe/probetrap.h"
 #include "ptrace/maps.h"
+#include "ptrace/step.h"
 
 __asm__(
 	"	.text\n"
@@ -335,6 +336,54 @@ static void run(enum mode m)
 	close(gate[1]);
 }
 
+/* The trap flag's kernel contract (gb_step_untrap, docs/trace.md "Ending"):
+ * a thread left stopped after PTRACE_SINGLESTEP by a tracer that exits
+ * without detaching dies of SIGTRAP; PTRACE_INTERRUPT + PTRACE_CONT first
+ * ends in an interrupt stop before any instruction, and the thread then
+ * outlives its tracer.  The thread's wait status. */
+static int orphaned_after_step(bool untrap)
+{
+	pid_t v = fork();
+	if (v == 0) {
+		volatile unsigned long s = 0;
+		for (unsigned long k = 0; k < 30000000ul; k++)
+			s += k;
+		_exit(0);
+	}
+	pid_t tr = fork();
+	if (tr == 0) {
+		struct gb_stop st;
+		int status;
+		if (ptrace(PTRACE_SEIZE, v, 0, 0) || ptrace(PTRACE_INTERRUPT, v, 0, 0) ||
+		    waitpid(v, &status, __WALL) != v)
+			_exit(2);
+		for (int k = 0; k < 50; k++)
+			if (ptrace(PTRACE_SINGLESTEP, v, 0, 0) || waitpid(v, &status, __WALL) != v ||
+			    !WIFSTOPPED(status) || WSTOPSIG(status) != SIGTRAP)
+				_exit(3);
+		if (untrap && (gb_step_untrap(v, &st) || st.kind != GB_STOP_INTERRUPT))
+			_exit(4);
+		_exit(0);
+	}
+	int status;
+	if (v < 0 || tr < 0 || waitpid(tr, &status, 0) != tr || !WIFEXITED(status) ||
+	    WEXITSTATUS(status))
+		fail("untrap: the tracer failed (status %#x)", status);
+	waitpid(v, &status, 0);
+	return status;
+}
+
+static void untrap_check(void)
+{
+	int st = orphaned_after_step(false);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGTRAP)
+		fail("untrap: a thread orphaned after a step did not die of SIGTRAP (%#x)", st);
+	st = orphaned_after_step(true);
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		fail("untrap: a thread orphaned after gb_step_untrap died (%#x)", st);
+	printf("untrap: orphaned after a step: SIGTRAP; after interrupt + cont: runs on\n");
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -346,7 +395,9 @@ int main(void)
 	run(STEP);
 	run(BLOCKED);
 	run(THREADS);
+	untrap_check();
 	printf("probecheck: ok: %zu kinds stop after the instruction; steps over probes end in "
-	       "one SIGTRAP; blocked -> SIGSTOP; %d threads all stopped\n", NK, NTHREADS);
+	       "one SIGTRAP; blocked -> SIGSTOP; %d threads all stopped; an untrapped thread "
+	       "outlives its tracer\n", NK, NTHREADS);
 	return 0;
 }
