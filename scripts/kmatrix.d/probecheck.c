@@ -384,6 +384,57 @@ static void untrap_check(void)
 	printf("untrap: orphaned after a step: SIGTRAP; after interrupt + cont: runs on\n");
 }
 
+/* The fork event's kernel contract (tracee.c finish_call, docs/trace.md
+ * "Attach"): at a PTRACE_EVENT_FORK stop rax still holds -ENOSYS; run on
+ * with PTRACE_SYSCALL, the call's exit stop holds the child's pid. */
+static void fork_event_check(void)
+{
+	pid_t v = fork();
+	if (v == 0) {
+		raise(SIGSTOP);
+		pid_t c = fork();
+		if (c == 0)
+			_exit(3);
+		int st;
+		_exit(c > 0 && waitpid(c, &st, 0) == c && WIFEXITED(st) && WEXITSTATUS(st) == 3 ? 0 : 1);
+	}
+	int status;
+	struct user_regs_struct r;
+	if (v < 0 || waitpid(v, &status, WUNTRACED) != v || ptrace(PTRACE_SEIZE, v, 0,
+	    PTRACE_O_TRACEFORK | PTRACE_O_TRACESYSGOOD) || kill(v, SIGCONT))
+		fail("fork event: cannot seize the child");
+	unsigned long child = 0;
+	long at_event = 0;
+	for (;;) {
+		if (waitpid(v, &status, __WALL) != v || !WIFSTOPPED(status))
+			fail("fork event: the child ended (%#x) before its fork's exit stop", status);
+		if (status >> 16 == PTRACE_EVENT_FORK) {
+			ptrace(PTRACE_GETEVENTMSG, v, 0, &child);
+			ptrace(PTRACE_GETREGS, v, 0, &r);
+			at_event = (long)r.rax;
+			ptrace(PTRACE_SYSCALL, v, 0, 0);
+			continue;
+		}
+		if (child && WSTOPSIG(status) == (SIGTRAP | 0x80)) {
+			ptrace(PTRACE_GETREGS, v, 0, &r);
+			break;
+		}
+		int sig = WSTOPSIG(status);
+		ptrace(PTRACE_CONT, v, 0, status >> 16 || sig == SIGTRAP || sig == SIGSTOP ||
+		       sig == SIGCONT ? 0 : sig);
+	}
+	if (at_event != -ENOSYS || r.rax != child)
+		fail("fork event: rax %ld at the event (expected -ENOSYS), %lld at the exit stop "
+		     "(expected the child %lu)", at_event, (long long)r.rax, child);
+	/* The child was auto-attached: let it go. */
+	waitpid((pid_t)child, &status, __WALL);
+	ptrace(PTRACE_DETACH, (pid_t)child, 0, 0);
+	ptrace(PTRACE_DETACH, v, 0, 0);
+	if (waitpid(v, &status, 0) != v || !WIFEXITED(status) || WEXITSTATUS(status))
+		fail("fork event: the child ended with %#x", status);
+	printf("fork event: rax -ENOSYS at the event, the child's pid at the exit stop\n");
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -396,8 +447,9 @@ int main(void)
 	run(BLOCKED);
 	run(THREADS);
 	untrap_check();
+	fork_event_check();
 	printf("probecheck: ok: %zu kinds stop after the instruction; steps over probes end in "
 	       "one SIGTRAP; blocked -> SIGSTOP; %d threads all stopped; an untrapped thread "
-	       "outlives its tracer\n", NK, NTHREADS);
+	       "outlives its tracer; a fork's result comes at its exit stop\n", NK, NTHREADS);
 	return 0;
 }
