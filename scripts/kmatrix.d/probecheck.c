@@ -35,6 +35,7 @@
 
 #include "probe/probetrap.h"
 #include "ptrace/maps.h"
+#include "ptrace/step.h"
 
 __asm__(
 	"	.text\n"
@@ -335,6 +336,105 @@ static void run(enum mode m)
 	close(gate[1]);
 }
 
+/* The trap flag's kernel contract (gb_step_untrap, docs/trace.md "Ending"):
+ * a thread left stopped after PTRACE_SINGLESTEP by a tracer that exits
+ * without detaching dies of SIGTRAP; PTRACE_INTERRUPT + PTRACE_CONT first
+ * ends in an interrupt stop before any instruction, and the thread then
+ * outlives its tracer.  The thread's wait status. */
+static int orphaned_after_step(bool untrap)
+{
+	pid_t v = fork();
+	if (v == 0) {
+		volatile unsigned long s = 0;
+		for (unsigned long k = 0; k < 30000000ul; k++)
+			s += k;
+		_exit(0);
+	}
+	pid_t tr = fork();
+	if (tr == 0) {
+		struct gb_stop st;
+		int status;
+		if (ptrace(PTRACE_SEIZE, v, 0, 0) || ptrace(PTRACE_INTERRUPT, v, 0, 0) ||
+		    waitpid(v, &status, __WALL) != v)
+			_exit(2);
+		for (int k = 0; k < 50; k++)
+			if (ptrace(PTRACE_SINGLESTEP, v, 0, 0) || waitpid(v, &status, __WALL) != v ||
+			    !WIFSTOPPED(status) || WSTOPSIG(status) != SIGTRAP)
+				_exit(3);
+		if (untrap && (gb_step_untrap(v, &st) || st.kind != GB_STOP_INTERRUPT))
+			_exit(4);
+		_exit(0);
+	}
+	int status;
+	if (v < 0 || tr < 0 || waitpid(tr, &status, 0) != tr || !WIFEXITED(status) ||
+	    WEXITSTATUS(status))
+		fail("untrap: the tracer failed (status %#x)", status);
+	waitpid(v, &status, 0);
+	return status;
+}
+
+static void untrap_check(void)
+{
+	int st = orphaned_after_step(false);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGTRAP)
+		fail("untrap: a thread orphaned after a step did not die of SIGTRAP (%#x)", st);
+	st = orphaned_after_step(true);
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		fail("untrap: a thread orphaned after gb_step_untrap died (%#x)", st);
+	printf("untrap: orphaned after a step: SIGTRAP; after interrupt + cont: runs on\n");
+}
+
+/* The fork event's kernel contract (tracee.c finish_call, docs/trace.md
+ * "Attach"): at a PTRACE_EVENT_FORK stop rax still holds -ENOSYS; run on
+ * with PTRACE_SYSCALL, the call's exit stop holds the child's pid. */
+static void fork_event_check(void)
+{
+	pid_t v = fork();
+	if (v == 0) {
+		raise(SIGSTOP);
+		pid_t c = fork();
+		if (c == 0)
+			_exit(3);
+		int st;
+		_exit(c > 0 && waitpid(c, &st, 0) == c && WIFEXITED(st) && WEXITSTATUS(st) == 3 ? 0 : 1);
+	}
+	int status;
+	struct user_regs_struct r;
+	if (v < 0 || waitpid(v, &status, WUNTRACED) != v || ptrace(PTRACE_SEIZE, v, 0,
+	    PTRACE_O_TRACEFORK | PTRACE_O_TRACESYSGOOD) || kill(v, SIGCONT))
+		fail("fork event: cannot seize the child");
+	unsigned long child = 0;
+	long at_event = 0;
+	for (;;) {
+		if (waitpid(v, &status, __WALL) != v || !WIFSTOPPED(status))
+			fail("fork event: the child ended (%#x) before its fork's exit stop", status);
+		if (status >> 16 == PTRACE_EVENT_FORK) {
+			ptrace(PTRACE_GETEVENTMSG, v, 0, &child);
+			ptrace(PTRACE_GETREGS, v, 0, &r);
+			at_event = (long)r.rax;
+			ptrace(PTRACE_SYSCALL, v, 0, 0);
+			continue;
+		}
+		if (child && WSTOPSIG(status) == (SIGTRAP | 0x80)) {
+			ptrace(PTRACE_GETREGS, v, 0, &r);
+			break;
+		}
+		int sig = WSTOPSIG(status);
+		ptrace(PTRACE_CONT, v, 0, status >> 16 || sig == SIGTRAP || sig == SIGSTOP ||
+		       sig == SIGCONT ? 0 : sig);
+	}
+	if (at_event != -ENOSYS || r.rax != child)
+		fail("fork event: rax %ld at the event (expected -ENOSYS), %lld at the exit stop "
+		     "(expected the child %lu)", at_event, (long long)r.rax, child);
+	/* The child was auto-attached: let it go. */
+	waitpid((pid_t)child, &status, __WALL);
+	ptrace(PTRACE_DETACH, (pid_t)child, 0, 0);
+	ptrace(PTRACE_DETACH, v, 0, 0);
+	if (waitpid(v, &status, 0) != v || !WIFEXITED(status) || WEXITSTATUS(status))
+		fail("fork event: the child ended with %#x", status);
+	printf("fork event: rax -ENOSYS at the event, the child's pid at the exit stop\n");
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -346,7 +446,10 @@ int main(void)
 	run(STEP);
 	run(BLOCKED);
 	run(THREADS);
+	untrap_check();
+	fork_event_check();
 	printf("probecheck: ok: %zu kinds stop after the instruction; steps over probes end in "
-	       "one SIGTRAP; blocked -> SIGSTOP; %d threads all stopped\n", NK, NTHREADS);
+	       "one SIGTRAP; blocked -> SIGSTOP; %d threads all stopped; an untrapped thread "
+	       "outlives its tracer; a fork's result comes at its exit stop\n", NK, NTHREADS);
 	return 0;
 }

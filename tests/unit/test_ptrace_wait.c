@@ -4,7 +4,10 @@
  *   (its exit is never reported while its zombie threads are unreaped);
  * - SIGTERM ends a wait for a thread that never stops;
  * - a thread single-stepped into a blocking syscall survives detach (no
- *   step report is left queued for it). */
+ *   step report is left queued for it);
+ * - a thread stopped after a step keeps the trap flag (its tracer dying
+ *   without a detach kills it with SIGTRAP) unless gb_step_untrap took it
+ *   off. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -19,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/sigflag.h"
+#include "ptrace/step.h"
 #include "ptrace/tracee.h"
 #include "ptrace/wait.h"
 
@@ -159,4 +163,54 @@ Test(ptrace_wait, detach_from_a_stepped_blocking_syscall, .timeout = 30)
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		  "the child died of signal %d after the detach", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+/* A child computing for about 0.3 s, then exit 0; stepped 200 times by a
+ * tracer process that then dies (no detach), after gb_step_untrap when
+ * untrap.  The child's wait status. */
+static int stepped_then_orphaned(bool untrap)
+{
+	pid_t v = fork();
+	cr_assert(v >= 0);
+	if (v == 0) {
+		volatile unsigned long s = 0;
+		for (unsigned long k = 0; k < 300000000ul; k++)
+			s += k;
+		_exit(0);
+	}
+	pid_t tr = fork();
+	cr_assert(tr >= 0);
+	if (tr == 0) {
+		struct gb_tracee t;
+		struct gb_stop st;
+		if (gb_tracee_attach(v, &t))
+			_exit(77);
+		for (int k = 0; k < 200; k++)
+			if (gb_step(v, 0, NULL, NULL, NULL, &st) || st.kind != GB_STOP_STEP)
+				_exit(3);
+		if (untrap && (gb_step_untrap(v, &st) || st.kind != GB_STOP_INTERRUPT))
+			_exit(4);
+		_exit(0); /* the kernel lets v go, stopped or not, as it is */
+	}
+	int status;
+	cr_assert_eq(waitpid(tr, &status, 0), tr);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+		kill(v, SIGKILL);
+		waitpid(v, NULL, 0);
+		cr_skip_test("cannot ptrace our own child (ptrace_scope?)");
+	}
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the tracer failed (%#x)", status);
+	cr_assert_eq(waitpid(v, &status, 0), v);
+	return status;
+}
+
+Test(ptrace_wait, untrapped_thread_survives_its_tracer, .timeout = 60)
+{
+	int status = stepped_then_orphaned(false);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGTRAP,
+		  "left stopped after a step by a dying tracer, the child did not die of SIGTRAP "
+		  "(%#x): the premise of gb_step_untrap is gone", status);
+	status = stepped_then_orphaned(true);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		  "untrapped, the child still died (%#x) when its tracer did", status);
 }

@@ -103,13 +103,18 @@ int gb_inject_syscall_nostep(pid_t tid, uint64_t insn, long nr, const uint64_t a
 	bool entered = false;
 	for (int tries = 0; tries < 16; tries++) {
 		struct gb_stop st;
+		bool interrupted;
 		if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
 			return -errno;
-		if ((e = gb_wait(tid, 0, &st, false)))
+		if ((e = gb_wait_resumed(tid, &st, &interrupted)))
 			return e;
 		if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED) {
 			gb_wait_putback(&st);
 			return -ESRCH;
+		}
+		if (interrupted && !(st.kind == GB_STOP_SYSCALL && st.sys_exit && entered)) {
+			result = -EINTR; /* stopped for the end before it was done */
+			break;
 		}
 		if (st.kind == GB_STOP_SYSCALL) {
 			if ((e = gb_regs_get(tid, &now)))
@@ -159,13 +164,18 @@ int gb_inject_syscall_ev(pid_t tid, uint64_t insn, long nr, const uint64_t args[
 	int result = -EIO;
 	for (int tries = 0; tries < 16; tries++) {
 		struct gb_stop st;
+		bool interrupted;
 		if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0))
 			return -errno;
-		if ((e = gb_wait(tid, 0, &st, false)))
+		if ((e = gb_wait_resumed(tid, &st, &interrupted)))
 			return e;
 		if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED) {
 			gb_wait_putback(&st); /* the thread's owner learns of it */
 			return -ESRCH;
+		}
+		if (interrupted && st.kind != GB_STOP_STEP) {
+			result = -EINTR; /* stopped for the end before the call ran */
+			break;
 		}
 		if (st.kind == GB_STOP_STEP) {
 			struct user_regs_struct now;

@@ -64,13 +64,16 @@ static int sniff(pid_t tid, struct gb_step_insn *in)
 int gb_step_wait(pid_t tid, int req, gb_step_event_fn on_event, void *ctx, struct gb_stop *st)
 {
 	for (;;) {
-		int r = gb_wait(tid, 0, st, false);
+		bool interrupted;
+		int r = gb_wait_resumed(tid, st, &interrupted);
 		if (r)
 			return r;
 		if (st->kind == GB_STOP_EVENT) {
 			if (on_event)
 				on_event(ctx, st);
-		} else if (st->kind != GB_STOP_INTERRUPT) {
+			if (interrupted)
+				return 0; /* stopped for the end: not resumed again */
+		} else if (st->kind != GB_STOP_INTERRUPT || interrupted) {
 			return 0;
 		}
 		if (ptrace(req, tid, 0, 0))
@@ -122,4 +125,12 @@ int gb_step(pid_t tid, int sig, const struct gb_step_insn *in, gb_step_event_fn 
 		gb_mem_write(tid, r.rsp, &w, 2);
 	}
 	return 0;
+}
+
+int gb_step_untrap(pid_t tid, struct gb_stop *st)
+{
+	bool interrupted;
+	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) || ptrace(PTRACE_CONT, tid, 0, 0))
+		return -errno;
+	return gb_wait_resumed(tid, st, &interrupted);
 }

@@ -8,10 +8,13 @@
  * - PTRACE_EVENT stops on the way (clone, fork, exec...) go to on_event and
  *   the step goes on; an interrupt stop queued earlier is stepped past.
  *
- * The wait is not interruptible by Ctrl-C: one instruction that is not a
- * syscall ends at once (syscalls are run with PTRACE_SYSCALL by the caller),
- * and interrupting a step would leave its SIGTRAP queued for a detach to
- * deliver to the program.
+ * The wait is not cut short by Ctrl-C: one instruction that is not a
+ * syscall ends at once (syscalls are run with PTRACE_SYSCALL by the caller).
+ * One that has not ended a second after a SIGINT/SIGTERM (the scheduler
+ * has not run it, its cgroup is frozen) is interrupted and waited for,
+ * however long it takes (gb_wait_resumed): it comes back as an interrupt
+ * stop, the instruction not run.  A thread is never left running a step
+ * (a tracer that dies meanwhile leaves it the trap flag: SIGTRAP).
  */
 #ifndef GB_PTRACE_STEP_H
 #define GB_PTRACE_STEP_H
@@ -48,8 +51,21 @@ int gb_step(pid_t tid, int sig, const struct gb_step_insn *in, gb_step_event_fn 
 bool gb_step_ran(const struct gb_stop *st);
 
 /* Wait for the stop that ends req (PTRACE_SINGLESTEP, PTRACE_SYSCALL...)
- * of tid, handling events and queued interrupts as gb_step does. */
+ * of tid, handling events and queued interrupts as gb_step does.  After a
+ * SIGINT/SIGTERM it may end in an interrupt stop (or an event stop) short of
+ * where req was going: the thread is stopped, never left running. */
 int gb_step_wait(pid_t tid, int req, gb_step_event_fn on_event, void *ctx, struct gb_stop *st);
+
+/* Take the trap flag off thread tid, stopped after a step, without it
+ * running an instruction: a stopped thread keeps the flag the step set
+ * until its next resume, and a tracer that dies without detaching (SIGKILL
+ * of gebpf and its worker) lets it run into a SIGTRAP.  PTRACE_INTERRUPT
+ * while stopped queues a stop that the thread takes before it returns to
+ * user mode; PTRACE_CONT (which clears the flag) then ends in it.  One
+ * stop's cost: for a thread that stays stopped long (the end of a trace,
+ * the others' turn).  0 with *st the stop it is in now (an interrupt stop,
+ * or a group-stop or exit that came first), or -errno. */
+int gb_step_untrap(pid_t tid, struct gb_stop *st);
 
 /* Breakpoints (int3) for run-to-address: plant at addr (*orig gets the
  * byte), recognise the stop at it (SIGTRAP with rip == addr + 1: rip is

@@ -163,6 +163,51 @@ static const char *seize_error(pid_t pid, int err, char *buf, size_t len)
 	return buf;
 }
 
+/* A child forked at the moment of the attach (auto-attached by the
+ * options the parent was seized with): let go untraced at its first stop. */
+static void let_go_new_child(pid_t child)
+{
+	struct gb_stop st;
+	if (gb_wait(child, 0, &st, false) == 0 && st.kind != GB_STOP_EXITED &&
+	    st.kind != GB_STOP_KILLED)
+		ptrace(PTRACE_DETACH, child, 0, 0);
+}
+
+/* th was seized inside a syscall and stopped at its event (fork, vfork,
+ * clone, exec): its return value is written only at its exit (rax still
+ * holds -ENOSYS), so it runs to its syscall-exit stop, on an instruction
+ * boundary with the call's result, as a stop anywhere else leaves it.  A
+ * step from the event stop would report before the next instruction ran,
+ * and an injected call would restore the -ENOSYS (the program saw its
+ * fork fail). */
+static void finish_call(struct gb_tracee *t, struct gb_thread *th)
+{
+	for (int n = 0; n < 16; n++) {
+		struct gb_stop st;
+		if (ptrace(PTRACE_SYSCALL, th->tid, 0, 0) || gb_wait(th->tid, 0, &st, false))
+			return;
+		switch (st.kind) {
+		case GB_STOP_EXITED:
+		case GB_STOP_KILLED:
+			th->exited = true;
+			return;
+		case GB_STOP_SYSCALL:
+			if (st.sys_exit)
+				return;
+			break;
+		case GB_STOP_SIGNAL:
+			th->pending_sig = st.sig; /* (after the exit: it comes last) */
+			return;
+		case GB_STOP_EVENT:
+			if (st.event == PTRACE_EVENT_CLONE)
+				gb_tracee_add_thread(t, (pid_t)st.msg);
+			break;
+		default:
+			break;
+		}
+	}
+}
+
 /* Wait for tid's first stop after SEIZE+INTERRUPT, keeping any signal that
  * was on its way so detach can deliver it. */
 static int wait_first_stop(struct gb_tracee *t, struct gb_thread *th)
@@ -183,15 +228,16 @@ static int wait_first_stop(struct gb_tracee *t, struct gb_thread *th)
 			th->stopped = true;
 			return 0;
 		case GB_STOP_EVENT:
-			if (st.event == PTRACE_EVENT_CLONE || st.event == PTRACE_EVENT_FORK ||
-			    st.event == PTRACE_EVENT_VFORK) {
-				/* Stopped at a clone event: the new task (auto-attached)
-				 * is picked up by the rescan or the engine. */
-				if (st.event == PTRACE_EVENT_CLONE)
-					gb_tracee_add_thread(t, (pid_t)st.msg);
-			}
+			/* Stopped at a clone event: the new thread (auto-attached)
+			 * is traced, a new process let go. */
+			if (st.event == PTRACE_EVENT_CLONE)
+				gb_tracee_add_thread(t, (pid_t)st.msg);
+			else if (st.event == PTRACE_EVENT_FORK || st.event == PTRACE_EVENT_VFORK)
+				let_go_new_child((pid_t)st.msg);
 			th->stopped = true;
-			return 0;
+			if (st.event != PTRACE_EVENT_EXIT)
+				finish_call(t, th);
+			return th->exited ? -ESRCH : 0;
 		default:
 			th->stopped = true;
 			return 0;
@@ -413,10 +459,14 @@ static void drop_stale(struct gb_tracee *t, struct gb_thread *th)
 		if (!sig)
 			return;
 		struct gb_stop st;
-		if (ptrace(PTRACE_CONT, th->tid, 0, th->pending_sig) || gb_wait(th->tid, 0, &st, false)) {
-			th->exited = true; /* gone (or we are being killed): nothing to detach */
+		bool interrupted;
+		if (ptrace(PTRACE_CONT, th->tid, 0, th->pending_sig) ||
+		    gb_wait_resumed(th->tid, &st, &interrupted)) {
+			th->exited = true; /* gone: nothing to detach */
 			return;
 		}
+		if (interrupted && st.kind == GB_STOP_INTERRUPT)
+			return; /* stopped for the end before it took it (frozen?) */
 		th->pending_sig = 0;
 		switch (st.kind) {
 		case GB_STOP_EXITED:

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/sigflag.h"
 #include "ptrace/procfs.h"
 
@@ -222,8 +223,11 @@ void gb_wait_putback(const struct gb_stop *st)
 	stash_push(st->tid, st->status);
 }
 
-int gb_wait(pid_t tid, int flags, struct gb_stop *out, bool stop_on_signal)
+/* grace_ms: how long a wait goes on once a SIGINT/SIGTERM arrived (0: it
+ * ends at once; -1: it never ends for it). */
+static int wait_for(pid_t tid, int flags, struct gb_stop *out, int grace_ms)
 {
+	bool stop_on_signal = grace_ms == 0;
 	int status;
 	pid_t got;
 	if (stash_pop(tid, &got, &status)) {
@@ -299,10 +303,11 @@ int gb_wait(pid_t tid, int flags, struct gb_stop *out, bool stop_on_signal)
 			}
 			break;
 		}
-		if (gb_sigflag_stop()) {
+		if (gb_sigflag_stop() && grace_ms >= 0) {
 			if (flag_seen < 0)
 				flag_seen = (int64_t)(gb_mono_ns() / 1000000);
-			if (stop_on_signal || (int64_t)(gb_mono_ns() / 1000000) - flag_seen >= GRACE_MS) {
+			if (grace_ms >= 0 &&
+			    (int64_t)(gb_mono_ns() / 1000000) - flag_seen >= grace_ms) {
 				ret = -EINTR;
 				break;
 			}
@@ -315,4 +320,33 @@ int gb_wait(pid_t tid, int flags, struct gb_stop *out, bool stop_on_signal)
 	if (!sigismember(&old, SIGCHLD))
 		sigprocmask(SIG_SETMASK, &old, NULL);
 	return ret;
+}
+
+int gb_wait(pid_t tid, int flags, struct gb_stop *out, bool stop_on_signal)
+{
+	return wait_for(tid, flags, out, stop_on_signal ? 0 : GRACE_MS);
+}
+
+int gb_wait_resumed(pid_t tid, struct gb_stop *out, bool *interrupted)
+{
+	*interrupted = false;
+	int r = wait_for(tid, 0, out, GRACE_MS);
+	if (r != -EINTR)
+		return r;
+	/* Still running what it was resumed for (a step the scheduler has not
+	 * run yet, a thread in a frozen cgroup...): stopped where it is.  An
+	 * interrupt is reported before the thread returns to user mode, so a
+	 * step not begun never runs.  A v2 frozen cgroup reports it at
+	 * once (a ptrace stop counts as frozen); a v1 freezer only on thaw.
+	 * (A step that ran just before may have its trap queued behind the
+	 * interrupt stop: a detach drops it, tracee.c.) */
+	*interrupted = true;
+	ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+	r = wait_for(tid, 0, out, 1000);
+	if (r == -EINTR) {
+		gb_warn("thread %d: still running what it was resumed for; waiting for it to "
+			"stop before letting it go (is its cgroup frozen?)", tid);
+		r = wait_for(tid, 0, out, -1);
+	}
+	return r;
 }

@@ -40,6 +40,17 @@ void gb_stop_classify(pid_t tid, int status, struct gb_stop *out);
  * (gb_sigflag): at once with stop_on_signal, else after a grace of one
  * second.  So no wait outlives the process or ignores Ctrl-C. */
 int gb_wait(pid_t tid, int flags, struct gb_stop *out, bool stop_on_signal);
+/* Wait for the stop that ends a resume of tid (a step, PTRACE_SYSCALL,
+ * PTRACE_CONT to a breakpoint), never leaving it running that resume: when
+ * a SIGINT/SIGTERM arrived and the grace passed, tid is interrupted
+ * (PTRACE_INTERRUPT, *interrupted set) and waited for however long its
+ * stop takes (a thread of a frozen cgroup stops when it can).  A thread
+ * left running a single step by a tracer that exits keeps the trap flag
+ * and dies of SIGTRAP at its next instruction; stopped, a detach clears
+ * it.  0 with the stop (an interrupt stop when the resume did not get
+ * where it was going), or -errno (-ESRCH: the thread is gone); never
+ * -EINTR. */
+int gb_wait_resumed(pid_t tid, struct gb_stop *out, bool *interrupted);
 /* Give back an exit (GB_STOP_EXITED/KILLED) a caller took but does not
  * own: the next gb_wait for its tid or for any (-1) returns it, so that the
  * owner of the thread's state (the trace engine) learns of it. */

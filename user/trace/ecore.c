@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/sigflag.h"
 #include "common/waitstatus.h"
+#include "ptrace/step.h"
 #include "ptrace/tracee.h"
 #include "trace/engine_int.h"
 
@@ -98,10 +99,28 @@ void eng_set_state(struct gb_engine *e, size_t i, enum tstate s)
 {
 	struct ethread *t = eng_thread(e, i);
 	t->state = s;
+	t->stepped = false;
 	if (s != T_STOPPED)
 		t->want_entry = false;
 	e->t->threads[i].stopped = s == T_STOPPED;
 	e->t->threads[i].exited = s == T_GONE;
+}
+
+void eng_untrap(struct gb_engine *e, size_t i)
+{
+	struct gb_stop st;
+	if (eng_state(e, i) != T_STOPPED || !eng_th(e, i)->stepped)
+		return;
+	if (gb_step_untrap(eng_tid(e, i), &st)) {
+		eng_set_state(e, i, T_DYING); /* its exit is on its way */
+		return;
+	}
+	if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED)
+		eng_on_exit(e, i, &st);
+	else if (st.kind == GB_STOP_SIGNAL)
+		eng_keep_signal(e, i, st.sig);
+	else
+		eng_th(e, i)->stepped = false; /* (a group-stop: stopped all the same) */
 }
 
 bool eng_resume(struct gb_engine *e, size_t i, int req, int sig, enum tstate s)

@@ -191,6 +191,10 @@ static void jit_teardown(struct gb_engine *e)
 static void teardown(struct gb_engine *e)
 {
 	eng_hold_all(e);
+	/* No trap flag left while the probes go and the pages are restored
+	 * (tens of ms): a SIGKILL of gebpf and its worker meanwhile. */
+	for (size_t i = 0; i < e->t->nthreads; i++)
+		eng_untrap(e, i);
 	if (TRAP_OPS(e)->must_restore && TRAP_OPS(e)->must_restore(e->trap) && eng_live(e) &&
 	    eng_any_stopped(e, -1) < 0) {
 		/* Everyone is in a syscall: interrupt one to work through. */

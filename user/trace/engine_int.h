@@ -46,6 +46,7 @@ struct ethread {
 	int vcpu;            /* -1 until its first in-range instruction */
 	enum tstate state;
 	bool want_entry;     /* stopped at the range's entry, waiting to own it */
+	bool stepped;        /* T_STOPPED after a step: the trap flag still set */
 	alignas(max_align_t) unsigned char trap[]; /* the trap's (ops->thread_size) */
 };
 
@@ -107,6 +108,11 @@ void eng_set_state(struct gb_engine *e, size_t i, enum tstate s);
  * PTRACE_SYSCALL, PTRACE_LISTEN) into state s: false, and T_DYING (its exit
  * is on its way), when it cannot be resumed. */
 bool eng_resume(struct gb_engine *e, size_t i, int req, int sig, enum tstate s);
+/* Thread i, stopped after a step, without the trap flag (gb_step_untrap),
+ * still stopped: for a thread that stays stopped long (the end, the
+ * others' turn), so that a SIGKILL of gebpf and its worker then does not
+ * kill it with SIGTRAP. */
+void eng_untrap(struct gb_engine *e, size_t i);
 /* The one place that changes who owns the range (-1: nobody). */
 void eng_set_owner(struct gb_engine *e, ssize_t i);
 /* Is pc inside the range (not pending)? */

@@ -299,4 +299,6 @@ void eng_step(struct gb_engine *e, size_t i)
 	default:
 		break;
 	}
+	if (eng_state(e, i) == T_STOPPED)
+		eng_th(e, i)->stepped = true; /* until its next resume */
 }

@@ -145,8 +145,9 @@ static void finish_syscall_stopped(struct gb_engine *e, size_t i)
 {
 	pid_t tid = e->t->threads[i].tid;
 	struct gb_stop st;
+	bool interrupted;
 	eng_set_state(e, i, T_STOPPED);
-	if (ptrace(PTRACE_SYSCALL, tid, 0, 0) || gb_wait(tid, 0, &st, false))
+	if (ptrace(PTRACE_SYSCALL, tid, 0, 0) || gb_wait_resumed(tid, &st, &interrupted))
 		return;
 	if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED)
 		eng_on_exit(e, i, &st);

@@ -398,8 +398,9 @@ int gb_probes_reserve_xol(pid_t tgid, pid_t tid)
 		r = gb_regs_set(tid, &regs);
 		if (!r && ptrace(PTRACE_SINGLESTEP, tid, 0, 0))
 			r = -errno;
+		bool interrupted;
 		if (!r)
-			r = gb_wait(tid, 0, &st, false);
+			r = gb_wait_resumed(tid, &st, &interrupted);
 		if (!r && st.kind != GB_STOP_STEP && st.kind != GB_STOP_SIGNAL)
 			r = -ESRCH;
 		gb_regs_set(tid, &saved);

@@ -177,6 +177,9 @@ static bool lend(struct page_trap *pt, struct gb_engine *e, size_t i)
 {
 	if (arm(pt, e, (ssize_t)i))
 		return eng_state(e, i) == T_STOPPED;
+	eng_untrap(e, i); /* it waits, stopped, with no trap flag meanwhile */
+	if (eng_state(e, i) != T_STOPPED)
+		return false;
 	gb_info("trace: thread %d lets the others run", eng_tid(e, i));
 	double until = gb_mono_s() + GB_OTHERS_SLICE_S;
 	for (double now; !e->ended && (now = gb_mono_s()) < until;) {

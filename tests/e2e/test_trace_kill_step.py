@@ -1,0 +1,180 @@
+"""A single step must never outlive the trace (issue 23 case 2).
+
+A thread that ptrace single-steps has the trap flag set; a tracer that
+exits while the step is still under way (or after a step, without a detach)
+leaves it set, and the thread's next instruction kills the program with
+SIGTRAP.  Before the fix a step that had not ended one second after SIGTERM
+was given up (user/ptrace/wait.c GRACE_MS), so a target whose cgroup was
+frozen died of SIGTRAP when thawed (every time), and a loaded machine did
+the same now and then.
+
+- a target in a frozen cgroup (cgroup v2 freezer), traced with
+  `--engine step`: SIGTERM to gebpf while frozen, thaw 1.5 s later: the
+  target finishes with its native checksum;
+- SIGTERM or SIGKILL of gebpf (the process the user started; its worker is
+  the tracer, user/common/guard.h) at random moments of `--engine step`
+  and `--trap pages` attach traces: the target finishes with its native
+  checksum every time.
+
+Test program: tests/progs/pt_hot.c (enters `traced` thousands of times a
+second, so most kills land while a thread is being stepped).
+"""
+import concurrent.futures
+import os
+import random
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import gebpf_path, prog_path
+
+pytestmark = pytest.mark.usefixtures("trace_ready")
+
+HOT_ARGS = ["20000", "30000"]   # ~0.5 s natively; most of a traced run is stepping
+
+
+def native():
+    return subprocess.run([prog_path("pt_hot")] + HOT_ARGS, capture_output=True, timeout=60,
+                          check=True).stdout
+
+
+def cgroup2_mount():
+    with open("/proc/mounts") as f:
+        for ln in f:
+            mnt, fstype = ln.split()[1:3]
+            if fstype == "cgroup2":
+                return mnt
+    return None
+
+
+class Frozen:
+    """A cgroup v2 child cgroup with a freezer (cgroup.freeze)."""
+
+    def __init__(self):
+        root = cgroup2_mount()
+        if not root:
+            pytest.skip("no cgroup v2 hierarchy mounted (the test needs its freezer)")
+        self.path = os.path.join(root, "gebpf-freeze-%d" % os.getpid())
+        try:
+            os.mkdir(self.path)
+        except OSError as e:
+            pytest.skip("cannot make a cgroup v2 child under %s: %s" % (root, e))
+        if not os.path.exists(os.path.join(self.path, "cgroup.freeze")):
+            os.rmdir(self.path)
+            pytest.skip("the cgroup v2 hierarchy at %s has no freezer (cgroup.freeze)" % root)
+
+    def write(self, name, value):
+        with open(os.path.join(self.path, name), "w") as f:
+            f.write(value)
+
+    def frozen(self):
+        with open(os.path.join(self.path, "cgroup.events")) as f:
+            return "frozen 1" in f.read().split("\n")
+
+    def freeze(self, on):
+        self.write("cgroup.freeze", "1" if on else "0")
+
+    def remove(self):
+        try:
+            self.freeze(False)
+        except OSError:
+            pass
+        for _ in range(50):
+            try:
+                os.rmdir(self.path)
+                return
+            except OSError:
+                time.sleep(0.1)
+
+
+def frozen_run(want, tmp_path):
+    """One run of test_sigterm_while_the_target_is_frozen: None, or what
+    went wrong."""
+    cg = Frozen()
+    p = g = None
+    try:
+        p = subprocess.Popen([prog_path("pt_hot")] + HOT_ARGS, stdout=subprocess.PIPE)
+        cg.write("cgroup.procs", str(p.pid))
+        g = subprocess.Popen([gebpf_path(), "trace", "--engine", "step", "-p", str(p.pid),
+                              "--range", "traced", "-o", str(tmp_path / "t.jsonl")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(1.0)
+        assert g.poll() is None and p.poll() is None, "the trace ended before the freeze"
+        cg.freeze(True)
+        end = time.monotonic() + 10
+        while not cg.frozen() and time.monotonic() < end:
+            time.sleep(0.01)
+        assert cg.frozen(), "the cgroup did not freeze"
+        g.send_signal(signal.SIGTERM)
+        time.sleep(1.5)
+        cg.freeze(False)
+        _, err = g.communicate(timeout=60)
+        out, _ = p.communicate(timeout=120)
+    finally:
+        cg.remove()
+        for proc in (g, p):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    if p.returncode != 0 or out != want:
+        return ("pt_hot did not finish natively: exit %d, output %r (native %r); gebpf said: %s"
+                % (p.returncode, out, want, err.decode()[-300:]))
+    if g.returncode != 0:
+        return "gebpf exit %d: %s" % (g.returncode, err.decode()[-300:])
+    return None
+
+
+def test_sigterm_while_the_target_is_frozen(tmp_path):
+    """--engine step attach trace of pt_hot in a cgroup that is then frozen
+    (the owner's next step cannot run); SIGTERM to gebpf; thawed 1.5 s
+    later (past the second that gebpf used to wait before giving the step
+    up): pt_hot finishes with its native checksum and gebpf exits 0, in
+    each of 4 runs.  Before: SIGTRAP in most runs."""
+    want = native()
+    bad = [r for r in (frozen_run(want, tmp_path) for _ in range(4)) if r]
+    assert not bad, "%d of 4 runs went wrong: %s" % (len(bad), bad)
+
+
+def one_kill(seed, outdir, args):
+    """pt_hot traced by `gebpf trace -p` with ARGS; gebpf (not its worker)
+    gets SIGTERM or SIGKILL after a random delay.  Returns (signal, whether
+    a tracer was attached at the kill, pt_hot's exit status, its output)."""
+    rnd = random.Random(seed)
+    sig = rnd.choice([signal.SIGTERM, signal.SIGKILL])
+    p = subprocess.Popen([prog_path("pt_hot")] + HOT_ARGS, stdout=subprocess.PIPE)
+    g = None
+    try:
+        g = subprocess.Popen([gebpf_path(), "trace", "-p", str(p.pid), "--range", "traced"] + args +
+                             ["-o", os.path.join(outdir, "%d.jsonl" % seed)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rnd.uniform(0.2, 1.5))
+        with open("/proc/%d/status" % p.pid) as f:
+            attached = "TracerPid:\t0\n" not in f.read()
+        g.send_signal(sig)
+        g.wait(timeout=60)
+        out, _ = p.communicate(timeout=180)
+        return sig, attached, p.returncode, out
+    finally:
+        for proc in (g, p):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.mark.parametrize("args", [["--engine", "step"], ["--trap", "pages"]],
+                         ids=["engine-step", "trap-pages"])
+def test_random_kills_of_gebpf_leave_the_target_running(args, tmp_path):
+    """20 SIGTERMs/SIGKILLs of gebpf at random moments: its worker ends the
+    trace and pt_hot finishes with its native checksum every time."""
+    want = native()
+    seed0 = int(time.time())
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as ex:
+        runs = list(ex.map(lambda s: one_kill(s, str(tmp_path), args), range(seed0, seed0 + 20)))
+    bad = [(seed0 + k, signal.Signals(sig).name, rc) for k, (sig, _, rc, out) in enumerate(runs)
+           if rc != 0 or out != want]
+    assert not bad, ("pt_hot harmed in %d of 20 kills of gebpf %s (seed, signal, exit): %s"
+                     % (len(bad), " ".join(args), bad))
+    attached = sum(1 for _, att, _, _ in runs if att)
+    assert attached >= 15, "only %d of 20 kills came while gebpf was attached" % attached
