@@ -22,7 +22,8 @@ import os
 import re
 import sys
 
-CHECKS = ("trace", "snap", "resume", "faults", "sample", "probe", "stacks", "detach", "strict")
+CHECKS = ("trace", "snap", "resume", "faults", "sample", "probe", "stacks", "detach", "strict",
+          "alarm")
 
 # A gebpf line that reports a kernel feature the kernel lacks.  gebpf's rooms
 # phrase these as "gebpf: <what>: <feature> not supported by this kernel ..."
@@ -423,6 +424,18 @@ def judge_detach(rdir, exp, env):
     return ("pass", "target ran on after detach")
 
 
+def target_said(rdir, check, who, want):
+    """The check's target (CHECK.target: its exit status, CHECK.target.out:
+    what it printed) exited 0 saying WANT: None, else the failure."""
+    st = (read(os.path.join(rdir, check + ".target"), "") or "").strip()
+    said = (read(os.path.join(rdir, check + ".target.out"), "") or "").strip()
+    if st == "0" and said == want:
+        return None
+    sig = int(st) - 128 if st.isdigit() and int(st) > 128 else None
+    return ("fail", "%s exited %s%s, printed %.40r"
+            % (who, st or "?", " (signal %d)" % sig if sig else "", said))
+
+
 def judge_strict(rdir, exp, env):
     """kmstrict in strict seccomp mode, attached: gebpf must say so and
     inject nothing; the program finishes; the trace holds whole `tick`s."""
@@ -430,12 +443,9 @@ def judge_strict(rdir, exp, env):
     bad = c.failed_run()
     if bad:
         return bad
-    st = (read(os.path.join(rdir, "strict.target"), "") or "").strip()
-    said = (read(os.path.join(rdir, "strict.target.out"), "") or "").strip()
-    if st != "0" or said != "kmstrict ok":
-        sig = int(st) - 128 if st.isdigit() and int(st) > 128 else None
-        return ("fail", "kmstrict (strict seccomp) exited %s%s, printed %.40r"
-                % (st or "?", " (signal %d)" % sig if sig else "", said))
+    bad = target_said(rdir, "strict", "kmstrict (strict seccomp)", "kmstrict ok")
+    if bad:
+        return bad
     if not any("warning:" in l and "strict seccomp mode" in l for l in c.err):
         return ("fail", "no warning that the target is in strict seccomp mode: %s" % c.gebpf_line())
     try:
@@ -453,9 +463,39 @@ def judge_strict(rdir, exp, env):
     return ("pass", "%d instructions traced, nothing injected" % objs[-1].get("insns", 0))
 
 
+def judge_alarm(rdir, exp, env):
+    """kmalarm (1 ms SIGALRM, handler outside the range), attached: the
+    program finishes and the trace keeps growing (whole calls of `work`
+    while the timer runs; before the handler ran natively: 1 instruction in
+    2 s); every exec line is in `work`."""
+    c = Check(rdir, "alarm")
+    bad = c.failed_run()
+    if bad:
+        return bad
+    bad = target_said(rdir, "alarm", "kmalarm", "kmalarm ok")
+    if bad:
+        return bad
+    try:
+        objs, _ = jsonl(os.path.join(rdir, "alarm.jsonl"))
+    except ValueError as e:
+        return ("fail", str(e))
+    if not objs or objs[-1].get("t") != "summary":
+        return ("fail", "alarm.jsonl: no summary line")
+    lo, hi = env["ALARM_START"], env["ALARM_LAST"]
+    pcs = [int(o["pc"], 16) for o in objs[:-1] if o.get("t") == "exec"]
+    out = [p for p in pcs if not lo <= p <= hi]
+    if out:
+        return ("fail", "alarm.jsonl: exec lines outside work: 0x%x" % out[0])
+    calls = pcs.count(lo)
+    if calls < 3:
+        return ("fail", "the trace stopped growing: %d calls of work (%d instructions) in 2 s"
+                % (calls, objs[-1].get("insns", 0)))
+    return ("pass", "%d calls of work traced under a 1 ms timer" % calls)
+
+
 JUDGES = {"trace": judge_trace, "snap": judge_snap, "resume": judge_resume, "faults": judge_faults,
           "sample": judge_sample, "probe": judge_probe, "stacks": judge_stacks, "detach": judge_detach,
-          "strict": judge_strict}
+          "strict": judge_strict, "alarm": judge_alarm}
 
 
 def judge_row(rdir, exp, env):

@@ -153,5 +153,21 @@ wait "$kp"
 echo $? >"$O/strict.target"
 flush
 
+# (9) a 1 ms SIGALRM whose handler runs outside the range (issue 23): the
+# owner's handler runs natively to its rt_sigreturn (PTRACE_SYSCALL stops,
+# the frame's restored registers at its exit stop); kmalarm must finish
+# ("kmalarm ok", exit 0, after its stdin ends: alarm.target), and the trace keep growing: whole
+# calls of `work` while the timer runs
+# (it outlives gebpf: its output is kept out of flush's sight, a dot file,
+# until it has ended)
+sleep 8 | "$P/kmalarm" >"$O/.alarm.out" &
+kp=$!
+sleep 0.3
+run alarm 30 "$G" trace -v -p "$kp" --range "$ALARM_START-$ALARM_LAST" --duration 2 --max-events 20000 -o "$O/alarm.jsonl"
+wait "$kp"
+echo $? >"$O/alarm.target"
+mv "$O/.alarm.out" "$O/alarm.target.out"
+flush
+
 echo "kmatrix: smoke suite done" >&2
 [ -z "${KM_CHANNEL:-}" ] || echo "@@KM-DONE" >>"$KM_CHANNEL"

@@ -19,7 +19,8 @@ spec.loader.exec_module(judge)
 EXPECT = open(os.path.join(HERE, "expect", "kmtrace.jsonl")).read()
 ENV = {"WORK_START": 0x401016, "WORK_LAST": 0x401052, "AFTER_WORK": 0x40100c, "PATTERN": 0x402000,
        "COUNTER": 0x402010, "PAGE1": 0x405000, "PAGE2": 0x406000, "SPIN_START": 0x40105f,
-       "SPIN_LAST": 0x401068, "TICK_START": 0x401083, "TICK_LAST": 0x40108b}
+       "SPIN_LAST": 0x401068, "TICK_START": 0x401083, "TICK_LAST": 0x40108b,
+       "ALARM_START": 0x4010b8, "ALARM_LAST": 0x4010c8}
 STRICT = "".join('{"t":"exec","vcpu":0,"pc":"%s","vt":%d}\n' % (("0x401083", "0x40108b")[i % 2], i)
                  for i in range(4)) + \
     '{"t":"summary","insns":4,"mem":0,"events":4,"dropped":0,"exec":true,"start":"0x401083","end":"0x40108b"}\n'
@@ -29,6 +30,10 @@ STRICT_WARN = ("gebpf: warning: pid 9: thread 9 is in strict seccomp mode: it wo
 RESUMED = "".join('{"t":"exec","vcpu":0,"pc":"0x%x","vt":%d}\n' % (0x40100c + d, i)
                   for i, d in enumerate((0, 1, 6, 8))) + \
     '{"t":"summary","insns":4,"mem":0,"events":4,"dropped":0,"exec":true,"start":null,"end":null}\n'
+ALARM_PCS = ["0x4010b8"] + ["0x4010bd", "0x4010c4", "0x4010c6"] * 2 + ["0x4010c8"]
+ALARM = "".join('{"t":"exec","vcpu":0,"pc":"%s","vt":%d}\n' % (pc, i)
+                for i, pc in enumerate(ALARM_PCS * 3)) + \
+    '{"t":"summary","insns":24,"mem":0,"events":24,"dropped":0,"exec":true,"start":"0x4010b8","end":"0x4010c8"}\n'
 ELF_CORE_HEAD = "7f 45 4c 46 02 01 01 00 00 00 00 00 00 00 00 00 04 00 3e 00\n"
 
 
@@ -82,6 +87,8 @@ def write_good(d):
         "detach.rc": "0\n", "detach.err": "", "detach.target": "0\n",
         "strict.rc": "0\n", "strict.err": STRICT_WARN, "strict.jsonl": STRICT,
         "strict.target": "0\n", "strict.target.out": "kmstrict ok\n",
+        "alarm.rc": "0\n", "alarm.err": "", "alarm.jsonl": ALARM,
+        "alarm.target": "0\n", "alarm.target.out": "kmalarm ok\n",
     }
     for name, text in files.items():
         with open(os.path.join(d, name), "w") as f:
@@ -243,7 +250,7 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
                                           "trace_jit.err", "trace_jit.jsonl"], done=False))
     res = verdicts(vm)
     assert res["trace"][0] == "pass"
-    for ck in ("snap", "faults", "sample", "probe", "detach", "strict"):
+    for ck in ("snap", "faults", "sample", "probe", "detach", "strict", "alarm"):
         assert res[ck][0] == "fail" and "Oops: int3" in res[ck][1]
 
 
@@ -288,6 +295,20 @@ def test_target_killed_after_detach_fails(good):
     put(good, "detach.target", "133\n")
     v = verdicts(good)["detach"]
     assert v[0] == "fail" and "signal 5" in v[1]
+
+
+def test_alarm_needs_a_growing_trace_and_the_target_ok(good):
+    """kmalarm: a trace that stopped growing (one call), or the target not
+    finishing, fails."""
+    assert verdicts(good)["alarm"][0] == "pass"
+    put(good, "alarm.jsonl", "".join(ALARM.splitlines(True)[:len(ALARM_PCS) + 2]) +
+        '{"t":"summary","insns":10,"mem":0,"events":10,"dropped":0,"exec":true,"start":"0x4010b8","end":"0x4010c8"}\n')
+    v = verdicts(good)["alarm"]
+    assert v[0] == "fail" and "stopped growing" in v[1], v
+    put(good, "alarm.jsonl", ALARM)
+    put(good, "alarm.target", "133\n")
+    v = verdicts(good)["alarm"]
+    assert v[0] == "fail" and "signal 5" in v[1], v
 
 
 def test_strict_target_killed_fails(good):

@@ -227,7 +227,8 @@ enum gb_end gb_engine__run(struct gb_engine *e)
 	for (;;) {
 		eng_check_limits(e, ++iter);
 		bool jit = e->owner >= 0 && eng_state(e, (size_t)e->owner) == T_JIT;
-		if (e->ended && !jit)
+		if (e->ended && !jit &&
+		    (e->owner < 0 || eng_state(e, (size_t)e->owner) != T_HANDLER))
 			break;
 		if (jit) {
 			/* Its stops come through the dispatcher; the end
@@ -246,6 +247,15 @@ enum gb_end gb_engine__run(struct gb_engine *e)
 				eng_run_natives(e); /* the others run on meanwhile */
 			if (!eng_jit_enter(e, (size_t)e->owner))
 				eng_step(e, (size_t)e->owner);
+			continue;
+		}
+		if (e->owner >= 0 && eng_state(e, (size_t)e->owner) == T_HANDLER) {
+			/* In a signal handler, natively: its stops come through
+			 * the dispatcher (ehandler.c). */
+			eng_handler_tick(e, (size_t)e->owner);
+			if (!TRAP_OPS(e)->hold_on_enter)
+				eng_run_natives(e);
+			eng_poll(e, true, 20);
 			continue;
 		}
 		if (e->owner >= 0) {

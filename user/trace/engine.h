@@ -93,6 +93,7 @@ struct gb_engine_stats {
 	uint64_t jit_stops;      /* stops of translated code (exits, drains, signals) */
 	uint64_t jit_insns;      /* in-range instructions run translated */
 	uint64_t jit_blocks;     /* blocks translated */
+	uint64_t native_handlers; /* signal handlers of the owner run natively (ehandler.c) */
 };
 void gb_engine__stats(const struct gb_engine *e, struct gb_engine_stats *s);
 

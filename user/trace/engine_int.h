@@ -7,6 +7,8 @@
  *   trap_*.c    the entry traps (trace/trap.h), over pagetrap.c / probes.c
  *   ethreads.c  the dispatcher of every stop of a thread not being run by
  *               a runner, and thread/process events (clone, fork, exec, exit)
+ *   ehandler.c  the owner's signal handler outside the range, run natively
+ *               to its sigreturn (its stops)
  *   estep.c     the step runner: one instruction of the owner
  *   ejit.c      the translating runner: the owner in translated code
  *   engine.c    the loop: who runs next; the engine's lifecycle
@@ -34,6 +36,8 @@ enum tstate {
 	T_DYING,     /* could not be resumed or read: its exit is on its way */
 	T_GROUP,     /* in a group-stop (PTRACE_LISTEN) */
 	T_JIT,       /* the owner, running translated code (its stops: ejit.c) */
+	T_HANDLER,   /* the owner, running a signal handler natively (PTRACE_SYSCALL)
+		      * to its frame's rt_sigreturn (its stops: ehandler.c) */
 	T_GONE,
 };
 
@@ -47,6 +51,13 @@ struct ethread {
 	enum tstate state;
 	bool want_entry;     /* stopped at the range's entry, waiting to own it */
 	bool stepped;        /* T_STOPPED after a step: the trap flag still set */
+	struct {             /* T_HANDLER: the handler run natively */
+		uint64_t sp;     /* rsp at its frame's rt_sigreturn */
+		uint64_t ret;    /* where it interrupted the owner (on its ground) */
+		double t0;       /* when it started */
+		bool sigret;     /* between that rt_sigreturn's entry and exit stops */
+		bool interrupted; /* interrupted (the end, or it ran too long) */
+	} h;
 	alignas(max_align_t) unsigned char trap[]; /* the trap's (ops->thread_size) */
 };
 
@@ -203,6 +214,18 @@ void eng_hold_all(struct gb_engine *e);
  * those back as they were (a syscall is not stepped twice). */
 void eng_stop_world(struct gb_engine *e, enum tstate *was);
 void eng_resume_world(struct gb_engine *e, const enum tstate *was);
+
+/* ehandler.c (docs/trace.md "Signals"). */
+/* Owner i, stepped from ret (rflags: the program's, before the step) on
+ * its ground into the first instruction of a signal handler outside it:
+ * the handler runs natively (T_HANDLER) when the trap allows it; false
+ * (nothing done: it is stepped) otherwise. */
+bool eng_handler_run(struct gb_engine *e, size_t i, uint64_t ret, uint64_t rflags);
+/* A stop st of owner i running its handler natively. */
+void eng_handler_stop(struct gb_engine *e, size_t i, const struct gb_stop *st);
+/* The loop while owner i runs its handler: the end, or a handler that does
+ * not come back soon, interrupts it (then it has left the range). */
+void eng_handler_tick(struct gb_engine *e, size_t i);
 
 /* estep.c: one instruction of stopped thread i (sets e->owner on entry). */
 void eng_step(struct gb_engine *e, size_t i);

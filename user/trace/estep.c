@@ -268,6 +268,8 @@ void eng_step(struct gb_engine *e, size_t i)
 		 * instruction ran); an ignored one was dropped and it ran. */
 		if (!sig || gb_step_ran(&st))
 			commit(e, i, &p);
+		else
+			eng_handler_run(e, i, p.pc, p.rflags_before); /* (a handler off the ground: natively) */
 		break;
 	case GB_STOP_SIGNAL: {
 		if (v == GB_TRAP_SWALLOW)

@@ -224,6 +224,10 @@ void eng_dispatch(struct gb_engine *e, const struct gb_stop *st)
 	bool native = eng_state(e, i) == T_NATIVE;
 	if (st->kind != GB_STOP_EXITED && st->kind != GB_STOP_KILLED && TRAP_OPS(e)->settle)
 		TRAP_OPS(e)->settle(e->trap, st->tid);
+	if (eng_state(e, i) == T_HANDLER) {
+		eng_handler_stop(e, i, st); /* the owner in its handler, natively */
+		return;
+	}
 	switch (st->kind) {
 	case GB_STOP_EXITED:
 	case GB_STOP_KILLED:
@@ -305,7 +309,7 @@ bool eng_wait_one(struct gb_engine *e, pid_t tid)
 void eng_hold_all(struct gb_engine *e)
 {
 	for (size_t i = 0; i < e->t->nthreads; i++)
-		if (eng_state(e, i) == T_NATIVE)
+		if (eng_state(e, i) == T_NATIVE || eng_state(e, i) == T_HANDLER)
 			ptrace(PTRACE_INTERRUPT, eng_tid(e, i), 0, 0);
 	/* Wait until none runs natively.  Events on the way are handled; a
 	 * thread resumed after an event (clone, exec) still has the interrupt
@@ -313,7 +317,7 @@ void eng_hold_all(struct gb_engine *e)
 	for (;;) {
 		bool running = false;
 		for (size_t i = 0; i < e->t->nthreads; i++)
-			running |= eng_state(e, i) == T_NATIVE;
+			running |= eng_state(e, i) == T_NATIVE || eng_state(e, i) == T_HANDLER;
 		if (!running || !eng_wait_one(e, -1))
 			return;
 	}

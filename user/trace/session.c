@@ -480,11 +480,12 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 		(unsigned long long)es.jit_runs, (unsigned long long)es.jit_stops,
 		(unsigned long long)es.jit_insns, (unsigned long long)es.jit_blocks);
 	gb_info("trace: %s trap: %llu single-steps, %llu in-range instructions, %llu range entries, "
-		"%llu decodes, %llu re-validated",
+		"%llu decodes, %llu re-validated, %llu signal handlers run natively",
 		trap_name,
 		(unsigned long long)es.steps,
 		(unsigned long long)es.in_range, (unsigned long long)es.entries,
-		(unsigned long long)es.decodes, (unsigned long long)es.revalidations);
+		(unsigned long long)es.decodes, (unsigned long long)es.revalidations,
+		(unsigned long long)es.native_handlers);
 	if (s.faults) {
 		struct gb_faults_stats fs;
 		gb_faults__stop(s.faults);

@@ -81,6 +81,18 @@ struct gb_trap_ops {
 	/* Owner i, stepped from pc (in the range or not), is given signal sig. */
 	void (*deliver)(struct gb_trap *, struct gb_engine *, size_t i, uint64_t pc, bool in_range,
 			int sig);
+	/* Owner i, interrupted at ret on its ground, is at the first instruction
+	 * of a signal handler off it, about to run the handler natively to its
+	 * rt_sigreturn (still the owner): the trap arms its entries for it, so
+	 * that the handler entering the range is an entry.  false: it cannot
+	 * (the handler is stepped).  NULL: handlers are stepped. */
+	bool (*handler)(struct gb_trap *, struct gb_engine *, size_t i, uint64_t ret);
+	/* That native run is over, thread i stopped: back (its frame returned
+	 * onto the ground: it goes on as the owner; the trap lifts what it
+	 * armed), or not (it entered the range from the handler, left it some
+	 * other way, or ran too long: it is the owner no more, and the trap
+	 * makes a later return to ret an entry). */
+	void (*handler_end)(struct gb_trap *, struct gb_engine *, size_t i, bool back, uint64_t ret);
 	/* Owner i gives up the range around a syscall that may block. */
 	void (*yield)(struct gb_trap *, struct gb_engine *, size_t i);
 	/* Nobody owns the range; the stopped threads are about to run natively. */

@@ -21,6 +21,9 @@
  * translated code cannot be cut short from here, so the owner is stepped
  * while other threads live.
  *
+ * A signal handler of the owner outside the pages runs natively, the pages
+ * protected meanwhile (ehandler.c; docs/trace.md "Signals").
+ *
  * After an exec the range's pages are trapped again in the new image; when
  * that cannot be done (the range's module is not mapped, or no code there)
  * the trap lifts itself and everything is single-stepped (as the null trap
@@ -29,6 +32,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
 #include <sys/user.h>
 
 #include "common/clock.h"
@@ -216,6 +220,30 @@ static bool pages_keep(struct gb_trap *t, struct gb_engine *e, size_t i, bool ow
 	return inside;
 }
 
+/* The owner runs a handler natively (ehandler.c): the pages protected
+ * meanwhile (through it), so that the handler entering the range faults,
+ * and lifted again when it is back.  Not while it blocks SIGTRAP (inside a
+ * SIGTRAP handler): the mprotect is injected with a single-step, and the
+ * kernel forces a step's trap on a thread that blocks it, resetting the
+ * program's action to the default (docs/trace.md "Signals"). */
+static bool pages_handler(struct gb_trap *t, struct gb_engine *e, size_t i, uint64_t ret)
+{
+	uint64_t mask;
+	if (!PT(t)->p || PT(t)->vfork_window ||
+	    ptrace(PTRACE_GETSIGMASK, eng_tid(e, i), (void *)sizeof(mask), &mask) ||
+	    (mask & (1ull << (SIGTRAP - 1))))
+		return false;
+	return !arm(PT(t), e, (ssize_t)i) && eng_state(e, i) == T_STOPPED;
+}
+
+static void pages_handler_end(struct gb_trap *t, struct gb_engine *e, size_t i, bool back,
+			      uint64_t ret)
+{
+	if (back && !disarm(PT(t), e, (ssize_t)i))
+		pages_entered(t, e, i);
+	/* (not back: the pages stay protected; a return there faults: an entry) */
+}
+
 static int pages_enter(struct gb_trap *t, struct gb_engine *e, size_t i)
 {
 	return disarm(PT(t), e, (ssize_t)i);
@@ -390,6 +418,8 @@ static const struct gb_trap_ops pages_ops = {
 	.watch = pages_watch,
 	.keep = pages_keep,
 	.enter = pages_enter,
+	.handler = pages_handler,
+	.handler_end = pages_handler_end,
 	.entered = pages_entered,
 	.owner = pages_owner,
 	.before_run = pages_before_run,

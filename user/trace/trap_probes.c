@@ -11,7 +11,8 @@
  * the owner keeps the range while it runs the handler (stepped, lines not
  * emitted) until it is back; a handler that runs longer than
  * GB_HANDLER_BUDGET steps (or leaves for good) gets a probe at the return
- * address instead. */
+ * address instead.  A handler outside the range runs natively instead
+ * (ehandler.c: the owner's hits count meanwhile), when it can. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,23 @@ static void probes_deliver(struct gb_trap *t, struct gb_engine *e, size_t i, uin
 	th->handler_steps = 0;
 }
 
+/* The owner runs a handler natively (ehandler.c): its hits count. */
+static bool probes_handler(struct gb_trap *t, struct gb_engine *e, size_t i, uint64_t ret)
+{
+	pth(e, i)->in_handler = false; /* (not stepped: no budget) */
+	gb_probes__stepping(PR(t)->p, eng_tid(e, i), false);
+	return true;
+}
+
+static void probes_handler_end(struct gb_trap *t, struct gb_engine *e, size_t i, bool back,
+			       uint64_t ret)
+{
+	if (back)
+		gb_probes__stepping(PR(t)->p, eng_tid(e, i), true);
+	else if (!e->ended)
+		gb_probes__add_entry(PR(t)->p, ret); /* its return is an entry */
+}
+
 static void probes_yield(struct gb_trap *t, struct gb_engine *e, size_t i)
 {
 	leave_handler(PR(t), pth(e, i)); /* it may block: the others go on */
@@ -293,6 +311,8 @@ static const struct gb_trap_ops probes_ops = {
 	.owner = probes_owner,
 	.translate_ok = probes_translate_ok,
 	.deliver = probes_deliver,
+	.handler = probes_handler,
+	.handler_end = probes_handler_end,
 	.yield = probes_yield,
 	.resuming = probes_resuming,
 	.exec = probes_exec,
