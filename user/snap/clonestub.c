@@ -1,4 +1,5 @@
-/* The copy's clone from a stub page: see clonestub.h. */
+/* The self-restoring syscall stub (the copy's clone, the kernel state's
+ * calls): see clonestub.h. */
 #include "snap/clonestub.h"
 
 #include <elf.h>
@@ -21,7 +22,7 @@
 #include "ptrace/regs.h"
 #include "ptrace/wait.h"
 
-#define DATA_OFF 160                  /* the code is shorter */
+#define DATA_OFF 192                  /* the code is shorter */
 #define STUB_LEN (DATA_OFF + 8 * D_N)
 #define ERESTARTSYS 512
 #define ERESTARTNOINTR 513
@@ -29,13 +30,15 @@
 #define ERESTART_RESTARTBLOCK 516
 
 /* The data after the code: every register the stub changes, as the thread
- * must get it back, and the all-ones mask. */
-enum { D_ALL, D_MASK, D_FLAGS, D_RAX, D_RCX, D_R11, D_RDI, D_RSI, D_RDX, D_R10, D_R8, D_RSP, D_RIP, D_N };
+ * must get it back, the all-ones mask, and the call to make (number, five
+ * arguments). */
+enum { D_ALL, D_MASK, D_FLAGS, D_RAX, D_RCX, D_R11, D_RDI, D_RSI, D_RDX, D_R10, D_R8, D_RSP, D_RIP,
+       D_NR, D_A0, D_A1, D_A2, D_A3, D_A4, D_N };
 
 struct code {
 	uint8_t b[STUB_LEN];
 	size_t n;
-	size_t mask_end, clone_end, restore_end; /* offsets after each syscall */
+	size_t mask_end, call_end, restore_end; /* offsets after each syscall */
 };
 
 static void put(struct code *c, const void *bytes, size_t n)
@@ -46,11 +49,13 @@ static void put(struct code *c, const void *bytes, size_t n)
 
 static void put32(struct code *c, uint32_t v) { put(c, &v, 4); }
 
-/* The disp32 of a rip-relative operand ending the instruction at c->n + 4. */
-static void put_rip(struct code *c, int d)
+/* The disp32 of a rip-relative operand followed by tail bytes of immediate. */
+static void put_rip_tail(struct code *c, int d, int tail)
 {
-	put32(c, (uint32_t)(DATA_OFF + 8 * d - (int)(c->n + 4)));
+	put32(c, (uint32_t)(DATA_OFF + 8 * d - (int)(c->n + 4) - tail));
 }
+
+static void put_rip(struct code *c, int d) { put_rip_tail(c, d, 0); }
 
 static void build(struct code *c)
 {
@@ -60,19 +65,34 @@ static void build(struct code *c)
 		{ 0x48, 0x3d, D_RDI }, { 0x48, 0x35, D_RSI }, { 0x48, 0x15, D_RDX },
 		{ 0x4c, 0x15, D_R10 }, { 0x4c, 0x05, D_R8 }, { 0x48, 0x25, D_RSP },
 	};
+	/* mov REG, [rip + D]: the call's number and arguments. */
+	static const struct { uint8_t rex, modrm; int d; } call[] = {
+		{ 0x48, 0x3d, D_A0 }, { 0x48, 0x35, D_A1 }, { 0x48, 0x15, D_A2 },
+		{ 0x4c, 0x15, D_A3 }, { 0x4c, 0x05, D_A4 },
+	};
 	memset(c, 0, sizeof(*c));
 	/* rt_sigprocmask(SIG_SETMASK, &all, NULL, 8): the registers are set
 	 * by gebpf. */
 	put(c, "\x0f\x05", 2);
 	c->mask_end = c->n;
-	put(c, "\xb8", 1), put32(c, SYS_clone);          /* mov eax, SYS_clone */
-	put(c, "\xbf", 1), put32(c, CLONE_PARENT);       /* mov edi, flags: exit signal 0 */
-	put(c, "\x31\xf6\x31\xd2\x45\x31\xd2\x45\x31\xc0", 10); /* no stack, tids, tls */
+	put(c, "\x8b\x05", 2), put_rip(c, D_NR);        /* mov eax, [nr] */
+	for (size_t i = 0; i < sizeof(call) / sizeof(call[0]); i++) {
+		uint8_t op[3] = { call[i].rex, 0x8b, call[i].modrm };
+		put(c, op, 3);
+		put_rip(c, call[i].d);
+	}
 	put(c, "\x0f\x05", 2);
-	c->clone_end = c->n;
+	c->call_end = c->n;
+	/* The clone's child (0 from a clone) exits; every other return goes
+	 * back. */
 	put(c, "\x48\x85\xc0", 3);                       /* test rax, rax */
+	size_t jnz = c->n;
+	put(c, "\x75\x00", 2);                           /* jnz parent */
+	put(c, "\x83\x3d", 2), put_rip_tail(c, D_NR, 1);
+	put(c, (uint8_t[]){ SYS_clone }, 1);              /* cmp dword [nr], SYS_clone */
 	size_t jz = c->n;
 	put(c, "\x74\x00", 2);                           /* jz child */
+	c->b[jnz + 1] = (uint8_t)(c->n - (jnz + 2));
 	put(c, "\xb8", 1), put32(c, SYS_rt_sigprocmask);
 	put(c, "\xbf", 1), put32(c, SIG_SETMASK);
 	put(c, "\x48\x8d\x35", 3), put_rip(c, D_MASK);   /* lea rsi, [mask] */
@@ -96,7 +116,8 @@ static void build(struct code *c)
 /* The registers the thread gets back at the stub's end when it runs it on
  * its own: a syscall it was stopped in restarts, as the kernel would have
  * restarted it on resuming from that stop (without a handler to run). */
-static void fill_data(uint64_t *d, const struct user_regs_struct *r, uint64_t mask)
+static void fill_data(uint64_t *d, const struct user_regs_struct *r, uint64_t mask, long nr,
+		      const uint64_t args[5])
 {
 	uint64_t rax = r->rax, rip = r->rip;
 	if ((long long)r->orig_rax >= 0) {
@@ -126,6 +147,9 @@ static void fill_data(uint64_t *d, const struct user_regs_struct *r, uint64_t ma
 	d[D_R8] = r->r8;
 	d[D_RSP] = r->rsp;
 	d[D_RIP] = rip;
+	d[D_NR] = (uint64_t)nr;
+	for (int i = 0; i < 5; i++)
+		d[D_A0 + i] = args[i];
 }
 
 static bool is_fault(const struct gb_stop *st)
@@ -190,7 +214,7 @@ static int save_mask(pid_t tid, int memfd, uint64_t page)
 }
 
 /* Run the stub on the thread until it is back in its own code's registers;
- * *ret and *child as for gb_snap_clone_stub. */
+ * *ret and *child as for gb_snap_stub_call. */
 static int run(pid_t tid, int memfd, uint64_t page, const struct code *c,
 	       const struct user_regs_struct *r0, long *ret, pid_t *child, int *pending_sig)
 {
@@ -246,7 +270,7 @@ static int run(pid_t tid, int memfd, uint64_t page, const struct code *c,
 				e = to_interrupt_stop(tid, pending_sig);
 				return e ? e : gb_regs_set(tid, r0);
 			}
-			if (now.rip == page + c->clone_end)
+			if (now.rip == page + c->call_end)
 				*ret = (long)now.rax;
 			if (now.rip == page + c->restore_end) {
 				e = to_interrupt_stop(tid, pending_sig);
@@ -296,7 +320,8 @@ static uint64_t vdso_slack(pid_t pid, int memfd)
 	return at;
 }
 
-int gb_snap_clone_stub(pid_t pid, pid_t tid, uint64_t insn, long *ret, pid_t *child, int *pending_sig)
+int gb_snap_stub_call(pid_t pid, pid_t tid, uint64_t insn, long nr, const uint64_t args[5],
+		      long *ret, pid_t *child, int *pending_sig)
 {
 	struct user_regs_struct r0;
 	struct code c;
@@ -321,12 +346,16 @@ int gb_snap_clone_stub(pid_t pid, pid_t tid, uint64_t insn, long *ret, pid_t *ch
 		close(fd);
 		return -EOVERFLOW; /* cannot be: DATA_OFF is too small */
 	}
-	fill_data(d, &r0, mask);
+	fill_data(d, &r0, mask, nr, args);
 	memcpy(c.b + DATA_OFF, d, sizeof(d));
 	at = vdso_slack(pid, fd);
 	if (at && (pread(fd, orig, sizeof(orig), (off_t)at) != (ssize_t)sizeof(orig) ||
 		   pwrite(fd, c.b, STUB_LEN, (off_t)at) != (ssize_t)STUB_LEN))
 		at = 0;
+	if (!at && !insn) {
+		close(fd);
+		return -ENOSPC;
+	}
 	if (!at) {
 		/* No room there: a page of its own (its mmap and munmap are
 		 * injected the usual way: not crash-safe, clonestub.h). */
@@ -359,4 +388,10 @@ int gb_snap_clone_stub(pid_t pid, pid_t tid, uint64_t insn, long *ret, pid_t *ch
 	}
 	close(fd);
 	return e;
+}
+
+int gb_snap_clone_stub(pid_t pid, pid_t tid, uint64_t insn, long *ret, pid_t *child, int *pending_sig)
+{
+	const uint64_t args[5] = { CLONE_PARENT, 0, 0, 0, 0 }; /* exit signal 0; no stack, tids, tls */
+	return gb_snap_stub_call(pid, tid, insn, SYS_clone, args, ret, child, pending_sig);
 }
