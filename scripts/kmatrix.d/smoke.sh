@@ -88,7 +88,7 @@ fi
 flush
 
 # (2c) a two-thread process snapshotted with -p while both threads sleep
-# (injected prctl PR_GET_TID_ADDRESS, get_robust_list, ...) and resumed:
+# (prctl PR_GET_TID_ADDRESS from the vDSO stub, get_robust_list, ...) and resumed:
 # the second thread is cloned back with its clear_child_tid, so the first's
 # FUTEX_WAIT on it ends and kmthreads prints "kmthreads ok" (resume_mt.out)
 rm -f "$O/mt.core"

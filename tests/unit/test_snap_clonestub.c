@@ -1,4 +1,4 @@
-/* The copy's clone from the stub (snap/clonestub.h), on a real process
+/* The stub (snap/clonestub.h): the copy's clone, on a real process
  * blocked in nanosleep with a signal of its own blocked: the copy is
  * reported, stopped before its first instruction with every blockable
  * signal blocked, and the thread gets back exactly its registers (a syscall
