@@ -176,10 +176,10 @@ static int keep_signal(const struct gb_stop *st, int *pending_sig)
  * thread's registers can be put back exactly (a restart of the syscall it
  * was in is then done by the kernel, as from its original stop).  The
  * pending trap stop comes before the thread returns to user mode. */
-static int to_interrupt_stop(pid_t tid, int *pending_sig)
+static int to_interrupt_stop(pid_t tid, int *pending_sig, int sig)
 {
 	struct gb_stop st;
-	int sig = 0, e;
+	int e;
 	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0))
 		return -errno;
 	for (int tries = 0; tries < 16; tries++) {
@@ -221,6 +221,7 @@ static int run(pid_t tid, int memfd, uint64_t page, const struct code *c,
 	struct user_regs_struct n = *r0, now;
 	struct gb_stop st;
 	int sig = 0, e;
+	bool entered = false;
 	n.rip = page;
 	n.rax = SYS_rt_sigprocmask;
 	n.rdi = SIG_SETMASK;
@@ -251,13 +252,26 @@ static int run(pid_t tid, int memfd, uint64_t page, const struct code *c,
 			 * when its instruction re-runs: drop it (one in the stub
 			 * would come back each time, until the tries run out). */
 			sig = is_fault(&st) ? 0 : keep_signal(&st, pending_sig);
+			if (sig && !entered) {
+				/* A second signal, as the thread leaves its stop:
+				 * delivered to it as it was (an interrupted
+				 * sigsuspend returns EINTR after the handler, as
+				 * natively: run in the stub, the handler's wake-up
+				 * would be lost to the syscall's restart); then the
+				 * stub anew from the handler's first instruction. */
+				if ((e = gb_regs_set(tid, r0)) || (e = to_interrupt_stop(tid, pending_sig, sig)))
+					return e;
+				return -EAGAIN;
+			}
 			break;
 		case GB_STOP_SYSCALL:
 			if ((e = gb_regs_get(tid, &now)))
 				return e;
 			if (!st.sys_exit) {
-				if (now.rip == page + c->mask_end)
+				if (now.rip == page + c->mask_end) {
 					e = save_mask(tid, memfd, page);
+					entered = true;
+				}
 				if (e)
 					return e;
 				break;
@@ -267,13 +281,13 @@ static int run(pid_t tid, int memfd, uint64_t page, const struct code *c,
 				 * runs on a mask that was not saved: put the
 				 * registers back at once). */
 				*ret = (long)now.rax;
-				e = to_interrupt_stop(tid, pending_sig);
+				e = to_interrupt_stop(tid, pending_sig, 0);
 				return e ? e : gb_regs_set(tid, r0);
 			}
 			if (now.rip == page + c->call_end)
 				*ret = (long)now.rax;
 			if (now.rip == page + c->restore_end) {
-				e = to_interrupt_stop(tid, pending_sig);
+				e = to_interrupt_stop(tid, pending_sig, 0);
 				return e ? e : gb_regs_set(tid, r0);
 			}
 			break;
@@ -371,8 +385,23 @@ int gb_snap_stub_call(pid_t pid, pid_t tid, uint64_t insn, long nr, const uint64
 		if (pwrite(fd, c.b, STUB_LEN, (off_t)at) != (ssize_t)STUB_LEN)
 			e = -EIO;
 	}
-	if (!e)
+	for (int again = 0; !e && again < 8; again++) {
 		e = run(tid, fd, at, &c, &r0, ret, child, pending_sig);
+		if (e != -EAGAIN)
+			break;
+		/* At an interrupt stop at its handler's entry: from there. */
+		if ((e = gb_regs_get(tid, &r0)))
+			break;
+		if (ptrace(PTRACE_GETSIGMASK, tid, sizeof(mask), &mask)) {
+			e = -errno;
+			break;
+		}
+		fill_data(d, &r0, mask, nr, args);
+		if (pwrite(fd, d, sizeof(d), (off_t)(at + DATA_OFF)) != (ssize_t)sizeof(d))
+			e = -EIO;
+		else if (again == 7)
+			e = -EAGAIN; /* signals keep coming: not run */
+	}
 	/* Gone, or left to finish the stub on its own (the stub stays). */
 	if (e == -ESRCH || e == -EINTR || (e && gb_regs_set(tid, &r0))) {
 		close(fd);
