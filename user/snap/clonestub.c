@@ -24,10 +24,6 @@
 
 #define DATA_OFF 192                  /* the code is shorter */
 #define STUB_LEN (DATA_OFF + 8 * D_N)
-#define ERESTARTSYS 512
-#define ERESTARTNOINTR 513
-#define ERESTARTNOHAND 514
-#define ERESTART_RESTARTBLOCK 516
 
 /* The data after the code: every register the stub changes, as the thread
  * must get it back, the all-ones mask, and the call to make (number, five
@@ -114,30 +110,14 @@ static void build(struct code *c)
 }
 
 /* The registers the thread gets back at the stub's end when it runs it on
- * its own: a syscall it was stopped in restarts, as the kernel would have
- * restarted it on resuming from that stop (without a handler to run). */
+ * its own: where it was (prepare: never inside a syscall to restart). */
 static void fill_data(uint64_t *d, const struct user_regs_struct *r, uint64_t mask, long nr,
 		      const uint64_t args[5])
 {
-	uint64_t rax = r->rax, rip = r->rip;
-	if ((long long)r->orig_rax >= 0) {
-		switch ((long long)r->rax) {
-		case -ERESTARTSYS:
-		case -ERESTARTNOINTR:
-		case -ERESTARTNOHAND:
-			rax = r->orig_rax;
-			rip -= 2;
-			break;
-		case -ERESTART_RESTARTBLOCK:
-			rax = SYS_restart_syscall;
-			rip -= 2;
-			break;
-		}
-	}
 	d[D_ALL] = ~0ull;
 	d[D_MASK] = mask;
 	d[D_FLAGS] = r->eflags;
-	d[D_RAX] = rax;
+	d[D_RAX] = r->rax;
 	d[D_RCX] = r->rcx;
 	d[D_R11] = r->r11;
 	d[D_RDI] = r->rdi;
@@ -146,7 +126,7 @@ static void fill_data(uint64_t *d, const struct user_regs_struct *r, uint64_t ma
 	d[D_R10] = r->r10;
 	d[D_R8] = r->r8;
 	d[D_RSP] = r->rsp;
-	d[D_RIP] = rip;
+	d[D_RIP] = r->rip;
 	d[D_NR] = (uint64_t)nr;
 	for (int i = 0; i < 5; i++)
 		d[D_A0 + i] = args[i];
@@ -158,9 +138,10 @@ static bool is_fault(const struct gb_stop *st)
 				st->sig == SIGFPE);
 }
 
-/* The signal to resume a stop with: a signal sent to the thread is kept
- * for its later delivery (a second one is delivered now, where it is
- * harmless: the stub runs on after the handler). */
+/* The signal to resume a stop with where the thread is on the stub's
+ * registers past its first syscall (all signals blocked: only one already
+ * on its way, which is kept for its later delivery; a second one is
+ * delivered now, where it is harmless: the stub runs on after the handler). */
 static int keep_signal(const struct gb_stop *st, int *pending_sig)
 {
 	if (st->kind != GB_STOP_SIGNAL)
@@ -172,10 +153,11 @@ static int keep_signal(const struct gb_stop *st, int *pending_sig)
 	return st->sig;
 }
 
-/* From a syscall stop in the stub to a PTRACE_INTERRUPT stop, where the
- * thread's registers can be put back exactly (a restart of the syscall it
- * was in is then done by the kernel, as from its original stop).  The
- * pending trap stop comes before the thread returns to user mode. */
+/* From a stop to a PTRACE_INTERRUPT stop, where the thread's registers can
+ * be put back exactly, delivering sig first (from a signal-delivery-stop:
+ * the thread then stops at its handler's first instruction).  The pending
+ * trap stop comes before the thread returns to user mode, and before any
+ * other signal is taken. */
 static int to_interrupt_stop(pid_t tid, int *pending_sig, int sig)
 {
 	struct gb_stop st;
@@ -213,10 +195,75 @@ static int save_mask(pid_t tid, int memfd, uint64_t page)
 	return pwrite(memfd, &mask, sizeof(mask), at) == (ssize_t)sizeof(mask) ? 0 : -EIO;
 }
 
+/* Thread tid as the stub must start from: at a stop in user mode, its
+ * registers its own, no signal taken from it.  A signal it is stopped to
+ * take (th->pending_sig from the freeze) is delivered now, as the kernel
+ * would on resuming that stop: its handler's frame is built and the thread
+ * stopped at the handler's first instruction.  A thread stopped in a
+ * syscall the kernel restarts is let do the restart itself: a signal that
+ * comes on the way is delivered on its own registers (a sigsuspend returns
+ * EINTR after the handler, SA_RESTART is obeyed), else the restarted
+ * syscall's entry is turned into a stop on its syscall instruction with
+ * its number in rax (the mask the kernel restores is then the thread's
+ * own).  Every moment of this leaves the thread correct without gebpf: at
+ * worst it takes the signal or makes the syscall by itself.  *r: the
+ * registers to start the stub from; *fin: those to put back at its end
+ * (the original ones, a syscall to restart included, unless a signal was
+ * delivered: then the handler's). */
+static int prepare(pid_t tid, struct user_regs_struct *r, struct user_regs_struct *fin,
+		   int *pending_sig)
+{
+	siginfo_t si;
+	struct gb_stop st;
+	int e;
+	if (*pending_sig && ptrace(PTRACE_GETSIGINFO, tid, 0, &si) == 0 &&
+	    si.si_signo == *pending_sig) {
+		int sig = *pending_sig;
+		*pending_sig = 0;
+		if ((e = to_interrupt_stop(tid, pending_sig, sig)) || (e = gb_regs_get(tid, r)))
+			return e;
+		*fin = *r;
+		return 0;
+	}
+	if (!gb_regs_restarting_syscall(r))
+		return 0;
+	for (int tries = 0; tries < 16; tries++) {
+		if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
+			return -errno;
+		if ((e = gb_wait(tid, 0, &st, false)))
+			return e;
+		if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED) {
+			gb_wait_putback(&st);
+			return -ESRCH;
+		}
+		if (st.kind == GB_STOP_SIGNAL && !is_fault(&st)) {
+			if ((e = to_interrupt_stop(tid, pending_sig, st.sig)) || (e = gb_regs_get(tid, r)))
+				return e;
+			*fin = *r;
+			return 0;
+		}
+		if (st.kind != GB_STOP_SYSCALL || st.sys_exit)
+			continue;
+		struct user_regs_struct now;
+		if ((e = gb_regs_get(tid, &now)))
+			return e;
+		if (now.rip != r->rip)
+			return -EPROTO; /* cannot be: it entered another syscall */
+		now.rax = now.orig_rax;
+		now.rip -= 2;
+		now.orig_rax = (unsigned long long)-1; /* skipped, made again from user mode */
+		if ((e = gb_regs_set(tid, &now)) || (e = to_interrupt_stop(tid, pending_sig, 0)))
+			return e;
+		return gb_regs_get(tid, r);
+	}
+	return -EIO;
+}
+
 /* Run the stub on the thread until it is back in its own code's registers;
  * *ret and *child as for gb_snap_stub_call. */
 static int run(pid_t tid, int memfd, uint64_t page, const struct code *c,
-	       const struct user_regs_struct *r0, long *ret, pid_t *child, int *pending_sig)
+	       const struct user_regs_struct *r0, const struct user_regs_struct *fin, long *ret,
+	       pid_t *child, int *pending_sig)
 {
 	struct user_regs_struct n = *r0, now;
 	struct gb_stop st;
@@ -251,18 +298,21 @@ static int run(pid_t tid, int memfd, uint64_t page, const struct code *c,
 			/* A fault the thread took before it stopped comes back
 			 * when its instruction re-runs: drop it (one in the stub
 			 * would come back each time, until the tries run out). */
-			sig = is_fault(&st) ? 0 : keep_signal(&st, pending_sig);
-			if (sig && !entered) {
-				/* A second signal, as the thread leaves its stop:
-				 * delivered to it as it was (an interrupted
-				 * sigsuspend returns EINTR after the handler, as
-				 * natively: run in the stub, the handler's wake-up
-				 * would be lost to the syscall's restart); then the
-				 * stub anew from the handler's first instruction. */
-				if ((e = gb_regs_set(tid, r0)) || (e = to_interrupt_stop(tid, pending_sig, sig)))
+			if (is_fault(&st))
+				break;
+			if (!entered) {
+				/* A signal as the thread leaves its stop, before
+				 * the stub blocks them all: delivered to it as it
+				 * was (never kept: a signal kept where the thread
+				 * then stops for PTRACE_INTERRUPT cannot be given
+				 * back to it), then the stub anew from the
+				 * handler's first instruction. */
+				if ((e = gb_regs_set(tid, r0)) ||
+				    (e = to_interrupt_stop(tid, pending_sig, st.sig)))
 					return e;
 				return -EAGAIN;
 			}
+			sig = keep_signal(&st, pending_sig);
 			break;
 		case GB_STOP_SYSCALL:
 			if ((e = gb_regs_get(tid, &now)))
@@ -282,13 +332,13 @@ static int run(pid_t tid, int memfd, uint64_t page, const struct code *c,
 				 * registers back at once). */
 				*ret = (long)now.rax;
 				e = to_interrupt_stop(tid, pending_sig, 0);
-				return e ? e : gb_regs_set(tid, r0);
+				return e ? e : gb_regs_set(tid, fin);
 			}
 			if (now.rip == page + c->call_end)
 				*ret = (long)now.rax;
 			if (now.rip == page + c->restore_end) {
 				e = to_interrupt_stop(tid, pending_sig, 0);
-				return e ? e : gb_regs_set(tid, r0);
+				return e ? e : gb_regs_set(tid, fin);
 			}
 			break;
 		default:
@@ -337,7 +387,7 @@ static uint64_t vdso_slack(pid_t pid, int memfd)
 int gb_snap_stub_call(pid_t pid, pid_t tid, uint64_t insn, long nr, const uint64_t args[5],
 		      long *ret, pid_t *child, int *pending_sig)
 {
-	struct user_regs_struct r0;
+	struct user_regs_struct r0, fin;
 	struct code c;
 	uint8_t orig[STUB_LEN];
 	uint64_t d[D_N], mask, at;
@@ -347,7 +397,10 @@ int gb_snap_stub_call(pid_t pid, pid_t tid, uint64_t insn, long nr, const uint64
 	bool mapped = false;
 	*ret = 0;
 	*child = 0;
-	if ((e = gb_regs_get(tid, &r0)))
+	if ((e = gb_regs_get(tid, &fin)))
+		return e;
+	r0 = fin;
+	if (pending_sig && (e = prepare(tid, &r0, &fin, pending_sig)))
 		return e;
 	if (ptrace(PTRACE_GETSIGMASK, tid, sizeof(mask), &mask))
 		return -errno;
@@ -386,12 +439,13 @@ int gb_snap_stub_call(pid_t pid, pid_t tid, uint64_t insn, long nr, const uint64
 			e = -EIO;
 	}
 	for (int again = 0; !e && again < 8; again++) {
-		e = run(tid, fd, at, &c, &r0, ret, child, pending_sig);
+		e = run(tid, fd, at, &c, &r0, &fin, ret, child, pending_sig);
 		if (e != -EAGAIN)
 			break;
 		/* At an interrupt stop at its handler's entry: from there. */
 		if ((e = gb_regs_get(tid, &r0)))
 			break;
+		fin = r0;
 		if (ptrace(PTRACE_GETSIGMASK, tid, sizeof(mask), &mask)) {
 			e = -errno;
 			break;
@@ -403,7 +457,7 @@ int gb_snap_stub_call(pid_t pid, pid_t tid, uint64_t insn, long nr, const uint64
 			e = -EAGAIN; /* signals keep coming: not run */
 	}
 	/* Gone, or left to finish the stub on its own (the stub stays). */
-	if (e == -ESRCH || e == -EINTR || (e && gb_regs_set(tid, &r0))) {
+	if (e == -ESRCH || e == -EINTR || (e && gb_regs_set(tid, &fin))) {
 		close(fd);
 		return e;
 	}
