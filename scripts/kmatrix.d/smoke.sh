@@ -102,7 +102,8 @@ rm -f "$O/mt.core"
 flush
 
 # (2d) the same copy made from a thread of a running process blocked in
-# nanosleep (the stub's way back restarts it: restart_syscall): kmsleep must
+# nanosleep (first let restart it up to restart_syscall's entry, then the
+# stub, whose way back restarts it again): kmsleep must
 # then run to its end and exit 0 (snap_attach.target: its exit status)
 "$P/kmsleep" &
 kp=$!

@@ -18,9 +18,15 @@
  * before it holds it, the kernel drops the pending stop and the copy's first
  * instructions are the stub's exit_group.
  *
- * The thread is driven through the stub with PTRACE_SYSCALL (never a single
- * step: a trap flag outlives a dead tracer) and ends in a PTRACE_INTERRUPT
- * stop with its registers exactly as before.  Left alone at any moment (the
+ * First the thread is brought to a stop in user mode as the kernel would
+ * resume it: a signal it was stopped to take is delivered, a syscall it was
+ * stopped in is restarted by the kernel up to its entry (made a stop on its
+ * syscall instruction), and a signal on the way is delivered on its own
+ * registers (it then starts from its handler's entry).  No signal is ever
+ * taken from it and kept.  The thread is driven through the stub with
+ * PTRACE_SYSCALL (never a single step: a trap flag outlives a dead tracer)
+ * and ends in a PTRACE_INTERRUPT stop with its registers exactly as before
+ * (or the handler's).  Left alone at any moment (the
  * tracer killed), it runs the rest of the stub natively and goes on where it
  * was, with its signal mask, flags and registers (an interrupted syscall
  * restarted, as the kernel restarts it).
