@@ -88,7 +88,7 @@ fi
 flush
 
 # (2c) a two-thread process snapshotted with -p while both threads sleep
-# (injected prctl PR_GET_TID_ADDRESS, get_robust_list, ...) and resumed:
+# (prctl PR_GET_TID_ADDRESS from the vDSO stub, get_robust_list, ...) and resumed:
 # the second thread is cloned back with its clear_child_tid, so the first's
 # FUTEX_WAIT on it ends and kmthreads prints "kmthreads ok" (resume_mt.out)
 rm -f "$O/mt.core"
@@ -102,7 +102,8 @@ rm -f "$O/mt.core"
 flush
 
 # (2d) the same copy made from a thread of a running process blocked in
-# nanosleep (the stub's way back restarts it: restart_syscall): kmsleep must
+# nanosleep (first let restart it up to restart_syscall's entry, then the
+# stub, whose way back restarts it again): kmsleep must
 # then run to its end and exit 0 (snap_attach.target: its exit status)
 "$P/kmsleep" &
 kp=$!

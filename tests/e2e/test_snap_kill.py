@@ -261,12 +261,6 @@ def test_sigkill_during_capture_never_harms_the_target(tmp_path, how):
 
 
 @pytest.mark.skipif(not shutil.which("strace"), reason="needs strace (its syscall fault injection)")
-@pytest.mark.xfail(strict=True, reason=(
-    "known defect (docs/snap.md 'If gebpf is killed'): the kernel-state capture (prctl "
-    "PR_GET_TID_ADDRESS, sigaltstack, rt_sigaction, getitimer injected into each live thread) "
-    "is not yet run from the self-restoring stub: a SIGKILL of the worker itself while one of "
-    "those calls is set up leaves the thread with injected registers (63 of 133 calls here); "
-    "strict: the test fails the day it passes, so this mark must then go"))
 def test_sigkill_of_the_worker_at_every_ptrace_call(tmp_path):
     """The same, deterministically: strace kills gebpf's worker (the tracer)
     at its first ptrace call, then at its second, and so on until a capture

@@ -1,4 +1,4 @@
-/* The copy's clone from the stub (snap/clonestub.h), on a real process
+/* The stub (snap/clonestub.h): the copy's clone, on a real process
  * blocked in nanosleep with a signal of its own blocked: the copy is
  * reported, stopped before its first instruction with every blockable
  * signal blocked, and the thread gets back exactly its registers (a syscall
@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -126,4 +127,123 @@ Test(snap_clonestub, copy_stopped_and_thread_as_it_was)
 	kill(pid, SIGKILL);
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+}
+
+/* Any call through the stub (gb_snap_stub_call), in a process stopped in
+ * sigsuspend: the call's result, no copy, and afterwards the process still
+ * in sigsuspend with its temporary mask and, once woken by a signal of its
+ * own, with its own mask (it checks and exits 0). */
+static volatile sig_atomic_t woke;
+static uint64_t tid_word;
+
+static void on_usr2(int sig) { (void)sig; woke = 1; }
+
+static pid_t suspender(uint64_t *own)
+{
+	sigset_t s, wait;
+	sigemptyset(&s);
+	sigaddset(&s, SIGUSR2);
+	sigaddset(&s, SIGHUP);
+	memcpy(own, &s, sizeof(*own));
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* not left behind by a failed assertion */
+		signal(SIGUSR2, on_usr2);
+		sigprocmask(SIG_BLOCK, &s, NULL);
+		sigfillset(&wait);
+		sigdelset(&wait, SIGUSR2);
+		while (!woke)
+			sigsuspend(&wait);
+		sigset_t now;
+		sigprocmask(SIG_BLOCK, NULL, &now);
+		_exit(memcmp(&now, &s, sizeof(*own)) ? 3 : 0);
+	}
+	usleep(100 * 1000); /* into its sigsuspend */
+	return pid;
+}
+
+/* suspender(), attached (the test is skipped where ptrace is not allowed). */
+static pid_t attached_suspender(struct gb_tracee *t, uint64_t *own)
+{
+	pid_t pid = suspender(own);
+	if (gb_tracee_attach(pid, t)) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		cr_skip_test("cannot attach with ptrace here (needs CAP_SYS_PTRACE)");
+	}
+	return pid;
+}
+
+Test(snap_clonestub, any_call_and_sigsuspend_as_it_was)
+{
+	struct gb_tracee t;
+	uint64_t own;
+	pid_t pid = attached_suspender(&t, &own);
+	struct user_regs_struct before, after;
+	cr_assert_eq(gb_regs_get(pid, &before), 0);
+	cr_assert_eq((long long)before.orig_rax, SYS_rt_sigsuspend, "not in its sigsuspend");
+	long ret = -1;
+	pid_t child = 0;
+	int pending = 0;
+	const uint64_t gp[5] = { 0 };
+	int r = gb_snap_stub_call(pid, pid, 0, SYS_getpid, gp, &ret, &child, &pending);
+	cr_assert_eq(r, 0, "stub: %s", strerror(-r));
+	cr_assert_eq(ret, pid);
+	cr_assert_eq(child, 0);
+	uint64_t word = 1, at = (uint64_t)(uintptr_t)&tid_word; /* the same address in the fork */
+	const uint64_t tp[5] = { 40 /* PR_GET_TID_ADDRESS */, at, 0, 0, 0 };
+	r = gb_snap_stub_call(pid, pid, 0, SYS_prctl, tp, &ret, &child, &pending);
+	cr_assert_eq(r, 0, "stub: %s", strerror(-r));
+	cr_assert_eq(ret, 0);
+	cr_assert_eq(gb_mem_read(pid, at, &word, sizeof(word)), (ssize_t)sizeof(word));
+	/* glibc's fork sets it (CLONE_CHILD_CLEARTID: its struct pthread's tid). */
+	cr_assert(word != 1 && word != 0, "clear_child_tid not written (%llx)", (unsigned long long)word);
+	cr_assert_eq(gb_regs_get(pid, &after), 0);
+	cr_assert_eq(memcmp(&before, &after, sizeof(before)), 0, "registers changed");
+	cr_assert_eq(pending, 0);
+	gb_tracee_detach(&t);
+	usleep(50 * 1000);
+	sigset_t wait;
+	uint64_t want;
+	sigfillset(&wait); /* glibc leaves out its own two signals */
+	sigdelset(&wait, SIGUSR2);
+	memcpy(&want, &wait, sizeof(want));
+	want &= ~((1ull << (SIGKILL - 1)) | (1ull << (SIGSTOP - 1)));
+	cr_assert_eq(sigblk(pid), want, "not back in sigsuspend's mask: SigBlk %llx", sigblk(pid));
+	kill(pid, SIGUSR2);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x (3: its own mask not back)", st);
+}
+
+/* A signal sent to the process while it is stopped in sigsuspend, taken
+ * by the kernel as the thread leaves its stop for the stub: delivered on
+ * the thread's own registers (never kept by gebpf, which could not give it
+ * back where the stub ends), so once released the handler runs and the
+ * sigsuspend it interrupted returns: the process exits 0 by itself. */
+Test(snap_clonestub, signal_sent_during_the_stop_wakes_the_sigsuspend)
+{
+	struct gb_tracee t;
+	uint64_t own;
+	pid_t pid = attached_suspender(&t, &own);
+	cr_assert_eq(kill(pid, SIGUSR2), 0);
+	long ret = -1;
+	pid_t child = 0;
+	const uint64_t gp[5] = { 0 };
+	int r = gb_snap_stub_call(pid, pid, 0, SYS_getpid, gp, &ret, &child, &t.threads[0].pending_sig);
+	cr_assert_eq(r, 0, "stub: %s", strerror(-r));
+	cr_assert_eq(ret, pid);
+	cr_assert_eq(t.threads[0].pending_sig, 0, "signal %d kept by gebpf", t.threads[0].pending_sig);
+	gb_tracee_detach(&t);
+	int st = 0;
+	pid_t w = 0;
+	for (int i = 0; i < 200 && w == 0; i++) {
+		w = waitpid(pid, &st, WNOHANG);
+		if (w == 0)
+			usleep(10 * 1000);
+	}
+	if (w == 0)
+		kill(pid, SIGKILL), waitpid(pid, NULL, 0);
+	cr_assert_eq(w, pid, "still in sigsuspend 2 s after release: its SIGUSR2 was lost");
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x (3: its own mask not back)", st);
 }

@@ -1,4 +1,5 @@
-/* The copy's clone from a stub page: see clonestub.h. */
+/* The self-restoring syscall stub (the copy's clone, the kernel state's
+ * calls): see clonestub.h. */
 #include "snap/clonestub.h"
 
 #include <elf.h>
@@ -21,21 +22,19 @@
 #include "ptrace/regs.h"
 #include "ptrace/wait.h"
 
-#define DATA_OFF 160                  /* the code is shorter */
+#define DATA_OFF 192                  /* the code is shorter */
 #define STUB_LEN (DATA_OFF + 8 * D_N)
-#define ERESTARTSYS 512
-#define ERESTARTNOINTR 513
-#define ERESTARTNOHAND 514
-#define ERESTART_RESTARTBLOCK 516
 
 /* The data after the code: every register the stub changes, as the thread
- * must get it back, and the all-ones mask. */
-enum { D_ALL, D_MASK, D_FLAGS, D_RAX, D_RCX, D_R11, D_RDI, D_RSI, D_RDX, D_R10, D_R8, D_RSP, D_RIP, D_N };
+ * must get it back, the all-ones mask, and the call to make (number, five
+ * arguments). */
+enum { D_ALL, D_MASK, D_FLAGS, D_RAX, D_RCX, D_R11, D_RDI, D_RSI, D_RDX, D_R10, D_R8, D_RSP, D_RIP,
+       D_NR, D_A0, D_A1, D_A2, D_A3, D_A4, D_N };
 
 struct code {
 	uint8_t b[STUB_LEN];
 	size_t n;
-	size_t mask_end, clone_end, restore_end; /* offsets after each syscall */
+	size_t mask_end, call_end, restore_end; /* offsets after each syscall */
 };
 
 static void put(struct code *c, const void *bytes, size_t n)
@@ -46,11 +45,13 @@ static void put(struct code *c, const void *bytes, size_t n)
 
 static void put32(struct code *c, uint32_t v) { put(c, &v, 4); }
 
-/* The disp32 of a rip-relative operand ending the instruction at c->n + 4. */
-static void put_rip(struct code *c, int d)
+/* The disp32 of a rip-relative operand followed by tail bytes of immediate. */
+static void put_rip_tail(struct code *c, int d, int tail)
 {
-	put32(c, (uint32_t)(DATA_OFF + 8 * d - (int)(c->n + 4)));
+	put32(c, (uint32_t)(DATA_OFF + 8 * d - (int)(c->n + 4) - tail));
 }
+
+static void put_rip(struct code *c, int d) { put_rip_tail(c, d, 0); }
 
 static void build(struct code *c)
 {
@@ -60,19 +61,34 @@ static void build(struct code *c)
 		{ 0x48, 0x3d, D_RDI }, { 0x48, 0x35, D_RSI }, { 0x48, 0x15, D_RDX },
 		{ 0x4c, 0x15, D_R10 }, { 0x4c, 0x05, D_R8 }, { 0x48, 0x25, D_RSP },
 	};
+	/* mov REG, [rip + D]: the call's number and arguments. */
+	static const struct { uint8_t rex, modrm; int d; } call[] = {
+		{ 0x48, 0x3d, D_A0 }, { 0x48, 0x35, D_A1 }, { 0x48, 0x15, D_A2 },
+		{ 0x4c, 0x15, D_A3 }, { 0x4c, 0x05, D_A4 },
+	};
 	memset(c, 0, sizeof(*c));
 	/* rt_sigprocmask(SIG_SETMASK, &all, NULL, 8): the registers are set
 	 * by gebpf. */
 	put(c, "\x0f\x05", 2);
 	c->mask_end = c->n;
-	put(c, "\xb8", 1), put32(c, SYS_clone);          /* mov eax, SYS_clone */
-	put(c, "\xbf", 1), put32(c, CLONE_PARENT);       /* mov edi, flags: exit signal 0 */
-	put(c, "\x31\xf6\x31\xd2\x45\x31\xd2\x45\x31\xc0", 10); /* no stack, tids, tls */
+	put(c, "\x8b\x05", 2), put_rip(c, D_NR);        /* mov eax, [nr] */
+	for (size_t i = 0; i < sizeof(call) / sizeof(call[0]); i++) {
+		uint8_t op[3] = { call[i].rex, 0x8b, call[i].modrm };
+		put(c, op, 3);
+		put_rip(c, call[i].d);
+	}
 	put(c, "\x0f\x05", 2);
-	c->clone_end = c->n;
+	c->call_end = c->n;
+	/* The clone's child (0 from a clone) exits; every other return goes
+	 * back. */
 	put(c, "\x48\x85\xc0", 3);                       /* test rax, rax */
+	size_t jnz = c->n;
+	put(c, "\x75\x00", 2);                           /* jnz parent */
+	put(c, "\x83\x3d", 2), put_rip_tail(c, D_NR, 1);
+	put(c, (uint8_t[]){ SYS_clone }, 1);              /* cmp dword [nr], SYS_clone */
 	size_t jz = c->n;
 	put(c, "\x74\x00", 2);                           /* jz child */
+	c->b[jnz + 1] = (uint8_t)(c->n - (jnz + 2));
 	put(c, "\xb8", 1), put32(c, SYS_rt_sigprocmask);
 	put(c, "\xbf", 1), put32(c, SIG_SETMASK);
 	put(c, "\x48\x8d\x35", 3), put_rip(c, D_MASK);   /* lea rsi, [mask] */
@@ -94,29 +110,14 @@ static void build(struct code *c)
 }
 
 /* The registers the thread gets back at the stub's end when it runs it on
- * its own: a syscall it was stopped in restarts, as the kernel would have
- * restarted it on resuming from that stop (without a handler to run). */
-static void fill_data(uint64_t *d, const struct user_regs_struct *r, uint64_t mask)
+ * its own: where it was (prepare: never inside a syscall to restart). */
+static void fill_data(uint64_t *d, const struct user_regs_struct *r, uint64_t mask, long nr,
+		      const uint64_t args[5])
 {
-	uint64_t rax = r->rax, rip = r->rip;
-	if ((long long)r->orig_rax >= 0) {
-		switch ((long long)r->rax) {
-		case -ERESTARTSYS:
-		case -ERESTARTNOINTR:
-		case -ERESTARTNOHAND:
-			rax = r->orig_rax;
-			rip -= 2;
-			break;
-		case -ERESTART_RESTARTBLOCK:
-			rax = SYS_restart_syscall;
-			rip -= 2;
-			break;
-		}
-	}
 	d[D_ALL] = ~0ull;
 	d[D_MASK] = mask;
 	d[D_FLAGS] = r->eflags;
-	d[D_RAX] = rax;
+	d[D_RAX] = r->rax;
 	d[D_RCX] = r->rcx;
 	d[D_R11] = r->r11;
 	d[D_RDI] = r->rdi;
@@ -125,7 +126,10 @@ static void fill_data(uint64_t *d, const struct user_regs_struct *r, uint64_t ma
 	d[D_R10] = r->r10;
 	d[D_R8] = r->r8;
 	d[D_RSP] = r->rsp;
-	d[D_RIP] = rip;
+	d[D_RIP] = r->rip;
+	d[D_NR] = (uint64_t)nr;
+	for (int i = 0; i < 5; i++)
+		d[D_A0 + i] = args[i];
 }
 
 static bool is_fault(const struct gb_stop *st)
@@ -134,9 +138,10 @@ static bool is_fault(const struct gb_stop *st)
 				st->sig == SIGFPE);
 }
 
-/* The signal to resume a stop with: a signal sent to the thread is kept
- * for its later delivery (a second one is delivered now, where it is
- * harmless: the stub runs on after the handler). */
+/* The signal to resume a stop with where the thread is on the stub's
+ * registers past its first syscall (all signals blocked: only one already
+ * on its way, which is kept for its later delivery; a second one is
+ * delivered now, where it is harmless: the stub runs on after the handler). */
 static int keep_signal(const struct gb_stop *st, int *pending_sig)
 {
 	if (st->kind != GB_STOP_SIGNAL)
@@ -148,14 +153,15 @@ static int keep_signal(const struct gb_stop *st, int *pending_sig)
 	return st->sig;
 }
 
-/* From a syscall stop in the stub to a PTRACE_INTERRUPT stop, where the
- * thread's registers can be put back exactly (a restart of the syscall it
- * was in is then done by the kernel, as from its original stop).  The
- * pending trap stop comes before the thread returns to user mode. */
-static int to_interrupt_stop(pid_t tid, int *pending_sig)
+/* From a stop to a PTRACE_INTERRUPT stop, where the thread's registers can
+ * be put back exactly, delivering sig first (from a signal-delivery-stop:
+ * the thread then stops at its handler's first instruction).  The pending
+ * trap stop comes before the thread returns to user mode, and before any
+ * other signal is taken. */
+static int to_interrupt_stop(pid_t tid, int *pending_sig, int sig)
 {
 	struct gb_stop st;
-	int sig = 0, e;
+	int e;
 	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0))
 		return -errno;
 	for (int tries = 0; tries < 16; tries++) {
@@ -189,14 +195,80 @@ static int save_mask(pid_t tid, int memfd, uint64_t page)
 	return pwrite(memfd, &mask, sizeof(mask), at) == (ssize_t)sizeof(mask) ? 0 : -EIO;
 }
 
+/* Thread tid as the stub must start from: at a stop in user mode, its
+ * registers its own, no signal taken from it.  A signal it is stopped to
+ * take (th->pending_sig from the freeze) is delivered now, as the kernel
+ * would on resuming that stop: its handler's frame is built and the thread
+ * stopped at the handler's first instruction.  A thread stopped in a
+ * syscall the kernel restarts is let do the restart itself: a signal that
+ * comes on the way is delivered on its own registers (a sigsuspend returns
+ * EINTR after the handler, SA_RESTART is obeyed), else the restarted
+ * syscall's entry is turned into a stop on its syscall instruction with
+ * its number in rax (the mask the kernel restores is then the thread's
+ * own).  Every moment of this leaves the thread correct without gebpf: at
+ * worst it takes the signal or makes the syscall by itself.  *r: the
+ * registers to start the stub from; *fin: those to put back at its end
+ * (the original ones, a syscall to restart included, unless a signal was
+ * delivered: then the handler's). */
+static int prepare(pid_t tid, struct user_regs_struct *r, struct user_regs_struct *fin,
+		   int *pending_sig)
+{
+	siginfo_t si;
+	struct gb_stop st;
+	int e;
+	if (*pending_sig && ptrace(PTRACE_GETSIGINFO, tid, 0, &si) == 0 &&
+	    si.si_signo == *pending_sig) {
+		int sig = *pending_sig;
+		*pending_sig = 0;
+		if ((e = to_interrupt_stop(tid, pending_sig, sig)) || (e = gb_regs_get(tid, r)))
+			return e;
+		*fin = *r;
+		return 0;
+	}
+	if (!gb_regs_restarting_syscall(r))
+		return 0;
+	for (int tries = 0; tries < 16; tries++) {
+		if (ptrace(PTRACE_SYSCALL, tid, 0, 0))
+			return -errno;
+		if ((e = gb_wait(tid, 0, &st, false)))
+			return e;
+		if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED) {
+			gb_wait_putback(&st);
+			return -ESRCH;
+		}
+		if (st.kind == GB_STOP_SIGNAL && !is_fault(&st)) {
+			if ((e = to_interrupt_stop(tid, pending_sig, st.sig)) || (e = gb_regs_get(tid, r)))
+				return e;
+			*fin = *r;
+			return 0;
+		}
+		if (st.kind != GB_STOP_SYSCALL || st.sys_exit)
+			continue;
+		struct user_regs_struct now;
+		if ((e = gb_regs_get(tid, &now)))
+			return e;
+		if (now.rip != r->rip)
+			return -EPROTO; /* cannot be: it entered another syscall */
+		now.rax = now.orig_rax;
+		now.rip -= 2;
+		now.orig_rax = (unsigned long long)-1; /* skipped, made again from user mode */
+		if ((e = gb_regs_set(tid, &now)) || (e = to_interrupt_stop(tid, pending_sig, 0)))
+			return e;
+		return gb_regs_get(tid, r);
+	}
+	return -EIO;
+}
+
 /* Run the stub on the thread until it is back in its own code's registers;
- * *ret and *child as for gb_snap_clone_stub. */
+ * *ret and *child as for gb_snap_stub_call. */
 static int run(pid_t tid, int memfd, uint64_t page, const struct code *c,
-	       const struct user_regs_struct *r0, long *ret, pid_t *child, int *pending_sig)
+	       const struct user_regs_struct *r0, const struct user_regs_struct *fin, long *ret,
+	       pid_t *child, int *pending_sig)
 {
 	struct user_regs_struct n = *r0, now;
 	struct gb_stop st;
 	int sig = 0, e;
+	bool entered = false;
 	n.rip = page;
 	n.rax = SYS_rt_sigprocmask;
 	n.rdi = SIG_SETMASK;
@@ -226,14 +298,30 @@ static int run(pid_t tid, int memfd, uint64_t page, const struct code *c,
 			/* A fault the thread took before it stopped comes back
 			 * when its instruction re-runs: drop it (one in the stub
 			 * would come back each time, until the tries run out). */
-			sig = is_fault(&st) ? 0 : keep_signal(&st, pending_sig);
+			if (is_fault(&st))
+				break;
+			if (!entered) {
+				/* A signal as the thread leaves its stop, before
+				 * the stub blocks them all: delivered to it as it
+				 * was (never kept: a signal kept where the thread
+				 * then stops for PTRACE_INTERRUPT cannot be given
+				 * back to it), then the stub anew from the
+				 * handler's first instruction. */
+				if ((e = gb_regs_set(tid, r0)) ||
+				    (e = to_interrupt_stop(tid, pending_sig, st.sig)))
+					return e;
+				return -EAGAIN;
+			}
+			sig = keep_signal(&st, pending_sig);
 			break;
 		case GB_STOP_SYSCALL:
 			if ((e = gb_regs_get(tid, &now)))
 				return e;
 			if (!st.sys_exit) {
-				if (now.rip == page + c->mask_end)
+				if (now.rip == page + c->mask_end) {
 					e = save_mask(tid, memfd, page);
+					entered = true;
+				}
 				if (e)
 					return e;
 				break;
@@ -243,14 +331,14 @@ static int run(pid_t tid, int memfd, uint64_t page, const struct code *c,
 				 * runs on a mask that was not saved: put the
 				 * registers back at once). */
 				*ret = (long)now.rax;
-				e = to_interrupt_stop(tid, pending_sig);
-				return e ? e : gb_regs_set(tid, r0);
+				e = to_interrupt_stop(tid, pending_sig, 0);
+				return e ? e : gb_regs_set(tid, fin);
 			}
-			if (now.rip == page + c->clone_end)
+			if (now.rip == page + c->call_end)
 				*ret = (long)now.rax;
 			if (now.rip == page + c->restore_end) {
-				e = to_interrupt_stop(tid, pending_sig);
-				return e ? e : gb_regs_set(tid, r0);
+				e = to_interrupt_stop(tid, pending_sig, 0);
+				return e ? e : gb_regs_set(tid, fin);
 			}
 			break;
 		default:
@@ -296,9 +384,10 @@ static uint64_t vdso_slack(pid_t pid, int memfd)
 	return at;
 }
 
-int gb_snap_clone_stub(pid_t pid, pid_t tid, uint64_t insn, long *ret, pid_t *child, int *pending_sig)
+int gb_snap_stub_call(pid_t pid, pid_t tid, uint64_t insn, long nr, const uint64_t args[5],
+		      long *ret, pid_t *child, int *pending_sig)
 {
-	struct user_regs_struct r0;
+	struct user_regs_struct r0, fin;
 	struct code c;
 	uint8_t orig[STUB_LEN];
 	uint64_t d[D_N], mask, at;
@@ -308,7 +397,10 @@ int gb_snap_clone_stub(pid_t pid, pid_t tid, uint64_t insn, long *ret, pid_t *ch
 	bool mapped = false;
 	*ret = 0;
 	*child = 0;
-	if ((e = gb_regs_get(tid, &r0)))
+	if ((e = gb_regs_get(tid, &fin)))
+		return e;
+	r0 = fin;
+	if (pending_sig && (e = prepare(tid, &r0, &fin, pending_sig)))
 		return e;
 	if (ptrace(PTRACE_GETSIGMASK, tid, sizeof(mask), &mask))
 		return -errno;
@@ -321,12 +413,16 @@ int gb_snap_clone_stub(pid_t pid, pid_t tid, uint64_t insn, long *ret, pid_t *ch
 		close(fd);
 		return -EOVERFLOW; /* cannot be: DATA_OFF is too small */
 	}
-	fill_data(d, &r0, mask);
+	fill_data(d, &r0, mask, nr, args);
 	memcpy(c.b + DATA_OFF, d, sizeof(d));
 	at = vdso_slack(pid, fd);
 	if (at && (pread(fd, orig, sizeof(orig), (off_t)at) != (ssize_t)sizeof(orig) ||
 		   pwrite(fd, c.b, STUB_LEN, (off_t)at) != (ssize_t)STUB_LEN))
 		at = 0;
+	if (!at && !insn) {
+		close(fd);
+		return -ENOSPC;
+	}
 	if (!at) {
 		/* No room there: a page of its own (its mmap and munmap are
 		 * injected the usual way: not crash-safe, clonestub.h). */
@@ -342,10 +438,26 @@ int gb_snap_clone_stub(pid_t pid, pid_t tid, uint64_t insn, long *ret, pid_t *ch
 		if (pwrite(fd, c.b, STUB_LEN, (off_t)at) != (ssize_t)STUB_LEN)
 			e = -EIO;
 	}
-	if (!e)
-		e = run(tid, fd, at, &c, &r0, ret, child, pending_sig);
+	for (int again = 0; !e && again < 8; again++) {
+		e = run(tid, fd, at, &c, &r0, &fin, ret, child, pending_sig);
+		if (e != -EAGAIN)
+			break;
+		/* At an interrupt stop at its handler's entry: from there. */
+		if ((e = gb_regs_get(tid, &r0)))
+			break;
+		fin = r0;
+		if (ptrace(PTRACE_GETSIGMASK, tid, sizeof(mask), &mask)) {
+			e = -errno;
+			break;
+		}
+		fill_data(d, &r0, mask, nr, args);
+		if (pwrite(fd, d, sizeof(d), (off_t)(at + DATA_OFF)) != (ssize_t)sizeof(d))
+			e = -EIO;
+		else if (again == 7)
+			e = -EAGAIN; /* signals keep coming: not run */
+	}
 	/* Gone, or left to finish the stub on its own (the stub stays). */
-	if (e == -ESRCH || e == -EINTR || (e && gb_regs_set(tid, &r0))) {
+	if (e == -ESRCH || e == -EINTR || (e && gb_regs_set(tid, &fin))) {
 		close(fd);
 		return e;
 	}
@@ -359,4 +471,10 @@ int gb_snap_clone_stub(pid_t pid, pid_t tid, uint64_t insn, long *ret, pid_t *ch
 	}
 	close(fd);
 	return e;
+}
+
+int gb_snap_clone_stub(pid_t pid, pid_t tid, uint64_t insn, long *ret, pid_t *child, int *pending_sig)
+{
+	const uint64_t args[5] = { CLONE_PARENT, 0, 0, 0, 0 }; /* exit signal 0; no stack, tids, tls */
+	return gb_snap_stub_call(pid, tid, insn, SYS_clone, args, ret, child, pending_sig);
 }

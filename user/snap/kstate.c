@@ -16,11 +16,11 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "ptrace/inject.h"
 #include "ptrace/mem.h"
 #include "ptrace/procfs.h"
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
+#include "snap/clonestub.h"
 #include "snap/proc.h"
 
 #ifndef PTRACE_GET_RSEQ_CONFIGURATION
@@ -78,20 +78,24 @@ static int scratch_get(const struct scratch *sc, size_t off, void *buf, size_t l
 	return gb_mem_read(sc->tid, sc->addr + off, buf, len) == (ssize_t)len ? 0 : -EFAULT;
 }
 
-static long inject(const struct gb_snap_kctx *k, struct gb_thread *th, long nr, uint64_t a0,
-		   uint64_t a1, uint64_t a2, uint64_t a3)
+/* Call nr in thread th through the self-restoring stub (clonestub.h):
+ * false when the stub could not be run; then nothing more is injected into
+ * the thread (it may be finishing the stub on its own).  The call's own
+ * result in *ret. */
+static bool inject(const struct gb_snap_kctx *k, struct gb_thread *th, long nr, uint64_t a0,
+		   uint64_t a1, uint64_t a2, uint64_t a3, long *ret)
 {
-	const uint64_t args[6] = { a0, a1, a2, a3, 0, 0 };
-	long ret = 0;
-	int e = gb_inject_syscall_nostep(th->tid, k->insn, nr, args, &ret, &th->pending_sig);
-	return e ? e : ret;
+	const uint64_t args[5] = { a0, a1, a2, a3, 0 };
+	pid_t child = 0;
+	*ret = 0;
+	return gb_snap_stub_call(k->pid, th->tid, 0, nr, args, ret, &child, &th->pending_sig) == 0;
 }
 
 void gb_snap__kstate_begin(struct gb_snap_kctx *k, pid_t pid)
 {
 	struct gb_proc_status st;
 	k->pid = pid;
-	k->insn = 0;
+	k->inject = false;
 	if (gb_proc_status(pid, pid, &st))
 		return;
 	if (st.seccomp) {
@@ -100,7 +104,7 @@ void gb_snap__kstate_begin(struct gb_snap_kctx *k, pid_t pid)
 			"injected into it)", pid);
 		return;
 	}
-	k->insn = gb_inject_find_syscall(pid, NULL, NULL);
+	k->inject = true;
 }
 
 /* The signals queued for thread tid (shared: for its process), as CRIU's
@@ -164,22 +168,26 @@ void gb_snap__kstate_thread(const struct gb_snap_kctx *k, struct gb_thread *th,
 		ks->have |= GB_TS_RSEQ;
 	}
 	struct scratch sc;
-	if (!k->insn || scratch_open(&sc, th->tid))
+	long ret;
+	if (!k->inject || scratch_open(&sc, th->tid))
 		return;
 	uint64_t tidp = 0;
-	if (inject(k, th, SYS_prctl, PR_GET_TID_ADDRESS, sc.addr + SCR_TID, 0, 0) == 0 &&
-	    !scratch_get(&sc, SCR_TID, &tidp, sizeof(tidp))) {
+	if (!inject(k, th, SYS_prctl, PR_GET_TID_ADDRESS, sc.addr + SCR_TID, 0, 0, &ret))
+		goto out;
+	if (ret == 0 && !scratch_get(&sc, SCR_TID, &tidp, sizeof(tidp))) {
 		ks->clear_tid = tidp;
 		ks->have |= GB_TS_TID_ADDR;
 	}
 	stack_t ss;
-	if (inject(k, th, SYS_sigaltstack, 0, sc.addr + SCR_SS, 0, 0) == 0 &&
-	    !scratch_get(&sc, SCR_SS, &ss, sizeof(ss))) {
+	if (!inject(k, th, SYS_sigaltstack, 0, sc.addr + SCR_SS, 0, 0, &ret))
+		goto out;
+	if (ret == 0 && !scratch_get(&sc, SCR_SS, &ss, sizeof(ss))) {
 		ks->ss_sp = (uint64_t)(uintptr_t)ss.ss_sp;
 		ks->ss_size = ss.ss_size;
 		ks->ss_flags = ss.ss_flags;
 		ks->have |= GB_TS_ALTSTACK;
 	}
+out:
 	scratch_close(&sc);
 }
 
@@ -226,21 +234,25 @@ static void inject_proc(const struct gb_snap_kctx *k, struct gb_thread *th, stru
 {
 	struct gb_snap_pstate *pk = &s->pk;
 	struct scratch sc;
-	if (!k->insn || scratch_open(&sc, th->tid))
+	long ret;
+	if (!k->inject || scratch_open(&sc, th->tid))
 		return;
-	bool ok = true;
+	bool ok = true, ran = true;
 	for (int sig = 1; sig <= GB_SNAP_NSIG && ok; sig++) {
 		if (!(set & (1ull << (sig - 1))))
 			continue;
-		ok = inject(k, th, SYS_rt_sigaction, (uint64_t)sig, 0, sc.addr + SCR_SA, 8) == 0 &&
+		ran = inject(k, th, SYS_rt_sigaction, (uint64_t)sig, 0, sc.addr + SCR_SA, 8, &ret);
+		ok = ran && ret == 0 &&
 		     !scratch_get(&sc, SCR_SA, &pk->sigact[sig - 1], sizeof(pk->sigact[0]));
 	}
 	if (ok)
 		pk->have |= GB_PS_SIGACTS;
-	ok = true;
-	for (int w = 0; w < 3 && ok; w++)
-		ok = inject(k, th, SYS_getitimer, (uint64_t)w, sc.addr + SCR_IT, 0, 0) == 0 &&
+	ok = ran;
+	for (int w = 0; w < 3 && ok; w++) {
+		ran = inject(k, th, SYS_getitimer, (uint64_t)w, sc.addr + SCR_IT, 0, 0, &ret);
+		ok = ran && ret == 0 &&
 		     !scratch_get(&sc, SCR_IT, &pk->itimer[w], sizeof(pk->itimer[0]));
+	}
 	if (ok)
 		pk->have |= GB_PS_ITIMERS;
 	else

@@ -5,10 +5,12 @@
  * Read from /proc and with ptrace where the kernel shows it to a tracer
  * (thread names, get_robust_list, PTRACE_GET_RSEQ_CONFIGURATION, umask,
  * cwd, prlimit); the rest (clear_child_tid, alternate signal stacks, signal
- * dispositions, interval timers) with system calls injected into the
- * stopped target (ptrace/inject.h), their results put 256 bytes of its
- * stack below the red zone and those bytes put back, as CRIU's parasite
- * asks the process itself.  Nothing is injected into a process under
+ * dispositions, interval timers) with system calls made in the stopped
+ * target from the self-restoring stub (clonestub.h: a thread left alone by
+ * a killed gebpf finishes it and goes on as it was), their results put 256
+ * bytes of its stack below the red zone and those bytes put back, as
+ * CRIU's parasite asks the process itself.  Where the vDSO has no room for
+ * the stub nothing is injected (those parts are left out).  Nothing is injected into a process under
  * seccomp (a filter could kill it for a call): those parts are then left
  * out (said with -v; resume names them).  A part that cannot be read is left out (its
  * GB_TS_* / GB_PS_* bit clear); the capture never fails for it.
@@ -27,10 +29,10 @@ struct gb_thread;
 
 struct gb_snap_kctx {
 	pid_t pid;          /* host pid of the target */
-	uint64_t insn;      /* a syscall instruction of the target; 0: inject nothing */
+	bool inject;        /* false: inject nothing (seccomp) */
 };
 
-/* Decide whether to inject (seccomp) and find the syscall instruction. */
+/* Decide whether to inject (seccomp). */
 void gb_snap__kstate_begin(struct gb_snap_kctx *k, pid_t pid);
 /* Thread th's state into t->ks (th stopped). */
 void gb_snap__kstate_thread(const struct gb_snap_kctx *k, struct gb_thread *th,
