@@ -1,0 +1,638 @@
+/* The patch trap (--trap patch, docs/trace.md "The patch trap"): entries
+ * without a stop.  The range is translated up front into the stop-free
+ * code cache (user/jit, gb_jit__new_opts nostop) mapped near it, and each
+ * entry of the range is overwritten with a 5-byte jmp to its entry block
+ * (jit/patch.h's plan).  Threads run natively under PTRACE_CONT; in the
+ * cache they take its lock, write their records to its ring and leave by
+ * jumps; gebpf drains the ring while the program runs (the idle hook, every
+ * poll_ms) and makes the same lines as the other traps (eng_commit).  No
+ * thread ever owns the range in the engine's sense and nothing is stepped,
+ * except a thread stopped in the cache being brought to an original
+ * instruction boundary (a signal it must take there, the end).
+ *
+ * What it needs (else NULL with one line: the session uses the probe
+ * trap): one thread with gs base 0, every instruction of the range
+ * translatable, every entry patchable, the cache's mmap allowed.
+ *
+ * A signal with a handler stopping a thread in the cache: the thread is put
+ * at its original instruction (the lock released) and takes it there, so
+ * the handler and its ucontext see original addresses; it then runs with
+ * PTRACE_SYSCALL until its rt_sigreturn, after which a pc in the range goes
+ * back into the cache (the entry block of that pc).  A fork child is moved
+ * out of the cache, gets the original bytes back, gs base 0 and no cache.
+ * The end (every thread stopped): records drained, threads in the cache put
+ * back, bytes restored, gs bases 0, the cache unmapped. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+
+#include "common/grow.h"
+#include "common/log.h"
+#include "decode/plan.h"
+#include "jit/jit.h"
+#include "jit/patch.h"
+#include "ptrace/maps.h"
+#include "ptrace/mem.h"
+#include "ptrace/procfs.h"
+#include "ptrace/regs.h"
+#include "ptrace/tracee.h"
+#include "sym/entries.h"
+#include "trace/cpu.h"
+#include "trace/engine_int.h"
+#include "trace/jitmap.h"
+
+/* Single steps at most to bring a thread in the cache to a boundary. */
+#define PATCH_STEPS 100000
+/* Ranges of at most this many instructions get a block from each. */
+#define PATCH_EVERY 8192
+
+struct patch_trap {
+	struct gb_trap base;
+	struct gb_trace_range *range;
+	pid_t pid;
+	uint64_t start, end;          /* the range (run-time, inclusive) */
+	uint8_t *code;                /* its original bytes (+ GB_INSN_MAX_LEN) */
+	struct gb_jitmap map;
+	struct gb_jit *j;
+	struct gb_patch_plan plan;
+	bool written;                 /* the patches are in the target */
+	struct gb_jit_cursor cur;
+	uint64_t fs_base;             /* the thread's (fs-relative accesses) */
+	size_t first;                 /* its index (records are its lines) */
+	uint64_t handled;             /* signals taken at an original boundary */
+	unsigned npatched;
+};
+
+struct patch_thread {
+	bool known;
+	bool fs_watch;                /* fs base 0 (libc not set up yet): runs with
+				       * PTRACE_SYSCALL until it sets one */
+	bool sigret;                  /* runs with PTRACE_SYSCALL until its rt_sigreturn */
+};
+
+#define PT(t) ((struct patch_trap *)(t))
+
+static struct patch_thread *pth(struct gb_engine *e, size_t i) { return eng_trap_priv(e, i); }
+
+static const struct gb_insn *fetch(void *ctx, uint64_t pc)
+{
+	static struct gb_insn ring[64];
+	static unsigned k;
+	struct patch_trap *pt = ctx;
+	struct gb_insn *out = &ring[k++ % 64];
+	uint8_t b[GB_INSN_MAX_LEN];
+	const uint8_t *at = b;
+	if (pc >= pt->start && pc <= pt->end)
+		at = pt->code + (pc - pt->start); /* the original bytes, patched or not */
+	else if (gb_mem_read(pt->pid, pc, b, sizeof(b)) <= 0)
+		return NULL;
+	return gb_decode(pc, at, GB_INSN_MAX_LEN, out) ? NULL : out;
+}
+
+static bool in_range(const struct patch_trap *pt, uint64_t pc)
+{
+	return pc >= pt->start && pc <= pt->end;
+}
+
+/* The ring's records become lines (thread first's), up to --max-insns. */
+static void drain(struct patch_trap *pt, struct gb_engine *e)
+{
+	struct gb_jit_rec rec;
+	int r;
+	size_t n = 0;
+	if (!pt->j)
+		return;
+	gb_jsonl__batch(e->out, true);
+	while ((r = gb_jit__ring_poll(pt->j, &pt->cur, pt->fs_base, 0, &rec)) == 1) {
+		if (eng_max_insns_done(e)) {
+			eng_finish(e, GB_END_MAX_INSNS);
+			break;
+		}
+		eng_commit(e, pt->first, rec.pc, rec.acc, rec.nacc);
+		if (++n % 4096 == 0)
+			gb_jit__ring_commit(pt->j, &pt->cur);
+	}
+	gb_jit__ring_commit(pt->j, &pt->cur);
+	gb_jsonl__batch(e->out, false);
+	if (r < 0) {
+		gb_err("trace: the code cache's ring holds a record gebpf did not write");
+		eng_finish(e, GB_END_ERROR);
+	}
+}
+
+static void patch_idle(struct gb_trap *t, struct gb_engine *e) { drain(PT(t), e); }
+
+/* rip is right after the system call of a piece that makes one without
+ * the lock: its original instruction (the syscall at *pc). */
+static bool after_ns_syscall(const struct patch_trap *pt, uint64_t rip, uint64_t *pc)
+{
+	struct gb_jit_loc loc;
+	uint64_t off = rip - pt->map.addr;
+	return gb_jit__locate(pt->j, rip, &loc) == 0 && loc.ns == GB_JIT_NS_SYSCALL && loc.pc &&
+	       off >= 2 && off <= GB_JIT_CODE_SIZE && pt->map.view[off - 2] == 0x0f &&
+	       pt->map.view[off - 1] == 0x05 && (*pc = loc.pc, true);
+}
+
+/* Thread tid (stopped, registers r) in the cache is put at an original
+ * instruction boundary with the program's registers, holding no lock:
+ * stepped to the next point where the registers are the program's (the
+ * head of an instruction's record), unless it is inside (or right after)
+ * a system call the cache makes without the lock, which continues at the
+ * original one.  fault: it stopped at an instruction's copy for a fault
+ * that instruction raised (put at it, its saved registers reloaded).
+ * 0, -ESRCH (it died), -EAGAIN (no boundary reached). */
+static int unwind(struct patch_trap *pt, pid_t tid, struct user_regs_struct *r, bool fault,
+		  int *pending_sig)
+{
+	struct gb_jit_loc loc;
+	uint64_t sys;
+	for (int n = 0; n < PATCH_STEPS; n++) {
+		if (!gb_jit__in_code(pt->j, r->rip))
+			return gb_regs_set(tid, r) ? -ESRCH : 0; /* (left by itself) */
+		if (gb_jit__locate(pt->j, r->rip, &loc))
+			return -EAGAIN;
+		bool clean = !loc.ns && !loc.stub && !loc.restore && !loc.unwrite && loc.pc;
+		if (clean || (fault && loc.at_insn)) {
+			for (unsigned k = 0; k < GB_REG_COUNT; k++)
+				if (loc.restore & (1u << k))
+					*gb_regs_field(r, k) = gb_jit__saved(pt->j, k);
+			r->rip = loc.pc;
+			gb_jit__lock_reset(pt->j); /* blocks run holding it */
+			return gb_regs_set(tid, r) ? -ESRCH : 0;
+		}
+		if (after_ns_syscall(pt, r->rip, &sys)) {
+			/* The lock is not held; a call to restart restarts at
+			 * the original syscall. */
+			r->rip = sys + 2;
+			if (!gb_regs_restarting_syscall(r))
+				r->rcx = sys + 2;
+			return gb_regs_set(tid, r) ? -ESRCH : 0;
+		}
+		struct gb_stop st;
+		if (gb_regs_set(tid, r) || ptrace(PTRACE_SINGLESTEP, tid, 0, 0) ||
+		    gb_wait(tid, 0, &st, false) || st.kind == GB_STOP_EXITED ||
+		    st.kind == GB_STOP_KILLED)
+			return -ESRCH;
+		if (st.kind == GB_STOP_SIGNAL && st.sig != SIGTRAP && !*pending_sig)
+			*pending_sig = st.sig; /* delivered once it is out */
+		if (gb_regs_get(tid, r))
+			return -ESRCH;
+	}
+	return -EAGAIN;
+}
+
+/* Does the process catch sig (a handler will run)? */
+static bool caught(pid_t pid, int sig)
+{
+	uint64_t cgt = 0;
+	return gb_proc_status_num(pid, "SigCgt", 16, &cgt) == 0 && sig >= 1 && sig <= 64 &&
+	       (cgt >> (sig - 1) & 1);
+}
+
+static uint64_t entry_of(struct patch_trap *pt, uint64_t pc)
+{
+	return gb_jit__entry(pt->j, pc, fetch, pt);
+}
+
+static void settle_new(struct patch_trap *pt, struct gb_engine *e, size_t i)
+{
+	if (pth(e, i)->known)
+		return;
+	pth(e, i)->known = true;
+	/* A thread the trap was not made for: its records would be another's. */
+	gb_err("trace: thread %d appeared: the patch trap traces one thread (use --trap probes "
+	       "for threaded programs)", eng_tid(e, i));
+	eng_finish(e, GB_END_ERROR);
+}
+
+static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *e, size_t i,
+					   const struct gb_stop *st, enum gb_trap_where where,
+					   uint64_t pc)
+{
+	struct patch_trap *pt = PT(t);
+	struct user_regs_struct r;
+	pid_t tid = eng_tid(e, i);
+	settle_new(pt, e, i);
+	if (st->kind != GB_STOP_SIGNAL || !pt->j || !pt->written || gb_regs_get(tid, &r) ||
+	    !gb_jit__in_code(pt->j, r.rip))
+		return GB_TRAP_PROGRAM;
+	/* In the cache: a handler must see the original instruction. */
+	if (!caught(pt->pid, st->sig))
+		return GB_TRAP_PROGRAM; /* ignored, or the default action: nothing sees it */
+	struct gb_jit_loc loc;
+	bool sync = eng_sync_fault(st) && gb_jit__locate(pt->j, r.rip, &loc) == 0 && loc.at_insn;
+	uint64_t rip = r.rip;
+	drain(pt, e);
+	int pend = 0;
+	int u = unwind(pt, tid, &r, sync, &pend);
+	if (u == -ESRCH) {
+		eng_set_state(e, i, T_DYING);
+		return GB_TRAP_SWALLOW;
+	}
+	drain(pt, e); /* (what it stepped through) */
+	if (u) {
+		gb_warn("trace: thread %d: signal %d in the code cache at 0x%llx: delivered there",
+			tid, st->sig, (unsigned long long)rip);
+		return GB_TRAP_PROGRAM;
+	}
+	if (sync) {
+		siginfo_t si;
+		if (ptrace(PTRACE_GETSIGINFO, tid, 0, &si) == 0 && (uint64_t)si.si_addr == rip) {
+			si.si_addr = (void *)r.rip;
+			ptrace(PTRACE_SETSIGINFO, tid, 0, &si);
+		}
+	}
+	if (pend && pend != st->sig)
+		kill(pt->pid, pend); /* (queued again for later) */
+	pth(e, i)->sigret = true;
+	pt->handled++;
+	gb_info("trace: thread %d: signal %d taken at 0x%llx, out of the code cache", tid, st->sig,
+		(unsigned long long)r.rip);
+	return GB_TRAP_PROGRAM;
+}
+
+static bool patch_syscalls(struct gb_trap *t, struct gb_engine *e, size_t i)
+{
+	return pth(e, i)->sigret || pth(e, i)->fs_watch;
+}
+
+/* Records are read with the fs base they were written with. */
+static void watch_fs(struct patch_trap *pt, struct gb_engine *e, size_t i,
+		     const struct user_regs_struct *r)
+{
+	if (!pth(e, i)->fs_watch || r->fs_base == pt->fs_base)
+		return;
+	drain(pt, e);
+	pt->fs_base = r->fs_base;
+	pth(e, i)->fs_watch = false;
+}
+
+/* After its handler's rt_sigreturn, a thread back in the range goes back
+ * into the cache. */
+static void patch_syscall_exit(struct gb_trap *t, struct gb_engine *e, size_t i)
+{
+	struct patch_trap *pt = PT(t);
+	struct user_regs_struct r;
+	pid_t tid = eng_tid(e, i);
+	if (gb_regs_get(tid, &r))
+		return;
+	watch_fs(pt, e, i, &r);
+	if (!pth(e, i)->sigret || r.orig_rax != SYS_rt_sigreturn)
+		return;
+	pth(e, i)->sigret = false;
+	if (!pt->j || !pt->written || !in_range(pt, r.rip))
+		return;
+	uint64_t blk = entry_of(pt, r.rip);
+	if (!blk) {
+		gb_err("trace: thread %d: no translation for 0x%llx after its signal handler", tid,
+		       (unsigned long long)r.rip);
+		eng_finish(e, GB_END_ERROR);
+		return;
+	}
+	r.rip = blk;
+	gb_regs_set(tid, &r);
+}
+
+static void patch_resuming(struct gb_trap *t, struct gb_engine *e, size_t i, int sig)
+{
+	settle_new(PT(t), e, i);
+}
+
+static void write_patches(struct patch_trap *pt, pid_t pid, bool orig)
+{
+	for (size_t k = 0; k < pt->plan.n; k++) {
+		const struct gb_patch *p = &pt->plan.v[k];
+		if (p->why == GB_PATCH_OK &&
+		    gb_mem_write(pid, p->addr, orig ? p->orig : p->bytes, GB_PATCH_LEN) != GB_PATCH_LEN)
+			gb_warn("trace: pid %d: cannot write the %s bytes at 0x%llx", pid,
+				orig ? "original" : "patch", (unsigned long long)p->addr);
+	}
+}
+
+/* Every thread stopped: gs bases set, threads in the range (or inside a
+ * patch's bytes) moved into the cache, the patches written. */
+static void patch_start(struct gb_trap *t, struct gb_engine *e)
+{
+	struct patch_trap *pt = PT(t);
+	for (size_t i = 0; i < e->t->nthreads; i++) {
+		struct user_regs_struct r;
+		pid_t tid = eng_tid(e, i);
+		if (eng_state(e, i) != T_STOPPED || gb_regs_get(tid, &r))
+			continue;
+		pth(e, i)->known = true;
+		pt->first = i;
+		pt->fs_base = r.fs_base;
+		pth(e, i)->fs_watch = !r.fs_base;
+		r.gs_base = gb_jit__tls(pt->j, 0);
+		uint64_t at = r.rip;
+		if (gb_patch_inside(&pt->plan, r.rip, &at) || in_range(pt, r.rip)) {
+			if (gb_regs_restarting_syscall(&r))
+				gb_warn("trace: thread %d is in a system call of the range: it runs "
+					"natively until it leaves the range", tid);
+			else if ((at = entry_of(pt, at)))
+				r.rip = at;
+		}
+		if (gb_regs_set(tid, &r))
+			eng_set_state(e, i, T_DYING);
+	}
+	write_patches(pt, pt->pid, false);
+	pt->written = true;
+	gb_info("patch trap: %u entries patched, threads run natively", pt->npatched);
+}
+
+/* A fork child, stopped: out of the cache, the original bytes, gs 0, the
+ * cache unmapped (a vfork child shares our memory: left as it is). */
+static void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, bool vfork)
+{
+	struct patch_trap *pt = PT(t);
+	struct user_regs_struct r;
+	uint64_t sys;
+	int sig = 0;
+	if (vfork || !pt->written || gb_regs_get(child, &r))
+		return;
+	if (gb_jit__in_code(pt->j, r.rip) && after_ns_syscall(pt, r.rip, &sys))
+		r.rip = r.rcx = sys + 2; /* (fork returned 0 in it) */
+	else if (gb_jit__in_code(pt->j, r.rip))
+		gb_warn("trace: forked child %d at 0x%llx in the code cache", child,
+			(unsigned long long)r.rip);
+	r.gs_base = 0;
+	gb_regs_set(child, &r);
+	write_patches(pt, child, true);
+	if (gb_jitmap_unmap_in(child, child, pt->map.addr, &sig))
+		gb_warn("trace: forked child %d keeps a copy of the code cache", child);
+	if (sig)
+		kill(child, sig);
+}
+
+/* The old image went with its patches and cache. */
+static void patch_exec(struct gb_trap *t, struct gb_engine *e)
+{
+	struct patch_trap *pt = PT(t);
+	drain(pt, e);
+	pt->written = false;
+	gb_jitmap_drop(&pt->map);
+	gb_warn("trace: pid %d exec'd: the patch trap does not follow it (the new image is not "
+		"traced)", pt->pid);
+	gb_trace_range_pend(pt->range);
+}
+
+static void patch_exit(struct gb_trap *t, struct gb_engine *e, size_t i) { drain(PT(t), e); }
+
+/* The end, every thread held. */
+static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
+{
+	struct patch_trap *pt = PT(t);
+	if (!pt->written)
+		return;
+	drain(pt, e);
+	if (!eng_live(e)) {
+		pt->written = false;
+		return;
+	}
+	ssize_t via = -1;
+	for (size_t i = 0; i < e->t->nthreads; i++) {
+		struct user_regs_struct r;
+		pid_t tid = eng_tid(e, i);
+		if (eng_state(e, i) != T_STOPPED || gb_regs_get(tid, &r))
+			continue;
+		if (gb_jit__in_code(pt->j, r.rip) &&
+		    unwind(pt, tid, &r, false, &e->t->threads[i].pending_sig)) {
+			gb_err("trace: thread %d: cannot leave the code cache at 0x%llx", tid,
+			       (unsigned long long)r.rip);
+			continue;
+		}
+		r.gs_base = 0;
+		if (gb_regs_set(tid, &r) == 0 && via < 0)
+			via = (ssize_t)i;
+	}
+	/* What the end stepped through is the trace's too, up to --max-insns. */
+	drain(pt, e);
+	write_patches(pt, pt->pid, true);
+	gb_jit__lock_reset(pt->j);
+	pt->written = false;
+	if (via < 0 || gb_jitmap_unmap_in(pt->pid, eng_tid(e, (size_t)via), pt->map.addr,
+					   &e->t->threads[via].pending_sig))
+		gb_warn("pid %d: the code cache at 0x%llx stays mapped (never entered again)", pt->pid,
+			(unsigned long long)pt->map.addr);
+}
+
+static bool patch_must_restore(const struct gb_trap *t) { return PT(t)->written; }
+
+static bool patch_native(const struct gb_trap *t) { return true; }
+
+static bool patch_covers(const struct gb_trap *t, uint64_t pc) { return false; }
+
+static uint64_t patch_entries(const struct gb_trap *t) { return PT(t)->npatched; }
+
+static void patch_free(struct gb_trap *t)
+{
+	struct patch_trap *pt = PT(t);
+	gb_patch_plan_free(&pt->plan);
+	gb_jit__free(pt->j);
+	gb_jitmap_drop(&pt->map);
+	free(pt->code);
+	free(pt);
+}
+
+static const struct gb_trap_ops patch_ops = {
+	.name = "patch",
+	.thread_size = sizeof(struct patch_thread),
+	.leave_native = true,
+	.stop_all = true,
+	.poll_ms = 1,
+	.idle = patch_idle,
+	.native = patch_native,
+	.start = patch_start,
+	.covers = patch_covers,
+	.classify = patch_classify,
+	.syscalls = patch_syscalls,
+	.resuming = patch_resuming,
+	.child = patch_child,
+	.exec = patch_exec,
+	.syscall_exit = patch_syscall_exit,
+	.exit = patch_exit,
+	.must_restore = patch_must_restore,
+	.teardown = patch_teardown,
+	.entries = patch_entries,
+	.free = patch_free,
+};
+
+/* Why the trap does not apply to t now (NULL: it may), before anything is
+ * done to the target. */
+static const char *refuse(const struct gb_tracee *t, char *buf, size_t len)
+{
+	size_t live = 0;
+	for (size_t i = 0; i < t->nthreads; i++) {
+		struct user_regs_struct r;
+		if (t->threads[i].exited)
+			continue;
+		live++;
+		if (gb_regs_get(t->threads[i].tid, &r) == 0 && r.gs_base) {
+			snprintf(buf, len, "thread %d uses its gs base", t->threads[i].tid);
+			return buf;
+		}
+	}
+	if (live != 1) {
+		snprintf(buf, len, "%zu threads (it traces one thread)", live);
+		return buf;
+	}
+	return NULL;
+}
+
+/* What the stop-free mode translates (jit.c's translatable): system calls
+ * too, not calls and jumps through fs/gs memory. */
+static bool translatable(const struct gb_insn *in)
+{
+	const ZydisDecodedOperand *o = &in->ops[0];
+	if (in->zi.mnemonic == ZYDIS_MNEMONIC_SYSCALL)
+		return true;
+	if (gb_jit__emulated(in) && in->zi.mnemonic != ZYDIS_MNEMONIC_RET &&
+	    o->type == ZYDIS_OPERAND_TYPE_MEMORY &&
+	    (o->mem.segment == ZYDIS_REGISTER_FS || o->mem.segment == ZYDIS_REGISTER_GS))
+		return false;
+	return gb_jit__supported(in);
+}
+
+/* The range's instructions, decoded in order from its original bytes:
+ * each translatable (else why). */
+static const char *sweep(struct patch_trap *pt, struct gb_insn **out, size_t *n, char *buf,
+			 size_t len)
+{
+	size_t cap = 0;
+	*out = NULL;
+	*n = 0;
+	for (uint64_t a = pt->start; a <= pt->end;) {
+		if (GB_GROW(out, &cap, *n + 1))
+			return "out of memory";
+		struct gb_insn *in = &(*out)[*n];
+		if (gb_decode(a, pt->code + (a - pt->start), GB_INSN_MAX_LEN, in) ||
+		    !translatable(in)) {
+			snprintf(buf, len, "the instruction at 0x%llx cannot run translated",
+				 (unsigned long long)a);
+			return buf;
+		}
+		a += in->len;
+		++*n;
+	}
+	return NULL;
+}
+
+/* The plan over the range's entries, each translated; the first refusal's
+ * reason. */
+static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, uint64_t hi,
+			uint64_t bias, const struct gb_insn *ins, size_t nins, char *buf, size_t len)
+{
+	struct gb_entries en = { 0 };
+	struct gb_maps m;
+	struct gb_patch_map *pm = NULL;
+	uint64_t *ev = NULL;
+	const char *why = NULL;
+	if (gb_entries_find(path, lo, hi, &en, NULL)) {
+		why = "the range's entries cannot be found";
+		goto out;
+	}
+	if (gb_maps_read(pt->pid, &m)) {
+		why = "no memory map";
+		goto out;
+	}
+	pm = calloc(m.n + 1, sizeof(*pm));
+	ev = calloc(en.n + 1, sizeof(*ev));
+	for (size_t k = 0; pm && k < m.n; k++)
+		pm[k] = (struct gb_patch_map){ m.v[k].start, m.v[k].end,
+					       (m.v[k].prot & PROT_WRITE) != 0 };
+	struct gb_patch_in in = { pt->start, pt->end, ev, en.n, ins, nins, pm, m.n, pt->map.addr,
+				  pt->map.addr + GB_JIT_CODE_SIZE };
+	for (size_t k = 0; ev && k < en.n; k++)
+		ev[k] = en.v[k].vaddr + bias;
+	if (!pm || !ev || gb_patch_plan(&in, &pt->plan))
+		why = "out of memory";
+	gb_maps_free(&m);
+	/* Jump tables and other indirect targets inside the range: a block
+	 * from every instruction (a lookup that misses runs on natively). */
+	for (size_t k = 0; !why && nins <= PATCH_EVERY && k < nins; k++)
+		if (gb_jit__translate_from(pt->j, ins[k].pc, fetch, pt)) {
+			why = "the code cache is full";
+			break;
+		}
+	for (size_t k = 0; !why && k < pt->plan.n; k++) {
+		struct gb_patch *p = &pt->plan.v[k];
+		int r = p->why == GB_PATCH_OK ? gb_jit__translate_from(pt->j, p->addr, fetch, pt) : 0;
+		uint64_t blk = r || p->why != GB_PATCH_OK ? 0 : entry_of(pt, p->addr);
+		if (p->why != GB_PATCH_OK || !blk || gb_patch_set_target(p, blk)) {
+			snprintf(buf, len, "the entry at 0x%llx cannot be patched (%s)",
+				 (unsigned long long)p->addr,
+				 p->why != GB_PATCH_OK ? gb_patch_why_str(p->why)
+				 : r == -ENOSPC ? "the code cache is full" : "it does not translate");
+			why = buf;
+		}
+		pt->npatched++;
+	}
+out:
+	free(pm);
+	free(ev);
+	gb_entries_free(&en);
+	return why;
+}
+
+struct gb_trap *gb_trap_patch_new(struct gb_tracee *t, struct gb_trace_range *rg, const char *path,
+				  uint64_t lo, uint64_t hi, uint64_t bias)
+{
+	char buf[200];
+	const char *why = refuse(t, buf, sizeof(buf));
+	struct patch_trap *pt = why ? NULL : calloc(1, sizeof(*pt));
+	struct gb_insn *ins = NULL;
+	size_t nins = 0, i0 = 0;
+	if (why)
+		goto fail;
+	while (t->threads[i0].exited)
+		i0++;
+	pt->base.ops = &patch_ops;
+	pt->range = rg;
+	pt->pid = t->pid;
+	pt->start = lo + bias;
+	pt->end = hi + bias;
+	size_t n = (size_t)(pt->end - pt->start + 1);
+	pt->code = calloc(1, n + GB_INSN_MAX_LEN);
+	if (!pt->code || gb_mem_read(t->pid, pt->start, pt->code, n) != (ssize_t)n) {
+		why = "its bytes cannot be read";
+		goto fail;
+	}
+	if ((why = sweep(pt, &ins, &nins, buf, sizeof(buf))))
+		goto fail;
+	if (gb_jitmap_map(t->pid, t->threads[i0].tid, pt->start, pt->end, "using the probe trap",
+			  &pt->map, &t->threads[i0].pending_sig)) {
+		free(ins);
+		patch_free(&pt->base);
+		return NULL; /* (said) */
+	}
+	struct gb_jit_mem m = { pt->map.view, pt->map.view + GB_JIT_CODE_SIZE, pt->map.addr,
+				pt->map.addr + GB_JIT_CODE_SIZE };
+	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = 1000 };
+	pt->j = gb_jit__new_opts(&m, pt->start, pt->end, &o);
+	if (!pt->j)
+		why = "no translator";
+	else
+		why = plan(pt, path, lo, hi, bias, ins, nins, buf, sizeof(buf));
+	free(ins);
+	ins = NULL;
+	if (why) {
+		gb_jitmap_unmap_in(t->pid, t->threads[i0].tid, pt->map.addr, &t->threads[i0].pending_sig);
+		goto fail;
+	}
+	gb_jit__ring_reset(pt->j);
+	return &pt->base;
+fail:
+	gb_warn("range 0x%llx-0x%llx: the patch trap does not apply (%s): using the probe trap",
+		(unsigned long long)(lo + bias), (unsigned long long)(hi + bias),
+		why ? why : strerror(ENOMEM));
+	free(ins);
+	if (pt)
+		patch_free(&pt->base);
+	return NULL;
+}
