@@ -100,21 +100,44 @@ static bool in_range(const struct patch_trap *pt, uint64_t pc)
 	return pc >= pt->start && pc <= pt->end;
 }
 
-/* The ring's records become lines (thread first's), up to --max-insns. */
-static void drain(struct patch_trap *pt, struct gb_engine *e)
+/* The ring's records become lines (thread first's), up to --max-insns.
+ * fault: the last record's instruction raised this signal (its completed
+ * accesses only). */
+static void drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct gb_stop *fault)
 {
-	struct gb_jit_rec rec;
-	int r;
+	struct gb_jit_rec rec[2];
+	int r, have = 0;
 	size_t n = 0;
 	if (!pt->j)
 		return;
 	gb_jsonl__batch(e->out, true);
-	while ((r = gb_jit__ring_poll(pt->j, &pt->cur, pt->fs_base, 0, &rec)) == 1) {
-		if (eng_max_insns_done(e)) {
-			eng_finish(e, GB_END_MAX_INSNS);
-			break;
+	for (;;) {
+		r = gb_jit__ring_poll(pt->j, &pt->cur, pt->fs_base, 0, &rec[n & 1]);
+		if (have && (r != 1 || !fault)) {
+			const struct gb_jit_rec *x = &rec[(n - 1) & 1];
+			int na = x->nacc;
+			if (r != 1 && fault) {
+				int d = eng_fault_done(x->pc, x->len, x->acc, x->nacc, fault, x->pc);
+				na = d >= 0 ? d : na;
+			}
+			if (eng_max_insns_done(e)) {
+				eng_finish(e, GB_END_MAX_INSNS);
+				break;
+			}
+			eng_commit(e, pt->first, x->pc, x->acc, na);
+			have = 0;
 		}
-		eng_commit(e, pt->first, rec.pc, rec.acc, rec.nacc);
+		if (r != 1)
+			break;
+		if (have) { /* (fault: the one before is not the last) */
+			const struct gb_jit_rec *x = &rec[(n - 1) & 1];
+			if (eng_max_insns_done(e)) {
+				eng_finish(e, GB_END_MAX_INSNS);
+				break;
+			}
+			eng_commit(e, pt->first, x->pc, x->acc, x->nacc);
+		}
+		have = 1;
 		if (++n % 4096 == 0)
 			gb_jit__ring_commit(pt->j, &pt->cur);
 	}
@@ -125,6 +148,8 @@ static void drain(struct patch_trap *pt, struct gb_engine *e)
 		eng_finish(e, GB_END_ERROR);
 	}
 }
+
+static void drain(struct patch_trap *pt, struct gb_engine *e) { drain_fault(pt, e, NULL); }
 
 static void patch_idle(struct gb_trap *t, struct gb_engine *e) { drain(PT(t), e); }
 
@@ -228,7 +253,7 @@ static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *
 	struct gb_jit_loc loc;
 	bool sync = eng_sync_fault(st) && gb_jit__locate(pt->j, r.rip, &loc) == 0 && loc.at_insn;
 	uint64_t rip = r.rip;
-	drain(pt, e);
+	drain_fault(pt, e, sync ? st : NULL);
 	int pend = 0;
 	int u = unwind(pt, tid, &r, sync, &pend);
 	if (u == -ESRCH) {
