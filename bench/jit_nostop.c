@@ -61,13 +61,13 @@ static const struct gb_insn *fetch(void *ctx, uint64_t pc)
 
 static void *consume(void *arg)
 {
-	struct gb_jit_cursor cur = { 0, 0, 0 };
+	struct gb_jit_cursor cur = { 0 };
 	struct gb_jit_rec rec;
 	(void)arg;
 	for (;;) {
 		int r;
 		size_t got = 0;
-		while ((r = gb_jit__ring_poll(jit, &cur, 0, 0, &rec)) == 1)
+		while ((r = gb_jit__ring_poll(jit, &cur, &rec)) == 1)
 			if (++got % 4096 == 0)
 				gb_jit__ring_commit(jit, &cur);
 		if (r < 0)

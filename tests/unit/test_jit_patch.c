@@ -131,12 +131,19 @@ Test(jit_patch, a_patched_function_called_normally_runs_through_the_cache, .fini
 	cr_assert_eq(ns_seen, (uint64_t)ns_ret_site, "the callee saw the original return address");
 	cr_assert_eq(gb_jit__lock_word(jit), 0);
 	/* every instruction of the stretch, the return site's too */
-	size_t pos = 0, n = 0;
+	size_t pos = 0, n = 0, marks = 0;
 	struct gb_jit_rec rec;
 	uint64_t pcs[32];
-	while (gb_jit__ring_next(jit, &pos, 0, 0, &rec) == 1 && n < 32)
-		pcs[n++] = rec.pc;
+	while (gb_jit__ring_next(jit, &pos, 0, 0, &rec) == 1 && n < 32) {
+		if (rec.kind == GB_JIT_REC_MARK) {
+			cr_assert_eq(rec.area, 0, "this thread's area");
+			marks++;
+		} else {
+			pcs[n++] = rec.pc;
+		}
+	}
 	cr_assert_eq(n, 17);
+	cr_assert_eq(marks, 2, "a stretch from the entry, one from the return site's");
 	cr_assert_eq(pcs[0], f);
 	cr_assert_eq(pcs[15], (uint64_t)ns_ret_site, "pop");
 	cr_assert_eq(pcs[16], (uint64_t)ns_ret_site + 1, "ret");
@@ -221,7 +228,7 @@ Test(jit_patch, a_tracer_serves_a_lookup_miss_and_the_thread_goes_on_translated,
 	size_t pos = 0, n = 0;
 	struct gb_jit_rec rec;
 	while (gb_jit__ring_next(jit, &pos, 0, 0, &rec) == 1)
-		n++;
+		n += rec.kind == GB_JIT_REC_INSN;
 	cr_assert_eq(n, 15, "all of ns_f's records up to its call out, ns_tail's included");
 	cr_assert_eq(gb_jit__lock_word(jit), 0);
 }

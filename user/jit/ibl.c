@@ -112,12 +112,14 @@ static void lookup(struct gb_jit *j, const struct gb_insn *gi, enum xfer x, stru
 		gb_emit_lea(m, GB_REG_RSP, GB_REG_RSP, GB_REG_NONE, 0, pop);
 	else if (x == X_CALL)
 		push_ret(m, next);
+	u->o_hit = (uint32_t)m->used;
 	gb_emit_tls_jmp(m, T_DST);
 	/* miss: inside the range? */
 	if (!m->err)
 		gb_emit_repoint(m, to_miss, gb_emit_here(m));
 	gb_emit_raw(m, SAVE_FLAGS, sizeof(SAVE_FLAGS));
 	gb_emit_tls_store(m, T_FLG, GB_REG_RAX);
+	u->o_flg = (uint32_t)m->used;
 	gb_emit_tls_load(m, GB_REG_RCX, T_TGT);
 	gb_emit_mov_imm64(m, GB_REG_RDX, j->start);
 	gb_emit_raw(m, CMP_RCX_RDX, sizeof(CMP_RCX_RDX));
@@ -128,6 +130,7 @@ static void lookup(struct gb_jit *j, const struct gb_insn *gi, enum xfer x, stru
 	/* in the range, not translated: a stop for gebpf, then on as an exit */
 	gb_emit_tls_load(m, GB_REG_RAX, T_FLG);
 	gb_emit_raw(m, LOAD_FLAGS, sizeof(LOAD_FLAGS));
+	u->o_sahf1 = (uint32_t)m->used;
 	gb_emit_tls_store(m, T_R11, GB_REG_R11);
 	gb_emit_mov_imm32(m, GB_REG_RAX, 39 /* getpid */);
 	gb_emit_syscall(m);
@@ -143,13 +146,16 @@ static void lookup(struct gb_jit *j, const struct gb_insn *gi, enum xfer x, stru
 		gb_emit_repoint(m, below, gb_emit_here(m));
 		gb_emit_repoint(m, above, gb_emit_here(m));
 	}
+	u->o_out = (uint32_t)m->used;
 	gb_emit_tls_load(m, GB_REG_RAX, T_FLG);
 	gb_emit_raw(m, LOAD_FLAGS, sizeof(LOAD_FLAGS));
+	u->o_sahf2 = (uint32_t)m->used;
 	if (!m->err)
 		gb_emit_repoint(m, to_out, gb_emit_here(m));
 	restore3(m);
 	if (x == X_CALL)
 		push_ret(m, next);
+	u->o_rel = (uint32_t)m->used;
 	ns_release(j);
 	if (x == X_RET)
 		gb_emit_lea(m, GB_REG_RSP, GB_REG_RSP, GB_REG_NONE, 0, pop);
@@ -172,7 +178,9 @@ int ns_transfer(struct gb_jit *j, const struct gb_insn *gi, struct link *l)
 	if (gi->zi.mnemonic == ZYDIS_MNEMONIC_CALL && direct(gi)) {
 		uint64_t tgt = next + (uint64_t)gi->zi.raw.imm[0].value.s;
 		u->ns = GB_JIT_NS_EXIT;
+		u->tgt = tgt;
 		push_ret(m, next);
+		u->o_insn = (uint32_t)m->used;
 		if (inside(j, tgt)) {
 			*l = (struct link){ ZYDIS_MNEMONIC_JMP, tgt,
 					    (uint32_t)gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, gb_emit_here(m)) };
@@ -184,6 +192,8 @@ int ns_transfer(struct gb_jit *j, const struct gb_insn *gi, struct link *l)
 		u->ns = GB_JIT_NS_LOOKUP;
 		enum xfer x = gi->zi.mnemonic == ZYDIS_MNEMONIC_RET ? X_RET :
 			      gi->zi.mnemonic == ZYDIS_MNEMONIC_JMP ? X_JMP : X_CALL;
+		if (x == X_RET) /* its pop (unwind.c) */
+			u->tgt = (uint64_t)(8 + (gi->zi.operand_count_visible ? gi->ops[0].imm.value.s : 0));
 		lookup(j, gi, x, u);
 	}
 	jit_unit_end(j, u);

@@ -38,6 +38,12 @@ struct unit {
 				* U_NS lookup: its in-range miss stop (after the syscall) */
 	uint32_t o_retry;      /* U_NS lookup: where gebpf resumes it after a miss stop */
 	uint32_t id;           /* U_INSN: instruction id */
+	/* U_NS lookup (unwind.c): the flags in T_FLG over [o_flg, o_sahf1) and
+	 * [o_out, o_sahf2); the hit's final jmp; the out path's release.
+	 * U_NS exit of a direct call: o_insn after its push, tgt its target;
+	 * U_NS lookup of a ret: tgt the bytes it pops. */
+	uint32_t o_flg, o_sahf1, o_out, o_sahf2, o_hit, o_rel;
+	uint64_t tgt;
 	uint64_t pc;           /* U_HEAD: block; U_INSN: instruction; U_STUB/U_LINK: target */
 };
 
@@ -65,6 +71,19 @@ struct link { ZydisMnemonic mn; uint64_t target; uint32_t src; };
 
 struct entry { uint64_t pc, addr; };
 
+/* A call of a shared routine (lock.c's ns_call), for unwinding: [off,
+ * o_jmp] saves rax, rcx (rcx saved from o_saved), stores the way back and
+ * jumps; o_ret (the way back) reloads rcx then rax, done at o_end. */
+struct nscall { uint32_t off, o_saved, o_ret, o_end; bool acq; };
+
+/* Offsets of the shared routines' pieces (lock.c, ring.c). */
+struct ns_offs {
+	uint32_t acq, x1, got, mark_commit, marked, a2, x2, wait, acq_end;
+	uint32_t rel, xr, rel_end;
+	uint32_t fsave[2], frest[2], fend[2];   /* the two futex calls: saves, restores, end */
+	uint32_t slow, slow_flg, slow_saved, slow_rest, slow_sahf, slow_end;
+};
+
 struct gb_jit {
 	struct gb_jit_mem m;
 	struct gb_emit em;
@@ -83,6 +102,9 @@ struct gb_jit {
 	uint64_t *want; size_t nwant, wantcap; /* return sites wanted as blocks */
 	size_t ring_bytes;                    /* the ring's size */
 	uint32_t max_words;                   /* ring words of the largest block */
+	uint64_t fs[GB_JIT_TLS_COUNT];        /* each area's fs base (gb_jit__area_fs) */
+	struct ns_offs ro;                    /* the shared routines */
+	struct nscall *cs; size_t ncs, cscap; /* every call of them, in address order */
 };
 
 /* Data part. */
@@ -124,6 +146,10 @@ struct gb_jit {
 #define T_DST  72    /* ... its translated block */
 #define T_FLG  80    /* flags saved by lahf/seto */
 #define T_BLKN 88    /* a block's record count (the ring's slow path) */
+#define T_MARK 96    /* the area's stretch marker: NS_MARK | k (set at start) */
+/* A stretch marker's ring word: instruction ids are below it. */
+#define NS_MARK   0x8000000000000000ull
+#define NS_MARK_K 0xffffull
 /* The lookup table: 64 Ki entries, negated keys then targets, 512 KiB-aligned
  * at the top of the code region. */
 #define NS_TBL_ENTRIES 65536u
@@ -162,6 +188,7 @@ void ns_syscall(struct gb_jit *j, const struct gb_insn *gi);
 /* The entry block for pc: take the lock, jump to blk (its translation);
  * its target address, or 0. */
 uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk);
+void ns_areas_init(struct gb_jit *j);
 
 /* ibl.c */
 void ns_table_clear(struct gb_jit *j);
@@ -174,7 +201,7 @@ int ns_transfer(struct gb_jit *j, const struct gb_insn *gi, struct link *l);
 /* ring.c: the slow path (copied after the lock routines), and a block
  * head's exit to it when its budget is spent (stop-free mode). */
 void ns_ring_routine(struct gb_jit *j);
-void ns_budget_exit(struct gb_jit *j, uint32_t ninsns, uint64_t back);
+void ns_budget_exit(struct gb_jit *j, uint32_t ninsns, uint64_t back, uint64_t pc);
 /* A block writing words ring words was translated (the budgets count blocks
  * of the largest translated: called with the lock held or no thread in). */
 void ns_ring_block(struct gb_jit *j, uint32_t words);

@@ -39,6 +39,7 @@ static void ns_setup(struct gb_jit *j)
 	if (!j->o.nostop)
 		return;
 	ns_table_clear(j);
+	j->ncs = 0;
 	ns_routines(j);
 	j->nen = j->nwant = 0;
 }
@@ -65,6 +66,8 @@ struct gb_jit *gb_jit__new_opts(const struct gb_jit_mem *m, uint64_t start, uint
 			j->o.ring_timeout_ms = 1000;
 	}
 	gb_jit__ring_reset(j);
+	if (o->nostop)
+		ns_areas_init(j);
 	ns_setup(j);
 	if (j->em.err) {
 		gb_jit__free(j);
@@ -84,6 +87,7 @@ void gb_jit__free(struct gb_jit *j)
 	free(j->hv);
 	free(j->en);
 	free(j->want);
+	free(j->cs);
 	free(j);
 }
 
@@ -185,20 +189,22 @@ bool gb_jit__emulated(const struct gb_insn *in)
 	}
 }
 
-/* What the translator takes in its mode: the stop-free mode also makes
- * system calls (without the lock), and leaves calls and jumps through fs/gs
- * memory to the step engine (their targets are loaded with gs the cache's). */
+bool gb_jit__nostop_supported(const struct gb_insn *in)
+{
+	if (in->zi.mnemonic == ZYDIS_MNEMONIC_SYSCALL)
+		return true; /* made without the lock */
+	for (unsigned k = 0; k < in->zi.operand_count; k++)
+		if (in->ops[k].type == ZYDIS_OPERAND_TYPE_MEMORY && in->ops[k].mem.segment == ZYDIS_REGISTER_GS)
+			return false; /* gs is the cache's (the thread's area) */
+	if (gb_jit__emulated(in) && in->zi.mnemonic != ZYDIS_MNEMONIC_RET &&
+	    in->ops[0].type == ZYDIS_OPERAND_TYPE_MEMORY && in->ops[0].mem.segment == ZYDIS_REGISTER_FS)
+		return false; /* its target is loaded with gs the cache's */
+	return gb_jit__supported(in);
+}
+
 static bool translatable(const struct gb_jit *j, const struct gb_insn *in)
 {
-	if (!j->o.nostop)
-		return gb_jit__supported(in);
-	if (in->zi.mnemonic == ZYDIS_MNEMONIC_SYSCALL)
-		return true;
-	if (gb_jit__emulated(in) && in->zi.mnemonic != ZYDIS_MNEMONIC_RET &&
-	    in->ops[0].type == ZYDIS_OPERAND_TYPE_MEMORY &&
-	    (in->ops[0].mem.segment == ZYDIS_REGISTER_FS || in->ops[0].mem.segment == ZYDIS_REGISTER_GS))
-		return false;
-	return gb_jit__supported(in);
+	return j->o.nostop ? gb_jit__nostop_supported(in) : gb_jit__supported(in);
 }
 
 bool gb_jit__supported(const struct gb_insn *in)
@@ -367,7 +373,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	if (!first || !translatable(j, first))
 		return 0;
 	size_t mark_u = j->nu, mark_in = j->nin, mark_used = j->em.used, mark_st = j->nst,
-	       mark_want = j->nwant;
+	       mark_want = j->nwant, mark_cs = j->ncs;
 	uint64_t head = gb_emit_here(&j->em);
 
 	/* Budget check: leave (to this block's own address) when the ring may
@@ -469,7 +475,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	uint64_t full_stub;
 	if (j->o.nostop) { /* the ring's slow path, back to this head */
 		full_stub = gb_emit_here(&j->em);
-		ns_budget_exit(j, (uint32_t)(j->nin - mark_in), head);
+		ns_budget_exit(j, (uint32_t)(j->nin - mark_in), head, pc);
 	} else {
 		full_stub = jit_stub(j, pc, UINT32_MAX, 0);
 	}
@@ -481,15 +487,19 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 		j->nin = mark_in;
 		j->nst = mark_st;
 		j->nwant = mark_want;
+		j->ncs = mark_cs;
 		j->em.used = mark_used;
 		j->em.err = 0;
 		return 0;
 	}
 	j->stats.blocks++;
 	if (j->o.nostop) {
-		uint32_t words = 0;
+		/* its records, a marker per re-acquire after a system call, and
+		 * the marker of an entry taken just before its head */
+		uint32_t words = 1;
 		for (size_t k = mark_u; k < j->nu; k++)
-			words += j->u[k].kind == U_INSN ? j->u[k].words : 0;
+			words += j->u[k].kind == U_INSN ? j->u[k].words :
+				 j->u[k].kind == U_NS && j->u[k].ns == GB_JIT_NS_SYSCALL;
 		ns_ring_block(j, words);
 		ns_table_put(j, pc, head);
 	}

@@ -90,14 +90,93 @@ void gb_jit__table_put(struct gb_jit *j, uint64_t pc);
 uint64_t gb_jit__lookup_target(const struct gb_jit *j, uint64_t gs_base);
 /* The lock word (0 free, 1 held, 2 held with waiters). */
 uint32_t gb_jit__lock_word(const struct gb_jit *j);
-/* Release it from outside, as the release routine does (a thread that died
- * holding it; the futex is not private: gebpf's mapping of a shared cache
- * wakes the target's waiters). */
-void gb_jit__lock_reset(struct gb_jit *j);
+/* gebpf's side of the lock: take it if it is free (0 -> 1), never waiting:
+ * 1 taken, 0 held by somebody (a thread of the target in the range). */
+int gb_jit__lock_try(struct gb_jit *j);
+/* Release it from outside, as the release routine does (after
+ * gb_jit__lock_try, or for a thread that died holding it): 0, and wake one
+ * waiter when it was 2 (the futex is not private: gebpf's mapping of a
+ * shared cache wakes the target's waiters). */
+void gb_jit__lock_release(struct gb_jit *j);
+
+/* Per-thread areas (stop-free mode).  Area k's stretches are announced in
+ * the ring by a marker record naming k (struct gb_jit_rec, kind
+ * GB_JIT_REC_MARK), written at every acquisition of the lock (an entry
+ * block, the re-acquire after a system call of the range); the consumer
+ * (gb_jit__ring_poll) resolves fs-relative accesses of the records after
+ * it with the fs base registered for k here (0 until registered).
+ * gs-relative accesses are never translated in this mode (gs is the
+ * cache's): such an instruction is not translatable (gb_jit__entry /
+ * gb_jit__translate_from fail, the patch planner says CANNOT_MOVE). */
+void gb_jit__area_fs(struct gb_jit *j, unsigned k, uint64_t fs_base);
+/* A clone's child gets area child: a copy of area parent's bytes (it may
+ * be inside the cache, after an in-range clone), except what names the
+ * area (its marker); its fs base as registered for parent until
+ * gb_jit__area_fs says otherwise. */
+void gb_jit__area_clone(struct gb_jit *j, unsigned child, unsigned parent);
+
+/* Unwinding (stop-free mode): a thread of the target, stopped (ptrace)
+ * with rip anywhere in the code region, put back at an original
+ * instruction boundary as the program would be there natively.  regs (the
+ * thread's registers, PTRACE_GETREGS; gs_base its area's address) are
+ * rewritten in place: rip the original pc, every general register its
+ * program value (live, from the global save slots, or from the thread's
+ * area), eflags (where the code saved them with lahf/seto), orig_rax -1
+ * when the thread stood in a system call of the cache's own (the futex
+ * of the lock, an exit stub's getpid: not to be restarted at the original
+ * pc; a system call of the program's own keeps it, rip after it, so the
+ * kernel restarts it there as it would natively).  fs_base and gs_base are
+ * left as they are.  When the thread held the lock, the call releases it
+ * (waking a waiter).  A record written for an instruction that has not
+ * run (or a marker of a stretch that has not begun) is taken off the
+ * ring's head: call it with the thread stopped BEFORE polling the ring
+ * past its stop; c (the consumer's cursor, or NULL) is adjusted when it
+ * has looked at those words but not read them; records among them it has
+ * read already are counted in .late_recs (the consumer drops that many of
+ * the last records it got).
+ * 0; -ENOENT when rip is not in the code region (regs untouched); -EINVAL
+ * in the other mode, or when gs_base is not an area. */
+struct user_regs_struct;
+struct gb_jit_unwound {
+	uint64_t pc;          /* the original pc (regs->rip now) */
+	uint8_t ns;           /* where it was (enum gb_jit_ns_kind; NONE: a
+			       * translated instruction or block head) */
+	bool held;            /* it held the lock (released now) */
+	bool recorded;        /* the instruction at pc has its record in the
+			       * ring already and could not be taken back (the
+			       * lock was released after it: a system call of
+			       * the range stopped before it was made); the
+			       * thread's next record of pc is that same
+			       * instruction again */
+	uint32_t dropped;     /* ring words taken off the head */
+	uint32_t late_recs;   /* records (an instruction, a marker) the cursor
+			       * had read already among them: drop them too */
+};
+struct gb_jit_cursor;
+int gb_jit__unwind(struct gb_jit *j, struct user_regs_struct *regs, struct gb_jit_cursor *c,
+		   struct gb_jit_unwound *out);
+
+/* In-range targets the cache did not have a block for (stop-free mode): a
+ * lookup (ret, indirect jmp/call) missing inside the range, or an exit
+ * stub to an untranslated direct target of the range.  Both go on
+ * natively (the stretch unrecorded from there until the next entry), and
+ * are counted, the last GB_JIT_MISS_LOG targets kept in the data part.
+ * Read and clear (with the lock held by gebpf, gb_jit__lock_try, so no
+ * thread is writing): count, the misses since the last clear; n of them
+ * in pc (the most recent, oldest first; repeated targets appear as often
+ * as they missed).  gebpf translates them (gb_jit__translate_from) and
+ * says the count: the trace is not exact for those stretches. */
+#define GB_JIT_MISS_LOG 256u
+struct gb_jit_misses { uint64_t count; size_t n; uint64_t pc[GB_JIT_MISS_LOG]; };
+void gb_jit__misses(struct gb_jit *j, struct gb_jit_misses *out, bool clear);
 void gb_jit__free(struct gb_jit *j);
 
 /* Can the instruction run translated?  (Otherwise the step engine runs it.) */
 bool gb_jit__supported(const struct gb_insn *in);
+/* ... in the stop-free mode (which also takes syscall, and refuses
+ * gs-relative memory and calls/jumps through fs memory): for the trap's
+ * sweep of the range and the patch planner. */
+bool gb_jit__nostop_supported(const struct gb_insn *in);
 /* Is it one gebpf performs at an exit stub's stop (near call, ret, indirect
  * jmp: their targets are known only then)? */
 bool gb_jit__emulated(const struct gb_insn *in);
@@ -128,10 +207,17 @@ void gb_jit__ring_unwrite(struct gb_jit *j, size_t words);
  * tells the writer how far the consumer has read (the writer waits for it
  * at the end of each pass of the ring); wait sleeps until the writer says
  * the ring is half full, or ms. */
-struct gb_jit_cursor { uint64_t base; size_t pos, limit; };
+struct gb_jit_cursor {
+	uint64_t base; size_t pos, limit;
+	unsigned area;        /* the area of the last marker read (whose fs
+			       * base resolves the records after it); a
+			       * zeroed cursor is the ring's start */
+};
 struct gb_jit_rec;
-int gb_jit__ring_poll(struct gb_jit *j, struct gb_jit_cursor *c, uint64_t fs_base, uint64_t gs_base,
-		      struct gb_jit_rec *out);
+/* Records come in ring order: a marker (GB_JIT_REC_MARK, .area k), then
+ * the instructions of that thread's stretch (GB_JIT_REC_INSN), fs-relative
+ * addresses resolved with area k's fs base (gb_jit__area_fs). */
+int gb_jit__ring_poll(struct gb_jit *j, struct gb_jit_cursor *c, struct gb_jit_rec *out);
 void gb_jit__ring_commit(struct gb_jit *j, const struct gb_jit_cursor *c);
 int gb_jit__ring_wait(struct gb_jit *j, unsigned ms);
 /* dropping: the writer gave up waiting (the consumer gone), the records
@@ -139,15 +225,22 @@ int gb_jit__ring_wait(struct gb_jit *j, unsigned ms);
 struct gb_jit_ring_state { bool dropping; uint64_t dropped, consumed; };
 void gb_jit__ring_state(const struct gb_jit *j, struct gb_jit_ring_state *st);
 
-/* One instruction's record, decoded from the ring. */
+/* One record, decoded from the ring: an instruction's (the old mode has
+ * only these), or a stop-free mode's stretch marker (one word). */
+enum gb_jit_rec_kind { GB_JIT_REC_INSN, GB_JIT_REC_MARK };
 struct gb_jit_rec {
 	uint64_t pc;
 	uint8_t len;
 	int nacc;
 	struct gb_access acc[6];
+	uint8_t kind;         /* enum gb_jit_rec_kind; a marker has pc 0, no access */
+	unsigned area;        /* GB_JIT_REC_MARK: the area k of the thread whose
+			       * stretch begins (the lock just taken) */
 };
 /* Decode the record at word *pos of the ring (advancing *pos): 1, 0 at the
- * end, -EINVAL when the ring holds garbage.  fs/gs: the thread's bases. */
+ * end, -EINVAL when the ring holds garbage.  fs/gs: the thread's bases (in
+ * the stop-free mode fs_base is used for every record: the consumer that
+ * resolves per area is gb_jit__ring_poll). */
 int gb_jit__ring_next(const struct gb_jit *j, size_t *pos, uint64_t fs_base, uint64_t gs_base,
 		      struct gb_jit_rec *out);
 

@@ -55,12 +55,14 @@ static void tls_restore(struct gb_emit *m, const uint8_t *regs, const int32_t *s
 		gb_emit_tls_load(m, regs[k], slots[k]);
 }
 
-/* futex(L, op, val) with rax and rcx saved already (the others here). */
-static void futex_call(struct gb_jit *j, int op, uint32_t val)
+/* futex(L, op, val) with rax and rcx saved already (the others here);
+ * call k of the two (unwind.c). */
+static void futex_call(struct gb_jit *j, int op, uint32_t val, unsigned k)
 {
 	static const uint8_t regs[] = { GB_REG_RDX, GB_REG_RSI, GB_REG_RDI, GB_REG_R10, GB_REG_R11 };
 	static const int32_t slots[] = { T_RDX, T_RSI, T_RDI, T_R10, T_R11 };
 	struct gb_emit *m = &j->em;
+	j->ro.fsave[k] = (uint32_t)m->used;
 	tls_save(m, regs, slots, 5);
 	gb_emit_mov_imm32(m, GB_REG_RAX, SYS_futex);
 	gb_emit_lea_rip(m, GB_REG_RDI, daddr(j, NS_LOCK));
@@ -68,7 +70,9 @@ static void futex_call(struct gb_jit *j, int op, uint32_t val)
 	gb_emit_mov_imm32(m, GB_REG_RDX, val);
 	gb_emit_mov_imm32(m, GB_REG_R10, 0); /* no timeout */
 	gb_emit_syscall(m);
+	j->ro.frest[k] = (uint32_t)m->used;
 	tls_restore(m, regs, slots, 5);
+	j->ro.fend[k] = (uint32_t)m->used;
 }
 
 static const uint8_t MOV_ECX_EAX[] = { 0x89, 0xc1 };
@@ -83,37 +87,56 @@ void ns_routines(struct gb_jit *j)
 	u->ns = GB_JIT_NS_LOCK;
 	/* acquire */
 	j->acq = gb_emit_here(m);
+	j->ro.acq = (uint32_t)m->used;
 	gb_emit_mov_imm32(m, GB_REG_RAX, 1);
 	gb_emit_xchg32(m, daddr(j, NS_LOCK), GB_REG_RAX);
+	j->ro.x1 = (uint32_t)m->used;
 	gb_emit_raw(m, MOV_ECX_EAX, sizeof(MOV_ECX_EAX));
 	size_t ok1 = jrcxz_here(m);
 	size_t to_a2 = gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, gb_emit_here(m));
-	jrcxz_to(m, ok1, gb_emit_here(m));
+	uint64_t got = gb_emit_here(m);
+	j->ro.got = (uint32_t)m->used;
+	jrcxz_to(m, ok1, got);
+	/* taken: the stretch's marker (the area's word) at the ring's head */
+	gb_emit_load(m, GB_REG_RAX, daddr(j, HEAD));
+	gb_emit_tls_load(m, GB_REG_RCX, T_MARK);
+	gb_emit_store_reg(m, GB_REG_RAX, 0, GB_REG_RCX);
+	gb_emit_lea(m, GB_REG_RAX, GB_REG_RAX, GB_REG_NONE, 0, 8);
+	j->ro.mark_commit = (uint32_t)m->used;
+	gb_emit_store(m, daddr(j, HEAD), GB_REG_RAX);
+	j->ro.marked = (uint32_t)m->used;
 	gb_emit_tls_jmp(m, T_RET);
 	uint64_t a2 = gb_emit_here(m);
 	if (!m->err)
 		gb_emit_repoint(m, to_a2, a2);
+	j->ro.a2 = (uint32_t)m->used;
 	gb_emit_mov_imm32(m, GB_REG_RAX, 2);
 	gb_emit_xchg32(m, daddr(j, NS_LOCK), GB_REG_RAX);
+	j->ro.x2 = (uint32_t)m->used;
 	gb_emit_raw(m, MOV_ECX_EAX, sizeof(MOV_ECX_EAX));
 	size_t ok2 = jrcxz_here(m);
 	size_t to_wait = gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, gb_emit_here(m));
 	jrcxz_to(m, ok2, gb_emit_here(m));
-	gb_emit_tls_jmp(m, T_RET);
+	gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, got);
 	if (!m->err)
 		gb_emit_repoint(m, to_wait, gb_emit_here(m));
-	futex_call(j, FUTEX_WAIT, 2);
+	j->ro.wait = (uint32_t)m->used;
+	futex_call(j, FUTEX_WAIT, 2, 0);
 	gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, a2);
+	j->ro.acq_end = (uint32_t)m->used;
 	/* release */
 	j->rel = gb_emit_here(m);
+	j->ro.rel = (uint32_t)m->used;
 	gb_emit_mov_imm32(m, GB_REG_RAX, 0);
 	gb_emit_xchg32(m, daddr(j, NS_LOCK), GB_REG_RAX);
+	j->ro.xr = (uint32_t)m->used;
 	gb_emit_raw(m, LEA_ECX_RAX_M2, sizeof(LEA_ECX_RAX_M2));
 	size_t wake = jrcxz_here(m);
 	gb_emit_tls_jmp(m, T_RET);
 	jrcxz_to(m, wake, gb_emit_here(m));
-	futex_call(j, FUTEX_WAKE, 1);
+	futex_call(j, FUTEX_WAKE, 1, 1);
 	gb_emit_tls_jmp(m, T_RET);
+	j->ro.rel_end = (uint32_t)m->used;
 	jit_unit_end(j, u);
 	ns_ring_routine(j);
 }
@@ -122,16 +145,26 @@ void ns_routines(struct gb_jit *j)
 static void ns_call(struct gb_jit *j, uint64_t routine)
 {
 	struct gb_emit *m = &j->em;
+	if (GB_GROW(&j->cs, &j->cscap, j->ncs + 1)) {
+		m->err = -ENOMEM;
+		return;
+	}
+	struct nscall *c = &j->cs[j->ncs++];
+	c->off = (uint32_t)m->used;
+	c->acq = routine == j->acq;
 	gb_emit_tls_store(m, T_RAX, GB_REG_RAX);
 	gb_emit_tls_store(m, T_RCX, GB_REG_RCX);
+	c->o_saved = (uint32_t)m->used;
 	size_t lea = m->used;
 	gb_emit_lea_rip(m, GB_REG_RCX, gb_emit_here(m));
 	gb_emit_tls_store(m, T_RET, GB_REG_RCX);
 	gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, routine);
 	if (!m->err)
 		gb_emit_repoint(m, lea + 3, gb_emit_here(m)); /* lea rcx, [rip+d32]: 48 8d 0d d32 */
+	c->o_ret = (uint32_t)m->used;
 	gb_emit_tls_load(m, GB_REG_RCX, T_RCX);
 	gb_emit_tls_load(m, GB_REG_RAX, T_RAX);
+	c->o_end = (uint32_t)m->used;
 }
 
 void ns_acquire(struct gb_jit *j) { ns_call(j, j->acq); }
@@ -162,7 +195,7 @@ uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk)
 {
 	if (GB_GROW(&j->en, &j->encap, j->nen + 1))
 		return 0;
-	size_t mark_u = j->nu, mark_used = j->em.used;
+	size_t mark_u = j->nu, mark_used = j->em.used, mark_cs = j->ncs;
 	uint64_t at = gb_emit_here(&j->em);
 	struct unit *u = jit_unit_add(j, U_NS, pc);
 	if (!u)
@@ -173,6 +206,7 @@ uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk)
 	jit_unit_end(j, u);
 	if (j->em.err) {
 		j->nu = mark_u;
+		j->ncs = mark_cs;
 		j->em.used = mark_used;
 		j->em.err = 0;
 		return 0;
@@ -187,11 +221,45 @@ uint64_t gb_jit__tls(const struct gb_jit *j, unsigned k)
 	return k < GB_JIT_TLS_COUNT ? daddr(j, NS_TLS + (size_t)k * GB_JIT_TLS_SIZE) : 0;
 }
 
-void gb_jit__lock_reset(struct gb_jit *j)
+int gb_jit__lock_try(struct gb_jit *j)
+{
+	uint32_t free_ = 0;
+	return __atomic_compare_exchange_n((uint32_t *)(j->m.data + NS_LOCK), &free_, 1, false,
+					   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+
+void gb_jit__lock_release(struct gb_jit *j)
 {
 	uint32_t *w = (uint32_t *)(j->m.data + NS_LOCK);
 	if (__atomic_exchange_n(w, 0, __ATOMIC_SEQ_CST) == 2)
 		syscall(SYS_futex, w, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+static uint64_t *area(struct gb_jit *j, unsigned k, size_t slot)
+{
+	return (uint64_t *)(j->m.data + NS_TLS + (size_t)k * GB_JIT_TLS_SIZE + slot);
+}
+
+/* Every area's marker (at start: the data part is not cleared by a flush). */
+void ns_areas_init(struct gb_jit *j)
+{
+	for (unsigned k = 0; k < GB_JIT_TLS_COUNT; k++)
+		*area(j, k, T_MARK) = NS_MARK | k;
+}
+
+void gb_jit__area_fs(struct gb_jit *j, unsigned k, uint64_t fs_base)
+{
+	if (k < GB_JIT_TLS_COUNT)
+		j->fs[k] = fs_base;
+}
+
+void gb_jit__area_clone(struct gb_jit *j, unsigned child, unsigned parent)
+{
+	if (child >= GB_JIT_TLS_COUNT || parent >= GB_JIT_TLS_COUNT || child == parent)
+		return;
+	memcpy(area(j, child, 0), area(j, parent, 0), GB_JIT_TLS_SIZE);
+	*area(j, child, T_MARK) = NS_MARK | child;
+	j->fs[child] = j->fs[parent];
 }
 
 uint64_t gb_jit__lookup_target(const struct gb_jit *j, uint64_t gs_base)

@@ -20,7 +20,7 @@ static bool reach32(uint64_t from_lo, uint64_t from_hi, uint64_t to)
  * targets) is within reach of all of the cache. */
 static bool movable(const struct gb_patch_in *in, const struct gb_insn *gi)
 {
-	if (!gb_jit__supported(gi) && gi->zi.mnemonic != ZYDIS_MNEMONIC_SYSCALL)
+	if (!gb_jit__nostop_supported(gi))
 		return false;
 	for (unsigned k = 0; k < gi->zi.operand_count; k++) {
 		const ZydisDecodedOperand *o = &gi->ops[k];

@@ -44,6 +44,12 @@ static int decode_at(const struct gb_jit *j, size_t used, size_t *pos, uint64_t 
 	if (*pos >= used)
 		return 0;
 	uint64_t id = w[(*pos)++];
+	out->kind = GB_JIT_REC_INSN;
+	out->area = 0;
+	if (j->o.nostop && (id & ~NS_MARK_K) == NS_MARK && (id & NS_MARK_K) < GB_JIT_TLS_COUNT) {
+		*out = (struct gb_jit_rec){ .kind = GB_JIT_REC_MARK, .area = (unsigned)(id & NS_MARK_K) };
+		return 1;
+	}
 	if (id >= j->nin)
 		return -EINVAL;
 	const struct insn *in = &j->in[id];
@@ -79,7 +85,8 @@ int gb_jit__ring_next(const struct gb_jit *j, size_t *pos, uint64_t fs_base, uin
 /* --- the stop-free mode's ring ---
  *
  * The writer (translated code, holding the lock) appends records as in the
- * other mode; a block head's budget (blocks) runs out twice per pass of the
+ * other mode (and the lock's acquire writes a stretch marker: a block's
+ * words, ns_ring_block, count them); a block head's budget (blocks) runs out twice per pass of the
  * ring.  Half-way it wakes the consumer (futex NS_WAKE) and goes on; at the
  * end it wakes it again and waits until the consumer has read everything (NS_CONSUMED, which the
  * consumer writes, is a futex word too), then starts the next pass at the
@@ -98,16 +105,19 @@ int gb_jit__ring_next(const struct gb_jit *j, size_t *pos, uint64_t fs_base, uin
 _Static_assert(HEAD == 128 && BUDGET == 136 && RING == 4096, "the ring routine's offsets");
 __asm__(
 	".text\n"
-	".globl gb_jit_ring_slow, gb_jit_ring_slow_end\n"
+	".globl gb_jit_ring_slow, gb_jit_ring_slow_end, gb_jit_ring_slow_flg, gb_jit_ring_slow_saved\n"
+	".globl gb_jit_ring_slow_rest, gb_jit_ring_slow_sahf\n"
 	"gb_jit_ring_slow:\n"
 	"	lahf\n"
 	"	seto %al\n"
 	"	mov %rax, %gs:" XS(T_FLG) "\n"
+	"gb_jit_ring_slow_flg:\n"
 	"	mov %rdx, %gs:" XS(T_RDX) "\n"
 	"	mov %rsi, %gs:" XS(T_RSI) "\n"
 	"	mov %rdi, %gs:" XS(T_RDI) "\n"
 	"	mov %r10, %gs:" XS(T_R10) "\n"
 	"	mov %r11, %gs:" XS(T_R11) "\n"
+	"gb_jit_ring_slow_saved:\n"
 	"	movabs $" XS(MAGIC) ", %rdi\n"
 	"	cmpq $0, " XS(NS_DROPPING) "(%rdi)\n"
 	"	jne 5f\n"
@@ -174,6 +184,7 @@ __asm__(
 	"	lea " XS(NS_SCRATCH) "(%rdi), %rdx\n"
 	"	mov %rdx, 128(%rdi)\n"
 	"	movq $2, 136(%rdi)\n"
+	"gb_jit_ring_slow_rest:\n"
 	"9:	mov %gs:" XS(T_R11) ", %r11\n"
 	"	mov %gs:" XS(T_R10) ", %r10\n"
 	"	mov %gs:" XS(T_RDI) ", %rdi\n"
@@ -182,11 +193,13 @@ __asm__(
 	"	mov %gs:" XS(T_FLG) ", %rax\n"
 	"	add $0x7f, %al\n"
 	"	sahf\n"
+	"gb_jit_ring_slow_sahf:\n"
 	"	mov %gs:" XS(T_RCX) ", %rcx\n"
 	"	mov %gs:" XS(T_RAX) ", %rax\n"
 	"	jmp *%gs:" XS(T_RET) "\n"
 	"gb_jit_ring_slow_end:\n");
-extern const uint8_t gb_jit_ring_slow[], gb_jit_ring_slow_end[];
+extern const uint8_t gb_jit_ring_slow[], gb_jit_ring_slow_end[], gb_jit_ring_slow_flg[],
+	gb_jit_ring_slow_saved[], gb_jit_ring_slow_rest[], gb_jit_ring_slow_sahf[];
 
 void ns_ring_routine(struct gb_jit *j)
 {
@@ -198,6 +211,12 @@ void ns_ring_routine(struct gb_jit *j)
 		return;
 	u->ns = GB_JIT_NS_RING;
 	j->ring_slow = gb_emit_here(m);
+	j->ro.slow = (uint32_t)at;
+	j->ro.slow_flg = (uint32_t)(at + (size_t)(gb_jit_ring_slow_flg - gb_jit_ring_slow));
+	j->ro.slow_saved = (uint32_t)(at + (size_t)(gb_jit_ring_slow_saved - gb_jit_ring_slow));
+	j->ro.slow_rest = (uint32_t)(at + (size_t)(gb_jit_ring_slow_rest - gb_jit_ring_slow));
+	j->ro.slow_sahf = (uint32_t)(at + (size_t)(gb_jit_ring_slow_sahf - gb_jit_ring_slow));
+	j->ro.slow_end = (uint32_t)(at + n);
 	gb_emit_raw(m, gb_jit_ring_slow, n);
 	jit_unit_end(j, u);
 	if (m->err)
@@ -212,10 +231,10 @@ void ns_ring_routine(struct gb_jit *j)
 		m->err = -EINVAL;
 }
 
-void ns_budget_exit(struct gb_jit *j, uint32_t ninsns, uint64_t back)
+void ns_budget_exit(struct gb_jit *j, uint32_t ninsns, uint64_t back, uint64_t pc)
 {
 	struct gb_emit *m = &j->em;
-	struct unit *u = jit_unit_add(j, U_NS, 0);
+	struct unit *u = jit_unit_add(j, U_NS, pc);
 	if (!u)
 		return;
 	u->ns = GB_JIT_NS_RING;
@@ -267,11 +286,18 @@ static uint64_t vload(const struct gb_jit *j, size_t off)
 	return __atomic_load_n(dword(j, off), __ATOMIC_ACQUIRE);
 }
 
-int gb_jit__ring_poll(struct gb_jit *j, struct gb_jit_cursor *c, uint64_t fs_base, uint64_t gs_base,
-		      struct gb_jit_rec *out)
+static int poll_next(struct gb_jit *j, struct gb_jit_cursor *c, struct gb_jit_rec *out)
+{
+	int r = decode_at(j, c->limit, &c->pos, j->fs[c->area < GB_JIT_TLS_COUNT ? c->area : 0], 0, out);
+	if (r == 1 && out->kind == GB_JIT_REC_MARK)
+		c->area = out->area;
+	return r;
+}
+
+int gb_jit__ring_poll(struct gb_jit *j, struct gb_jit_cursor *c, struct gb_jit_rec *out)
 {
 	if (c->pos < c->limit) /* what the last look at the head showed */
-		return decode_at(j, c->limit, &c->pos, fs_base, gs_base, out);
+		return poll_next(j, c, out);
 	uint64_t s1 = vload(j, NS_SEQ);
 	if (s1 & 1)
 		return 0;
@@ -286,7 +312,7 @@ int gb_jit__ring_poll(struct gb_jit *j, struct gb_jit_cursor *c, uint64_t fs_bas
 		c->pos = 0;
 	}
 	c->limit = (size_t)(head - lo) / 8;
-	return decode_at(j, c->limit, &c->pos, fs_base, gs_base, out);
+	return poll_next(j, c, out);
 }
 
 void gb_jit__ring_commit(struct gb_jit *j, const struct gb_jit_cursor *c)

@@ -47,8 +47,6 @@
 #include "trace/engine_int.h"
 #include "trace/jitmap.h"
 
-/* Single steps at most to bring a thread in the cache to a boundary. */
-#define PATCH_STEPS 100000
 /* Ranges of at most this many instructions get a block from each. */
 #define PATCH_EVERY 8192
 
@@ -63,14 +61,19 @@ struct patch_trap {
 	struct gb_patch_plan plan;
 	bool written;                 /* the patches are in the target */
 	struct gb_jit_cursor cur;
-	uint64_t fs_base;             /* the thread's (fs-relative accesses) */
-	size_t first;                 /* its index (records are its lines) */
+	ssize_t area_of[GB_JIT_TLS_COUNT]; /* area k -> thread index (-1: none) */
+	unsigned nareas;
+	ssize_t cur_i;                /* the thread whose stretch the ring is at */
+	uint64_t late;                /* records read before unwinding took them back */
 	uint64_t handled;             /* signals taken at an original boundary */
 	unsigned npatched;
 };
 
 struct patch_thread {
 	bool known;
+	unsigned k;                   /* its area (gs base gb_jit__tls(k)) */
+	bool skip;                    /* its next record of skip_pc is one seen already */
+	uint64_t skip_pc;
 	bool fs_watch;                /* fs base 0 (libc not set up yet): runs with
 				       * PTRACE_SYSCALL until it sets one */
 	bool sigret;                  /* runs with PTRACE_SYSCALL until its rt_sigreturn */
@@ -100,7 +103,8 @@ static bool in_range(const struct patch_trap *pt, uint64_t pc)
 	return pc >= pt->start && pc <= pt->end;
 }
 
-/* The ring's records become lines (thread first's), up to --max-insns.
+/* The ring's records become lines (each stretch its thread's), up to
+ * --max-insns.
  * fault: the last record's instruction raised this signal (its completed
  * accesses only). */
 static void drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct gb_stop *fault)
@@ -112,7 +116,22 @@ static void drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct
 		return;
 	gb_jsonl__batch(e->out, true);
 	for (;;) {
-		r = gb_jit__ring_poll(pt->j, &pt->cur, pt->fs_base, 0, &rec[n & 1]);
+		r = gb_jit__ring_poll(pt->j, &pt->cur, &rec[n & 1]);
+		if (r == 1 && rec[n & 1].kind == GB_JIT_REC_MARK) {
+			unsigned k = rec[n & 1].area;
+			pt->cur_i = k < GB_JIT_TLS_COUNT ? pt->area_of[k] : -1;
+			continue;
+		}
+		if (r == 1 && pt->cur_i >= 0 && pth(e, (size_t)pt->cur_i)->skip &&
+		    pth(e, (size_t)pt->cur_i)->skip_pc == rec[n & 1].pc) {
+			pth(e, (size_t)pt->cur_i)->skip = false; /* (recorded before a restart) */
+			continue;
+		}
+		if (r == 1 && pt->cur_i < 0) {
+			gb_err("trace: the code cache's ring holds a stretch of no known thread");
+			eng_finish(e, GB_END_ERROR);
+			break;
+		}
 		if (have && (r != 1 || !fault)) {
 			const struct gb_jit_rec *x = &rec[(n - 1) & 1];
 			int na = x->nacc;
@@ -124,7 +143,7 @@ static void drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct
 				eng_finish(e, GB_END_MAX_INSNS);
 				break;
 			}
-			eng_commit(e, pt->first, x->pc, x->acc, na);
+			eng_commit(e, (size_t)pt->cur_i, x->pc, x->acc, na);
 			have = 0;
 		}
 		if (r != 1)
@@ -135,7 +154,7 @@ static void drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct
 				eng_finish(e, GB_END_MAX_INSNS);
 				break;
 			}
-			eng_commit(e, pt->first, x->pc, x->acc, x->nacc);
+			eng_commit(e, (size_t)pt->cur_i, x->pc, x->acc, x->nacc);
 		}
 		have = 1;
 		if (++n % 4096 == 0)
@@ -153,63 +172,34 @@ static void drain(struct patch_trap *pt, struct gb_engine *e) { drain_fault(pt, 
 
 static void patch_idle(struct gb_trap *t, struct gb_engine *e) { drain(PT(t), e); }
 
-/* rip is right after the system call of a piece that makes one without
- * the lock: its original instruction (the syscall at *pc). */
-static bool after_ns_syscall(const struct patch_trap *pt, uint64_t rip, uint64_t *pc)
+/* Thread i (stopped, registers r) in the cache is put at its original
+ * instruction boundary (gb_jit__unwind: its own registers, the lock
+ * released if it held it, records of what it did not run taken back).
+ * fault: it stopped at an instruction's copy for a fault that instruction
+ * raised (put at it, its saved registers reloaded, its record kept).
+ * 0, -ESRCH (it died), -EAGAIN (not in the cache's code). */
+static int unwind(struct patch_trap *pt, struct gb_engine *e, size_t i,
+		  struct user_regs_struct *r, bool fault)
 {
 	struct gb_jit_loc loc;
-	uint64_t off = rip - pt->map.addr;
-	return gb_jit__locate(pt->j, rip, &loc) == 0 && loc.ns == GB_JIT_NS_SYSCALL && loc.pc &&
-	       off >= 2 && off <= GB_JIT_CODE_SIZE && pt->map.view[off - 2] == 0x0f &&
-	       pt->map.view[off - 1] == 0x05 && (*pc = loc.pc, true);
-}
-
-/* Thread tid (stopped, registers r) in the cache is put at an original
- * instruction boundary with the program's registers, holding no lock:
- * stepped to the next point where the registers are the program's (the
- * head of an instruction's record), unless it is inside (or right after)
- * a system call the cache makes without the lock, which continues at the
- * original one.  fault: it stopped at an instruction's copy for a fault
- * that instruction raised (put at it, its saved registers reloaded).
- * 0, -ESRCH (it died), -EAGAIN (no boundary reached). */
-static int unwind(struct patch_trap *pt, pid_t tid, struct user_regs_struct *r, bool fault,
-		  int *pending_sig)
-{
-	struct gb_jit_loc loc;
-	uint64_t sys;
-	for (int n = 0; n < PATCH_STEPS; n++) {
-		if (!gb_jit__in_code(pt->j, r->rip))
-			return gb_regs_set(tid, r) ? -ESRCH : 0; /* (left by itself) */
-		if (gb_jit__locate(pt->j, r->rip, &loc))
-			return -EAGAIN;
-		bool clean = !loc.ns && !loc.stub && !loc.restore && !loc.unwrite && loc.pc;
-		if (clean || (fault && loc.at_insn)) {
-			for (unsigned k = 0; k < GB_REG_COUNT; k++)
-				if (loc.restore & (1u << k))
-					*gb_regs_field(r, k) = gb_jit__saved(pt->j, k);
-			r->rip = loc.pc;
-			gb_jit__lock_reset(pt->j); /* blocks run holding it */
-			return gb_regs_set(tid, r) ? -ESRCH : 0;
-		}
-		if (after_ns_syscall(pt, r->rip, &sys)) {
-			/* The lock is not held; a call to restart restarts at
-			 * the original syscall. */
-			r->rip = sys + 2;
-			if (!gb_regs_restarting_syscall(r))
-				r->rcx = sys + 2;
-			return gb_regs_set(tid, r) ? -ESRCH : 0;
-		}
-		struct gb_stop st;
-		if (gb_regs_set(tid, r) || ptrace(PTRACE_SINGLESTEP, tid, 0, 0) ||
-		    gb_wait(tid, 0, &st, false) || st.kind == GB_STOP_EXITED ||
-		    st.kind == GB_STOP_KILLED)
-			return -ESRCH;
-		if (st.kind == GB_STOP_SIGNAL && st.sig != SIGTRAP && !*pending_sig)
-			*pending_sig = st.sig; /* delivered once it is out */
-		if (gb_regs_get(tid, r))
-			return -ESRCH;
+	struct gb_jit_unwound u;
+	pid_t tid = eng_tid(e, i);
+	if (fault && gb_jit__locate(pt->j, r->rip, &loc) == 0 && loc.at_insn) {
+		for (unsigned k = 0; k < GB_REG_COUNT; k++)
+			if (loc.restore & (1u << k))
+				*gb_regs_field(r, k) = gb_jit__saved(pt->j, k);
+		r->rip = loc.pc;
+		gb_jit__lock_release(pt->j); /* blocks run holding it */
+		return gb_regs_set(tid, r) ? -ESRCH : 0;
 	}
-	return -EAGAIN;
+	if (gb_jit__unwind(pt->j, r, &pt->cur, &u))
+		return -EAGAIN;
+	pt->late += u.late_recs;
+	if (u.recorded) {
+		pth(e, i)->skip = true;
+		pth(e, i)->skip_pc = u.pc;
+	}
+	return gb_regs_set(tid, r) ? -ESRCH : 0;
 }
 
 /* Does the process catch sig (a handler will run)? */
@@ -225,15 +215,43 @@ static uint64_t entry_of(struct patch_trap *pt, uint64_t pc)
 	return gb_jit__entry(pt->j, pc, fetch, pt);
 }
 
+/* Thread i gets area k: gs base, fs base registered. */
+static int give_area(struct patch_trap *pt, struct gb_engine *e, size_t i, unsigned k,
+		     struct user_regs_struct *r)
+{
+	pth(e, i)->known = true;
+	pth(e, i)->k = k;
+	pt->area_of[k] = (ssize_t)i;
+	gb_jit__area_fs(pt->j, k, r->fs_base);
+	pth(e, i)->fs_watch = !r->fs_base;
+	r->gs_base = gb_jit__tls(pt->j, k);
+	return gb_regs_set(eng_tid(e, i), r);
+}
+
+/* A thread that appeared (a clone's child, stopped): its own area, a copy
+ * of its parent's (whose gs base it inherited: it may return into the
+ * cache from an in-range clone). */
 static void settle_new(struct patch_trap *pt, struct gb_engine *e, size_t i)
 {
-	if (pth(e, i)->known)
+	struct user_regs_struct r;
+	if (pth(e, i)->known || !pt->written)
 		return;
 	pth(e, i)->known = true;
-	/* A thread the trap was not made for: its records would be another's. */
-	gb_err("trace: thread %d appeared: the patch trap traces one thread (use --trap probes "
-	       "for threaded programs)", eng_tid(e, i));
-	eng_finish(e, GB_END_ERROR);
+	if (gb_regs_get(eng_tid(e, i), &r))
+		return;
+	uint64_t a0 = gb_jit__tls(pt->j, 0);
+	unsigned parent = (unsigned)((r.gs_base - a0) / GB_JIT_TLS_SIZE);
+	if (pt->nareas >= GB_JIT_TLS_COUNT) {
+		gb_err("trace: thread %d: more than %u threads for the patch trap", eng_tid(e, i),
+		       GB_JIT_TLS_COUNT);
+		eng_finish(e, GB_END_ERROR);
+		return;
+	}
+	unsigned k = pt->nareas++;
+	if (r.gs_base >= a0 && parent < GB_JIT_TLS_COUNT && r.gs_base == gb_jit__tls(pt->j, parent))
+		gb_jit__area_clone(pt->j, k, parent);
+	if (give_area(pt, e, i, k, &r))
+		eng_set_state(e, i, T_DYING);
 }
 
 static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *e, size_t i,
@@ -253,14 +271,12 @@ static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *
 	struct gb_jit_loc loc;
 	bool sync = eng_sync_fault(st) && gb_jit__locate(pt->j, r.rip, &loc) == 0 && loc.at_insn;
 	uint64_t rip = r.rip;
-	drain_fault(pt, e, sync ? st : NULL);
-	int pend = 0;
-	int u = unwind(pt, tid, &r, sync, &pend);
+	int u = unwind(pt, e, i, &r, sync);
 	if (u == -ESRCH) {
 		eng_set_state(e, i, T_DYING);
 		return GB_TRAP_SWALLOW;
 	}
-	drain(pt, e); /* (what it stepped through) */
+	drain_fault(pt, e, sync ? st : NULL);
 	if (u) {
 		gb_warn("trace: thread %d: signal %d in the code cache at 0x%llx: delivered there",
 			tid, st->sig, (unsigned long long)rip);
@@ -273,8 +289,6 @@ static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *
 			ptrace(PTRACE_SETSIGINFO, tid, 0, &si);
 		}
 	}
-	if (pend && pend != st->sig)
-		kill(pt->pid, pend); /* (queued again for later) */
 	pth(e, i)->sigret = true;
 	pt->handled++;
 	gb_info("trace: thread %d: signal %d taken at 0x%llx, out of the code cache", tid, st->sig,
@@ -291,10 +305,10 @@ static bool patch_syscalls(struct gb_trap *t, struct gb_engine *e, size_t i)
 static void watch_fs(struct patch_trap *pt, struct gb_engine *e, size_t i,
 		     const struct user_regs_struct *r)
 {
-	if (!pth(e, i)->fs_watch || r->fs_base == pt->fs_base)
+	if (!pth(e, i)->fs_watch || !r->fs_base)
 		return;
 	drain(pt, e);
-	pt->fs_base = r->fs_base;
+	gb_jit__area_fs(pt->j, pth(e, i)->k, r->fs_base);
 	pth(e, i)->fs_watch = false;
 }
 
@@ -350,11 +364,6 @@ static void patch_start(struct gb_trap *t, struct gb_engine *e)
 		pid_t tid = eng_tid(e, i);
 		if (eng_state(e, i) != T_STOPPED || gb_regs_get(tid, &r))
 			continue;
-		pth(e, i)->known = true;
-		pt->first = i;
-		pt->fs_base = r.fs_base;
-		pth(e, i)->fs_watch = !r.fs_base;
-		r.gs_base = gb_jit__tls(pt->j, 0);
 		uint64_t at = r.rip;
 		if (gb_patch_inside(&pt->plan, r.rip, &at) || in_range(pt, r.rip)) {
 			if (gb_regs_restarting_syscall(&r))
@@ -363,12 +372,23 @@ static void patch_start(struct gb_trap *t, struct gb_engine *e)
 			else if ((at = entry_of(pt, at)))
 				r.rip = at;
 		}
-		if (gb_regs_set(tid, &r))
+		if (give_area(pt, e, i, pt->nareas++, &r))
 			eng_set_state(e, i, T_DYING);
 	}
 	write_patches(pt, pt->pid, false);
 	pt->written = true;
 	gb_info("patch trap: %u entries patched, threads run natively", pt->npatched);
+}
+
+/* rip is right after the system call of a piece that makes one without
+ * the lock: its original instruction (the syscall at *pc). */
+static bool after_ns_syscall(const struct patch_trap *pt, uint64_t rip, uint64_t *pc)
+{
+	struct gb_jit_loc loc;
+	uint64_t off = rip - pt->map.addr;
+	return gb_jit__locate(pt->j, rip, &loc) == 0 && loc.ns == GB_JIT_NS_SYSCALL && loc.pc &&
+	       off >= 2 && off <= GB_JIT_CODE_SIZE && pt->map.view[off - 2] == 0x0f &&
+	       pt->map.view[off - 1] == 0x05 && (*pc = loc.pc, true);
 }
 
 /* A fork child, stopped: out of the cache, the original bytes, gs 0, the
@@ -409,6 +429,7 @@ static void patch_exec(struct gb_trap *t, struct gb_engine *e)
 
 static void patch_exit(struct gb_trap *t, struct gb_engine *e, size_t i) { drain(PT(t), e); }
 
+
 /* The end, every thread held. */
 static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 {
@@ -426,8 +447,7 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 		pid_t tid = eng_tid(e, i);
 		if (eng_state(e, i) != T_STOPPED || gb_regs_get(tid, &r))
 			continue;
-		if (gb_jit__in_code(pt->j, r.rip) &&
-		    unwind(pt, tid, &r, false, &e->t->threads[i].pending_sig)) {
+		if (gb_jit__in_code(pt->j, r.rip) && unwind(pt, e, i, &r, false)) {
 			gb_err("trace: thread %d: cannot leave the code cache at 0x%llx", tid,
 			       (unsigned long long)r.rip);
 			continue;
@@ -439,8 +459,11 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 	/* What the end stepped through is the trace's too, up to --max-insns. */
 	drain(pt, e);
 	write_patches(pt, pt->pid, true);
-	gb_jit__lock_reset(pt->j);
 	pt->written = false;
+	if (pt->late)
+		gb_warn("trace: the patch trap: %llu records were read before they were taken back "
+			"(a thread stopped in the cache): the trace is not exact there",
+			(unsigned long long)pt->late);
 	if (via < 0 || gb_jitmap_unmap_in(pt->pid, eng_tid(e, (size_t)via), pt->map.addr,
 					   &e->t->threads[via].pending_sig))
 		gb_warn("pid %d: the code cache at 0x%llx stays mapped (never entered again)", pt->pid,
@@ -503,25 +526,11 @@ static const char *refuse(const struct gb_tracee *t, char *buf, size_t len)
 			return buf;
 		}
 	}
-	if (live != 1) {
-		snprintf(buf, len, "%zu threads (it traces one thread)", live);
+	if (live > GB_JIT_TLS_COUNT) {
+		snprintf(buf, len, "%zu threads (at most %u)", live, GB_JIT_TLS_COUNT);
 		return buf;
 	}
 	return NULL;
-}
-
-/* What the stop-free mode translates (jit.c's translatable): system calls
- * too, not calls and jumps through fs/gs memory. */
-static bool translatable(const struct gb_insn *in)
-{
-	const ZydisDecodedOperand *o = &in->ops[0];
-	if (in->zi.mnemonic == ZYDIS_MNEMONIC_SYSCALL)
-		return true;
-	if (gb_jit__emulated(in) && in->zi.mnemonic != ZYDIS_MNEMONIC_RET &&
-	    o->type == ZYDIS_OPERAND_TYPE_MEMORY &&
-	    (o->mem.segment == ZYDIS_REGISTER_FS || o->mem.segment == ZYDIS_REGISTER_GS))
-		return false;
-	return gb_jit__supported(in);
 }
 
 /* The range's instructions, decoded in order from its original bytes:
@@ -537,7 +546,7 @@ static const char *sweep(struct patch_trap *pt, struct gb_insn **out, size_t *n,
 			return "out of memory";
 		struct gb_insn *in = &(*out)[*n];
 		if (gb_decode(a, pt->code + (a - pt->start), GB_INSN_MAX_LEN, in) ||
-		    !translatable(in)) {
+		    !gb_jit__nostop_supported(in)) {
 			snprintf(buf, len, "the instruction at 0x%llx cannot run translated",
 				 (unsigned long long)a);
 			return buf;
@@ -619,6 +628,9 @@ struct gb_trap *gb_trap_patch_new(struct gb_tracee *t, struct gb_trace_range *rg
 		i0++;
 	pt->base.ops = &patch_ops;
 	pt->range = rg;
+	pt->cur_i = -1;
+	for (unsigned k = 0; k < GB_JIT_TLS_COUNT; k++)
+		pt->area_of[k] = -1;
 	pt->pid = t->pid;
 	pt->start = lo + bias;
 	pt->end = hi + bias;

@@ -1,0 +1,223 @@
+/* gb_jit__unwind (user/jit/unwind.c): a child sharing the cache runs a
+ * translated function; it is stopped after k single-steps in the cache,
+ * for every k until it leaves, unwound to an original boundary and let go
+ * natively from there.  Its result and the registers it checks must be
+ * the native run's, the lock free, and the ring without a record of an
+ * instruction that did not run. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "decode/decode.h"
+#include "jit/jit.h"
+#include "jit_util.h"
+
+/* n rounds of: flags into an add, a direct and an indirect call in the
+ * range, a system call in the range (getpid); then a call out, a pop and a
+ * ret.  Returns a value of n only; rbx kept. */
+extern uint8_t uw_f[], uw_f_end[], uw_ret_site[];
+__asm__(
+	".text\n"
+	".globl uw_f, uw_f_end, uw_ret_site, uw_out\n"
+	"uw_f:\n"
+	"	push %rbx\n"
+	"	mov %rdi, %rbx\n"
+	"	xor %eax, %eax\n"
+	"1:	add %rbx, %rax\n"
+	"	adc $3, %rax\n"
+	"	mov %rax, %rdi\n"
+	"	call uw_dbl\n"
+	"	lea uw_dbl(%rip), %rcx\n"
+	"	mov %rax, %rdi\n"
+	"	call *%rcx\n"
+	"	mov %rax, %r8\n"
+	"	mov $39, %eax\n"
+	"	syscall\n"
+	"	mov %r8, %rax\n"
+	"	dec %rbx\n"
+	"	jnz 1b\n"
+	"	mov %rax, %rdi\n"
+	"	call uw_out\n"
+	"uw_ret_site:\n"
+	"	pop %rbx\n"
+	"	ret\n"
+	"uw_dbl:\n"
+	"	lea (%rdi,%rdi), %rax\n"
+	"	ret\n"
+	"uw_f_end:\n"
+	"uw_out:\n"
+	"	lea 1(%rdi), %rax\n"
+	"	ret\n");
+
+static struct gb_jit_mem mem;
+static struct gb_jit *jit;
+
+static void teardown(void)
+{
+	gb_jit__free(jit);
+	munmap(mem.code, GB_JIT_SIZE);
+}
+
+TestSuite(jit_unwind, .fini = teardown);
+
+static void open_shared(void)
+{
+	uint64_t near = ((uint64_t)uw_f & ~0xfffffull) + (256ull << 20);
+	void *p = MAP_FAILED;
+	for (int k = 0; k < 64 && p == MAP_FAILED; k++, near += 64ull << 20)
+		p = mmap((void *)near, GB_JIT_SIZE, PROT_READ | PROT_WRITE | PROT_EXEC,
+			 MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	cr_assert_neq(p, MAP_FAILED);
+	mem = (struct gb_jit_mem){ p, (uint8_t *)p + GB_JIT_CODE_SIZE, (uint64_t)p,
+				   (uint64_t)p + GB_JIT_CODE_SIZE };
+	jit = jit_open_nostop(&mem, uw_f, uw_f_end, 200);
+}
+
+/* The child: the native result first, then the translated run; exit 0
+ * when they agree and rbx (callee-saved) survived. */
+static __attribute__((noreturn)) void child(uint64_t e)
+{
+	long want = ((long (*)(long))(uintptr_t)uw_f)(3);
+	ptrace(PTRACE_TRACEME, 0, NULL, NULL);
+	raise(SIGSTOP);
+	long got;
+	uint64_t rbx_in = 0x1234567890abcdefull, rbx_out;
+	__asm__ volatile("mov %[in], %%rbx\n\t"
+			 "mov $3, %%edi\n\t"
+			 "lea -128(%%rsp), %%rsp\n\t"
+			 "call *%[e]\n\t"
+			 "lea 128(%%rsp), %%rsp\n\t"
+			 "mov %%rbx, %[out]"
+			 : "=a"(got), [out] "=&r"(rbx_out)
+			 : [e] "r"(e), [in] "r"(rbx_in)
+			 : "rbx", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "memory", "cc");
+	_exit(got == want && rbx_out == rbx_in ? 0 : 3);
+}
+
+/* Run a child to its k-th step in the cache; unwind it there and let it
+ * go natively.  Returns false when it left the cache before k steps. */
+static bool run_to(uint64_t e, int k, uint64_t *pc, struct gb_jit_unwound *uo)
+{
+	gb_jit__ring_reset(jit);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		child(e);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFSTOPPED(st));
+	ptrace(PTRACE_SETOPTIONS, pid, NULL, (void *)(long)PTRACE_O_EXITKILL);
+	int n = 0;
+	bool was_in = false, left = false;
+	struct user_regs_struct r;
+	for (;;) {
+		cr_assert_eq(ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL), 0);
+		cr_assert_eq(waitpid(pid, &st, 0), pid);
+		cr_assert(WIFSTOPPED(st), "step %d: status %#x", n, st);
+		ptrace(PTRACE_GETREGS, pid, NULL, &r);
+		bool in = gb_jit__in_code(jit, r.rip);
+		if (in)
+			was_in = true;
+		if (was_in && !in) {
+			left = true;
+			break;
+		}
+		if (in && ++n == k)
+			break;
+	}
+	if (!left) {
+		uint64_t rip = r.rip;
+		cr_assert_eq(gb_jit__unwind(jit, &r, NULL, uo), 0, "step %d: rip +%#lx", k,
+			     rip - mem.code_addr);
+		*pc = r.rip;
+		cr_assert_eq(r.rip, uo->pc);
+		cr_assert(!gb_jit__in_code(jit, r.rip), "step %d: unwound into the cache", k);
+		cr_assert_eq(gb_jit__lock_word(jit), 0, "step %d (+%#lx): the lock not released", k,
+			     rip - mem.code_addr);
+		/* the ring's last record ran (a loop of one instruction aside) */
+		size_t pos = 0;
+		uint64_t last = 0;
+		struct gb_jit_rec rec;
+		while (gb_jit__ring_next(jit, &pos, 0, 0, &rec) == 1)
+			if (rec.kind == GB_JIT_REC_INSN)
+				last = rec.pc;
+		cr_assert(last != r.rip || uo->recorded, "step %d (+%#lx): the record of %#lx, not run, kept",
+			  k, rip - mem.code_addr, last);
+		ptrace(PTRACE_SETREGS, pid, NULL, &r);
+	}
+	cr_assert_eq(ptrace(PTRACE_CONT, pid, NULL, NULL), 0);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st), "step %d: the child did not finish (status %#x)", k, st);
+	cr_assert_eq(WEXITSTATUS(st), 0, "step %d: unwound at %#lx, not the native result", k, *pc);
+	return !left;
+}
+
+Test(jit_unwind, at_every_step_in_the_cache_the_native_run_goes_on)
+{
+	open_shared();
+	uint64_t e = gb_jit__entry(jit, (uint64_t)uw_f, jit_fetch, NULL);
+	cr_assert_neq(e, 0);
+	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)uw_f, jit_fetch, NULL), 0);
+	cr_assert_neq(gb_jit__entry(jit, (uint64_t)uw_ret_site, jit_fetch, NULL), 0);
+	int k = 1, held = 0, in_range = 0;
+	uint64_t pc = 0;
+	struct gb_jit_unwound uo;
+	for (; run_to(e, k, &pc, &uo); k++) {
+		held += uo.held;
+		in_range += pc >= (uint64_t)uw_f && pc < (uint64_t)uw_f_end;
+	}
+	cr_assert_gt(k, 300, "only %d steps in the cache", k);
+	cr_assert_gt(held, k / 2, "%d of %d stops held the lock", held, k);
+	cr_assert_gt(in_range, k / 2);
+}
+
+Test(jit_unwind, a_thread_asleep_in_the_acquire_goes_back_to_its_entry)
+{
+	open_shared();
+	uint64_t e = gb_jit__entry(jit, (uint64_t)uw_f, jit_fetch, NULL);
+	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)uw_f, jit_fetch, NULL), 0);
+	gb_jit__ring_reset(jit);
+	cr_assert_eq(gb_jit__lock_try(jit), 1, "this process takes the free lock");
+	cr_assert_eq(gb_jit__lock_try(jit), 0, "not twice");
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		child(e);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	ptrace(PTRACE_SETOPTIONS, pid, NULL, (void *)(long)PTRACE_O_EXITKILL);
+	cr_assert_eq(ptrace(PTRACE_CONT, pid, NULL, NULL), 0);
+	for (int k = 0; k < 200 && gb_jit__lock_word(jit) != 2; k++)
+		usleep(5000);
+	cr_assert_eq(gb_jit__lock_word(jit), 2, "the child waits for the lock");
+	usleep(20000); /* in its FUTEX_WAIT */
+	kill(pid, SIGSTOP);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFSTOPPED(st) && WSTOPSIG(st) == SIGSTOP);
+	struct user_regs_struct r;
+	ptrace(PTRACE_GETREGS, pid, NULL, &r);
+	cr_assert(gb_jit__in_code(jit, r.rip));
+	cr_assert_eq(r.orig_rax, 202, "stopped in the futex");
+	struct gb_jit_unwound uo;
+	cr_assert_eq(gb_jit__unwind(jit, &r, NULL, &uo), 0);
+	cr_assert_eq(uo.ns, GB_JIT_NS_LOCK);
+	cr_assert(!uo.held);
+	cr_assert_eq(r.rip, (uint64_t)uw_f, "back at its entry");
+	cr_assert_eq((long long)r.orig_rax, -1, "the futex not restarted at the original pc");
+	cr_assert_eq(r.rdi, 3);
+	cr_assert_eq(gb_jit__lock_word(jit), 2, "still this process's");
+	ptrace(PTRACE_SETREGS, pid, NULL, &r);
+	gb_jit__lock_release(jit);
+	cr_assert_eq(ptrace(PTRACE_CONT, pid, NULL, NULL), 0);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+	cr_assert_eq(gb_jit__lock_word(jit), 0);
+	size_t pos = 0;
+	struct gb_jit_rec rec;
+	cr_assert_eq(gb_jit__ring_next(jit, &pos, 0, 0, &rec), 0, "no record: it never entered");
+}
