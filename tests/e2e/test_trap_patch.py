@@ -19,12 +19,14 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from conftest import PROGS, check_vt_order, gebpf_path, prog_path, range_arg, read_trace
-from test_pagetrap import invocations, native, same_file, trace
+import lackey
+from test_pagetrap import bag, invocations, native, same_bag, same_file, trace
 from test_probetrap import children_of, pt_hot_traced, tracer_of
 
 pytestmark = [pytest.mark.probetrap, pytest.mark.usefixtures("probes_ready")]
 
 SINGLE = sorted(n for n, s in PROGS.items() if not s.get("threads"))
+THREADED = sorted(n for n, s in PROGS.items() if s.get("threads"))
 # Programs whose range the patch trap takes (the others: an instruction it
 # cannot translate, an entry it cannot patch; the probe trap traces them).
 APPLIES = {"mem_sizes", "atomics", "syscall_write",
@@ -58,6 +60,27 @@ def test_exact_programs(name, tmp_path):
         assert not refused and "entries patched" in r.stderr, r.stderr
     else:
         assert len(refused) == 1, r.stderr
+
+
+@pytest.mark.parametrize("name", THREADED)
+def test_exact_threads(name, tmp_path):
+    """Several threads (an area each, stretches named by markers): the same
+    invocations per thread as under the probe trap (the interleaving of
+    stretches may differ), the same counts, the native output."""
+    a, b = tmp_path / "patch.jsonl", tmp_path / "probes.jsonl"
+    rng = range_arg(name)
+    ra = trace(name, rng, a, trap="patch")
+    rb = trace(name, rng, b, trap="probes")
+    assert ra.stdout == rb.stdout == native(name).decode()
+    assert "entries patched" in ra.stderr, ra.stderr
+    (la, sa), (lb, sb) = read_trace(a), read_trace(b)
+    check_vt_order(la)
+    for k in ("insns", "mem", "events"):
+        assert sa[k] == sb[k], "summary %s: patch %s, probes %s" % (k, sa, sb)
+    entry = lackey.Program(prog_path(name)).range_of(rng)[0]
+    pa, pb = invocations(la, entry), invocations(lb, entry)
+    assert sorted(map(len, pa.values())) == sorted(map(len, pb.values()))
+    same_bag(bag(pa), bag(pb), name)
 
 
 def test_max_insns(tmp_path):
