@@ -117,8 +117,8 @@ $(OUTPUT)/bench/%: bench/%.S
 	$(Q)$(CC) -g -static -no-pie -nostdlib $< -o $@
 
 # The qsort job of bench_engines.py (a real hot function: libc's qsort
-# calling the comparator).
-$(OUTPUT)/bench/qsortjob: bench/qsortjob.c
+# calling the comparator) and bench_traps.py's short hash called 200k times.
+$(OUTPUT)/bench/qsortjob $(OUTPUT)/bench/shortcall: $(OUTPUT)/bench/%: bench/%.c
 	$(call msg,PROG,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -g -static -no-pie -fno-pie $< -o $@
@@ -129,7 +129,8 @@ $(OUTPUT)/bench/jit_nostop: bench/jit_nostop.c $(LIB_OBJS)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(INCLUDES) $< $(LIB_OBJS) $(LDLIBS) -o $@
 
-BENCH_BINS := $(OUTPUT)/bench/rawstep $(OUTPUT)/bench/qsortjob $(OUTPUT)/bench/jit_nostop \
+BENCH_BINS := $(OUTPUT)/bench/rawstep $(OUTPUT)/bench/qsortjob $(OUTPUT)/bench/shortcall \
+              $(OUTPUT)/bench/jit_nostop \
               $(patsubst bench/%.S,$(OUTPUT)/bench/%,$(wildcard bench/*.S))
 $(patsubst bench/%.S,$(OUTPUT)/bench/%,$(wildcard bench/*.S)): bench/tracee.inc
 

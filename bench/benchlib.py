@@ -87,6 +87,36 @@ class Runner:
         return dt, stats
 
 
+# Entry traps a benchmark runs when this gebpf takes them: those `gebpf
+# trace --help` lists for --trap, and these (a name the binary refuses is
+# dropped with its reason).
+TRAPS = ("probes", "pages", "none", "patch")
+
+
+def available_traps(rng, argv):
+    """([traps gebpf traces with], [notes on the ones it refuses]).  Each
+    candidate is tried once: `gebpf trace --trap T --range RNG --max-insns 1
+    -o FILE -- argv`."""
+    r = subprocess.run([GEBPF, "trace", "--help"], capture_output=True, text=True, timeout=30)
+    m = re.search(r"--trap\s+([\w|]+)", r.stdout + r.stderr)
+    listed = m.group(1).split("|") if m else []
+    names = list(TRAPS) + [t for t in listed if t not in TRAPS]
+    ok, notes = [], []
+    for t in names:
+        out = "/tmp/gebpf-bench-trap-%d.jsonl" % os.getpid()
+        p = subprocess.run([GEBPF, "trace", "--trap", t, "--range", rng, "--max-insns", "1",
+                            "-o", out, "--"] + argv, capture_output=True, text=True, timeout=120)
+        if os.path.exists(out):
+            os.unlink(out)
+        if p.returncode == 0:
+            ok.append(t)
+        else:
+            last = (p.stderr.strip().splitlines() or ["no message"])[-1]
+            notes.append("--trap %s: skipped: gebpf refuses it (exit %d): %s"
+                         % (t, p.returncode, last))
+    return ok, notes
+
+
 def trace_stats(path):
     """The -v stats line of a gebpf trace stderr file: dict trap, steps,
     in_range, entries.  Fails the benchmark when the line is missing."""

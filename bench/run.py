@@ -37,6 +37,8 @@ ARGS = {
                        "quick": (["--quick"], {})},
     "bench_snap.py": {"full": ([], {"BENCH_MIB": "1024", "BENCH_RUNS": "3"}),
                       "quick": ([], {"BENCH_MIB": "128", "BENCH_RUNS": "1"})},
+    "bench_traps.py": {"full": (["--reps", "3"], {}),
+                       "quick": (["--quick"], {})},
     "bench_trace.py": {"full": (["--reps", "7"], {}),
                        "quick": (["--quick"], {})},
 }
