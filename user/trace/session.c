@@ -247,7 +247,9 @@ static void check_patch(struct session *s)
 {
 	const struct gb_trace_opts *o = s->o;
 	const char *why = NULL;
-	if (o->nsnap_pcs || o->nsnap_vts)
+	if (o->engine == GB_ENGINE_STEP)
+		why = "it runs the range translated, --engine step single-steps it";
+	else if (o->nsnap_pcs || o->nsnap_vts)
 		why = "--snap-at stops at an instruction";
 	else if (o->faults)
 		why = "--faults merges faults with stepped instructions";
@@ -466,11 +468,6 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	if (open_output(&s))
 		goto cleanup;
 
-	if (o->trap == GB_TRAP_PATCH && o->engine == GB_ENGINE_STEP) {
-		gb_err("trace: --trap patch runs the range translated: not with --engine step");
-		rc = GB_EXIT_USAGE;
-		goto cleanup;
-	}
 	if (choose_trap(&s))
 		goto cleanup;
 	if (s.trap != GB_TRAP_NONE) {

@@ -312,8 +312,8 @@ static void watch_fs(struct patch_trap *pt, struct gb_engine *e, size_t i,
 	pth(e, i)->fs_watch = false;
 }
 
-/* After its handler's rt_sigreturn, a thread back in the range goes back
- * into the cache. */
+/* After its handler's rt_sigreturn, a thread back in the range (natively:
+ * no system call of the handler is made there) goes back into the cache. */
 static void patch_syscall_exit(struct gb_trap *t, struct gb_engine *e, size_t i)
 {
 	struct patch_trap *pt = PT(t);
@@ -322,11 +322,14 @@ static void patch_syscall_exit(struct gb_trap *t, struct gb_engine *e, size_t i)
 	if (gb_regs_get(tid, &r))
 		return;
 	watch_fs(pt, e, i, &r);
-	if (!pth(e, i)->sigret || r.orig_rax != SYS_rt_sigreturn)
+	/* (rt_sigreturn's exit shows orig_rax -1: the restored context's) */
+	if (!pth(e, i)->sigret || !pt->j || !pt->written)
+		return;
+	if (gb_jit__in_code(pt->j, r.rip))
+		pth(e, i)->sigret = false; /* back through an entry (a longjmp out, then a call) */
+	if (!in_range(pt, r.rip))
 		return;
 	pth(e, i)->sigret = false;
-	if (!pt->j || !pt->written || !in_range(pt, r.rip))
-		return;
 	uint64_t blk = entry_of(pt, r.rip);
 	if (!blk) {
 		gb_err("trace: thread %d: no translation for 0x%llx after its signal handler", tid,
