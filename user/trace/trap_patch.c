@@ -369,11 +369,18 @@ static void patch_start(struct gb_trap *t, struct gb_engine *e)
 			continue;
 		uint64_t at = r.rip;
 		if (gb_patch_inside(&pt->plan, r.rip, &at) || in_range(pt, r.rip)) {
-			if (gb_regs_restarting_syscall(&r))
-				gb_warn("trace: thread %d is in a system call of the range: it runs "
-					"natively until it leaves the range", tid);
-			else if ((at = entry_of(pt, at)))
+			if (gb_regs_restarting_syscall(&r) && in_range(pt, r.rip - 2) &&
+			    (at = entry_of(pt, r.rip - 2))) {
+				/* Parked in a system call of the range: it makes it
+				 * again from the cache (restarted as the kernel
+				 * would: the call, or restart_syscall). */
+				r.rax = r.rax == (unsigned long long)-516 ? SYS_restart_syscall
+									  : r.orig_rax;
+				r.orig_rax = (unsigned long long)-1;
 				r.rip = at;
+			} else if (!gb_regs_restarting_syscall(&r) && (at = entry_of(pt, at))) {
+				r.rip = at;
+			}
 		}
 		if (give_area(pt, e, i, pt->nareas++, &r))
 			eng_set_state(e, i, T_DYING);
