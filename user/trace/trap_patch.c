@@ -109,56 +109,47 @@ static bool in_range(const struct patch_trap *pt, uint64_t pc)
  * accesses only). */
 static void drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct gb_stop *fault)
 {
-	struct gb_jit_rec rec[2];
-	int r, have = 0;
+	struct gb_jit_rec rec, held;
+	ssize_t held_i = -1;          /* fault: the last record, its thread */
+	int r;
 	size_t n = 0;
 	if (!pt->j)
 		return;
 	gb_jsonl__batch(e->out, true);
-	for (;;) {
-		r = gb_jit__ring_poll(pt->j, &pt->cur, &rec[n & 1]);
-		if (r == 1 && rec[n & 1].kind == GB_JIT_REC_MARK) {
-			unsigned k = rec[n & 1].area;
-			pt->cur_i = k < GB_JIT_TLS_COUNT ? pt->area_of[k] : -1;
+	while ((r = gb_jit__ring_poll(pt->j, &pt->cur, &rec)) == 1) {
+		if (rec.kind == GB_JIT_REC_MARK) {
+			pt->cur_i = rec.area < GB_JIT_TLS_COUNT ? pt->area_of[rec.area] : -1;
 			continue;
 		}
-		if (r == 1 && pt->cur_i >= 0 && pth(e, (size_t)pt->cur_i)->skip &&
-		    pth(e, (size_t)pt->cur_i)->skip_pc == rec[n & 1].pc) {
-			pth(e, (size_t)pt->cur_i)->skip = false; /* (recorded before a restart) */
-			continue;
-		}
-		if (r == 1 && pt->cur_i < 0) {
+		if (pt->cur_i < 0) {
 			gb_err("trace: the code cache's ring holds a stretch of no known thread");
 			eng_finish(e, GB_END_ERROR);
 			break;
 		}
-		if (have && (r != 1 || !fault)) {
-			const struct gb_jit_rec *x = &rec[(n - 1) & 1];
-			int na = x->nacc;
-			if (r != 1 && fault) {
-				int d = eng_fault_done(x->pc, x->len, x->acc, x->nacc, fault, x->pc);
-				na = d >= 0 ? d : na;
-			}
+		struct patch_thread *th = pth(e, (size_t)pt->cur_i);
+		if (th->skip && th->skip_pc == rec.pc) {
+			th->skip = false; /* (recorded before a restart) */
+			continue;
+		}
+		if (held_i >= 0 || !fault) {
+			const struct gb_jit_rec *x = fault ? &held : &rec;
 			if (eng_max_insns_done(e)) {
 				eng_finish(e, GB_END_MAX_INSNS);
+				held_i = -1;
 				break;
 			}
-			eng_commit(e, (size_t)pt->cur_i, x->pc, x->acc, na);
-			have = 0;
+			eng_commit(e, (size_t)(fault ? held_i : pt->cur_i), x->pc, x->acc, x->nacc);
 		}
-		if (r != 1)
-			break;
-		if (have) { /* (fault: the one before is not the last) */
-			const struct gb_jit_rec *x = &rec[(n - 1) & 1];
-			if (eng_max_insns_done(e)) {
-				eng_finish(e, GB_END_MAX_INSNS);
-				break;
-			}
-			eng_commit(e, (size_t)pt->cur_i, x->pc, x->acc, x->nacc);
+		if (fault) {
+			held = rec;
+			held_i = pt->cur_i;
 		}
-		have = 1;
 		if (++n % 4096 == 0)
 			gb_jit__ring_commit(pt->j, &pt->cur);
+	}
+	if (held_i >= 0 && !eng_max_insns_done(e)) {
+		int d = eng_fault_done(held.pc, held.len, held.acc, held.nacc, fault, held.pc);
+		eng_commit(e, (size_t)held_i, held.pc, held.acc, d >= 0 ? d : held.nacc);
 	}
 	gb_jit__ring_commit(pt->j, &pt->cur);
 	gb_jsonl__batch(e->out, false);
