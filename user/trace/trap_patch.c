@@ -5,13 +5,13 @@
  * (jit/patch.h's plan).  Threads run natively under PTRACE_CONT; in the
  * cache they take its lock, write their records to its ring and leave by
  * jumps; gebpf drains the ring while the program runs (the idle hook, every
- * poll_ms) and makes the same lines as the other traps (eng_commit).  No
- * thread ever owns the range in the engine's sense and nothing is stepped,
- * except a thread stopped in the cache being brought to an original
- * instruction boundary (a signal it must take there, the end).
+ * poll_ms) and makes the same lines as the other traps (eng_commit), each
+ * stretch its thread's (the ring's markers name its area).  No thread ever
+ * owns the range in the engine's sense and nothing is stepped: a thread
+ * stopped in the cache is put at its original boundary by gb_jit__unwind.
  *
  * What it needs (else NULL with one line: the session uses the probe
- * trap): one thread with gs base 0, every instruction of the range
+ * trap): threads with gs base 0 (at most 256), every instruction of the range
  * translatable, every entry patchable, the cache's mmap allowed.
  *
  * A signal with a handler stopping a thread in the cache: the thread is put
@@ -19,7 +19,8 @@
  * the handler and its ucontext see original addresses; it then runs with
  * PTRACE_SYSCALL until its rt_sigreturn, after which a pc in the range goes
  * back into the cache (the entry block of that pc).  A fork child is moved
- * out of the cache, gets the original bytes back, gs base 0 and no cache.
+ * out of the cache, gets the original bytes back, gs base 0 and no cache;
+ * a clone's child gets its own area, a copy of its parent's.
  * The end (every thread stopped): records drained, threads in the cache put
  * back, bytes restored, gs bases 0, the cache unmapped. */
 #include <errno.h>
@@ -32,42 +33,19 @@
 #include <sys/syscall.h>
 #include <sys/user.h>
 
-#include "common/grow.h"
 #include "common/log.h"
 #include "decode/plan.h"
 #include "jit/jit.h"
 #include "jit/patch.h"
-#include "ptrace/maps.h"
 #include "ptrace/mem.h"
 #include "ptrace/procfs.h"
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
-#include "sym/entries.h"
 #include "trace/cpu.h"
 #include "trace/engine_int.h"
 #include "trace/jitmap.h"
+#include "trace/trap_patch.h"
 
-/* Ranges of at most this many instructions get a block from each. */
-#define PATCH_EVERY 8192
-
-struct patch_trap {
-	struct gb_trap base;
-	struct gb_trace_range *range;
-	pid_t pid;
-	uint64_t start, end;          /* the range (run-time, inclusive) */
-	uint8_t *code;                /* its original bytes (+ GB_INSN_MAX_LEN) */
-	struct gb_jitmap map;
-	struct gb_jit *j;
-	struct gb_patch_plan plan;
-	bool written;                 /* the patches are in the target */
-	struct gb_jit_cursor cur;
-	ssize_t area_of[GB_JIT_TLS_COUNT]; /* area k -> thread index (-1: none) */
-	unsigned nareas;
-	ssize_t cur_i;                /* the thread whose stretch the ring is at */
-	uint64_t late;                /* records read before unwinding took them back */
-	uint64_t handled;             /* signals taken at an original boundary */
-	unsigned npatched;
-};
 
 struct patch_thread {
 	bool known;
@@ -83,7 +61,7 @@ struct patch_thread {
 
 static struct patch_thread *pth(struct gb_engine *e, size_t i) { return eng_trap_priv(e, i); }
 
-static const struct gb_insn *fetch(void *ctx, uint64_t pc)
+const struct gb_insn *patch_fetch(void *ctx, uint64_t pc)
 {
 	static struct gb_insn ring[64];
 	static unsigned k;
@@ -201,9 +179,9 @@ static bool caught(pid_t pid, int sig)
 	       (cgt >> (sig - 1) & 1);
 }
 
-static uint64_t entry_of(struct patch_trap *pt, uint64_t pc)
+uint64_t patch_entry_of(struct patch_trap *pt, uint64_t pc)
 {
-	return gb_jit__entry(pt->j, pc, fetch, pt);
+	return gb_jit__entry(pt->j, pc, patch_fetch, pt);
 }
 
 /* Thread i gets area k: gs base, fs base registered. */
@@ -321,7 +299,7 @@ static void patch_syscall_exit(struct gb_trap *t, struct gb_engine *e, size_t i)
 	if (!in_range(pt, r.rip))
 		return;
 	pth(e, i)->sigret = false;
-	uint64_t blk = entry_of(pt, r.rip);
+	uint64_t blk = patch_entry_of(pt, r.rip);
 	if (!blk) {
 		gb_err("trace: thread %d: no translation for 0x%llx after its signal handler", tid,
 		       (unsigned long long)r.rip);
@@ -361,7 +339,7 @@ static void patch_start(struct gb_trap *t, struct gb_engine *e)
 		uint64_t at = r.rip;
 		if (gb_patch_inside(&pt->plan, r.rip, &at) || in_range(pt, r.rip)) {
 			if (gb_regs_restarting_syscall(&r) && in_range(pt, r.rip - 2) &&
-			    (at = entry_of(pt, r.rip - 2))) {
+			    (at = patch_entry_of(pt, r.rip - 2))) {
 				/* Parked in a system call of the range: it makes it
 				 * again from the cache (restarted as the kernel
 				 * would: the call, or restart_syscall). */
@@ -369,7 +347,7 @@ static void patch_start(struct gb_trap *t, struct gb_engine *e)
 									  : r.orig_rax;
 				r.orig_rax = (unsigned long long)-1;
 				r.rip = at;
-			} else if (!gb_regs_restarting_syscall(&r) && (at = entry_of(pt, at))) {
+			} else if (!gb_regs_restarting_syscall(&r) && (at = patch_entry_of(pt, at))) {
 				r.rip = at;
 			}
 		}
@@ -479,7 +457,7 @@ static bool patch_covers(const struct gb_trap *t, uint64_t pc) { return false; }
 
 static uint64_t patch_entries(const struct gb_trap *t) { return PT(t)->npatched; }
 
-static void patch_free(struct gb_trap *t)
+void patch_free(struct gb_trap *t)
 {
 	struct patch_trap *pt = PT(t);
 	gb_patch_plan_free(&pt->plan);
@@ -489,7 +467,7 @@ static void patch_free(struct gb_trap *t)
 	free(pt);
 }
 
-static const struct gb_trap_ops patch_ops = {
+const struct gb_trap_ops patch_ops = {
 	.name = "patch",
 	.thread_size = sizeof(struct patch_thread),
 	.leave_native = true,
@@ -511,166 +489,3 @@ static const struct gb_trap_ops patch_ops = {
 	.entries = patch_entries,
 	.free = patch_free,
 };
-
-/* Why the trap does not apply to t now (NULL: it may), before anything is
- * done to the target. */
-static const char *refuse(const struct gb_tracee *t, char *buf, size_t len)
-{
-	size_t live = 0;
-	for (size_t i = 0; i < t->nthreads; i++) {
-		struct user_regs_struct r;
-		if (t->threads[i].exited)
-			continue;
-		live++;
-		if (gb_regs_get(t->threads[i].tid, &r) == 0 && r.gs_base) {
-			snprintf(buf, len, "thread %d uses its gs base", t->threads[i].tid);
-			return buf;
-		}
-	}
-	if (live > GB_JIT_TLS_COUNT) {
-		snprintf(buf, len, "%zu threads (at most %u)", live, GB_JIT_TLS_COUNT);
-		return buf;
-	}
-	return NULL;
-}
-
-/* The range's instructions, decoded in order from its original bytes:
- * each translatable (else why). */
-static const char *sweep(struct patch_trap *pt, struct gb_insn **out, size_t *n, char *buf,
-			 size_t len)
-{
-	size_t cap = 0;
-	*out = NULL;
-	*n = 0;
-	for (uint64_t a = pt->start; a <= pt->end;) {
-		if (GB_GROW(out, &cap, *n + 1))
-			return "out of memory";
-		struct gb_insn *in = &(*out)[*n];
-		if (gb_decode(a, pt->code + (a - pt->start), GB_INSN_MAX_LEN, in) ||
-		    !gb_jit__nostop_supported(in)) {
-			snprintf(buf, len, "the instruction at 0x%llx cannot run translated",
-				 (unsigned long long)a);
-			return buf;
-		}
-		a += in->len;
-		++*n;
-	}
-	return NULL;
-}
-
-/* The plan over the range's entries, each translated; the first refusal's
- * reason. */
-static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, uint64_t hi,
-			uint64_t bias, const struct gb_insn *ins, size_t nins, char *buf, size_t len)
-{
-	struct gb_entries en = { 0 };
-	struct gb_maps m;
-	struct gb_patch_map *pm = NULL;
-	uint64_t *ev = NULL;
-	const char *why = NULL;
-	if (gb_entries_find(path, lo, hi, &en, NULL)) {
-		why = "the range's entries cannot be found";
-		goto out;
-	}
-	if (gb_maps_read(pt->pid, &m)) {
-		why = "no memory map";
-		goto out;
-	}
-	pm = calloc(m.n + 1, sizeof(*pm));
-	ev = calloc(en.n + 1, sizeof(*ev));
-	for (size_t k = 0; pm && k < m.n; k++)
-		pm[k] = (struct gb_patch_map){ m.v[k].start, m.v[k].end,
-					       (m.v[k].prot & PROT_WRITE) != 0 };
-	struct gb_patch_in in = { pt->start, pt->end, ev, en.n, ins, nins, pm, m.n, pt->map.addr,
-				  pt->map.addr + GB_JIT_CODE_SIZE };
-	for (size_t k = 0; ev && k < en.n; k++)
-		ev[k] = en.v[k].vaddr + bias;
-	if (!pm || !ev || gb_patch_plan(&in, &pt->plan))
-		why = "out of memory";
-	gb_maps_free(&m);
-	/* Jump tables and other indirect targets inside the range: a block
-	 * from every instruction (a lookup that misses runs on natively). */
-	for (size_t k = 0; !why && nins <= PATCH_EVERY && k < nins; k++)
-		if (gb_jit__translate_from(pt->j, ins[k].pc, fetch, pt)) {
-			why = "the code cache is full";
-			break;
-		}
-	for (size_t k = 0; !why && k < pt->plan.n; k++) {
-		struct gb_patch *p = &pt->plan.v[k];
-		int r = p->why == GB_PATCH_OK ? gb_jit__translate_from(pt->j, p->addr, fetch, pt) : 0;
-		uint64_t blk = r || p->why != GB_PATCH_OK ? 0 : entry_of(pt, p->addr);
-		if (p->why != GB_PATCH_OK || !blk || gb_patch_set_target(p, blk)) {
-			snprintf(buf, len, "the entry at 0x%llx cannot be patched (%s)",
-				 (unsigned long long)p->addr,
-				 p->why != GB_PATCH_OK ? gb_patch_why_str(p->why)
-				 : r == -ENOSPC ? "the code cache is full" : "it does not translate");
-			why = buf;
-		}
-		pt->npatched++;
-	}
-out:
-	free(pm);
-	free(ev);
-	gb_entries_free(&en);
-	return why;
-}
-
-struct gb_trap *gb_trap_patch_new(struct gb_tracee *t, struct gb_trace_range *rg, const char *path,
-				  uint64_t lo, uint64_t hi, uint64_t bias)
-{
-	char buf[200];
-	const char *why = refuse(t, buf, sizeof(buf));
-	struct patch_trap *pt = why ? NULL : calloc(1, sizeof(*pt));
-	struct gb_insn *ins = NULL;
-	size_t nins = 0, i0 = 0;
-	if (why)
-		goto fail;
-	while (t->threads[i0].exited)
-		i0++;
-	pt->base.ops = &patch_ops;
-	pt->range = rg;
-	pt->cur_i = -1;
-	for (unsigned k = 0; k < GB_JIT_TLS_COUNT; k++)
-		pt->area_of[k] = -1;
-	pt->pid = t->pid;
-	pt->start = lo + bias;
-	pt->end = hi + bias;
-	size_t n = (size_t)(pt->end - pt->start + 1);
-	pt->code = calloc(1, n + GB_INSN_MAX_LEN);
-	if (!pt->code || gb_mem_read(t->pid, pt->start, pt->code, n) != (ssize_t)n) {
-		why = "its bytes cannot be read";
-		goto fail;
-	}
-	if ((why = sweep(pt, &ins, &nins, buf, sizeof(buf))))
-		goto fail;
-	if (gb_jitmap_map(t->pid, t->threads[i0].tid, pt->start, pt->end, "using the probe trap",
-			  &pt->map, &t->threads[i0].pending_sig)) {
-		free(ins);
-		patch_free(&pt->base);
-		return NULL; /* (said) */
-	}
-	struct gb_jit_mem m = { pt->map.view, pt->map.view + GB_JIT_CODE_SIZE, pt->map.addr,
-				pt->map.addr + GB_JIT_CODE_SIZE };
-	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = 1000 };
-	pt->j = gb_jit__new_opts(&m, pt->start, pt->end, &o);
-	if (!pt->j)
-		why = "no translator";
-	else
-		why = plan(pt, path, lo, hi, bias, ins, nins, buf, sizeof(buf));
-	free(ins);
-	ins = NULL;
-	if (why) {
-		gb_jitmap_unmap_in(t->pid, t->threads[i0].tid, pt->map.addr, &t->threads[i0].pending_sig);
-		goto fail;
-	}
-	gb_jit__ring_reset(pt->j);
-	return &pt->base;
-fail:
-	gb_warn("range 0x%llx-0x%llx: the patch trap does not apply (%s): using the probe trap",
-		(unsigned long long)(lo + bias), (unsigned long long)(hi + bias),
-		why ? why : strerror(ENOMEM));
-	free(ins);
-	if (pt)
-		patch_free(&pt->base);
-	return NULL;
-}
