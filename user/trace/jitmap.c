@@ -37,7 +37,7 @@ static uint64_t find_hole(pid_t pid, uint64_t start, uint64_t end)
 			    (k && !strcmp(m.v[k - 1].path, "[heap]"));
 		uint64_t a;
 		if (heap) {
-			uint64_t top = start + reach - size;
+			uint64_t top = start + reach - size - GB_PAGE_SIZE; /* (d < reach below) */
 			a = hi - GB_PAGE_SIZE - size < top ? hi - GB_PAGE_SIZE - size : top & ~(uint64_t)GB_PAGE_MASK;
 			if (a < lo + GB_PAGE_SIZE)
 				continue;
