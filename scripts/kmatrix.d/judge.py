@@ -172,9 +172,11 @@ JIT_RE = re.compile(r"jit: (\d+) runs, \d+ stops, (\d+) instructions translated-
 
 def judge_trace(rdir, exp, env):
     """The exact trace under the probe trap (which must have been used: its
-    -v line names the entries it probed), under the page trap, and by the
-    translating engine (which must have run instructions translated)."""
-    for name, trap in (("trace", "probe"), ("trace_pages", "page"), ("trace_jit", "jit")):
+    -v line names the entries it probed), under the page trap, by the
+    translating engine (which must have run instructions translated), and
+    under the patch trap (its -v line says it patched the entries)."""
+    for name, trap in (("trace", "probe"), ("trace_pages", "page"), ("trace_jit", "jit"),
+                       ("trace_patch", "patch")):
         c = Check(rdir, name)
         bad = c.failed_run()
         if bad:
@@ -191,7 +193,9 @@ def judge_trace(rdir, exp, env):
             m = next((JIT_RE.search(l) for l in c.err if JIT_RE.search(l)), None)
             if not m or int(m.group(2)) == 0:
                 return ("fail", "--engine jit ran nothing translated: %s" % c.gebpf_line())
-    return ("pass", "%d lines exact: probe trap, page trap, jit" % len(got))
+        if trap == "patch" and not any("entries patched" in l for l in c.err):
+            return ("fail", "the patch trap was not used: %s" % c.gebpf_line())
+    return ("pass", "%d lines exact: probe trap, page trap, jit, patch trap" % len(got))
 
 
 def ran_jsonl(rdir, name):

@@ -63,6 +63,8 @@ def write_good(d):
         "trace_pages.rc": "0\n", "trace_pages.err": "", "trace_pages.jsonl": EXPECT,
         "trace_jit.rc": "0\n", "trace_jit.jsonl": EXPECT,
         "trace_jit.err": "gebpf: trace: jit: 2 runs, 3 stops, 20 instructions translated-run, 3 blocks\n",
+        "trace_patch.rc": "0\n", "trace_patch.jsonl": EXPECT,
+        "trace_patch.err": "gebpf: patch trap: 2 entries patched, threads run natively\n",
         "snap.rc": "0\n",
         "snap.err": "gebpf: snap: freeze 2.0 ms (registers, maps, copy-on-write copy pid 9); the process runs again\n", "snap.head": ELF_CORE_HEAD,
         "snap_attach.rc": "0\n", "snap_attach.target": "0\n",
@@ -121,6 +123,13 @@ def test_jit_that_translated_nothing_fails(good):
     put(good, "trace_jit.err", "gebpf: trace: jit: 0 runs, 0 stops, 0 instructions translated-run, 0 blocks\n")
     v, why = verdicts(good)["trace"]
     assert v == "fail" and "translated" in why
+
+
+def test_patch_trap_not_used_fails(good):
+    put(good, "trace_patch.err", "gebpf: warning: range 0x1-0x2: the patch trap does not apply (x): "
+        "using the probe trap\n")
+    v, why = verdicts(good)["trace"]
+    assert v == "fail" and "patch trap was not used" in why
 
 
 def test_one_wrong_trace_line_fails(good):
@@ -247,7 +256,8 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
     put(vm, "console.log", "[    2.9] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\n")
     put(vm, "serial.txt", frame(str(src), ["kernel", "trace.rc", "trace.err", "trace.jsonl", "trace_pages.rc",
                                           "trace_pages.err", "trace_pages.jsonl", "trace_jit.rc",
-                                          "trace_jit.err", "trace_jit.jsonl"], done=False))
+                                          "trace_jit.err", "trace_jit.jsonl", "trace_patch.rc",
+                                          "trace_patch.err", "trace_patch.jsonl"], done=False))
     res = verdicts(vm)
     assert res["trace"][0] == "pass"
     for ck in ("snap", "faults", "sample", "probe", "detach", "strict", "alarm"):

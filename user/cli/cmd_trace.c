@@ -37,8 +37,10 @@ static void usage(FILE *f)
 "      --snap-at pc=ADDR|vt=N  snapshot into DIR/blobs/snap-<vt>.core (repeatable;\n"
 "                         needs --out)\n"
 "      --faults           merge page faults (BPF) as fault lines\n"
-"      --trap probes|pages|none  how a natively running thread is stopped when it\n"
-"                         enters the range (docs/trace.md \"Entry traps\"): probes\n"
+"      --trap patch|probes|pages|none  how a natively running thread enters the\n"
+"                         range (docs/trace.md \"Entry traps\"): patch (entries\n"
+"                         patched into jumps to translated code, no stop;\n"
+"                         else probes), probes\n"
 "                         (uprobes + BPF at each entry address; the default for\n"
 "                         code in a file), pages (PROT_EXEC removed from the\n"
 "                         range's pages; the default for anonymous code), none\n"
@@ -171,8 +173,10 @@ int cmd_trace(int argc, char **argv)
 				o.trap = GB_TRAP_PAGES;
 			else if (!strcmp(optarg, "none"))
 				o.trap = GB_TRAP_NONE;
+			else if (!strcmp(optarg, "patch"))
+				o.trap = GB_TRAP_PATCH;
 			else
-				return bad("--trap", "expected probes, pages or none");
+				return bad("--trap", "expected patch, probes, pages or none");
 			break;
 		case O_ENGINE:
 			if (!strcmp(optarg, "step"))

@@ -1,9 +1,11 @@
 #include "trace/cpu.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode/plan.h"
 #include "decode/xsave.h"
 #include "ptrace/regs.h"
 
@@ -56,4 +58,20 @@ int gb_vec_read(pid_t tid, struct gb_vec *vec)
 		for (int i = 0; i < 16; i++)
 			memcpy(vec->zmm[16 + i], buf + off + 64 * i, 64);
 	return 0;
+}
+
+/* The field of r that holds general register slot k (enum gb_reg). */
+unsigned long long *gb_regs_field(struct user_regs_struct *r, unsigned k)
+{
+	static const size_t off[GB_REG_COUNT] = {
+		offsetof(struct user_regs_struct, rax), offsetof(struct user_regs_struct, rbx),
+		offsetof(struct user_regs_struct, rcx), offsetof(struct user_regs_struct, rdx),
+		offsetof(struct user_regs_struct, rsi), offsetof(struct user_regs_struct, rdi),
+		offsetof(struct user_regs_struct, rbp), offsetof(struct user_regs_struct, rsp),
+		offsetof(struct user_regs_struct, r8),  offsetof(struct user_regs_struct, r9),
+		offsetof(struct user_regs_struct, r10), offsetof(struct user_regs_struct, r11),
+		offsetof(struct user_regs_struct, r12), offsetof(struct user_regs_struct, r13),
+		offsetof(struct user_regs_struct, r14), offsetof(struct user_regs_struct, r15),
+	};
+	return (unsigned long long *)((char *)r + off[k]);
 }

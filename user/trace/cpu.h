@@ -8,6 +8,8 @@
 #include "decode/decode.h"
 
 void gb_cpu_from_regs(struct gb_cpu *cpu, const struct user_regs_struct *r);
+/* The field of r that holds general register slot k (enum gb_reg). */
+unsigned long long *gb_regs_field(struct user_regs_struct *r, unsigned k);
 /* Fill vec from the thread's XSAVE area (xmm, ymm upper halves, zmm, k). */
 int gb_vec_read(pid_t tid, struct gb_vec *vec);
 

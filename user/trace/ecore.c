@@ -192,7 +192,8 @@ void eng_run_natives(struct gb_engine *e)
 			continue;
 		int sig = eng_take_signal(e, i);
 		TRAP_CALL(e, resuming, i, sig);
-		eng_resume(e, i, PTRACE_CONT, sig, T_NATIVE);
+		bool sys = TRAP_OPS(e)->syscalls && TRAP_OPS(e)->syscalls(e->trap, e, i);
+		eng_resume(e, i, sys ? PTRACE_SYSCALL : PTRACE_CONT, sig, sys ? T_SYSCALL : T_NATIVE);
 	}
 }
 

@@ -18,29 +18,24 @@
  *   addresses, and the step engine takes over from there.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
-#include <sys/syscall.h>
 #include <sys/user.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
-#include "common/page.h"
 #include "decode/plan.h"
 #include "jit/jit.h"
-#include "ptrace/inject.h"
-#include "ptrace/maps.h"
 #include "ptrace/mem.h"
-#include "ptrace/procfs.h"
 #include "ptrace/regs.h"
 #include "trace/cpu.h"
 #include "trace/engine_int.h"
+#include "trace/jitmap.h"
 
 struct gb_ejit {
 	bool failed;             /* no cache in this image: step engine only */
@@ -91,107 +86,25 @@ static bool old_image(struct gb_engine *e)
 	return true;
 }
 
-/* A free hole of GB_JIT_SIZE bytes within 1 GiB of the range (RIP-relative
- * operands of the range reach +-2 GiB), or 0.  Nearest the range, except
- * in the hole the program's brk heap grows into: there as high as the
- * reach allows, so the heap keeps its room. */
-static uint64_t find_hole(pid_t pid, uint64_t start, uint64_t end)
-{
-	struct gb_maps m;
-	uint64_t brk = 0;
-	if (gb_maps_read(pid, &m))
-		return 0;
-	gb_proc_stat_num(pid, 47, &brk);
-	const uint64_t reach = 1ull << 30, size = GB_JIT_SIZE;
-	uint64_t best = 0, bestd = UINT64_MAX;
-	for (size_t k = 0; k <= m.n; k++) {
-		uint64_t lo = k ? m.v[k - 1].end : 0x10000, hi = k < m.n ? m.v[k].start : 0x7ffffffff000ull;
-		if (hi <= lo || hi - lo < size + 2 * GB_PAGE_SIZE)
-			continue;
-		bool heap = (brk && brk >= (k ? m.v[k - 1].start : 0) && brk <= hi) ||
-			    (k && !strcmp(m.v[k - 1].path, "[heap]"));
-		uint64_t a;
-		if (heap) {
-			uint64_t top = start + reach - size;
-			a = hi - GB_PAGE_SIZE - size < top ? hi - GB_PAGE_SIZE - size : top & ~(uint64_t)GB_PAGE_MASK;
-			if (a < lo + GB_PAGE_SIZE)
-				continue;
-		} else {
-			/* the end of the hole nearest the range, a page off its neighbour */
-			a = lo >= end ? lo + GB_PAGE_SIZE : hi - GB_PAGE_SIZE - size;
-		}
-		uint64_t d = a >= end ? a + size - start : end - a;
-		if (d < reach && d < bestd) {
-			best = a;
-			bestd = d;
-		}
-	}
-	gb_maps_free(&m);
-	return best;
-}
-
-static int inject(struct gb_engine *e, size_t i, uint64_t insn, long nr, uint64_t a0, uint64_t a1,
-		  uint64_t a2, uint64_t a3, long *ret)
-{
-	uint64_t args[6] = { a0, a1, a2, a3, (uint64_t)-1, 0 };
-	int pend = 0;
-	int r = gb_inject_syscall(e->t->threads[i].tid, insn, nr, args, ret, &pend);
-	if (pend && !e->t->threads[i].pending_sig) /* (kept for its next resume) */
-		e->t->threads[i].pending_sig = pend;
-	return r;
-}
-
 /* Make the region in the target and map it here. */
 static int setup(struct gb_engine *e, size_t i)
 {
 	struct gb_ejit *x = e->jit;
-	pid_t pid = e->t->pid;
-	uint64_t insn = gb_inject_find_syscall(pid, NULL, NULL);
-	uint64_t at = find_hole(pid, e->range->start, e->range->end);
-	long ret;
-	if (!insn || !at) {
-		gb_warn("trace: no room for a code cache near 0x%llx: the step engine traces the range",
-			(unsigned long long)e->range->start);
-		return -ENOSPC;
-	}
-	int r = inject(e, i, insn, SYS_mmap, at, GB_JIT_SIZE, PROT_READ | PROT_WRITE,
-		       MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, &ret);
-	if (r || ret != (long)at) {
-		if (!r && (unsigned long)ret < -4095UL) /* mapped, elsewhere (an old kernel) */
-			inject(e, i, insn, SYS_munmap, (uint64_t)ret, GB_JIT_SIZE, 0, 0, &ret);
-		gb_warn("trace: cannot map a code cache in pid %d (%s): the step engine traces the range",
-			pid, strerror(r ? -r : ret < 0 && ret > -4096 ? (int)-ret : EEXIST));
-		return r ? r : -ENOMEM;
-	}
-	x->addr = at;
-	r = inject(e, i, insn, SYS_mprotect, at, GB_JIT_CODE_SIZE, PROT_READ | PROT_EXEC, 0, &ret);
-	char path[96];
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", pid,
-		 (unsigned long long)(at + GB_JIT_CODE_SIZE), (unsigned long long)(at + GB_JIT_SIZE));
-	int fd = r || ret ? -1 : open(path, O_RDWR | O_CLOEXEC);
-	void *v = fd < 0 ? MAP_FAILED : mmap(NULL, GB_JIT_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (fd >= 0)
-		close(fd);
-	if (v == MAP_FAILED) {
-		gb_warn("trace: cannot share the code cache of pid %d (%s): the step engine traces the "
-			"range", pid, strerror(errno));
-		inject(e, i, insn, SYS_munmap, at, GB_JIT_SIZE, 0, 0, &ret);
-		x->addr = 0;
-		return -EIO;
-	}
-	x->view = v;
-	gb_info("trace: code cache at 0x%llx-0x%llx", (unsigned long long)at,
-		(unsigned long long)(at + GB_JIT_SIZE));
+	struct gb_jitmap m;
+	int r = gb_jitmap_map(e->t->pid, e->t->threads[i].tid, e->range->start, e->range->end,
+			      "the step engine traces the range", &m, &e->t->threads[i].pending_sig);
+	if (r)
+		return r;
+	x->view = m.view;
+	x->addr = m.addr;
 	return 0;
 }
 
 /* The munmap, injected into stopped thread i: true when it is gone. */
 static bool unmap_from(struct gb_engine *e, size_t i)
 {
-	uint64_t insn = gb_inject_find_syscall(e->t->pid, NULL, NULL);
-	long ret = -1;
-	return insn && inject(e, i, insn, SYS_munmap, e->jit->addr, GB_JIT_SIZE, 0, 0, &ret) == 0 &&
-	       !ret;
+	return gb_jitmap_unmap_in(e->t->pid, e->t->threads[i].tid, e->jit->addr,
+				  &e->t->threads[i].pending_sig) == 0;
 }
 
 bool eng_jit_unmap(struct gb_engine *e, size_t i)
@@ -284,22 +197,6 @@ static void drain(struct gb_engine *e, size_t i, const struct gb_stop *fault)
 	gb_jit__ring_reset(x->j);
 }
 
-/* The field of r that holds general register slot k (enum gb_reg). */
-static unsigned long long *reg_field(struct user_regs_struct *r, unsigned k)
-{
-	static const size_t off[GB_REG_COUNT] = {
-		offsetof(struct user_regs_struct, rax), offsetof(struct user_regs_struct, rbx),
-		offsetof(struct user_regs_struct, rcx), offsetof(struct user_regs_struct, rdx),
-		offsetof(struct user_regs_struct, rsi), offsetof(struct user_regs_struct, rdi),
-		offsetof(struct user_regs_struct, rbp), offsetof(struct user_regs_struct, rsp),
-		offsetof(struct user_regs_struct, r8),  offsetof(struct user_regs_struct, r9),
-		offsetof(struct user_regs_struct, r10), offsetof(struct user_regs_struct, r11),
-		offsetof(struct user_regs_struct, r12), offsetof(struct user_regs_struct, r13),
-		offsetof(struct user_regs_struct, r14), offsetof(struct user_regs_struct, r15),
-	};
-	return (unsigned long long *)((char *)r + off[k]);
-}
-
 /* Put thread i (stopped in the cache, regs r) at the original instruction
  * loc stands for. */
 static int put_back(struct gb_engine *e, size_t i, struct user_regs_struct *r,
@@ -307,7 +204,7 @@ static int put_back(struct gb_engine *e, size_t i, struct user_regs_struct *r,
 {
 	for (unsigned k = 0; k < GB_REG_COUNT; k++)
 		if (loc->restore & (1u << k))
-			*reg_field(r, k) = gb_jit__saved(e->jit->j, k);
+			*gb_regs_field(r, k) = gb_jit__saved(e->jit->j, k);
 	r->rip = loc->pc;
 	return gb_regs_set(e->t->threads[i].tid, r);
 }
@@ -361,7 +258,7 @@ static int emulate(struct gb_engine *e, struct user_regs_struct *r)
 		unsigned k = gb_reg_slot(o->reg.value);
 		if (k == GB_REG_NONE)
 			return -EINVAL;
-		target = *reg_field(r, k);
+		target = *gb_regs_field(r, k);
 	} else if (o->type == ZYDIS_OPERAND_TYPE_MEMORY) {
 		struct gb_cpu cpu;
 		struct gb_access acc[GB_MAX_ACCESSES];

@@ -167,7 +167,8 @@ static void schedule(struct gb_engine *e)
 	if (e->ended)
 		return;
 	eng_run_natives(e);
-	eng_poll(e, true, 100);
+	eng_poll(e, true, TRAP_OPS(e)->poll_ms ? (int)TRAP_OPS(e)->poll_ms : 100);
+	TRAP_CALL0(e, idle);
 }
 
 /* Leave every live thread stopped (or in a syscall/group-stop, which detach
@@ -206,6 +207,10 @@ static void teardown(struct gb_engine *e)
 				break;
 		}
 	}
+	if (TRAP_OPS(e)->stop_all)
+		for (size_t i = 0; i < e->t->nthreads; i++)
+			if (eng_state(e, i) == T_SYSCALL || eng_state(e, i) == T_GROUP)
+				eng_interrupt(e, i);
 	TRAP_CALL0(e, teardown);
 	jit_teardown(e);
 }

@@ -36,6 +36,8 @@ enum gb_trap_kind {
 	GB_TRAP_PROBES,     /* uprobes + BPF at every entry address (trace/probes.h) */
 	GB_TRAP_PAGES,      /* PROT_EXEC removed from the range's pages (trace/pagetrap.h) */
 	GB_TRAP_NONE,       /* single-step everything */
+	GB_TRAP_PATCH,      /* entries patched into jumps to a stop-free code cache
+			     * (trace/trap_patch.c); else the probe trap */
 };
 
 /* Which engine runs the owner inside the range (docs/trace.md "Engines"). */

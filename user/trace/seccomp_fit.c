@@ -105,6 +105,8 @@ void gb_trace_seccomp_fit(const struct gb_tracee *t, uint64_t range_start,
 	}
 	if (*trap == GB_TRAP_PAGES && !pages)
 		*trap = GB_TRAP_NONE;
+	if (*trap == GB_TRAP_PATCH && !*jit)
+		*trap = GB_TRAP_PROBES; /* the patch trap is a code cache */
 	gb_warn("pid %d: thread %d is %s: %s; tracing with %s and %s instead%s", t->pid, who, state,
 		why, *jit ? "the translating engine" : "the step engine",
 		*trap == GB_TRAP_PROBES ? "the probe trap" : *trap == GB_TRAP_PAGES ? "the page trap"

@@ -50,6 +50,8 @@ struct session {
 	char pending_path[4096];        /* its file, and the symbol's link-time range */
 	uint64_t pending_lo, pending_hi;
 	struct gb_probes *probes;       /* the probe trap's probes, when it is used */
+	char file_path[4096];           /* the range's file (--trap patch), link-time */
+	uint64_t file_lo, file_hi, file_bias;
 	enum gb_trap_kind trap;         /* the trap used */
 	struct gb_trap *entry_trap;     /* ... made for the engine (trace/trap.h) */
 	struct gb_trace_range live;     /* the range as the trace knows it (trace/range.h) */
@@ -158,20 +160,12 @@ static int resolve_range(struct session *s)
 	return 0;
 }
 
-/* The probe trap for the range, or NULL (with the reason said when it
- * was asked for) when the page trap must do: the range must lie in one
- * file's code. */
-static struct gb_probes *setup_probes(struct session *s)
+/* The range in one file's code: its file, link-time bounds and bias (0), or
+ * why not (code on writable pages, anonymous memory, several mappings). */
+static const char *range_file(struct session *s, char *path, size_t len, uint64_t *lo,
+			      uint64_t *hi, uint64_t *bias)
 {
-	struct gb_probes_opts po = { .tgid = s->t.pid, .quiet = false };
-	char path[4096];
-	uint64_t vlo, vhi, off;
-	if (s->range_pending) {
-		po.path = s->pending_path;
-		po.lo = s->pending_lo;
-		po.hi = s->pending_hi;
-		return gb_probes__new(&po);
-	}
+	uint64_t vhi, off;
 	/* Code on a writable page may be rewritten under the probes (and the
 	 * probes' int3 with it): the page trap watches such code. */
 	struct gb_maps m;
@@ -182,34 +176,93 @@ static struct gb_probes *setup_probes(struct session *s)
 			    (m.v[k].prot & PROT_WRITE))
 				writable = true;
 		gb_maps_free(&m);
-		if (writable) {
-			gb_info("range %s: on writable pages (code may change): page trap",
-				s->range_text);
-			return NULL;
-		}
+		if (writable)
+			return "on writable pages (code may change)";
 	}
 	struct gb_syms *sy = gb_syms__new(s->t.pid);
 	if (!sy)
-		return NULL;
-	int r = gb_syms__to_file(sy, s->range.start, path, sizeof(path), &vlo, &off);
+		return "no symbols";
+	int r = gb_syms__to_file(sy, s->range.start, path, len, lo, &off);
 	if (!r) {
 		char path2[4096];
 		r = gb_syms__to_file(sy, s->range.end, path2, sizeof(path2), &vhi, &off);
-		if (!r && (strcmp(path, path2) || vhi - vlo != s->range.end - s->range.start))
+		if (!r && (strcmp(path, path2) || vhi - *lo != s->range.end - s->range.start))
 			r = -EXDEV;
 	}
 	gb_syms__free(sy);
-	if (r) {
-		gb_info("range %s: not in one file's code (%s): page trap", s->range_text,
-			r == -EXDEV ? "it spans several mappings" : "anonymous memory");
+	if (r)
+		return r == -EXDEV ? "not in one file's code (it spans several mappings)"
+				   : "not in one file's code (anonymous memory)";
+	*hi = vhi;
+	*bias = s->range.start - *lo;
+	return NULL;
+}
+
+/* The probe trap for the range, or NULL (with the reason said when it
+ * was asked for) when the page trap must do: the range must lie in one
+ * file's code. */
+static struct gb_probes *setup_probes(struct session *s)
+{
+	struct gb_probes_opts po = { .tgid = s->t.pid, .quiet = false };
+	char path[4096];
+	if (s->range_pending) {
+		po.path = s->pending_path;
+		po.lo = s->pending_lo;
+		po.hi = s->pending_hi;
+		return gb_probes__new(&po);
+	}
+	const char *why = range_file(s, path, sizeof(path), &po.lo, &po.hi, &po.bias);
+	if (why) {
+		gb_info("range %s: %s: page trap", s->range_text, why);
 		return NULL;
 	}
 	po.path = path;
-	po.lo = vlo;
-	po.hi = vhi;
 	po.mapped = true;
-	po.bias = s->range.start - vlo;
 	return gb_probes__new(&po);
+}
+
+/* The probe trap for the range (s->trap GB_TRAP_PROBES or GB_TRAP_AUTO),
+ * else the page trap. */
+static int probes_or_pages(struct session *s)
+{
+	s->probes = setup_probes(s);
+	if (s->probes) {
+		s->trap = GB_TRAP_PROBES;
+		return 0;
+	}
+	if (s->range_pending) {
+		gb_err("range %s: a module that is not mapped yet needs the probe trap (or "
+		       "--trap none)", s->range_text);
+		return -1;
+	}
+	if (s->trap == GB_TRAP_PROBES)
+		gb_warn("range %s: the probe trap cannot be used; using the page trap", s->range_text);
+	s->trap = GB_TRAP_PAGES;
+	return 0;
+}
+
+/* --trap patch: whether it may apply (the rest is checked with the trap
+ * made, gb_trap_patch_new); else the probe trap, said in one line. */
+static void check_patch(struct session *s)
+{
+	const struct gb_trace_opts *o = s->o;
+	const char *why = NULL;
+	if (o->engine == GB_ENGINE_STEP)
+		why = "it runs the range translated, --engine step single-steps it";
+	else if (o->nsnap_pcs || o->nsnap_vts)
+		why = "--snap-at stops at an instruction";
+	else if (o->faults)
+		why = "--faults merges faults with stepped instructions";
+	else if (s->range_pending)
+		why = "its module is not mapped yet";
+	else
+		why = range_file(s, s->file_path, sizeof(s->file_path), &s->file_lo, &s->file_hi,
+				 &s->file_bias);
+	if (!why)
+		return;
+	gb_warn("range %s: the patch trap does not apply (%s): using the probe trap",
+		s->range_text, why);
+	s->trap = GB_TRAP_PROBES;
 }
 
 /* Which trap stops threads at the range's entry: the probe trap where the
@@ -229,21 +282,12 @@ static int choose_trap(struct session *s)
 	 * entry instruction after it ran. */
 	if (s->trap == GB_TRAP_AUTO && o->nsnap_vts)
 		s->trap = GB_TRAP_PAGES;
-	if (s->trap == GB_TRAP_AUTO || s->trap == GB_TRAP_PROBES) {
-		s->probes = setup_probes(s);
-		if (s->probes) {
-			s->trap = GB_TRAP_PROBES;
-			return 0;
-		}
-		if (s->range_pending) {
-			gb_err("range %s: a module that is not mapped yet needs the probe trap (or "
-			       "--trap none)", s->range_text);
-			return -1;
-		}
-		if (s->trap == GB_TRAP_PROBES)
-			gb_warn("range %s: the probe trap cannot be used; using the page trap",
-				s->range_text);
-	}
+	if (s->trap == GB_TRAP_PATCH)
+		check_patch(s);
+	if (s->trap == GB_TRAP_PATCH)
+		return 0;
+	if (s->trap == GB_TRAP_AUTO || s->trap == GB_TRAP_PROBES)
+		return probes_or_pages(s);
 	s->trap = GB_TRAP_PAGES;
 	return 0;
 }
@@ -375,6 +419,15 @@ static int report_end(struct session *s, enum gb_end why, const struct gb_jsonl_
  * with nothing to trap leaves the null trap (the trace is the same). */
 static int make_trap(struct session *s)
 {
+	if (s->trap == GB_TRAP_PATCH) {
+		s->entry_trap = gb_trap_patch_new(&s->t, &s->live, s->file_path, s->file_lo,
+						  s->file_hi, s->file_bias);
+		if (s->entry_trap)
+			return 0;
+		s->trap = GB_TRAP_PROBES; /* (said why) */
+		if (probes_or_pages(s))
+			return -1;
+	}
 	if (s->trap == GB_TRAP_PROBES) {
 		s->entry_trap = gb_trap_probes_new(s->probes, &s->live);
 		if (s->entry_trap)
@@ -430,6 +483,8 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	}
 	bool jit = o->engine != GB_ENGINE_STEP && s.trap != GB_TRAP_NONE;
 	gb_trace_seccomp_fit(&s.t, s.range.start, &s.trap, &jit); /* before anything is injected */
+	if (s.trap == GB_TRAP_PROBES && !s.probes && probes_or_pages(&s)) /* (patch refused) */
+		goto cleanup;
 	if (o->faults && start_faults(&s))
 		goto cleanup;
 
@@ -457,7 +512,9 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	struct gb_engine_opts eo = {
 		.range = &s.live, .trap = s.entry_trap,
 		.max_insns = o->max_insns, .first_vt = s.first_vt, .duration = o->duration,
-		.pin = o->pin, .jit = jit,
+		/* The patch trap: the program runs beside gebpf's drain, and the
+		 * range is translated in its own cache. */
+		.pin = o->pin && s.trap != GB_TRAP_PATCH, .jit = jit && s.trap != GB_TRAP_PATCH,
 		.snap_pcs = o->snap_pcs, .nsnap_pcs = o->nsnap_pcs,
 		.snap_vts = o->snap_vts, .nsnap_vts = o->nsnap_vts,
 		.snap_cb = take_snapshot, .snap_ctx = &s,

@@ -52,6 +52,14 @@ struct gb_trap_ops {
 				      * the range (else they run on meanwhile) */
 	bool leave_native;           /* an owner leaving the range may run natively
 				      * at once (nothing to re-arm) */
+	bool stop_all;               /* at the end, threads in a syscall or
+				      * group-stop are stopped too (teardown
+				      * must see every thread) */
+	/* The loop's wait for a stop while threads run natively, in ms (0:
+	 * 100), and what the trap does after each such wait (the patch trap
+	 * drains its ring while the program runs). */
+	unsigned poll_ms;
+	void (*idle)(struct gb_trap *, struct gb_engine *);
 	/* Threads run natively between entries (NULL: never; all stepped). */
 	bool (*native)(const struct gb_trap *);
 	/* The engine starts (threads stopped, the range known or pending). */
@@ -97,6 +105,10 @@ struct gb_trap_ops {
 	void (*yield)(struct gb_trap *, struct gb_engine *, size_t i);
 	/* Nobody owns the range; the stopped threads are about to run natively. */
 	void (*before_run)(struct gb_trap *, struct gb_engine *);
+	/* Stopped thread i, about to run on its own, runs with PTRACE_SYSCALL
+	 * (T_SYSCALL: its syscall-exit stops come to syscall_exit) instead of
+	 * natively (NULL: never). */
+	bool (*syscalls)(struct gb_trap *, struct gb_engine *, size_t i);
 	/* Stopped thread i is resumed natively with signal sig. */
 	void (*resuming)(struct gb_trap *, struct gb_engine *, size_t i, int sig);
 	/* At every stop of a thread tid that is not its exit. */
@@ -144,6 +156,13 @@ struct gb_trap *gb_trap_none_new(struct gb_trace_range *r);
 struct gb_trap *gb_trap_pages_new(pid_t pid, struct gb_trace_range *r);
 /* The probe trap over the probes p (trace/probes.h), which it owns. */
 struct gb_trap *gb_trap_probes_new(struct gb_probes *p, struct gb_trace_range *r);
+/* The patch trap (trace/trap_patch.c) over the range of the stopped
+ * tracee t, in the module file path (link-time lo..hi, run-time = + bias):
+ * NULL, with one line saying why, when it does not apply (the caller uses
+ * the probe trap). */
+struct gb_tracee;
+struct gb_trap *gb_trap_patch_new(struct gb_tracee *t, struct gb_trace_range *r, const char *path,
+				  uint64_t lo, uint64_t hi, uint64_t bias);
 /* Free a trap: the probe trap's uprobes go (every thread must be held). */
 void gb_trap_free(struct gb_trap *t);
 const char *gb_trap_name(const struct gb_trap *t);

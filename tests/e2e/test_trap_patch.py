@@ -1,0 +1,245 @@
+"""The patch trap (`gebpf trace --trap patch`, docs/trace.md "The patch
+trap"): entries patched into jumps to the stop-free code cache, no stop while
+the program runs.  Every trace test program must give a file byte-identical
+to --trap probes (where the patch trap does not apply it says so in one line
+and the probe trap traces), and the target must be left as it was found:
+its text equal to the file's, no code cache in its maps, gs base 0, even
+when gebpf itself is SIGKILLed (its worker gets SIGTERM from the guard).
+
+Needs root and uprobes (the probe trap is the reference)."""
+import concurrent.futures
+import ctypes
+import os
+import random
+import signal
+import subprocess
+import time
+
+import pytest
+from elftools.elf.elffile import ELFFile
+
+from conftest import PROGS, check_vt_order, gebpf_path, prog_path, range_arg, read_trace
+import lackey
+from test_pagetrap import bag, invocations, native, same_bag, same_file, trace
+from test_probetrap import children_of, pt_hot_traced, tracer_of
+
+pytestmark = [pytest.mark.probetrap, pytest.mark.usefixtures("probes_ready")]
+
+SINGLE = sorted(n for n, s in PROGS.items() if not s.get("threads"))
+THREADED = sorted(n for n, s in PROGS.items() if s.get("threads"))
+# Programs whose range the patch trap takes (the others: an instruction it
+# cannot translate, an entry it cannot patch; the probe trap traces them).
+APPLIES = {"mem_sizes", "atomics", "syscall_write",
+           "hot_loop", "tls", "switch", "recursion", "qsort_cb", "signal"}
+REFUSED = "the patch trap does not apply"
+
+
+def patch_vs_probes(name, rng, tmp_path, *args, extra=(), check_native=True):
+    a, b = tmp_path / "patch.jsonl", tmp_path / "probes.jsonl"
+    ra = trace(name, rng, a, *args, trap="patch", extra=extra)
+    rb = trace(name, rng, b, *args, trap="probes", extra=extra)
+    assert ra.stdout == rb.stdout, "%s printed differently: patch %r, probes %r" % (
+        name, ra.stdout, rb.stdout)
+    if check_native:
+        assert ra.stdout.encode() == native(name, *args)
+    same_file(a, b, "%s --range %s %s" % (name, rng, " ".join(extra)), ("patch", "probes"))
+    lines, summary = read_trace(a)
+    check_vt_order(lines)
+    return ra, lines, summary
+
+
+@pytest.mark.parametrize("name", SINGLE)
+def test_exact_programs(name, tmp_path):
+    """Byte-identical to the probe trap; patched where it applies, else one
+    line saying why."""
+    r, lines, summary = patch_vs_probes(name, range_arg(name), tmp_path,
+                                        check_native=not PROGS[name].get("exit"))
+    assert summary["insns"] > 0
+    refused = [ln for ln in r.stderr.splitlines() if REFUSED in ln]
+    if name in APPLIES:
+        assert not refused and "entries patched" in r.stderr, r.stderr
+    else:
+        assert len(refused) == 1, r.stderr
+
+
+@pytest.mark.parametrize("name", THREADED)
+def test_exact_threads(name, tmp_path):
+    """Several threads (an area each, stretches named by markers): the same
+    invocations per thread as under the probe trap (the interleaving of
+    stretches may differ), the same counts, the native output."""
+    a, b = tmp_path / "patch.jsonl", tmp_path / "probes.jsonl"
+    rng = range_arg(name)
+    ra = trace(name, rng, a, trap="patch")
+    rb = trace(name, rng, b, trap="probes")
+    assert ra.stdout == rb.stdout == native(name).decode()
+    assert "entries patched" in ra.stderr, ra.stderr
+    (la, sa), (lb, sb) = read_trace(a), read_trace(b)
+    check_vt_order(la)
+    for k in ("insns", "mem", "events"):
+        assert sa[k] == sb[k], "summary %s: patch %s, probes %s" % (k, sa, sb)
+    entry = lackey.Program(prog_path(name)).range_of(rng)[0]
+    pa, pb = invocations(la, entry), invocations(lb, entry)
+    assert sorted(map(len, pa.values())) == sorted(map(len, pb.values()))
+    same_bag(bag(pa), bag(pb), name)
+
+
+def test_max_insns(tmp_path):
+    """--max-insns ends at the same instruction as under the probe trap."""
+    _, lines, summary = patch_vs_probes("pt_hot", "traced", tmp_path, "300", "10",
+                                        extra=("--max-insns", "1000"), check_native=False)
+    assert summary["insns"] == 1000
+
+
+# ------------------------------------------------------------ the target as found
+
+PTRACE_SEIZE, PTRACE_INTERRUPT, PTRACE_GETREGS, PTRACE_DETACH = 0x4206, 0x4207, 12, 17
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+_libc.ptrace.restype = ctypes.c_long
+
+
+def gs_base(pid):
+    """The gs base of pid's main thread (attached and detached for it)."""
+    assert _libc.ptrace(PTRACE_SEIZE, pid, None, None) == 0, os.strerror(ctypes.get_errno())
+    try:
+        _libc.ptrace(PTRACE_INTERRUPT, pid, None, None)
+        os.waitpid(pid, 0x40000000)  # __WALL
+        regs = (ctypes.c_ulonglong * 27)()
+        assert _libc.ptrace(PTRACE_GETREGS, pid, None, ctypes.byref(regs)) == 0
+        return regs[26]              # user_regs_struct.gs_base
+    finally:
+        _libc.ptrace(PTRACE_DETACH, pid, None, None)
+
+
+def text_of(path, name):
+    """The file bytes of function NAME (its link-time address, its bytes)."""
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        sym = next(s for s in elf.get_section_by_name(".symtab").iter_symbols()
+                   if s.name == name)
+        addr, size = sym["st_value"], sym["st_size"]
+        for seg in elf.iter_segments():
+            if seg["p_type"] == "PT_LOAD" and seg["p_vaddr"] <= addr < seg["p_vaddr"] + seg["p_filesz"]:
+                f.seek(seg["p_offset"] + addr - seg["p_vaddr"])
+                return addr, f.read(size)
+    raise AssertionError("no %s in %s" % (name, path))
+
+
+def check_as_found(pid, maps_before):
+    addr, want = text_of(prog_path("pt_hot"), "traced")
+    with open("/proc/%d/mem" % pid, "rb") as f:
+        f.seek(addr)
+        got = f.read(len(want))
+    assert got == want, "traced's text after the trace: %s, the file's %s" % (got.hex(), want.hex())
+    with open("/proc/%d/maps" % pid) as f:
+        maps = f.read()
+    assert maps == maps_before, "maps changed:\n%s\nbefore:\n%s" % (maps, maps_before)
+    assert gs_base(pid) == 0
+
+
+FILL = "100000"
+
+
+def finish_hot(p):
+    """SIGUSR1 ends pt_hot -1: its checksum must be a native run's of as many calls."""
+    p.send_signal(signal.SIGUSR1)
+    got, _ = p.communicate(timeout=120)
+    first, _, rest = got.partition(b"\n")
+    assert p.returncode == 0 and first.startswith(b"calls "), (p.returncode, got)
+    want = subprocess.run([prog_path("pt_hot"), first.split()[1].decode(), FILL],
+                          capture_output=True, timeout=120, check=True).stdout
+    assert rest == want, (got, want)
+
+
+def test_attach_left_as_found(tmp_path):
+    """Attach to pt_hot for 1 s: every invocation is traced's straight-line
+    sequence; afterwards its text is the file's, its maps as before, gs 0,
+    and it ends with its native checksum."""
+    p = subprocess.Popen([prog_path("pt_hot"), "-1", FILL], stdout=subprocess.PIPE)
+    try:
+        time.sleep(0.1)
+        with open("/proc/%d/maps" % p.pid) as f:
+            before = f.read()
+        out = tmp_path / "attach.jsonl"
+        r = subprocess.run([gebpf_path(), "trace", "-v", "-p", str(p.pid), "--range", "traced",
+                            "--trap", "patch", "--duration", "1", "-o", str(out)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert "entries patched" in r.stderr, r.stderr
+        assert p.poll() is None, "pt_hot ended while traced"
+        check_as_found(p.pid, before)
+        finish_hot(p)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    lines, summary = read_trace(out)
+    check_vt_order(lines)
+    pcs = pt_hot_traced()
+    runs = invocations(lines, pcs[0]).get(0, [])
+    assert len(runs) > 100, "only %d entries traced in 1 s (summary %s)" % (len(runs), summary)
+    for k, run in enumerate(runs):
+        seq = [int(x[1], 16) for x in run if x[0] == "exec"]
+        ok = seq == pcs
+        if k == 0 and seq[0] != pcs[0]:
+            ok = seq == pcs[len(pcs) - len(seq):]   # attached while inside traced
+        if k == len(runs) - 1:
+            ok = ok or seq == pcs[:len(seq)]         # the duration may end mid-call
+        assert ok, "invocation %d: %s" % (k, [hex(x) for x in seq])
+
+
+def test_sigint_launch(tmp_path):
+    """SIGINT to gebpf ends a launched trace: exit 0, a well-formed trace."""
+    out = tmp_path / "int.jsonl"
+    g = subprocess.Popen([gebpf_path(), "trace", "--range", "traced", "--trap", "patch", "-o",
+                          str(out), "--", prog_path("pt_hot"), "-1", FILL],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    g.send_signal(signal.SIGINT)
+    _, err = g.communicate(timeout=60)
+    assert g.returncode == 0, err
+    lines, summary = read_trace(out)
+    check_vt_order(lines)
+    assert summary["insns"] > 1000, summary
+
+
+def one_kill(seed, outdir):
+    """pt_hot -1 attached with --trap patch, gebpf SIGKILLed at a random
+    moment: once its worker is gone, the target must be as found."""
+    rnd = random.Random(seed)
+    p = subprocess.Popen([prog_path("pt_hot"), "-1", FILL], stdout=subprocess.PIPE)
+    g = None
+    try:
+        time.sleep(0.05)
+        with open("/proc/%d/maps" % p.pid) as f:
+            before = f.read()
+        g = subprocess.Popen([gebpf_path(), "trace", "-p", str(p.pid), "--range", "traced",
+                              "--trap", "patch", "-o", os.path.join(outdir, "%d.jsonl" % seed)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rnd.uniform(0.0, 1.0))
+        attached = tracer_of(p.pid) in (g.pid,) + tuple(children_of(g.pid))
+        g.send_signal(signal.SIGKILL)
+        g.wait(timeout=30)
+        for _ in range(300):         # the worker restores the target, then detaches
+            if tracer_of(p.pid) == 0:
+                break
+            time.sleep(0.05)
+        assert tracer_of(p.pid) == 0, "pt_hot still traced 15 s after gebpf was SIGKILLed"
+        check_as_found(p.pid, before)
+        finish_hot(p)
+        return attached
+    finally:
+        for proc in (g, p):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def test_sigkill_of_gebpf(tmp_path):
+    """20 times, SIGKILL gebpf (the guard: its worker gets SIGTERM) at a random
+    moment of an attach-mode trace of pt_hot: its text restored, no cache, gs
+    0, its native checksum."""
+    seed0 = int(time.time())
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as ex:
+        attached = list(ex.map(lambda s: one_kill(s, str(tmp_path)), range(seed0, seed0 + 20)))
+    assert sum(attached) >= 8, "only %d of 20 runs killed while attached" % sum(attached)

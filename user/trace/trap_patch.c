@@ -1,0 +1,491 @@
+/* The patch trap (--trap patch, docs/trace.md "The patch trap"): entries
+ * without a stop.  The range is translated up front into the stop-free
+ * code cache (user/jit, gb_jit__new_opts nostop) mapped near it, and each
+ * entry of the range is overwritten with a 5-byte jmp to its entry block
+ * (jit/patch.h's plan).  Threads run natively under PTRACE_CONT; in the
+ * cache they take its lock, write their records to its ring and leave by
+ * jumps; gebpf drains the ring while the program runs (the idle hook, every
+ * poll_ms) and makes the same lines as the other traps (eng_commit), each
+ * stretch its thread's (the ring's markers name its area).  No thread ever
+ * owns the range in the engine's sense and nothing is stepped: a thread
+ * stopped in the cache is put at its original boundary by gb_jit__unwind.
+ *
+ * What it needs (else NULL with one line: the session uses the probe
+ * trap): threads with gs base 0 (at most 256), every instruction of the range
+ * translatable, every entry patchable, the cache's mmap allowed.
+ *
+ * A signal with a handler stopping a thread in the cache: the thread is put
+ * at its original instruction (the lock released) and takes it there, so
+ * the handler and its ucontext see original addresses; it then runs with
+ * PTRACE_SYSCALL until its rt_sigreturn, after which a pc in the range goes
+ * back into the cache (the entry block of that pc).  A fork child is moved
+ * out of the cache, gets the original bytes back, gs base 0 and no cache;
+ * a clone's child gets its own area, a copy of its parent's.
+ * The end (every thread stopped): records drained, threads in the cache put
+ * back, bytes restored, gs bases 0, the cache unmapped. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+
+#include "common/log.h"
+#include "decode/plan.h"
+#include "jit/jit.h"
+#include "jit/patch.h"
+#include "ptrace/mem.h"
+#include "ptrace/procfs.h"
+#include "ptrace/regs.h"
+#include "ptrace/tracee.h"
+#include "trace/cpu.h"
+#include "trace/engine_int.h"
+#include "trace/jitmap.h"
+#include "trace/trap_patch.h"
+
+
+struct patch_thread {
+	bool known;
+	unsigned k;                   /* its area (gs base gb_jit__tls(k)) */
+	bool skip;                    /* its next record of skip_pc is one seen already */
+	uint64_t skip_pc;
+	bool fs_watch;                /* fs base 0 (libc not set up yet): runs with
+				       * PTRACE_SYSCALL until it sets one */
+	bool sigret;                  /* runs with PTRACE_SYSCALL until its rt_sigreturn */
+};
+
+#define PT(t) ((struct patch_trap *)(t))
+
+static struct patch_thread *pth(struct gb_engine *e, size_t i) { return eng_trap_priv(e, i); }
+
+const struct gb_insn *patch_fetch(void *ctx, uint64_t pc)
+{
+	static struct gb_insn ring[64];
+	static unsigned k;
+	struct patch_trap *pt = ctx;
+	struct gb_insn *out = &ring[k++ % 64];
+	uint8_t b[GB_INSN_MAX_LEN];
+	const uint8_t *at = b;
+	if (pc >= pt->start && pc <= pt->end)
+		at = pt->code + (pc - pt->start); /* the original bytes, patched or not */
+	else if (gb_mem_read(pt->pid, pc, b, sizeof(b)) <= 0)
+		return NULL;
+	return gb_decode(pc, at, GB_INSN_MAX_LEN, out) ? NULL : out;
+}
+
+static bool in_range(const struct patch_trap *pt, uint64_t pc)
+{
+	return pc >= pt->start && pc <= pt->end;
+}
+
+/* The ring's records become lines (each stretch its thread's), up to
+ * --max-insns.
+ * fault: the last record's instruction raised this signal (its completed
+ * accesses only). */
+static void drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct gb_stop *fault)
+{
+	struct gb_jit_rec rec, held;
+	ssize_t held_i = -1;          /* fault: the last record, its thread */
+	int r;
+	size_t n = 0;
+	if (!pt->j)
+		return;
+	gb_jsonl__batch(e->out, true);
+	while ((r = gb_jit__ring_poll(pt->j, &pt->cur, &rec)) == 1) {
+		if (rec.kind == GB_JIT_REC_MARK) {
+			pt->cur_i = rec.area < GB_JIT_TLS_COUNT ? pt->area_of[rec.area] : -1;
+			continue;
+		}
+		if (pt->cur_i < 0) {
+			gb_err("trace: the code cache's ring holds a stretch of no known thread");
+			eng_finish(e, GB_END_ERROR);
+			break;
+		}
+		struct patch_thread *th = pth(e, (size_t)pt->cur_i);
+		if (th->skip && th->skip_pc == rec.pc) {
+			th->skip = false; /* (recorded before a restart) */
+			continue;
+		}
+		if (held_i >= 0 || !fault) {
+			const struct gb_jit_rec *x = fault ? &held : &rec;
+			if (eng_max_insns_done(e)) {
+				eng_finish(e, GB_END_MAX_INSNS);
+				held_i = -1;
+				break;
+			}
+			eng_commit(e, (size_t)(fault ? held_i : pt->cur_i), x->pc, x->acc, x->nacc);
+		}
+		if (fault) {
+			held = rec;
+			held_i = pt->cur_i;
+		}
+		if (++n % 4096 == 0)
+			gb_jit__ring_commit(pt->j, &pt->cur);
+	}
+	if (held_i >= 0 && !eng_max_insns_done(e)) {
+		int d = eng_fault_done(held.pc, held.len, held.acc, held.nacc, fault, held.pc);
+		eng_commit(e, (size_t)held_i, held.pc, held.acc, d >= 0 ? d : held.nacc);
+	}
+	gb_jit__ring_commit(pt->j, &pt->cur);
+	gb_jsonl__batch(e->out, false);
+	if (r < 0) {
+		gb_err("trace: the code cache's ring holds a record gebpf did not write");
+		eng_finish(e, GB_END_ERROR);
+	}
+}
+
+static void drain(struct patch_trap *pt, struct gb_engine *e) { drain_fault(pt, e, NULL); }
+
+static void patch_idle(struct gb_trap *t, struct gb_engine *e) { drain(PT(t), e); }
+
+/* Thread i (stopped, registers r) in the cache is put at its original
+ * instruction boundary (gb_jit__unwind: its own registers, the lock
+ * released if it held it, records of what it did not run taken back).
+ * fault: it stopped at an instruction's copy for a fault that instruction
+ * raised (put at it, its saved registers reloaded, its record kept).
+ * 0, -ESRCH (it died), -EAGAIN (not in the cache's code). */
+static int unwind(struct patch_trap *pt, struct gb_engine *e, size_t i,
+		  struct user_regs_struct *r, bool fault)
+{
+	struct gb_jit_loc loc;
+	struct gb_jit_unwound u;
+	pid_t tid = eng_tid(e, i);
+	if (fault && gb_jit__locate(pt->j, r->rip, &loc) == 0 && loc.at_insn) {
+		for (unsigned k = 0; k < GB_REG_COUNT; k++)
+			if (loc.restore & (1u << k))
+				*gb_regs_field(r, k) = gb_jit__saved(pt->j, k);
+		r->rip = loc.pc;
+		gb_jit__lock_release(pt->j); /* blocks run holding it */
+		return gb_regs_set(tid, r) ? -ESRCH : 0;
+	}
+	if (gb_jit__unwind(pt->j, r, &pt->cur, &u))
+		return -EAGAIN;
+	pt->late += u.late_recs;
+	if (u.recorded) {
+		pth(e, i)->skip = true;
+		pth(e, i)->skip_pc = u.pc;
+	}
+	return gb_regs_set(tid, r) ? -ESRCH : 0;
+}
+
+/* Does the process catch sig (a handler will run)? */
+static bool caught(pid_t pid, int sig)
+{
+	uint64_t cgt = 0;
+	return gb_proc_status_num(pid, "SigCgt", 16, &cgt) == 0 && sig >= 1 && sig <= 64 &&
+	       (cgt >> (sig - 1) & 1);
+}
+
+uint64_t patch_entry_of(struct patch_trap *pt, uint64_t pc)
+{
+	return gb_jit__entry(pt->j, pc, patch_fetch, pt);
+}
+
+/* Thread i gets area k: gs base, fs base registered. */
+static int give_area(struct patch_trap *pt, struct gb_engine *e, size_t i, unsigned k,
+		     struct user_regs_struct *r)
+{
+	pth(e, i)->known = true;
+	pth(e, i)->k = k;
+	pt->area_of[k] = (ssize_t)i;
+	gb_jit__area_fs(pt->j, k, r->fs_base);
+	pth(e, i)->fs_watch = !r->fs_base;
+	r->gs_base = gb_jit__tls(pt->j, k);
+	return gb_regs_set(eng_tid(e, i), r);
+}
+
+/* A thread that appeared (a clone's child, stopped): its own area, a copy
+ * of its parent's (whose gs base it inherited: it may return into the
+ * cache from an in-range clone). */
+static void settle_new(struct patch_trap *pt, struct gb_engine *e, size_t i)
+{
+	struct user_regs_struct r;
+	if (pth(e, i)->known || !pt->written)
+		return;
+	pth(e, i)->known = true;
+	if (gb_regs_get(eng_tid(e, i), &r))
+		return;
+	uint64_t a0 = gb_jit__tls(pt->j, 0);
+	unsigned parent = (unsigned)((r.gs_base - a0) / GB_JIT_TLS_SIZE);
+	if (pt->nareas >= GB_JIT_TLS_COUNT) {
+		gb_err("trace: thread %d: more than %u threads for the patch trap", eng_tid(e, i),
+		       GB_JIT_TLS_COUNT);
+		eng_finish(e, GB_END_ERROR);
+		return;
+	}
+	unsigned k = pt->nareas++;
+	if (r.gs_base >= a0 && parent < GB_JIT_TLS_COUNT && r.gs_base == gb_jit__tls(pt->j, parent))
+		gb_jit__area_clone(pt->j, k, parent);
+	if (give_area(pt, e, i, k, &r))
+		eng_set_state(e, i, T_DYING);
+}
+
+static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *e, size_t i,
+					   const struct gb_stop *st, enum gb_trap_where where,
+					   uint64_t pc)
+{
+	struct patch_trap *pt = PT(t);
+	struct user_regs_struct r;
+	pid_t tid = eng_tid(e, i);
+	settle_new(pt, e, i);
+	if (st->kind != GB_STOP_SIGNAL || !pt->j || !pt->written || gb_regs_get(tid, &r) ||
+	    !gb_jit__in_code(pt->j, r.rip))
+		return GB_TRAP_PROGRAM;
+	/* In the cache: a handler must see the original instruction. */
+	if (!caught(pt->pid, st->sig))
+		return GB_TRAP_PROGRAM; /* ignored, or the default action: nothing sees it */
+	struct gb_jit_loc loc;
+	bool sync = eng_sync_fault(st) && gb_jit__locate(pt->j, r.rip, &loc) == 0 && loc.at_insn;
+	uint64_t rip = r.rip;
+	int u = unwind(pt, e, i, &r, sync);
+	if (u == -ESRCH) {
+		eng_set_state(e, i, T_DYING);
+		return GB_TRAP_SWALLOW;
+	}
+	drain_fault(pt, e, sync ? st : NULL);
+	if (u) {
+		gb_warn("trace: thread %d: signal %d in the code cache at 0x%llx: delivered there",
+			tid, st->sig, (unsigned long long)rip);
+		return GB_TRAP_PROGRAM;
+	}
+	if (sync) {
+		siginfo_t si;
+		if (ptrace(PTRACE_GETSIGINFO, tid, 0, &si) == 0 && (uint64_t)si.si_addr == rip) {
+			si.si_addr = (void *)r.rip;
+			ptrace(PTRACE_SETSIGINFO, tid, 0, &si);
+		}
+	}
+	pth(e, i)->sigret = true;
+	pt->handled++;
+	gb_info("trace: thread %d: signal %d taken at 0x%llx, out of the code cache", tid, st->sig,
+		(unsigned long long)r.rip);
+	return GB_TRAP_PROGRAM;
+}
+
+static bool patch_syscalls(struct gb_trap *t, struct gb_engine *e, size_t i)
+{
+	return pth(e, i)->sigret || pth(e, i)->fs_watch;
+}
+
+/* Records are read with the fs base they were written with. */
+static void watch_fs(struct patch_trap *pt, struct gb_engine *e, size_t i,
+		     const struct user_regs_struct *r)
+{
+	if (!pth(e, i)->fs_watch || !r->fs_base)
+		return;
+	drain(pt, e);
+	gb_jit__area_fs(pt->j, pth(e, i)->k, r->fs_base);
+	pth(e, i)->fs_watch = false;
+}
+
+/* After its handler's rt_sigreturn, a thread back in the range (natively:
+ * no system call of the handler is made there) goes back into the cache. */
+static void patch_syscall_exit(struct gb_trap *t, struct gb_engine *e, size_t i)
+{
+	struct patch_trap *pt = PT(t);
+	struct user_regs_struct r;
+	pid_t tid = eng_tid(e, i);
+	if (gb_regs_get(tid, &r))
+		return;
+	watch_fs(pt, e, i, &r);
+	/* (rt_sigreturn's exit shows orig_rax -1: the restored context's) */
+	if (!pth(e, i)->sigret || !pt->j || !pt->written)
+		return;
+	if (gb_jit__in_code(pt->j, r.rip))
+		pth(e, i)->sigret = false; /* back through an entry (a longjmp out, then a call) */
+	if (!in_range(pt, r.rip))
+		return;
+	pth(e, i)->sigret = false;
+	uint64_t blk = patch_entry_of(pt, r.rip);
+	if (!blk) {
+		gb_err("trace: thread %d: no translation for 0x%llx after its signal handler", tid,
+		       (unsigned long long)r.rip);
+		eng_finish(e, GB_END_ERROR);
+		return;
+	}
+	r.rip = blk;
+	gb_regs_set(tid, &r);
+}
+
+static void patch_resuming(struct gb_trap *t, struct gb_engine *e, size_t i, int sig)
+{
+	settle_new(PT(t), e, i);
+}
+
+static void write_patches(struct patch_trap *pt, pid_t pid, bool orig)
+{
+	for (size_t k = 0; k < pt->plan.n; k++) {
+		const struct gb_patch *p = &pt->plan.v[k];
+		if (p->why == GB_PATCH_OK &&
+		    gb_mem_write(pid, p->addr, orig ? p->orig : p->bytes, GB_PATCH_LEN) != GB_PATCH_LEN)
+			gb_warn("trace: pid %d: cannot write the %s bytes at 0x%llx", pid,
+				orig ? "original" : "patch", (unsigned long long)p->addr);
+	}
+}
+
+/* Every thread stopped: gs bases set, threads in the range (or inside a
+ * patch's bytes) moved into the cache, the patches written. */
+static void patch_start(struct gb_trap *t, struct gb_engine *e)
+{
+	struct patch_trap *pt = PT(t);
+	for (size_t i = 0; i < e->t->nthreads; i++) {
+		struct user_regs_struct r;
+		pid_t tid = eng_tid(e, i);
+		if (eng_state(e, i) != T_STOPPED || gb_regs_get(tid, &r))
+			continue;
+		uint64_t at = r.rip;
+		if (gb_patch_inside(&pt->plan, r.rip, &at) || in_range(pt, r.rip)) {
+			if (gb_regs_restarting_syscall(&r) && in_range(pt, r.rip - 2) &&
+			    (at = patch_entry_of(pt, r.rip - 2))) {
+				/* Parked in a system call of the range: it makes it
+				 * again from the cache (restarted as the kernel
+				 * would: the call, or restart_syscall). */
+				r.rax = r.rax == (unsigned long long)-516 ? SYS_restart_syscall
+									  : r.orig_rax;
+				r.orig_rax = (unsigned long long)-1;
+				r.rip = at;
+			} else if (!gb_regs_restarting_syscall(&r) && (at = patch_entry_of(pt, at))) {
+				r.rip = at;
+			}
+		}
+		if (give_area(pt, e, i, pt->nareas++, &r))
+			eng_set_state(e, i, T_DYING);
+	}
+	write_patches(pt, pt->pid, false);
+	pt->written = true;
+	gb_info("patch trap: %u entries patched, threads run natively", pt->npatched);
+}
+
+/* rip is right after the system call of a piece that makes one without
+ * the lock: its original instruction (the syscall at *pc). */
+static bool after_ns_syscall(const struct patch_trap *pt, uint64_t rip, uint64_t *pc)
+{
+	struct gb_jit_loc loc;
+	uint64_t off = rip - pt->map.addr;
+	return gb_jit__locate(pt->j, rip, &loc) == 0 && loc.ns == GB_JIT_NS_SYSCALL && loc.pc &&
+	       off >= 2 && off <= GB_JIT_CODE_SIZE && pt->map.view[off - 2] == 0x0f &&
+	       pt->map.view[off - 1] == 0x05 && (*pc = loc.pc, true);
+}
+
+/* A fork child, stopped: out of the cache, the original bytes, gs 0, the
+ * cache unmapped (a vfork child shares our memory: left as it is). */
+static void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, bool vfork)
+{
+	struct patch_trap *pt = PT(t);
+	struct user_regs_struct r;
+	uint64_t sys;
+	int sig = 0;
+	if (vfork || !pt->written || gb_regs_get(child, &r))
+		return;
+	if (gb_jit__in_code(pt->j, r.rip) && after_ns_syscall(pt, r.rip, &sys))
+		r.rip = r.rcx = sys + 2; /* (fork returned 0 in it) */
+	else if (gb_jit__in_code(pt->j, r.rip))
+		gb_warn("trace: forked child %d at 0x%llx in the code cache", child,
+			(unsigned long long)r.rip);
+	r.gs_base = 0;
+	gb_regs_set(child, &r);
+	write_patches(pt, child, true);
+	if (gb_jitmap_unmap_in(child, child, pt->map.addr, &sig))
+		gb_warn("trace: forked child %d keeps a copy of the code cache", child);
+	if (sig)
+		kill(child, sig);
+}
+
+/* The old image went with its patches and cache. */
+static void patch_exec(struct gb_trap *t, struct gb_engine *e)
+{
+	struct patch_trap *pt = PT(t);
+	drain(pt, e);
+	pt->written = false;
+	gb_jitmap_drop(&pt->map);
+	gb_warn("trace: pid %d exec'd: the patch trap does not follow it (the new image is not "
+		"traced)", pt->pid);
+	gb_trace_range_pend(pt->range);
+}
+
+static void patch_exit(struct gb_trap *t, struct gb_engine *e, size_t i) { drain(PT(t), e); }
+
+
+/* The end, every thread held. */
+static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
+{
+	struct patch_trap *pt = PT(t);
+	if (!pt->written)
+		return;
+	drain(pt, e);
+	if (!eng_live(e)) {
+		pt->written = false;
+		return;
+	}
+	ssize_t via = -1;
+	for (size_t i = 0; i < e->t->nthreads; i++) {
+		struct user_regs_struct r;
+		pid_t tid = eng_tid(e, i);
+		if (eng_state(e, i) != T_STOPPED || gb_regs_get(tid, &r))
+			continue;
+		if (gb_jit__in_code(pt->j, r.rip) && unwind(pt, e, i, &r, false)) {
+			gb_err("trace: thread %d: cannot leave the code cache at 0x%llx", tid,
+			       (unsigned long long)r.rip);
+			continue;
+		}
+		r.gs_base = 0;
+		if (gb_regs_set(tid, &r) == 0 && via < 0)
+			via = (ssize_t)i;
+	}
+	/* What the end stepped through is the trace's too, up to --max-insns. */
+	drain(pt, e);
+	write_patches(pt, pt->pid, true);
+	pt->written = false;
+	if (pt->late)
+		gb_warn("trace: the patch trap: %llu records were read before they were taken back "
+			"(a thread stopped in the cache): the trace is not exact there",
+			(unsigned long long)pt->late);
+	if (via < 0 || gb_jitmap_unmap_in(pt->pid, eng_tid(e, (size_t)via), pt->map.addr,
+					   &e->t->threads[via].pending_sig))
+		gb_warn("pid %d: the code cache at 0x%llx stays mapped (never entered again)", pt->pid,
+			(unsigned long long)pt->map.addr);
+}
+
+static bool patch_must_restore(const struct gb_trap *t) { return PT(t)->written; }
+
+static bool patch_native(const struct gb_trap *t) { return true; }
+
+static bool patch_covers(const struct gb_trap *t, uint64_t pc) { return false; }
+
+static uint64_t patch_entries(const struct gb_trap *t) { return PT(t)->npatched; }
+
+void patch_free(struct gb_trap *t)
+{
+	struct patch_trap *pt = PT(t);
+	gb_patch_plan_free(&pt->plan);
+	gb_jit__free(pt->j);
+	gb_jitmap_drop(&pt->map);
+	free(pt->code);
+	free(pt);
+}
+
+const struct gb_trap_ops patch_ops = {
+	.name = "patch",
+	.thread_size = sizeof(struct patch_thread),
+	.leave_native = true,
+	.stop_all = true,
+	.poll_ms = 1,
+	.idle = patch_idle,
+	.native = patch_native,
+	.start = patch_start,
+	.covers = patch_covers,
+	.classify = patch_classify,
+	.syscalls = patch_syscalls,
+	.resuming = patch_resuming,
+	.child = patch_child,
+	.exec = patch_exec,
+	.syscall_exit = patch_syscall_exit,
+	.exit = patch_exit,
+	.must_restore = patch_must_restore,
+	.teardown = patch_teardown,
+	.entries = patch_entries,
+	.free = patch_free,
+};
