@@ -96,6 +96,7 @@ static void drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct
 	gb_jsonl__batch(e->out, true);
 	while ((r = gb_jit__ring_poll(pt->j, &pt->cur, &rec)) == 1) {
 		if (rec.kind == GB_JIT_REC_MARK) {
+			pt->marks++; /* an acquisition of the lock: an entry */
 			pt->cur_i = rec.area < GB_JIT_TLS_COUNT ? pt->area_of[rec.area] : -1;
 			continue;
 		}
@@ -455,7 +456,9 @@ static bool patch_native(const struct gb_trap *t) { return true; }
 
 static bool patch_covers(const struct gb_trap *t, uint64_t pc) { return false; }
 
-static uint64_t patch_entries(const struct gb_trap *t) { return PT(t)->npatched; }
+/* Entries: acquisitions of the cache's lock (an entry block, the
+ * re-acquire after a system call of the range), one marker each. */
+static uint64_t patch_entries(const struct gb_trap *t) { return PT(t)->marks; }
 
 void patch_free(struct gb_trap *t)
 {

@@ -29,6 +29,7 @@ struct patch_trap {
 	ssize_t cur_i;                /* the thread whose stretch the ring is at */
 	uint64_t late;                /* records read before unwinding took them back */
 	uint64_t handled;             /* signals taken at an original boundary */
+	uint64_t marks;               /* stretch markers drained: entries (statistics) */
 	unsigned npatched;
 };
 
