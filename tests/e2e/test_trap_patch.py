@@ -90,6 +90,31 @@ def test_max_insns(tmp_path):
     assert summary["insns"] == 1000
 
 
+def test_in_range_miss(tmp_path):
+    """A target of the range the up-front translation does not reach
+    (pt_miss: through a register, past 9000 nops): the first call's stretch
+    from the miss runs natively (one warning: the trace is not exact), gebpf
+    translates the target at its next idle, and the 5 later calls are traced
+    exactly as --trap none --engine step traces them."""
+    a, b = tmp_path / "patch.jsonl", tmp_path / "none.jsonl"
+    ra = trace("pt_miss", "traced", a, trap="patch")
+    trace("pt_miss", "traced", b, trap="none", extra=("--engine", "step"))
+    assert "entries patched" in ra.stderr, ra.stderr
+    warned = [ln for ln in ra.stderr.splitlines() if "in-range misses" in ln and "warning" in ln]
+    assert len(warned) == 1 and "1 in-range misses" in warned[0], ra.stderr
+    assert "6 entries, 1 in-range misses" in ra.stderr, ra.stderr
+    (la, sa), (lb, sb) = read_trace(a), read_trace(b)
+    check_vt_order(la)
+    strip = lambda ls: [{k: v for k, v in o.items() if k != "vt"} for o in ls]
+    la, lb = strip(la), strip(lb)
+    execs = [k for k, o in enumerate(lb) if o["t"] == "exec"]
+    assert len(execs) == 30 and sb["insns"] == 30, sb
+    # The first call: its 3 instructions up to the jmp, not the missed 2.
+    want = lb[:execs[3]] + lb[execs[5]:]
+    assert la == want, "patch trace %s\nwant %s" % (la, want)
+    assert sa["insns"] == 28
+
+
 # ------------------------------------------------------------ the target as found
 
 PTRACE_SEIZE, PTRACE_INTERRUPT, PTRACE_GETREGS, PTRACE_DETACH = 0x4206, 0x4207, 12, 17

@@ -140,7 +140,34 @@ static void drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct
 
 static void drain(struct patch_trap *pt, struct gb_engine *e) { drain_fault(pt, e, NULL); }
 
-static void patch_idle(struct gb_trap *t, struct gb_engine *e) { drain(PT(t), e); }
+/* In-range misses (a lookup, or an exit to a target not translated up
+ * front): counted, and their targets translated so the next ones are
+ * traced; the missed stretches ran natively, unrecorded.  Only with the
+ * lock taken (held: again at the next idle), no thread recording then;
+ * at the end (held: every thread stopped, out of the cache) only counted. */
+static void collect_misses(struct patch_trap *pt, bool held)
+{
+	static struct gb_jit_misses m;
+	if (!pt->j)
+		return;
+	gb_jit__misses(pt->j, &m, false); /* (a peek at the count) */
+	if (!m.count || (!held && gb_jit__lock_try(pt->j) != 1))
+		return;
+	gb_jit__misses(pt->j, &m, true);
+	pt->misses += m.count;
+	for (size_t k = 0; !held && k < m.n; k++)
+		if (in_range(pt, m.pc[k]) && gb_jit__translate_from(pt->j, m.pc[k], patch_fetch, pt))
+			gb_warn("trace: the patch trap: 0x%llx (missed) does not translate",
+				(unsigned long long)m.pc[k]);
+	if (!held)
+		gb_jit__lock_release(pt->j);
+}
+
+static void patch_idle(struct gb_trap *t, struct gb_engine *e)
+{
+	drain(PT(t), e);
+	collect_misses(PT(t), false);
+}
 
 /* Thread i (stopped, registers r) in the cache is put at its original
  * instruction boundary (gb_jit__unwind: its own registers, the lock
@@ -410,6 +437,19 @@ static void patch_exec(struct gb_trap *t, struct gb_engine *e)
 static void patch_exit(struct gb_trap *t, struct gb_engine *e, size_t i) { drain(PT(t), e); }
 
 
+/* The end's statistics (-v) and what makes the trace inexact. */
+static void report(struct patch_trap *pt)
+{
+	collect_misses(pt, true);
+	gb_info("trace: the patch trap: %llu entries, %llu in-range misses, %llu signals taken "
+		"out of the cache", (unsigned long long)pt->marks, (unsigned long long)pt->misses,
+		(unsigned long long)pt->handled);
+	if (pt->misses)
+		gb_warn("trace: the patch trap: %llu in-range misses (targets not translated up front): "
+			"each missed stretch ran natively until the next entry, the trace is not exact "
+			"there", (unsigned long long)pt->misses);
+}
+
 /* The end, every thread held. */
 static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 {
@@ -419,6 +459,7 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 	drain(pt, e);
 	if (!eng_live(e)) {
 		pt->written = false;
+		report(pt);
 		return;
 	}
 	ssize_t via = -1;
@@ -440,6 +481,7 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 	drain(pt, e);
 	write_patches(pt, pt->pid, true);
 	pt->written = false;
+	report(pt);
 	if (pt->late)
 		gb_warn("trace: the patch trap: %llu records were read before they were taken back "
 			"(a thread stopped in the cache): the trace is not exact there",

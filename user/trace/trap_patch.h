@@ -30,6 +30,7 @@ struct patch_trap {
 	uint64_t late;                /* records read before unwinding took them back */
 	uint64_t handled;             /* signals taken at an original boundary */
 	uint64_t marks;               /* stretch markers drained: entries (statistics) */
+	uint64_t misses;              /* in-range lookup misses (stretches run natively) */
 	unsigned npatched;
 };
 
