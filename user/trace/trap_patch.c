@@ -100,6 +100,8 @@ static void drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct
 			pt->cur_i = rec.area < GB_JIT_TLS_COUNT ? pt->area_of[rec.area] : -1;
 			continue;
 		}
+		if (pt->cur_i == AREA_UNTRACED)
+			continue; /* a vfork child's, untraced as under every trap */
 		if (pt->cur_i < 0) {
 			gb_err("trace: the code cache's ring holds a stretch of no known thread");
 			eng_finish(e, GB_END_ERROR);
@@ -398,16 +400,41 @@ static bool after_ns_syscall(const struct patch_trap *pt, uint64_t rip, uint64_t
 	       pt->map.view[off - 1] == 0x05 && (*pc = loc.pc, true);
 }
 
+/* A vfork child shares our memory, patches and cache: it gets an area of
+ * its own (a copy of its parent's: it may return into the cache from an
+ * in-range vfork) whose stretches the drain drops, so what it runs in the
+ * range until its exec or exit is not recorded, as under the other traps
+ * (a child is let go untraced). */
+static void vfork_child(struct patch_trap *pt, pid_t child, struct user_regs_struct *r)
+{
+	uint64_t a0 = gb_jit__tls(pt->j, 0);
+	unsigned parent = (unsigned)((r->gs_base - a0) / GB_JIT_TLS_SIZE);
+	if (r->gs_base < a0 || parent >= GB_JIT_TLS_COUNT || pt->nareas >= GB_JIT_TLS_COUNT) {
+		gb_warn("trace: vfork child %d shares its parent's area of the code cache: what it "
+			"runs in the range is recorded as its parent's", child);
+		return;
+	}
+	unsigned k = pt->nareas++;
+	gb_jit__area_clone(pt->j, k, parent);
+	pt->area_of[k] = AREA_UNTRACED;
+	r->gs_base = gb_jit__tls(pt->j, k);
+	gb_regs_set(child, r);
+}
+
 /* A fork child, stopped: out of the cache, the original bytes, gs 0, the
- * cache unmapped (a vfork child shares our memory: left as it is). */
+ * cache unmapped (a vfork child: vfork_child). */
 static void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, bool vfork)
 {
 	struct patch_trap *pt = PT(t);
 	struct user_regs_struct r;
 	uint64_t sys;
 	int sig = 0;
-	if (vfork || !pt->written || gb_regs_get(child, &r))
+	if (!pt->written || gb_regs_get(child, &r))
 		return;
+	if (vfork) {
+		vfork_child(pt, child, &r);
+		return;
+	}
 	if (gb_jit__in_code(pt->j, r.rip) && after_ns_syscall(pt, r.rip, &sys))
 		r.rip = r.rcx = sys + 2; /* (fork returned 0 in it) */
 	else if (gb_jit__in_code(pt->j, r.rip))

@@ -13,6 +13,8 @@
 #include "trace/jitmap.h"
 #include "trace/trap.h"
 
+#define AREA_UNTRACED ((ssize_t)-2)
+
 struct patch_trap {
 	struct gb_trap base;
 	struct gb_trace_range *range;
@@ -24,7 +26,8 @@ struct patch_trap {
 	struct gb_patch_plan plan;
 	bool written;                 /* the patches are in the target */
 	struct gb_jit_cursor cur;
-	ssize_t area_of[GB_JIT_TLS_COUNT]; /* area k -> thread index (-1: none) */
+	ssize_t area_of[GB_JIT_TLS_COUNT]; /* area k -> thread index (-1: none;
+					     * AREA_UNTRACED: a vfork child's) */
 	unsigned nareas;
 	ssize_t cur_i;                /* the thread whose stretch the ring is at */
 	uint64_t late;                /* records read before unwinding took them back */
