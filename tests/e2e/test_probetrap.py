@@ -340,6 +340,24 @@ def pt_hot_traced():
     return sorted(p.insns(*p.span(["traced"])))
 
 
+def check_hot_runs(out, least):
+    """The trace at out of pt_hot's traced (attached mid-run): in vt order, more
+    than least invocations, each the whole function (the first may start inside
+    it, the last may end mid-call)."""
+    lines, summary = read_trace(out)
+    check_vt_order(lines)
+    pcs = pt_hot_traced()
+    runs = invocations(lines, pcs[0]).get(0, [])
+    assert len(runs) > least, "only %d entries traced in 1 s (summary %s)" % (len(runs), summary)
+    for k, run in enumerate(runs):
+        seq = [int(x[1], 16) for x in run if x[0] == "exec"]
+        ok = seq == pcs
+        if k == 0 and seq[0] != pcs[0]:
+            ok = seq == pcs[len(pcs) - len(seq):]   # attached while inside traced
+        if k == len(runs) - 1:
+            ok = ok or seq == pcs[:len(seq)]         # the duration may end mid-call
+        assert ok, "invocation %d: %s" % (k, [hex(x) for x in seq])
+
 def test_attach_hot_program(tmp_path):
     """Attach to pt_hot (thousands of entries a second) for 1 s: every
     invocation traced is traced's straight-line sequence, and the program
@@ -368,19 +386,7 @@ def test_attach_hot_program(tmp_path):
     want = subprocess.run([prog_path("pt_hot"), first.split()[1].decode(), fill],
                           capture_output=True, timeout=120, check=True).stdout
     assert rest == want, (got, want)
-    lines, summary = read_trace(out)
-    check_vt_order(lines)
-    pcs = pt_hot_traced()
-    runs = invocations(lines, pcs[0]).get(0, [])
-    assert len(runs) > 10, "only %d entries traced in 1 s (summary %s)" % (len(runs), summary)
-    for k, run in enumerate(runs):
-        seq = [int(x[1], 16) for x in run if x[0] == "exec"]
-        ok = seq == pcs
-        if k == 0 and seq[0] != pcs[0]:
-            ok = seq == pcs[len(pcs) - len(seq):]   # attached while inside traced
-        if k == len(runs) - 1:
-            ok = ok or seq == pcs[:len(seq)]         # the duration may end mid-call
-        assert ok, "invocation %d: %s" % (k, [hex(x) for x in seq])
+    check_hot_runs(out, 10)
 
 
 def tracefs_uprobes():

@@ -21,7 +21,7 @@ from elftools.elf.elffile import ELFFile
 from conftest import PROGS, check_vt_order, gebpf_path, prog_path, range_arg, read_trace
 import lackey
 from test_pagetrap import bag, invocations, native, same_bag, same_file, trace
-from test_probetrap import children_of, pt_hot_traced, tracer_of
+from test_probetrap import check_hot_runs, children_of, tracer_of
 
 pytestmark = [pytest.mark.probetrap, pytest.mark.usefixtures("probes_ready")]
 
@@ -198,19 +198,7 @@ def test_attach_left_as_found(tmp_path):
         if p.poll() is None:
             p.kill()
             p.wait()
-    lines, summary = read_trace(out)
-    check_vt_order(lines)
-    pcs = pt_hot_traced()
-    runs = invocations(lines, pcs[0]).get(0, [])
-    assert len(runs) > 100, "only %d entries traced in 1 s (summary %s)" % (len(runs), summary)
-    for k, run in enumerate(runs):
-        seq = [int(x[1], 16) for x in run if x[0] == "exec"]
-        ok = seq == pcs
-        if k == 0 and seq[0] != pcs[0]:
-            ok = seq == pcs[len(pcs) - len(seq):]   # attached while inside traced
-        if k == len(runs) - 1:
-            ok = ok or seq == pcs[:len(seq)]         # the duration may end mid-call
-        assert ok, "invocation %d: %s" % (k, [hex(x) for x in seq])
+    check_hot_runs(out, 100)
 
 
 def test_sigint_launch(tmp_path):
