@@ -5,6 +5,7 @@
 #define TESTS_UNIT_JIT_UTIL_H
 
 #include <criterion/criterion.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <asm/prctl.h>
 #include <sys/mman.h>
@@ -23,17 +24,24 @@ static inline const struct gb_insn *jit_fetch(void *ctx, uint64_t pc)
 	return gb_decode(pc, (const uint8_t *)pc, GB_INSN_MAX_LEN, out) ? NULL : out;
 }
 
-/* A cache (code + data, read/write/exec here) near code at near_code. */
-static inline struct gb_jit_mem jit_map_near(uint64_t near_code)
+/* A cache (code + data, read/write/exec here) near code at near_code;
+ * shared: MAP_SHARED, so that a forked child runs in the same cache. */
+static inline struct gb_jit_mem jit_map_near_as(uint64_t near_code, bool shared)
 {
 	uint64_t near = (near_code & ~0xfffffull) + (256ull << 20);
 	void *p = MAP_FAILED;
 	for (int k = 0; k < 64 && p == MAP_FAILED; k++, near += 64ull << 20)
 		p = mmap((void *)near, GB_JIT_SIZE, PROT_READ | PROT_WRITE | PROT_EXEC,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+			 (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+			 -1, 0);
 	cr_assert_neq(p, MAP_FAILED, "no room for a code cache near the test code");
 	return (struct gb_jit_mem){ p, (uint8_t *)p + GB_JIT_CODE_SIZE, (uint64_t)p,
 				    (uint64_t)p + GB_JIT_CODE_SIZE };
+}
+
+static inline struct gb_jit_mem jit_map_near(uint64_t near_code)
+{
+	return jit_map_near_as(near_code, false);
 }
 
 /* A stop-free translator over [lo, end) with this thread's gs base its

@@ -173,14 +173,7 @@ Test(jit_patch, a_tracer_serves_a_lookup_miss_and_the_thread_goes_on_translated,
 	 * the child, this process translates the target, enters it in the
 	 * table and resumes the child at the lookup's retry. */
 	const uint64_t f = (uint64_t)ns_f;
-	uint64_t near = (f & ~0xfffffull) + (256ull << 20);
-	void *p = MAP_FAILED;
-	for (int k = 0; k < 64 && p == MAP_FAILED; k++, near += 64ull << 20)
-		p = mmap((void *)near, GB_JIT_SIZE, PROT_READ | PROT_WRITE | PROT_EXEC,
-			 MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-	cr_assert_neq(p, MAP_FAILED);
-	mem = (struct gb_jit_mem){ p, (uint8_t *)p + GB_JIT_CODE_SIZE, (uint64_t)p,
-				   (uint64_t)p + GB_JIT_CODE_SIZE };
+	mem = jit_map_near_as(f, true);
 	jit = jit_open_nostop(&mem, ns_f, ns_f_end, 200);
 	uint64_t e = gb_jit__entry(jit, f, jit_fetch, NULL);
 	cr_assert_eq(gb_jit__translate_from(jit, f, jit_fetch, NULL), 0);

@@ -68,14 +68,7 @@ TestSuite(jit_unwind, .fini = teardown);
 
 static void open_shared(void)
 {
-	uint64_t near = ((uint64_t)uw_f & ~0xfffffull) + (256ull << 20);
-	void *p = MAP_FAILED;
-	for (int k = 0; k < 64 && p == MAP_FAILED; k++, near += 64ull << 20)
-		p = mmap((void *)near, GB_JIT_SIZE, PROT_READ | PROT_WRITE | PROT_EXEC,
-			 MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-	cr_assert_neq(p, MAP_FAILED);
-	mem = (struct gb_jit_mem){ p, (uint8_t *)p + GB_JIT_CODE_SIZE, (uint64_t)p,
-				   (uint64_t)p + GB_JIT_CODE_SIZE };
+	mem = jit_map_near_as((uint64_t)uw_f, true);
 	jit = jit_open_nostop(&mem, uw_f, uw_f_end, 200);
 }
 
