@@ -2,7 +2,7 @@
 """Run the random-instruction corpus (gen.py) under two engines and compare.
 
     GEBPF_OUTPUT=$PWD/.output /usr/bin/python3 tests/corpus/corpus_run.py \\
-        [--engines step,jit] [--seed 13] [--count 10000] [--lackey] [--trap T]
+        [--engines step,jit] [--seed 13] [--count 10000] [--lackey] [--trap T[,T]]
 
 An engine is a `gebpf trace --engine NAME` value (`step` is passed as no
 option at all while gebpf has no --engine), or `lackey`: valgrind's lackey
@@ -10,6 +10,13 @@ through the oracle of tests/e2e/lackey.py (its normalisations; generate with
 --lackey so the corpus holds only what valgrind runs).  Two gebpf engines
 must give byte-identical JSONL; against lackey the normalised lines must be
 equal.
+
+--trap names the trap of both engines, or of each (pages,patch).  A run under
+the patch trap must be the patch trap's: its -v line "entries patched" and no
+in-range miss, or the run is a harness error (a fallback to the probe trap
+would compare nothing new).  Such a run generates the corpus without what the
+stop-free mode still refuses (gen.py --nostop, gen.NOSTOP) and traces it in
+programs of PATCH_CHUNK sequences each (see there).
 
 A target killed under one engine (gebpf exits non-zero after writing the
 summary) is a difference like any other.  On a difference: the sequence
@@ -47,6 +54,14 @@ RANGE = "corpus"
 # trace is the same whatever the trap (docs/trace-format.md).
 # GEBPF_CORPUS_TRAP (or --trap) picks another.
 DEFAULT_TRAP = os.environ.get("GEBPF_CORPUS_TRAP", "pages")
+# The patch trap translates every instruction up front only for ranges of up
+# to 8192 instructions (trace/trap_patch_new.c); in a larger range the
+# corpus's indirect calls (`lea f(%rip), %rax; call *%rax`) miss in the
+# cache's lookup and the rest runs natively, unrecorded (docs/trace.md,
+# "In-range misses").  Its lookup table is direct-mapped on 16 bits of the
+# address, so a range past 64 KiB also evicts.  400 sequences are ~6,000
+# instructions in ~30 KiB: the corpus runs under it in programs of that many.
+PATCH_CHUNK = 400
 CC = os.environ.get("CC", "cc")
 
 _HELP = []
@@ -98,10 +113,13 @@ def runs_natively(path):
 
 def trace(engine, binary, out, trap=DEFAULT_TRAP, timeout=900):
     """gebpf trace --engine ENGINE --range corpus ... -o OUT -- BINARY."""
-    cmd = [GEBPF, "trace"] + engine_args(engine) + (["--trap", trap] if trap else []) + [
+    cmd = [GEBPF, "trace"] + engine_args(engine) + (["--trap", trap] if trap else []) + (
+        ["-v"] if trap == "patch" else []) + [
         "--range", RANGE, "--max-events", "0", "-o", out, "--", binary]
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    if trap == "patch":
+        patch_traced(" ".join(cmd), r.stderr)
     if r.returncode:
         # a target killed under one engine is a difference, not a harness
         # error, when the trace (with its summary) was written
@@ -113,6 +131,16 @@ def trace(engine, binary, out, trap=DEFAULT_TRAP, timeout=900):
 
 
 NOTES = {}      # trace path -> how its gebpf ended, when not with exit 0
+
+
+def patch_traced(cmd, stderr):
+    """Raise unless -v's stderr says the patch trap traced it all: entries
+    patched, no fallback, no in-range miss (a stretch run natively)."""
+    warn = [ln for ln in stderr.splitlines() if "warning:" in ln]
+    m = re.search(r"the patch trap: \d+ entries, (\d+) in-range misses", stderr)
+    if "entries patched" not in stderr or warn or not m or m.group(1) != "0":
+        raise HarnessError("%s: not traced by the patch trap alone: %s" % (
+            cmd, "; ".join(warn) or "no \"entries patched\" or misses line in -v"))
 
 
 def _has_summary(path):
@@ -193,20 +221,37 @@ class Pair:
     """Two engines (gebpf --engine values or "lackey") compared in workdir."""
 
     def __init__(self, a, b, workdir, trap=DEFAULT_TRAP):
+        ta, tb = traps(trap)
         if a == "lackey":
-            a, b = b, a
+            a, b, ta, tb = b, a, tb, ta
         if a == "lackey":
             raise HarnessError("lackey against lackey compares nothing")
-        self.a, self.b, self.dir, self.trap = a, b, workdir, trap
+        self.a, self.b, self.dir, self.trap, self.trap_b = a, b, workdir, ta, tb
+        self.name_a, self.name_b = name(a, ta, tb), name(b, tb, ta)
         os.makedirs(workdir, exist_ok=True)
 
     def compare(self, binary, tag):
         """None when the engines agree on binary, else (pc, text)."""
-        ta = trace(self.a, binary, os.path.join(self.dir, "%s.%s.jsonl" % (tag, self.a)), self.trap)
+        ta = trace(self.a, binary, os.path.join(self.dir, "%s.%s.jsonl" % (tag, self.name_a)),
+                   self.trap)
         if self.b == "lackey":
             return diff_lackey(ta, binary)
-        tb = trace(self.b, binary, os.path.join(self.dir, "%s.%s.jsonl" % (tag, self.b)), self.trap)
-        return diff_files(ta, tb, self.a, self.b)
+        tb = trace(self.b, binary, os.path.join(self.dir, "%s.%s.jsonl" % (tag, self.name_b)),
+                   self.trap_b)
+        return diff_files(ta, tb, self.name_a, self.name_b)
+
+
+def traps(trap):
+    """(trap of A, trap of B) from "T" or "TA,TB"."""
+    t = (trap or "").split(",")
+    if len(t) > 2:
+        raise HarnessError("--trap takes one trap or two (A,B): %s" % trap)
+    return (t[0] or None, t[-1] or None)
+
+
+def name(engine, trap, other):
+    """engine, or engine-trap when the two traps differ (file names, reports)."""
+    return engine if trap == other or engine == "lackey" else "%s-%s" % (engine, trap)
 
 
 # ---------------------------------------------------------------- shrinking
@@ -233,18 +278,18 @@ def ddmin(items, fails):
     return items
 
 
-def shrink(pair, seqs, idx, log=print):
+def shrink(pair, seqs, idx, log=print, base=0):
     """Smallest program on which pair still differs: sequence idx reduced
     by delta debugging, after it the fewest earlier sequences it needs
     (none when it differs alone).  Returns (prefix, items, last difference);
-    prefix is [(index, sequence)]."""
+    prefix is [(index, sequence)].  base: the corpus index of seqs[0]."""
     counter = [0]
     last = [None]
 
     def differs(prefix, items):
         counter[0] += 1
         path = os.path.join(pair.dir, "shrink%d" % counter[0])
-        build([q for _, q in prefix] + [items], path, [i for i, _ in prefix] + [idx])
+        build([q for _, q in prefix] + [items], path, [base + i for i, _ in prefix] + [base + idx])
         if not runs_natively(path):
             return False
         d = pair.compare(path, "shrink%d" % counter[0])
@@ -257,17 +302,18 @@ def shrink(pair, seqs, idx, log=print):
     if not differs([], seq):
         prefix = list(enumerate(seqs[:idx]))
         if not differs(prefix, seq):
-            raise HarnessError("sequence %d does not reproduce the difference" % idx)
+            raise HarnessError("sequence %d does not reproduce the difference" % (base + idx))
         prefix = ddmin(prefix, lambda p: differs(p, seq))
-        log("sequence %d differs only after sequences %s" % (idx, [i for i, _ in prefix]))
+        log("sequence %d differs only after sequences %s" % (base + idx,
+                                                            [base + i for i, _ in prefix]))
     items = ddmin(seq, lambda it: differs(prefix, it))
     if prefix:
         prefix = [(i, ddmin(q, lambda it, i=i: differs(
             [(j, it if j == i else r) for j, r in prefix], items))) for i, q in prefix]
     log("shrunk sequence %d from %d items to %d (%d programs traced)"
-        % (idx, len(seq), len(items), counter[0]))
+        % (base + idx, len(seq), len(items), counter[0]))
     differs(prefix, items)
-    return prefix, items, last[0]
+    return [(base + i, q) for i, q in prefix], items, last[0]
 
 
 def reproducer_text(prefix, items, idx):
@@ -279,26 +325,41 @@ def reproducer_text(prefix, items, idx):
 # ---------------------------------------------------------------- the whole run
 
 def run(engines, seed, count, workdir, lackey_safe=False, trap=DEFAULT_TRAP, do_shrink=True,
-        log=print, avoid=()):
-    """Returns (ok, report text)."""
+        log=print, avoid=(), nostop=None):
+    """Returns (ok, report text).  nostop (default: when a trap is patch):
+    the corpus without gen.NOSTOP, traced in programs of PATCH_CHUNK."""
     a, b = engines
     pair = Pair(a, b, workdir, trap)
+    patch = "patch" in (pair.trap, pair.trap_b)
+    if nostop is None:
+        nostop = patch
+    avoid = list(avoid) + (list(gen.NOSTOP) if nostop else [])
     seqs = gen.generate(seed, count, lackey_safe or "lackey" in engines, gen.avx2_present(), avoid)
-    binary = build(seqs, os.path.join(workdir, "corpus"))
-    if not runs_natively(binary):
-        raise HarnessError("%s does not exit 0 natively" % binary)
-    d = pair.compare(binary, "corpus")
-    if d is None:
-        return True, "%s and %s agree on %d sequences (seed %d)" % (a, b, count, seed)
+    step = PATCH_CHUNK if patch else max(count, 1)
+    a, b = pair.name_a, pair.name_b
+    what = "%d sequences (seed %d%s%s)" % (
+        count, seed, ", without %s" % "/".join(gen.NOSTOP) if nostop else "",
+        ", in programs of %d" % step if step < count else "")
+    for lo in range(0, count, step):
+        part = seqs[lo:lo + step]
+        tag = "corpus" if step >= count else "corpus%d" % lo
+        binary = build(part, os.path.join(workdir, tag), range(lo, lo + len(part)))
+        if not runs_natively(binary):
+            raise HarnessError("%s does not exit 0 natively" % binary)
+        d = pair.compare(binary, tag)
+        if d is not None:
+            break
+    else:
+        return True, "%s and %s agree on %s" % (a, b, what)
     pc, text = d
-    report = ["%s and %s differ on the corpus (seed %d, %d sequences): %s" % (a, b, seed, count, text)]
+    report = ["%s and %s differ on the corpus (%s): %s" % (a, b, what, text)]
     idx = seq_of(seq_starts(binary), pc) if pc is not None else None
     if idx is None:
         report.append("(the difference is not inside a sequence: pc %s)" % (pc and hex(pc)))
         return False, "\n".join(report)
     report.append("first differing sequence: %d" % idx)
     if do_shrink:
-        prefix, items, last = shrink(pair, seqs, idx, log)
+        prefix, items, last = shrink(pair, part, idx - lo, log, lo)
         repro = reproducer_text(prefix, items, idx)
         path = os.path.join(workdir, "repro")
         build([q for _, q in prefix] + [items], path, [i for i, _ in prefix] + [idx])
@@ -319,9 +380,13 @@ def main(argv):
     ap.add_argument("--count", type=int, default=10000)
     ap.add_argument("--lackey", action="store_true", help="only what lackey runs (gen.py --lackey)")
     ap.add_argument("--trap", default=DEFAULT_TRAP,
-                    help="gebpf --trap of both engines (default %(default)s)")
+                    help="gebpf --trap of both engines, or A,B: of each (default %(default)s; "
+                    "patch: see --nostop)")
     ap.add_argument("--workdir", default=os.path.join(OUTPUT, "corpus"))
     ap.add_argument("--no-shrink", action="store_true")
+    ap.add_argument("--nostop", action=argparse.BooleanOptionalAction, default=None,
+                    help="leave out what the patch trap refuses (gen.py --nostop); default: "
+                    "when a --trap is patch")
     ap.add_argument("--avoid", action="append", default=[], metavar="MODE",
                     help="leave an addressing mode out (eip), to look past a known difference")
     a = ap.parse_args(argv)
@@ -330,7 +395,7 @@ def main(argv):
         ap.error("--engines takes two names")
     try:
         ok, text = run(engines, a.seed, a.count, a.workdir, a.lackey, a.trap, not a.no_shrink,
-                       avoid=a.avoid)
+                       avoid=a.avoid, nostop=a.nostop)
     except HarnessError as e:
         print("corpus: %s" % e, file=sys.stderr)
         return 2
