@@ -115,6 +115,21 @@ def test_in_range_miss(tmp_path):
     assert sa["insns"] == 28
 
 
+def test_target_under_a_patch(tmp_path):
+    """An indirect call's target inside the 5 bytes of another entry's patch
+    in a range too large to translate whole (pt_inpatch, found by the random
+    corpus): translated up front, so the lookup finds it; it never runs
+    natively (the jump's tail: SIGSEGV before).  Exactly --trap none's trace."""
+    a, b = tmp_path / "patch.jsonl", tmp_path / "none.jsonl"
+    ra = trace("pt_inpatch", "traced", a, trap="patch")
+    rb = trace("pt_inpatch", "traced", b, trap="none", extra=("--engine", "step"))
+    assert "entries patched" in ra.stderr and "5 entries, 0 in-range misses" in ra.stderr, \
+        ra.stderr
+    assert "gebpf: warning" not in ra.stderr, ra.stderr
+    same_file(a, b, "pt_inpatch --range traced", ("patch", "none"))
+    assert read_trace(a)[1]["insns"] == 35
+
+
 # ------------------------------------------------------------ the target as found
 
 PTRACE_SEIZE, PTRACE_INTERRUPT, PTRACE_GETREGS, PTRACE_DETACH = 0x4206, 0x4207, 12, 17

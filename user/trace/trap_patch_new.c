@@ -111,10 +111,20 @@ static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, ui
 			snprintf(buf, len, "the entry at 0x%llx cannot be patched (%s)",
 				 (unsigned long long)p->addr,
 				 p->why != GB_PATCH_OK ? gb_patch_why_str(p->why)
-				 : r == -ENOSPC ? "the code cache is full" : "it does not translate");
+				 : r == -ENOSPC || !r ? "the code cache is full" /* !r: no room for its entry block */
+				 : "it does not translate");
 			why = buf;
 		}
 		pt->npatched++;
+	}
+	/* An instruction under a patch's bytes must never run natively (it
+	 * would run the jump's tail): one a lookup can reach (an indirect
+	 * target the entries' closure misses) gets its block up front too. */
+	for (size_t k = 0; !why && nins > PATCH_EVERY && k < nins; k++) {
+		uint64_t at;
+		if (gb_patch_inside(&pt->plan, ins[k].pc, &at) && at == ins[k].pc &&
+		    gb_jit__translate_from(pt->j, ins[k].pc, patch_fetch, pt))
+			why = "the code cache is full";
 	}
 out:
 	free(pm);
