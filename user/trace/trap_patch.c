@@ -161,6 +161,8 @@ static void collect_misses(struct patch_trap *pt, bool held)
 		if (in_range(pt, m.pc[k]) && gb_jit__translate_from(pt->j, m.pc[k], patch_fetch, pt))
 			gb_warn("trace: the patch trap: 0x%llx (missed) does not translate",
 				(unsigned long long)m.pc[k]);
+	if (!held && m.n)
+		patch_guard_inside(pt, false); /* none of them evicted by those */
 	if (!held)
 		gb_jit__lock_release(pt->j);
 }

@@ -41,6 +41,9 @@ struct patch_trap {
 const struct gb_insn *patch_fetch(void *ctx, uint64_t pc);
 /* The entry block of pc (translating it), or 0. */
 uint64_t patch_entry_of(struct patch_trap *pt, uint64_t pc);
+/* The instructions under the patches: translated (translate) and put in
+ * the lookup table last (trap_patch_new.c).  0, or -ENOSPC. */
+int patch_guard_inside(struct patch_trap *pt, bool translate);
 extern const struct gb_trap_ops patch_ops;
 void patch_free(struct gb_trap *t);
 

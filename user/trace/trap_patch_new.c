@@ -66,6 +66,26 @@ static const char *sweep(struct patch_trap *pt, struct gb_insn **out, size_t *n,
 	return NULL;
 }
 
+/* An instruction under a patch's bytes must never run natively (it would
+ * run the jump's tail), and a lookup can reach one (an indirect target): each
+ * gets a block (translate: in a range not translated whole, where the
+ * entries' closure may not reach it) and is put in the lookup table after
+ * every other block, so none sharing its 16-bit slot evicts it (two of them
+ * sharing one still do; the later wins).  Again after each translation of
+ * missed targets (collect_misses).  0, or -ENOSPC. */
+int patch_guard_inside(struct patch_trap *pt, bool translate)
+{
+	for (size_t k = 0; k < pt->plan.n; k++) {
+		const struct gb_patch *p = &pt->plan.v[k];
+		for (unsigned i = 1; p->why == GB_PATCH_OK && i < p->ninsns; i++) {
+			if (translate && gb_jit__translate_from(pt->j, p->insn[i], patch_fetch, pt))
+				return -ENOSPC;
+			gb_jit__table_put(pt->j, p->insn[i]);
+		}
+	}
+	return 0;
+}
+
 /* The plan over the range's entries, each translated; the first refusal's
  * reason. */
 static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, uint64_t hi,
@@ -117,15 +137,8 @@ static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, ui
 		}
 		pt->npatched++;
 	}
-	/* An instruction under a patch's bytes must never run natively (it
-	 * would run the jump's tail): one a lookup can reach (an indirect
-	 * target the entries' closure misses) gets its block up front too. */
-	for (size_t k = 0; !why && nins > PATCH_EVERY && k < nins; k++) {
-		uint64_t at;
-		if (gb_patch_inside(&pt->plan, ins[k].pc, &at) && at == ins[k].pc &&
-		    gb_jit__translate_from(pt->j, ins[k].pc, patch_fetch, pt))
-			why = "the code cache is full";
-	}
+	if (!why && patch_guard_inside(pt, nins > PATCH_EVERY))
+		why = "the code cache is full";
 out:
 	free(pm);
 	free(ev);
