@@ -386,7 +386,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 			at = 0;
 			break;
 		}
-		if (gi->flags & GB_INSN_BRANCH) {
+		if ((gi->flags & GB_INSN_BRANCH) && gi->zi.meta.category != ZYDIS_CATEGORY_INTERRUPT) {
 			uint64_t tgt = next + (uint64_t)gi->zi.raw.imm[0].value.s;
 			uint32_t src = (uint32_t)gb_emit_jump(&j->em, gi->zi.mnemonic, gb_emit_here(&j->em));
 			jit_unit_end(j, u);
