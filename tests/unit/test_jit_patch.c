@@ -45,7 +45,7 @@ static int why(const uint8_t *b, size_t n, const uint64_t *entries, size_t nent,
 Test(jit_patch, each_entry_gets_a_decision_and_its_reason)
 {
 	static const uint8_t f[] = { 0x55, 0x48, 0x89, 0xe5, 0xc3 };            /* push; mov; ret */
-	static const uint8_t ud[] = { 0x0f, 0x0b, 0x90, 0x90, 0x90, 0xc3 };     /* ud2: stepped */
+	static const uint8_t gs[] = { 0x65, 0x48, 0x8b, 0x04, 0x25, 0, 0, 0, 0, 0xc3 }; /* mov rax, gs:[0]: gs is the cache's */
 	static const uint8_t far_rip[] = { 0x8b, 0x05, 0x00, 0x00, 0x00, 0x90, 0xc3 }; /* mov eax, [rip-0x60000000] */
 	const uint64_t near = 0x400000 + (256ull << 20);
 	uint64_t e0[] = { 0x400000 }, e01[] = { 0x400000, 0x400001 }, e1[] = { 0x400001 },
@@ -56,7 +56,7 @@ Test(jit_patch, each_entry_gets_a_decision_and_its_reason)
 	cr_assert_eq(why(f, 5, e0, 1, true, near, 0), GB_PATCH_WRITABLE);
 	cr_assert_eq(why(f, 5, e2, 1, false, near, 0), GB_PATCH_NOT_INSN);
 	cr_assert_eq(why(f, 5, e0, 1, false, 0x400000 + (4ull << 30), 0), GB_PATCH_FAR);
-	cr_assert_eq(why(ud, 6, e0, 1, false, near, 0), GB_PATCH_CANNOT_MOVE);
+	cr_assert_eq(why(gs, sizeof(gs), e0, 1, false, near, 0), GB_PATCH_CANNOT_MOVE);
 	uint8_t fr[sizeof(far_rip)];
 	memcpy(fr, far_rip, sizeof(fr));
 	int32_t disp = -0x60000000;

@@ -55,8 +55,61 @@ __asm__(
 	"	lea 1(%rdi), %rax\n"
 	"	ret\n");
 
+/* REP string instructions (the stop-free mode runs them one iteration
+ * per pass, user/jit/rep.c): counts UW_REP_N and 0, both directions,
+ * repe cmps stopping on a mismatch, repe scas running out.  A stop in the
+ * middle of one unwinds to the instruction with rcx, rsi and rdi as after
+ * the iterations done.  Returns a sum of what it wrote and where it ended. */
+#define UW_REP_N 5
+extern uint8_t uw_rep[], uw_rep_end[];
+__asm__(
+	".text\n"
+	".globl uw_rep, uw_rep_end\n"
+	"uw_rep:\n"
+	"	push %rbx\n"
+	"	mov %rdi, %rbx\n"
+	"	cld\n"
+	"	lea uw_src(%rip), %rdi\n"
+	"	mov $0x11, %eax\n"
+	"	mov $5, %ecx\n"
+	"	rep stosb\n"
+	"	lea uw_src(%rip), %rsi\n"
+	"	lea uw_dst(%rip), %rdi\n"
+	"	mov $5, %ecx\n"
+	"	rep movsb\n"
+	"	xor %ecx, %ecx\n"
+	"	rep movsq\n"
+	"	std\n"
+	"	lea uw_dst+32(%rip), %rdi\n"
+	"	mov $5, %ecx\n"
+	"	mov %rbx, %rax\n"
+	"	rep stosq\n"
+	"	cld\n"
+	"	lea uw_src(%rip), %rsi\n"
+	"	lea uw_dst(%rip), %rdi\n"
+	"	mov $5, %ecx\n"
+	"	repe cmpsb\n"
+	"	lea uw_src(%rip), %rdi\n"
+	"	mov $0x11, %eax\n"
+	"	mov $5, %ecx\n"
+	"	repe scasb\n"
+	"	mov uw_dst(%rip), %rax\n"
+	"	add uw_dst+32(%rip), %rax\n"
+	"	add %rcx, %rax\n"
+	"	add %rdi, %rax\n"
+	"	add %rsi, %rax\n"
+	"	pop %rbx\n"
+	"	ret\n"
+	"uw_rep_end:\n"
+	".data\n"
+	"uw_src: .fill 48, 1, 0\n"
+	"uw_dst: .fill 48, 1, 0\n"
+	".text\n");
+
 static struct gb_jit_mem mem;
 static struct gb_jit *jit;
+static long (*uw_fn)(long) = (long (*)(long))(uintptr_t)uw_f; /* what the child runs */
+static int mid_rep; /* stops unwound into the middle of a REP loop */
 
 static void teardown(void)
 {
@@ -76,7 +129,7 @@ static void open_shared(void)
  * when they agree and rbx (callee-saved) survived. */
 static __attribute__((noreturn)) void child(uint64_t e)
 {
-	long want = ((long (*)(long))(uintptr_t)uw_f)(3);
+	long want = uw_fn(3);
 	ptrace(PTRACE_TRACEME, 0, NULL, NULL);
 	raise(SIGSTOP);
 	long got;
@@ -138,14 +191,27 @@ static bool run_to(uint64_t e, int k, uint64_t *pc, struct gb_jit_unwound *uo)
 		cr_assert_eq(gb_jit__lock_word(jit), 0, "step %d (+%#lx): the lock not released", k,
 			     rip - mem.code_addr);
 		/* the ring's last record ran (a loop of one instruction aside) */
-		size_t pos = 0;
+		size_t pos = 0, trail = 0;
 		uint64_t last = 0;
 		struct gb_jit_rec rec;
 		while (gb_jit__ring_next(jit, &pos, 0, 0, &rec) == 1)
-			if (rec.kind == GB_JIT_REC_INSN)
+			if (rec.kind == GB_JIT_REC_INSN) {
+				trail = rec.pc == last ? trail + 1 : 1;
 				last = rec.pc;
-		cr_assert(last != r.rip || uo->recorded, "step %d (+%#lx): the record of %#lx, not run, kept",
-			  k, rip - mem.code_addr, last);
+			}
+		const struct gb_insn *at = jit_fetch(NULL, r.rip);
+		if (at && (at->flags & GB_INSN_REP)) {
+			/* as the hardware resumes it: a record per iteration done */
+			size_t done = r.rcx ? UW_REP_N - r.rcx : 0;
+			cr_assert_eq(last == r.rip ? trail : 0, done,
+				     "step %d (+%#lx): at the REP %#llx with rcx %llu after %zu records of it",
+				     k, rip - mem.code_addr, r.rip, r.rcx, last == r.rip ? trail : 0);
+			mid_rep += done > 0;
+		} else {
+			cr_assert(last != r.rip || uo->recorded,
+				  "step %d (+%#lx): the record of %#lx, not run, kept", k,
+				  rip - mem.code_addr, last);
+		}
 		ptrace(PTRACE_SETREGS, pid, NULL, &r);
 	}
 	cr_assert_eq(ptrace(PTRACE_CONT, pid, NULL, NULL), 0);
@@ -182,6 +248,28 @@ Test(jit_unwind, at_every_step_in_the_cache_the_native_run_goes_on)
 	cr_assert_gt(held, k / 2, "%d of %d stops held the lock", held, k);
 	for (int n = GB_JIT_NS_NONE; n <= GB_JIT_NS_LOOKUP; n++)
 		cr_assert_gt(kinds[n], 0, "no stop in a piece of kind %d", n);
+}
+
+Test(jit_unwind, in_the_middle_of_a_rep_loop_it_resumes_as_the_hardware)
+{
+	mem = jit_map_near_as((uint64_t)uw_rep, true);
+	jit = jit_open_nostop(&mem, uw_rep, uw_rep_end, 200);
+	uw_fn = (long (*)(long))(uintptr_t)uw_rep;
+	uint64_t e = gb_jit__entry(jit, (uint64_t)uw_rep, jit_fetch, NULL);
+	cr_assert_neq(e, 0);
+	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)uw_rep, jit_fetch, NULL), 0);
+	int held = 0, kinds[8] = { 0 };
+	mid_rep = 0;
+	int k = every_step(e, &held, kinds);
+	cr_assert_gt(k, 200, "only %d steps in the cache", k);
+	cr_assert_gt(mid_rep, 20, "%d stops in the middle of a REP loop", mid_rep);
+	/* and with the ring's budget spent at the first head (the slow path) */
+	budget = 1;
+	mid_rep = 0;
+	k = every_step(e, &held, kinds);
+	budget = 0;
+	cr_assert_gt(mid_rep, 20, "%d stops in the middle of a REP loop (slow path)", mid_rep);
+	cr_assert_gt(kinds[GB_JIT_NS_RING], 20);
 }
 
 Test(jit_unwind, through_exit_stubs_and_the_rings_slow_path)

@@ -19,6 +19,9 @@ enum ukind {
 	U_NS,        /* stop-free mode: a routine, an entry, an exit or a lookup
 		      * (pc: the original instruction it performs, or 0 in a
 		      * shared routine: the thread's T_RET slot says where) */
+	U_REP,       /* stop-free mode: a REP string instruction's loop tail
+		      * (rep.c): rcx counted down, then back to the block's head
+		      * for the next iteration or on to tgt */
 };
 
 /* A piece of the code region, in address order. */
@@ -38,6 +41,8 @@ struct unit {
 				* U_NS lookup: its in-range miss stop (after the syscall) */
 	uint32_t o_retry;      /* U_NS lookup: where gebpf resumes it after a miss stop */
 	uint32_t id;           /* U_INSN: instruction id */
+	/* U_REP: a (enum rep_cond) the condition of repe/repne, o_insn the
+	 * jrcxz after rcx's decrement, tgt the next instruction. */
 	/* U_NS lookup (unwind.c): the flags in T_FLG over [o_flg, o_sahf1) and
 	 * [o_out, o_sahf2); the hit's final jmp; the out path's release.
 	 * U_NS exit of a direct call: o_insn after its push, tgt its target;
@@ -57,6 +62,9 @@ struct ref {
 struct insn {
 	uint64_t pc;
 	uint8_t len, nrefs;
+	uint8_t bt_bits;       /* bt* [mem], reg: its operand bits (the record's
+				* first address word is the register: the bit
+				* offset, which moves every access by whole units) */
 	uint8_t bytes[GB_INSN_MAX_LEN];
 	struct ref refs[6];
 };
@@ -177,6 +185,11 @@ static inline struct unit *jit_unit_add(struct gb_jit *j, enum ukind k, uint64_t
 	return u;
 }
 static inline void jit_unit_end(struct gb_jit *j, struct unit *u) { u->end = (uint32_t)j->em.used; }
+/* The instrumentation of gi (its record: id, then each run-time address;
+ * norefs: the id alone), a U_INSN unit whose end is the caller's (after
+ * the copy of the instruction).  Its id, or -1. */
+int jit_one(struct gb_jit *j, const struct gb_insn *gi, bool norefs);
+#define ENTER_LEVELS 3   /* enter N, L: translated for L <= 3 */
 /* An exit stub to target (getpid; in the stop-free mode then the lock is
  * released): see jit.c. */
 uint64_t jit_stub(struct gb_jit *j, uint64_t target, uint32_t src, uint8_t emu_words);
@@ -194,6 +207,14 @@ void ns_syscall(struct gb_jit *j, const struct gb_insn *gi);
  * its target address, or 0. */
 uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk);
 void ns_areas_init(struct gb_jit *j);
+
+/* rep.c: REP string instructions in the stop-free mode, a block of their
+ * own whose every pass is one iteration (its record, the instruction
+ * without its REP prefix, rcx counted down, back to head). */
+enum rep_cond { REP_ALWAYS, REP_WHILE_ZF, REP_WHILE_NZ };
+bool ns_rep_ok(const struct gb_insn *gi);
+/* After head (the block's budget check): 0, or -1. */
+int ns_rep(struct gb_jit *j, const struct gb_insn *gi, uint64_t head);
 
 /* ibl.c */
 /* Count a miss of the target in rcx and log it (the lock held; flags kept):

@@ -154,103 +154,9 @@ static int block_put(struct gb_jit *j, uint64_t pc, uint64_t addr)
 	return 0;
 }
 
-/* --- what can be translated --- */
-
-static bool rel_branch(const struct gb_insn *in)
-{
-	return in->zi.mnemonic == ZYDIS_MNEMONIC_JMP || (in->zi.meta.category == ZYDIS_CATEGORY_COND_BR &&
-	       in->zi.mnemonic != ZYDIS_MNEMONIC_JRCXZ && in->zi.mnemonic != ZYDIS_MNEMONIC_JECXZ &&
-	       in->zi.mnemonic != ZYDIS_MNEMONIC_LOOP && in->zi.mnemonic != ZYDIS_MNEMONIC_LOOPE &&
-	       in->zi.mnemonic != ZYDIS_MNEMONIC_LOOPNE);
-}
-
-static bool relative_imm(const struct gb_insn *in)
-{
-	for (unsigned k = 0; k < in->zi.operand_count; k++)
-		if (in->ops[k].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && in->ops[k].imm.is_relative)
-			return true;
-	return false;
-}
-
-bool gb_jit__emulated(const struct gb_insn *in)
-{
-	const ZydisDecodedInstruction *z = &in->zi;
-	if (z->meta.branch_type == ZYDIS_BRANCH_TYPE_FAR || z->operand_width != 64 ||
-	    (in->flags & GB_INSN_NEEDS_VEC))
-		return false;
-	switch (z->mnemonic) {
-	case ZYDIS_MNEMONIC_RET:
-	case ZYDIS_MNEMONIC_CALL:
-		return true;
-	case ZYDIS_MNEMONIC_JMP: /* indirect only; jmp rel is rebuilt */
-		return !relative_imm(in);
-	default:
-		return false;
-	}
-}
-
-bool gb_jit__nostop_supported(const struct gb_insn *in)
-{
-	if (in->zi.mnemonic == ZYDIS_MNEMONIC_SYSCALL)
-		return true; /* made without the lock */
-	for (unsigned k = 0; k < in->zi.operand_count; k++)
-		if (in->ops[k].type == ZYDIS_OPERAND_TYPE_MEMORY && in->ops[k].mem.segment == ZYDIS_REGISTER_GS)
-			return false; /* gs is the cache's (the thread's area) */
-	if (gb_jit__emulated(in) && in->zi.mnemonic != ZYDIS_MNEMONIC_RET &&
-	    in->ops[0].type == ZYDIS_OPERAND_TYPE_MEMORY && in->ops[0].mem.segment == ZYDIS_REGISTER_FS)
-		return false; /* its target is loaded with gs the cache's */
-	return gb_jit__supported(in);
-}
-
 static bool translatable(const struct gb_jit *j, const struct gb_insn *in)
 {
 	return j->o.nostop ? gb_jit__nostop_supported(in) : gb_jit__supported(in);
-}
-
-bool gb_jit__supported(const struct gb_insn *in)
-{
-	const struct gb_plan *p = &in->plan;
-	if (in->flags & (GB_INSN_SYSCALL | GB_INSN_NEEDS_VEC | GB_INSN_REP))
-		return false;
-	if (p->kind != GB_PLAN_NONE && p->kind != GB_PLAN_REFS &&
-	    !(p->kind == GB_PLAN_STRING && !p->reg_bits))
-		return false;
-	for (unsigned k = 0; k < p->nrefs; k++)
-		if (p->refs[k].flags & GB_REF_INDEX_AL)
-			return false;
-	for (unsigned k = 0; k < in->zi.operand_count; k++)
-		if (in->ops[k].type == ZYDIS_OPERAND_TYPE_MEMORY && in->ops[k].mem.base == ZYDIS_REGISTER_EIP)
-			return false; /* EIP-relative (0x67): wraps at 4 GiB, stepped */
-	switch (in->zi.meta.category) {
-	case ZYDIS_CATEGORY_CALL: case ZYDIS_CATEGORY_RET:
-		return gb_jit__emulated(in);
-	case ZYDIS_CATEGORY_UNCOND_BR:
-		if (gb_jit__emulated(in))
-			return true;
-		/* fall through */
-	case ZYDIS_CATEGORY_COND_BR:
-		/* direct jmp / jcc rel are rebuilt; the rest is stepped */
-		if (!(rel_branch(in) && relative_imm(in)))
-			return false;
-		break;
-	case ZYDIS_CATEGORY_INTERRUPT: case ZYDIS_CATEGORY_SYSTEM: case ZYDIS_CATEGORY_SYSCALL:
-	case ZYDIS_CATEGORY_SYSRET:
-		return false;
-	default:
-		if (relative_imm(in)) /* xbegin and the like */
-			return false;
-		break;
-	}
-	switch (in->zi.mnemonic) {
-	case ZYDIS_MNEMONIC_UD0: case ZYDIS_MNEMONIC_UD1: case ZYDIS_MNEMONIC_UD2:
-	case ZYDIS_MNEMONIC_INT3: case ZYDIS_MNEMONIC_INT: case ZYDIS_MNEMONIC_INT1:
-	case ZYDIS_MNEMONIC_INTO: case ZYDIS_MNEMONIC_HLT: case ZYDIS_MNEMONIC_WRFSBASE:
-	case ZYDIS_MNEMONIC_WRGSBASE: case ZYDIS_MNEMONIC_POPFQ: case ZYDIS_MNEMONIC_POPF:
-	case ZYDIS_MNEMONIC_XBEGIN: case ZYDIS_MNEMONIC_XEND: case ZYDIS_MNEMONIC_XABORT:
-		return false; /* signals, segment bases, TF: the step engine's */
-	default:
-		return true;
-	}
 }
 
 /* --- emission --- */
@@ -298,7 +204,7 @@ static uint32_t pick_scratch(const struct gb_plan *p, unsigned not)
 					 GB_REG_RDI, GB_REG_R8, GB_REG_R9, GB_REG_R10, GB_REG_R11 };
 	for (size_t k = 0; k < sizeof(order); k++) {
 		unsigned r = order[k];
-		bool used = r == not;
+		bool used = r == not || (p->kind == GB_PLAN_BT && r == p->reg);
 		for (unsigned i = 0; i < p->nrefs; i++)
 			used |= p->refs[i].base == r || p->refs[i].index == r;
 		if (!used)
@@ -307,10 +213,39 @@ static uint32_t pick_scratch(const struct gb_plan *p, unsigned not)
 	return GB_REG_NONE;
 }
 
-/* The instrumentation and copy of one instruction.  Returns its id, or -1. */
-static int one(struct gb_jit *j, const struct gb_insn *gi)
+/* enter N, L as templates (access.c's enter(): push rbp, the L-1 frame
+ * pointers read from the old frame and pushed, the new one pushed), for
+ * L <= ENTER_LEVELS (6 references at most). */
+static void enter_refs(const struct gb_plan *e, struct gb_plan *q)
+{
+	int64_t w = e->elem;
+	unsigned n = 0;
+	memset(q, 0, sizeof(*q));
+	q->kind = GB_PLAN_REFS;
+	q->refs[n++] = (struct gb_memref){ -w, (uint32_t)w, GB_REG_RSP, GB_REG_NONE, 0, GB_REF_WRITE };
+	for (unsigned i = 1; e->level && i < e->level; i++) {
+		q->refs[n++] = (struct gb_memref){ -(int64_t)i * w, (uint32_t)w, GB_REG_RBP, GB_REG_NONE, 0, 0 };
+		q->refs[n++] = (struct gb_memref){ -w - (int64_t)i * w, (uint32_t)w, GB_REG_RSP, GB_REG_NONE,
+						   0, GB_REF_WRITE };
+	}
+	if (e->level)
+		q->refs[n++] = (struct gb_memref){ -w - (int64_t)e->level * w, (uint32_t)w, GB_REG_RSP,
+						   GB_REG_NONE, 0, GB_REF_WRITE };
+	q->nrefs = (uint8_t)n;
+}
+
+/* The instrumentation of one instruction (its copy is the caller's): see
+ * internal.h.  Returns its id, or -1. */
+int jit_one(struct gb_jit *j, const struct gb_insn *gi, bool norefs)
 {
 	const struct gb_plan *p = &gi->plan;
+	struct gb_plan enter;
+	if (p->kind == GB_PLAN_ENTER) {
+		if (p->level > ENTER_LEVELS)
+			return -1;
+		enter_refs(p, &enter);
+		p = &enter;
+	}
 	if (GB_GROW(&j->in, &j->incap, j->nin + 1))
 		return -1;
 	struct insn *in = &j->in[j->nin];
@@ -321,7 +256,9 @@ static int one(struct gb_jit *j, const struct gb_insn *gi)
 	j->lo = gi->pc < j->lo ? gi->pc : j->lo;
 	j->hi = gi->pc + gi->len > j->hi ? gi->pc + gi->len : j->hi;
 	unsigned nrt = 0;
-	if (p->kind != GB_PLAN_NONE) {
+	if (p->kind == GB_PLAN_BT)
+		in->bt_bits = p->reg_bits;
+	if (p->kind != GB_PLAN_NONE && !norefs) {
 		in->nrefs = p->nrefs;
 		for (unsigned k = 0; k < p->nrefs; k++) {
 			const struct gb_memref *r = &p->refs[k];
@@ -340,7 +277,7 @@ static int one(struct gb_jit *j, const struct gb_insn *gi)
 	u->id = id;
 	u->a = (uint8_t)a;
 	u->b = (uint8_t)b;
-	u->words = (uint8_t)(1 + nrt);
+	u->words = (uint8_t)(1 + nrt + !!in->bt_bits);
 	gb_emit_store(&j->em, daddr(j, SLOT(a)), a);
 	u->o_b = (uint32_t)j->em.used;
 	if (nrt)
@@ -349,6 +286,8 @@ static int one(struct gb_jit *j, const struct gb_insn *gi)
 	gb_emit_load(&j->em, a, daddr(j, HEAD));
 	gb_emit_store_imm(&j->em, a, 0, (int32_t)id);
 	unsigned w = 1;
+	if (in->bt_bits) /* the bit offset: the consumer finds the unit holding the bit */
+		gb_emit_store_reg(&j->em, a, (int32_t)(8 * w++), p->reg);
 	for (unsigned k = 0; k < in->nrefs; k++) {
 		const struct gb_memref *r = &p->refs[k];
 		if (!in->refs[k].rt)
@@ -402,13 +341,21 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 		j->em.err = -EINVAL;
 
 	struct link links[2];
-	unsigned nlinks = 0;
+	unsigned nlinks = 0, zero_recs = 0;
 	uint64_t at = pc;
 	for (unsigned n = 0; n < GB_JIT_BLOCK_INSNS && !j->em.err; n++) {
 		const struct gb_insn *gi = n ? (inside(j, at) ? fetch(ctx, at) : NULL) : first;
 		if (!gi || !translatable(j, gi))
 			break;
-		int id = one(j, gi);
+		if (j->o.nostop && (gi->flags & GB_INSN_REP)) {
+			/* a block of its own: one iteration per pass (rep.c) */
+			if (!n && ns_rep(j, gi, head))
+				j->em.err = j->em.err ? j->em.err : -EINVAL;
+			zero_recs = !n;
+			at = n ? gi->pc : gi->pc + gi->len;
+			break;
+		}
+		int id = jit_one(j, gi, false);
 		if (id < 0) {
 			j->em.err = j->em.err ? j->em.err : -EINVAL;
 			break;
@@ -439,7 +386,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 			at = 0;
 			break;
 		}
-		if (gi->flags & GB_INSN_BRANCH) {
+		if ((gi->flags & GB_INSN_BRANCH) && gi->zi.meta.category != ZYDIS_CATEGORY_INTERRUPT) {
 			uint64_t tgt = next + (uint64_t)gi->zi.raw.imm[0].value.s;
 			uint32_t src = (uint32_t)gb_emit_jump(&j->em, gi->zi.mnemonic, gb_emit_here(&j->em));
 			jit_unit_end(j, u);
@@ -479,7 +426,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	uint64_t full_stub;
 	if (j->o.nostop) { /* the ring's slow path, back to this head */
 		full_stub = gb_emit_here(&j->em);
-		ns_budget_exit(j, (uint32_t)(j->nin - mark_in), head, pc);
+		ns_budget_exit(j, (uint32_t)(j->nin - mark_in - zero_recs), head, pc);
 	} else {
 		full_stub = jit_stub(j, pc, UINT32_MAX, 0);
 	}

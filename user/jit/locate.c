@@ -30,6 +30,7 @@ int gb_jit__locate(const struct gb_jit *j, uint64_t rip, struct gb_jit_loc *out)
 			out->restore = 1u << GB_REG_RCX;
 		return 0;
 	case U_LINK:
+	case U_REP: /* (unwind.c says where in the loop) */
 		return 0;
 	case U_STUB: {
 		static const uint8_t saved[] = { GB_REG_RAX, GB_REG_RCX, GB_REG_R11 };

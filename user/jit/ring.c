@@ -56,6 +56,15 @@ static int decode_at(const struct gb_jit *j, size_t used, size_t *pos, uint64_t 
 	out->pc = in->pc;
 	out->len = in->len;
 	out->nacc = 0;
+	int64_t adj = 0;
+	if (in->bt_bits) { /* the signed bit offset, in whole units */
+		if (*pos >= used)
+			return -EINVAL;
+		uint64_t v = w[(*pos)++];
+		int64_t off = in->bt_bits == 16 ? (int16_t)v : in->bt_bits == 32 ? (int32_t)v : (int64_t)v;
+		unsigned shift = in->bt_bits == 16 ? 4 : in->bt_bits == 32 ? 5 : 6;
+		adj = (off >> shift) * (in->bt_bits / 8);
+	}
 	for (unsigned k = 0; k < in->nrefs; k++) {
 		const struct ref *r = &in->refs[k];
 		uint64_t a = (uint64_t)r->disp;
@@ -64,6 +73,7 @@ static int decode_at(const struct gb_jit *j, size_t used, size_t *pos, uint64_t 
 				return -EINVAL;
 			a = w[(*pos)++];
 		}
+		a += (uint64_t)adj;
 		if (r->flags & GB_REF_ADDR32)
 			a = (uint32_t)a;
 		if (r->flags & GB_REF_FS)

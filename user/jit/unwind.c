@@ -323,6 +323,20 @@ static void stub(struct uw *w, const struct unit *u, uint32_t off, const struct 
 			*reg(w->r, g) = gb_jit__saved(w->j, g);
 }
 
+/* A REP loop's tail (rep.c): the iteration done; rcx counted down at
+ * u->off (unless stopped there); on at the instruction while the hardware
+ * would go on iterating, else at the next one. */
+static void rep_tail(struct uw *w, const struct unit *u, uint32_t off)
+{
+	uint64_t *rcx = reg(w->r, GB_REG_RCX);
+	bool zf = w->r->eflags & 0x40;
+	w->held = true;
+	if (off == u->off)
+		*rcx -= 1;
+	bool more = *rcx && (u->a == REP_ALWAYS || (u->a == REP_WHILE_ZF) == zf);
+	w->pc = more ? u->pc : u->tgt;
+}
+
 static void drop_words(struct gb_jit *j, uint32_t words, struct gb_jit_cursor *c, struct gb_jit_unwound *out)
 {
 	size_t used = gb_jit__ring_used(j), to = used > words ? used - words : 0;
@@ -368,6 +382,9 @@ int gb_jit__unwind(struct gb_jit *j, struct user_regs_struct *regs, struct gb_ji
 		break;
 	case U_STUB:
 		stub(&w, u, off, &loc);
+		break;
+	case U_REP:
+		rep_tail(&w, u, off);
 		break;
 	default: /* an instruction, a block head, a link: the lock held */
 		w.held = true;

@@ -1,0 +1,326 @@
+/* What only the stop-free mode translates (user/jit/rep.c, support.c):
+ * REP string instructions, bit tests with a register bit offset into
+ * memory, enter, popf, instructions that only raise a signal.  A child
+ * runs each function natively under PTRACE_SINGLESTEP (the reference: the
+ * step engine's records, gb_insn_accesses at every stop), then translated
+ * in a cache shared with this process; the ring must hold the same
+ * records (pc, and each access's address, size and direction) in the same
+ * order, and the child the same result. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "decode/decode.h"
+#include "jit/jit.h"
+#include "jit_util.h"
+#include "trace/cpu.h"
+
+#define REPS(insn) \
+	"	lea ti_a(%rip), %rsi\n	lea ti_b(%rip), %rdi\n	mov $3, %ecx\n	" insn "\n" \
+	"	lea ti_a(%rip), %rsi\n	lea ti_b(%rip), %rdi\n	xor %ecx, %ecx\n	" insn "\n"
+#define REPS_BACK(insn) \
+	"	lea ti_a+56(%rip), %rsi\n	lea ti_b+56(%rip), %rdi\n	mov $3, %ecx\n	" insn "\n"
+
+/* Every REP string instruction, all sizes, counts 3 and 0, DF 0 and 1;
+ * repne scas finding its byte, repe cmps stopping on a mismatch. */
+extern uint8_t ti_rep[], ti_rep_end[];
+__asm__(
+	".text\n"
+	".globl ti_rep, ti_rep_end\n"
+	"ti_rep:\n"
+	"	cld\n"
+	"	mov $0x5a, %eax\n"
+	REPS("rep movsb") REPS("rep movsw") REPS("rep movsl") REPS("rep movsq")
+	REPS("rep stosb") REPS("rep stosw") REPS("rep stosl") REPS("rep stosq")
+	REPS("rep lodsb") REPS("rep lodsw") REPS("rep lodsl") REPS("rep lodsq")
+	"	mov $0x5a, %eax\n"
+	REPS("repne scasb") REPS("repe scasw") REPS("repne scasl") REPS("repe scasq")
+	REPS("repe cmpsb") REPS("repne cmpsw") REPS("repe cmpsl") REPS("repne cmpsq")
+	"	std\n"
+	REPS_BACK("rep movsb") REPS_BACK("rep movsq") REPS_BACK("rep stosl") REPS_BACK("rep lodsw")
+	REPS_BACK("repne scasb") REPS_BACK("repe cmpsq")
+	"	cld\n"
+	"	lea ti_a(%rip), %rsi\n"
+	"	lea ti_b(%rip), %rdi\n"
+	"	mov $40, %ecx\n"
+	"	mov $0x77, %eax\n"
+	"	repne scasb\n"                 /* finds ti_b[3] */
+	"	mov %rcx, %rax\n"
+	"	add %rdi, %rax\n"
+	"	ret\n"
+	"ti_rep_end:\n"
+	".data\n"
+	".align 64\n"
+	"ti_a: .fill 64, 1, 0x5a\n"
+	"ti_b: .byte 0x5a, 0x5a, 0, 0x77\n"
+	"	.fill 60, 1, 0\n"
+	".text\n");
+
+/* bt, bts, btr, btc [mem], reg: 16, 32 and 64-bit offsets, positive and
+ * negative (the unit holding the bit is below the operand), lock'ed. */
+extern uint8_t ti_bt[], ti_bt_end[];
+__asm__(
+	".text\n"
+	".globl ti_bt, ti_bt_end\n"
+	"ti_bt:\n"
+	"	lea ti_bits+64(%rip), %rsi\n"
+	"	mov $-70, %rax\n"
+	"	bt %rax, (%rsi)\n"
+	"	mov $100, %ecx\n"
+	"	bts %ecx, (%rsi)\n"
+	"	mov $-3, %dx\n"
+	"	btr %dx, 2(%rsi)\n"
+	"	mov $129, %r8\n"
+	"	btc %r8, 8(%rsi)\n"
+	"	mov $-200, %rax\n"
+	"	lock bts %rax, (%rsi)\n"
+	"	mov $31, %ecx\n"
+	"	bt %ecx, ti_bits(%rip)\n"
+	"	mov $7, %esi\n"
+	"	lea ti_bits(%rip), %rdx\n"
+	"	bt %rsi, (%rdx,%rsi,8)\n"      /* the offset register is the index too */
+	"	setc %al\n"
+	"	movzbl %al, %eax\n"
+	"	add ti_bits+64(%rip), %rax\n"
+	"	ret\n"
+	"ti_bt_end:\n"
+	".data\n"
+	".align 64\n"
+	"ti_bits: .fill 128, 1, 0xa5\n"
+	".text\n");
+
+/* enter with nesting levels 0 to 3, popf (flags into adc/setc, DF into a
+ * movs), each undone. */
+extern uint8_t ti_misc[], ti_misc_end[];
+__asm__(
+	".text\n"
+	".globl ti_misc, ti_misc_end\n"
+	"ti_misc:\n"
+	"	push %rbp\n"
+	"	mov %rsp, %rbp\n"
+	"	enter $16, $0\n"
+	"	leave\n"
+	"	enter $16, $1\n"
+	"	leave\n"
+	"	enter $8, $2\n"
+	"	leave\n"
+	"	enter $0, $3\n"
+	"	leave\n"
+	"	pushq $0xc7\n"                 /* CF PF ZF SF */
+	"	popfq\n"
+	"	mov $0, %eax\n"
+	"	adc $0, %eax\n"
+	"	pushq $0x402\n"                /* DF */
+	"	popfq\n"
+	"	lea ti_a+8(%rip), %rsi\n"
+	"	lea ti_b+8(%rip), %rdi\n"
+	"	movsq\n"
+	"	movsq\n"
+	"	pushq $0x2\n"
+	"	popf\n"
+	"	add %rsi, %rax\n"
+	"	pop %rbp\n"
+	"	ret\n"
+	"ti_misc_end:\n");
+
+static struct gb_jit_mem mem;
+static struct gb_jit *jit;
+
+static void teardown(void)
+{
+	gb_jit__free(jit);
+	munmap(mem.code, GB_JIT_SIZE);
+}
+
+TestSuite(jit_insns, .fini = teardown);
+
+struct ref_rec { uint64_t pc; int nacc; struct gb_access acc[6]; };
+
+static __attribute__((noinline)) long run(long (*f)(long)) { return f(0); }
+
+/* The child: natively (single-stepped by the parent), stop, translated;
+ * exit 0 when both gave the same. */
+static __attribute__((noreturn)) void child(uint64_t fn, uint64_t e)
+{
+	ptrace(PTRACE_TRACEME, 0, NULL, NULL);
+	raise(SIGSTOP);
+	long want = run((long (*)(long))(uintptr_t)fn);
+	raise(SIGSTOP);
+	long got = run((long (*)(long))(uintptr_t)e);
+	_exit(got == want ? 0 : 3);
+}
+
+static void same_as_stepping(const uint8_t *lo, const uint8_t *end)
+{
+	mem = jit_map_near_as((uint64_t)lo, true);
+	jit = jit_open_nostop(&mem, lo, end, 200);
+	uint64_t e = gb_jit__entry(jit, (uint64_t)lo, jit_fetch, NULL);
+	cr_assert_neq(e, 0, "not translated");
+	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)lo, jit_fetch, NULL), 0);
+	gb_jit__ring_reset(jit);
+	static struct ref_rec want[4096];
+	size_t n = 0;
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		child((uint64_t)lo, e);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	ptrace(PTRACE_SETOPTIONS, pid, NULL, (void *)(long)PTRACE_O_EXITKILL);
+	for (;;) { /* the native run, one step at a time, to the second stop */
+		cr_assert_eq(ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL), 0);
+		cr_assert_eq(waitpid(pid, &st, 0), pid);
+		cr_assert(WIFSTOPPED(st), "status %#x", st);
+		if (WSTOPSIG(st) == SIGSTOP)
+			break;
+		struct user_regs_struct r;
+		ptrace(PTRACE_GETREGS, pid, NULL, &r);
+		if (r.rip < (uint64_t)lo || r.rip >= (uint64_t)end)
+			continue;
+		const struct gb_insn *in = jit_fetch(NULL, r.rip);
+		struct gb_cpu cpu;
+		gb_cpu_from_regs(&cpu, &r);
+		cr_assert_lt(n, 4096);
+		want[n].pc = r.rip;
+		want[n].nacc = gb_insn_accesses(in, &cpu, want[n].acc, 6);
+		cr_assert_geq(want[n].nacc, 0);
+		n++;
+	}
+	/* stepping a popf leaves TF set as the program's own (the kernel cannot
+	 * tell it from a popf that sets it): not the translated run's */
+	struct user_regs_struct r;
+	ptrace(PTRACE_GETREGS, pid, NULL, &r);
+	r.eflags &= ~0x100ull;
+	ptrace(PTRACE_SETREGS, pid, NULL, &r);
+	cr_assert_eq(ptrace(PTRACE_CONT, pid, NULL, NULL), 0);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	if (WIFSTOPPED(st)) {
+		struct user_regs_struct r;
+		ptrace(PTRACE_GETREGS, pid, NULL, &r);
+		struct gb_jit_loc loc;
+		gb_jit__locate(jit, r.rip, &loc);
+		cr_log_error("stopped at %#llx (cache +%#llx, pc %#lx) eflags %#llx", r.rip,
+			     r.rip - mem.code_addr, loc.pc, r.eflags);
+	}
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "translated, not the native result (status %#x)", st);
+	cr_assert_gt(n, 10);
+	size_t pos = 0, k = 0;
+	struct gb_jit_rec rec;
+	int rc;
+	while ((rc = gb_jit__ring_next(jit, &pos, 0, 0, &rec)) == 1) {
+		if (rec.kind == GB_JIT_REC_MARK)
+			continue;
+		cr_assert_lt(k, n, "more records than steps");
+		const struct ref_rec *w = &want[k];
+		cr_assert_eq(rec.pc, w->pc, "record %zu: pc %#lx, stepping %#lx", k, rec.pc, w->pc);
+		cr_assert_eq(rec.nacc, w->nacc, "record %zu (pc %#lx): %d accesses, stepping %d", k, rec.pc,
+			     rec.nacc, w->nacc);
+		for (int a = 0; a < w->nacc; a++)
+			cr_assert(rec.acc[a].addr == w->acc[a].addr && rec.acc[a].size == w->acc[a].size &&
+				  rec.acc[a].write == w->acc[a].write,
+				  "record %zu (pc %#lx) access %d: %#lx/%u/%d, stepping %#lx/%u/%d", k, rec.pc,
+				  a, rec.acc[a].addr, rec.acc[a].size, rec.acc[a].write, w->acc[a].addr,
+				  w->acc[a].size, w->acc[a].write);
+		k++;
+	}
+	cr_assert_eq(rc, 0, "the ring holds garbage");
+	cr_assert_eq(k, n, "%zu records, %zu steps", k, n);
+}
+
+Test(jit_insns, rep_strings_give_a_record_per_iteration_as_stepping_does)
+{
+	same_as_stepping(ti_rep, ti_rep_end);
+}
+
+Test(jit_insns, bit_tests_with_a_register_offset_address_the_unit_holding_the_bit)
+{
+	same_as_stepping(ti_bt, ti_bt_end);
+}
+
+Test(jit_insns, enter_and_popf_run_translated)
+{
+	same_as_stepping(ti_misc, ti_misc_end);
+}
+
+/* Instructions that only raise a signal, in the cache: ud2 (SIGILL) and hlt
+ * (SIGSEGV, #GP in user mode) stop at their copy (the record of the
+ * instruction kept: stepping writes it too), int3 (SIGTRAP) after it (rip
+ * past it: the next instruction's boundary). */
+extern uint8_t ti_ud2[], ti_ud2_at[], ti_hlt[], ti_hlt_at[], ti_int3[], ti_int3_at[], ti_sig_end[];
+__asm__(
+	".text\n"
+	".globl ti_ud2, ti_ud2_at, ti_hlt, ti_hlt_at, ti_int3, ti_int3_at, ti_sig_end\n"
+	"ti_ud2:\n"
+	"	lea 1(%rdi), %rax\n"
+	"ti_ud2_at:\n"
+	"	ud2\n"
+	"ti_hlt:\n"
+	"	lea 2(%rdi), %rax\n"
+	"ti_hlt_at:\n"
+	"	hlt\n"
+	"ti_int3:\n"
+	"	lea 3(%rdi), %rax\n"
+	"ti_int3_at:\n"
+	"	int3\n"
+	"	add $1, %rax\n"
+	"	ret\n"
+	"ti_sig_end:\n");
+
+static void raises(const uint8_t *fn, int sig, uint64_t at, bool past)
+{
+	uint64_t e = gb_jit__entry(jit, (uint64_t)fn, jit_fetch, NULL);
+	cr_assert_neq(e, 0, "not translated");
+	gb_jit__ring_reset(jit);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		ptrace(PTRACE_TRACEME, 0, NULL, NULL);
+		raise(SIGSTOP);
+		run((long (*)(long))(uintptr_t)e);
+		_exit(0);
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	ptrace(PTRACE_SETOPTIONS, pid, NULL, (void *)(long)PTRACE_O_EXITKILL);
+	cr_assert_eq(ptrace(PTRACE_CONT, pid, NULL, NULL), 0);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFSTOPPED(st) && WSTOPSIG(st) == sig, "status %#x, want signal %d", st, sig);
+	struct user_regs_struct r;
+	ptrace(PTRACE_GETREGS, pid, NULL, &r);
+	cr_assert(gb_jit__in_code(jit, r.rip), "raised outside the cache");
+	struct gb_jit_loc loc;
+	cr_assert_eq(gb_jit__locate(jit, r.rip, &loc), 0);
+	cr_assert_eq(loc.at_insn, !past, "at the instruction's copy: %d", loc.at_insn);
+	struct gb_jit_unwound uo;
+	if (past) {
+		cr_assert_eq(gb_jit__unwind(jit, &r, NULL, &uo), 0);
+		cr_assert_eq(r.rip, at + 1, "put past it: %#llx", r.rip);
+	} else {
+		cr_assert_eq(loc.pc, at);
+	}
+	uint64_t last = 0;
+	size_t pos = 0;
+	struct gb_jit_rec rec;
+	while (gb_jit__ring_next(jit, &pos, 0, 0, &rec) == 1)
+		if (rec.kind == GB_JIT_REC_INSN)
+			last = rec.pc;
+	cr_assert_eq(last, at, "the last record is of %#lx, not of the raising instruction", last);
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	gb_jit__lock_release(jit);
+}
+
+Test(jit_insns, signal_only_instructions_raise_at_their_original_boundary)
+{
+	mem = jit_map_near_as((uint64_t)ti_ud2, true);
+	jit = jit_open_nostop(&mem, ti_ud2, ti_sig_end, 200);
+	raises(ti_ud2, SIGILL, (uint64_t)ti_ud2_at, false);
+	raises(ti_hlt, SIGSEGV, (uint64_t)ti_hlt_at, false);
+	raises(ti_int3, SIGTRAP, (uint64_t)ti_int3_at, true);
+}
