@@ -40,11 +40,11 @@ DATA = ["rax", "rcx", "rdx", "r8", "r9", "r10", "r11"]
 SUFFIX = {1: "b", 2: "w", 4: "l", 8: "q"}
 CC = ["o", "no", "b", "ae", "e", "ne", "be", "a", "s", "ns", "p", "np", "l", "ge", "le", "g"]
 # What the stop-free mode refuses today (gb_jit__nostop_supported), each a
-# name of Gen's avoid set: drop a name once user/jit translates it.
+# name of Gen's avoid set: drop a name once user/jit translates it ("rep":
+# REP string instructions and "btmem": bt* with a register offset into
+# memory were dropped when it did; both stay --avoid names).
 NOSTOP = (
     "eip",      # EIP-relative operands (0x67 + RIP: wraps at 4 GiB), stepped elsewhere
-    "rep",      # REP/REPE/REPNE string instructions (the same without REP stay)
-    "btmem",    # bt/bts/btr/btc with a register offset into memory (register operands stay)
 )
 _SUB = {"rax": ("eax", "ax", "al"), "rcx": ("ecx", "cx", "cl"), "rdx": ("edx", "dx", "dl"),
         "rbx": ("ebx", "bx", "bl"), "rbp": ("ebp", "bp", "bpl"), "rsi": ("esi", "si", "sil"),

@@ -45,19 +45,22 @@ def test_generator_is_deterministic_and_covers_the_list():
     }
     missing = [k for k, rx in want.items() if not re.search(rx, text)]
     assert not missing, "the corpus lacks: %s" % missing
-    # --nostop: what the stop-free mode refuses is gone, the rest stays
-    left_out = {"eip": r"\(%eip\)", "rep": r"\trep(e|ne)? ",
-                "btmem": r"\tbt[src]?[wlq] %[re]?dx, [^%]"}
-    assert set(left_out) == set(gen.NOSTOP)
-    text = gen.program(gen.generate(13, COUNT, avx2=True, avoid=gen.NOSTOP))
-    kept = [k for k, rx in left_out.items() if re.search(rx, text)]
-    assert not kept, "gen.py --nostop keeps %s" % kept
-    also = {"movs": r"\tmovs[bwlq]\n", "cmps": r"\tcmps[bwlq]\n", "bt reg, reg":
-            r"\tbt[src]?[wlq] %[re]?dx, %"}
-    missing = [k for k, rx in dict(want, **also).items()
-               if k not in ("eip", "rep movs", "repne scas", "cmps") and not re.search(rx, text)]
-    assert not missing, "the --nostop corpus lacks: %s" % missing
-
+    # --nostop (gen.NOSTOP) and each --avoid form alone: the form is gone,
+    # the rest stays
+    forms = {"eip": r"\(%eip\)", "rep": r"\trep(e|ne)? ",
+             "btmem": r"\tbt[src]?[wlq] %[re]?dx, [^%]"}
+    takes = {"eip": {"eip"}, "rep": {"rep movs", "repne scas", "cmps"}, "btmem": set()}
+    assert set(gen.NOSTOP) <= set(forms)
+    for avoid, n in [(tuple(gen.NOSTOP), COUNT)] + [((k,), 3000) for k in forms]:
+        text = gen.program(gen.generate(13, n, avx2=True, avoid=avoid))
+        kept = [k for k in avoid if re.search(forms[k], text)]
+        assert not kept, "gen.py --avoid %s keeps %s" % (avoid, kept)
+        rest = dict(want, movs=r"\tmovs[bwlq]\n", cmps_norep=r"\tcmps[bwlq]\n",
+                    bt_reg_reg=r"\tbt[src]?[wlq] %[re]?dx, %",
+                    **{k: rx for k, rx in forms.items() if k not in avoid})
+        gone = set().union(*(takes[k] for k in avoid))
+        missing = [k for k, rx in rest.items() if k not in gone and not re.search(rx, text)]
+        assert not missing, "the corpus without %s lacks: %s" % (avoid, missing)
 
 def test_ddmin_finds_a_minimal_subset():
     items = list(range(40))
