@@ -57,10 +57,11 @@ DEFAULT_TRAP = os.environ.get("GEBPF_CORPUS_TRAP", "pages")
 # The patch trap translates every instruction up front only for ranges of up
 # to 8192 instructions (trace/trap_patch_new.c); in a larger range the
 # corpus's indirect calls (`lea f(%rip), %rax; call *%rax`) miss in the
-# cache's lookup and the rest runs natively, unrecorded (docs/trace.md,
-# "In-range misses").  Its lookup table is direct-mapped on 16 bits of the
-# address, so a range past 64 KiB also evicts.  400 sequences are ~6,000
-# instructions in ~30 KiB: the corpus runs under it in programs of that many.
+# cache's lookup and their callees run natively, unrecorded (docs/trace.md,
+# "In-range misses"), and 10,000 sequences fill its code cache.  Its lookup
+# table is direct-mapped on 16 bits of the address, so a range past 64 KiB
+# also evicts.  400 sequences are ~6,000 instructions in ~30 KiB: the corpus
+# runs under it in programs of that many.
 PATCH_CHUNK = 400
 CC = os.environ.get("CC", "cc")
 
