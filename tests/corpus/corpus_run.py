@@ -30,6 +30,7 @@ different, 2 harness error.
 """
 import argparse
 import bisect
+import concurrent.futures
 import os
 import re
 import subprocess
@@ -232,13 +233,15 @@ class Pair:
         os.makedirs(workdir, exist_ok=True)
 
     def compare(self, binary, tag):
-        """None when the engines agree on binary, else (pc, text)."""
-        ta = trace(self.a, binary, os.path.join(self.dir, "%s.%s.jsonl" % (tag, self.name_a)),
-                   self.trap)
+        """None when the engines agree on binary, else (pc, text).  The two
+        gebpf runs run side by side (two processes, nothing shared)."""
+        out = lambda n: os.path.join(self.dir, "%s.%s.jsonl" % (tag, n))
         if self.b == "lackey":
-            return diff_lackey(ta, binary)
-        tb = trace(self.b, binary, os.path.join(self.dir, "%s.%s.jsonl" % (tag, self.name_b)),
-                   self.trap_b)
+            return diff_lackey(trace(self.a, binary, out(self.name_a), self.trap), binary)
+        with concurrent.futures.ThreadPoolExecutor(2) as ex:
+            fa = ex.submit(trace, self.a, binary, out(self.name_a), self.trap)
+            fb = ex.submit(trace, self.b, binary, out(self.name_b), self.trap_b)
+            ta, tb = fa.result(), fb.result()
         return diff_files(ta, tb, self.name_a, self.name_b)
 
 
