@@ -30,7 +30,7 @@ THREADED = sorted(n for n, s in PROGS.items() if s.get("threads"))
 # Programs whose range the patch trap takes (the others: an instruction it
 # cannot translate, an entry it cannot patch; the probe trap traces them).
 APPLIES = {"mem_sizes", "atomics", "syscall_write", "rep_string", "stack_ops", "bittest",
-           "exit_mid", "page_cross",
+           "exit_mid", "page_cross", "simd",
            "hot_loop", "tls", "switch", "recursion", "qsort_cb", "signal"}
 REFUSED = "the patch trap does not apply"
 

@@ -129,6 +129,43 @@ __asm__(
 	"	ret\n"
 	"ti_misc_end:\n");
 
+/* AVX2 gathers (dword and qword indices, xmm and ymm, negative indices,
+ * partial masks) and sign-masked moves (vmaskmovps/vpmaskmovq loads and
+ * stores, maskmovdqu): one access per active element. */
+extern uint8_t ti_vec[], ti_vec_end[];
+__asm__(
+	".text\n"
+	".globl ti_vec, ti_vec_end\n"
+	"ti_vec:\n"
+	"	lea ti_vbuf+128(%rip), %rsi\n"
+	"	vmovdqu ti_idx(%rip), %ymm1\n"
+	"	vmovdqu ti_mask(%rip), %ymm2\n"
+	"	vpgatherdd %ymm2, (%rsi,%ymm1,4), %ymm0\n"
+	"	vmovdqu ti_mask(%rip), %xmm2\n"
+	"	vgatherdps %xmm2, 16(%rsi,%xmm1,4), %xmm0\n"
+	"	vmovdqu ti_qidx(%rip), %ymm3\n"
+	"	vmovdqu ti_mask(%rip), %ymm2\n"
+	"	vgatherqpd %ymm2, -8(%rsi,%ymm3,8), %ymm4\n"
+	"	vmovdqu ti_mask(%rip), %ymm2\n"
+	"	vpgatherqd %xmm2, (%rsi,%ymm3,2), %xmm5\n"
+	"	vmovdqu ti_mask(%rip), %ymm2\n"
+	"	vmaskmovps (%rsi), %ymm2, %ymm6\n"
+	"	vmaskmovps %xmm6, %xmm2, 32(%rsi)\n"
+	"	vpmaskmovq (%rsi), %ymm2, %ymm7\n"
+	"	lea ti_vbuf+64(%rip), %rdi\n"
+	"	maskmovdqu %xmm2, %xmm6\n"
+	"	vmovd %xmm0, %eax\n"
+	"	vzeroupper\n"
+	"	ret\n"
+	"ti_vec_end:\n"
+	".data\n"
+	".align 64\n"
+	"ti_idx:  .long 3, -2, 7, 0, -30, 5, 1, 12\n"
+	"ti_qidx: .quad 4, -9, 2, 6\n"
+	"ti_mask: .long -1, 0, -1, -1, 0, 0x80000000, 0x7fffffff, -1\n"
+	"ti_vbuf: .fill 256, 1, 0x33\n"
+	".text\n");
+
 static struct gb_jit_mem mem;
 static struct gb_jit *jit;
 
@@ -140,7 +177,7 @@ static void teardown(void)
 
 TestSuite(jit_insns, .fini = teardown);
 
-struct ref_rec { uint64_t pc; int nacc; struct gb_access acc[6]; };
+struct ref_rec { uint64_t pc; int nacc; struct gb_access acc[16]; };
 
 static __attribute__((noinline)) long run(long (*f)(long)) { return f(0); }
 
@@ -186,9 +223,14 @@ static void same_as_stepping(const uint8_t *lo, const uint8_t *end)
 		const struct gb_insn *in = jit_fetch(NULL, r.rip);
 		struct gb_cpu cpu;
 		gb_cpu_from_regs(&cpu, &r);
+		static struct gb_vec vec;
+		if (in->flags & GB_INSN_NEEDS_VEC) {
+			cr_assert_eq(gb_vec_read(pid, &vec), 0);
+			cpu.vec = &vec;
+		}
 		cr_assert_lt(n, 4096);
 		want[n].pc = r.rip;
-		want[n].nacc = gb_insn_accesses(in, &cpu, want[n].acc, 6);
+		want[n].nacc = gb_insn_accesses(in, &cpu, want[n].acc, 16);
 		cr_assert_geq(want[n].nacc, 0);
 		n++;
 	}
@@ -246,6 +288,13 @@ Test(jit_insns, bit_tests_with_a_register_offset_address_the_unit_holding_the_bi
 Test(jit_insns, enter_and_popf_run_translated)
 {
 	same_as_stepping(ti_misc, ti_misc_end);
+}
+
+Test(jit_insns, gathers_and_masked_moves_access_their_active_elements)
+{
+	if (!__builtin_cpu_supports("avx2"))
+		cr_skip_test("no AVX2 on this processor");
+	same_as_stepping(ti_vec, ti_vec_end);
 }
 
 /* Instructions that only raise a signal, in the cache: ud2 (SIGILL) and hlt

@@ -75,6 +75,15 @@ void gb_emit_store(struct gb_emit *m, uint64_t slot, unsigned r)
 	encode(m, &q);
 }
 
+void gb_emit_store_vec(struct gb_emit *m, unsigned base, int32_t disp, unsigned v, unsigned bytes)
+{
+	ZydisEncoderRequest q;
+	req_init(&q, bytes > 16 ? ZYDIS_MNEMONIC_VMOVDQU : ZYDIS_MNEMONIC_MOVDQU, 2);
+	op_mem(&q.operands[0], gb_emit_reg(base), ZYDIS_REGISTER_NONE, 0, disp, bytes > 16 ? 32 : 16);
+	op_reg(&q.operands[1], (ZydisRegister)((bytes > 16 ? ZYDIS_REGISTER_YMM0 : ZYDIS_REGISTER_XMM0) + v));
+	encode(m, &q);
+}
+
 void gb_emit_load(struct gb_emit *m, unsigned r, uint64_t slot)
 {
 	ZydisEncoderRequest q;

@@ -26,6 +26,8 @@ void gb_emit_store(struct gb_emit *m, uint64_t slot, unsigned r);        /* mov 
 void gb_emit_load(struct gb_emit *m, unsigned r, uint64_t slot);         /* mov r, [slot] */
 void gb_emit_store_imm(struct gb_emit *m, unsigned base, int32_t disp, int32_t imm); /* mov qword [base+disp], imm */
 void gb_emit_store_reg(struct gb_emit *m, unsigned base, int32_t disp, unsigned r);   /* mov [base+disp], r */
+/* movdqu [base+disp], xmm v (bytes <= 16), else vmovdqu [base+disp], ymm v. */
+void gb_emit_store_vec(struct gb_emit *m, unsigned base, int32_t disp, unsigned v, unsigned bytes);
 /* lea r, [base + index*scale + disp] (GB_REG_NONE for no base / index). */
 void gb_emit_lea(struct gb_emit *m, unsigned r, unsigned base, unsigned index, uint8_t scale,
 		 int64_t disp);

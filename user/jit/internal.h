@@ -67,6 +67,12 @@ struct insn {
 				* offset, which moves every access by whole units) */
 	uint8_t bytes[GB_INSN_MAX_LEN];
 	struct ref refs[6];
+	/* A gather or a sign-masked access (VSIB or MASKED plan, no opmask):
+	 * after the address words the record holds ibytes of the index vector
+	 * (VSIB) and mbytes of the mask vector, rounded up to 16 or 32; the
+	 * consumer finds the active elements (one access each, element order). */
+	uint8_t vkind;         /* GB_PLAN_VSIB, GB_PLAN_MASKED or 0 */
+	uint8_t nelem, elem, idx_elem, scale, ibytes, mbytes;
 };
 
 struct stub {

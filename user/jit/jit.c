@@ -267,6 +267,17 @@ int jit_one(struct gb_jit *j, const struct gb_insn *gi, bool norefs)
 			nrt += in->refs[k].rt;
 		}
 	}
+	if ((p->kind == GB_PLAN_VSIB || p->kind == GB_PLAN_MASKED) && !norefs) {
+		unsigned ib = p->kind == GB_PLAN_VSIB ? p->nelem * p->idx_elem : 0, mb = p->nelem * p->elem;
+		in->vkind = p->kind;
+		in->nelem = p->nelem;
+		in->elem = p->elem;
+		in->idx_elem = p->idx_elem;
+		in->scale = p->refs[0].scale;
+		in->ibytes = (uint8_t)(!ib ? 0 : ib > 16 ? 32 : 16);
+		in->mbytes = (uint8_t)(mb > 16 ? 32 : 16);
+	}
+	unsigned vwords = (in->ibytes + in->mbytes) / 8;
 	unsigned a = pick_scratch(p, GB_REG_NONE), b = nrt ? pick_scratch(p, a) : GB_REG_NONE;
 	if (a == GB_REG_NONE || (nrt && b == GB_REG_NONE))
 		return -1;
@@ -277,7 +288,7 @@ int jit_one(struct gb_jit *j, const struct gb_insn *gi, bool norefs)
 	u->id = id;
 	u->a = (uint8_t)a;
 	u->b = (uint8_t)b;
-	u->words = (uint8_t)(1 + nrt + !!in->bt_bits);
+	u->words = (uint8_t)(1 + nrt + !!in->bt_bits + vwords);
 	gb_emit_store(&j->em, daddr(j, SLOT(a)), a);
 	u->o_b = (uint32_t)j->em.used;
 	if (nrt)
@@ -294,6 +305,14 @@ int jit_one(struct gb_jit *j, const struct gb_insn *gi, bool norefs)
 			continue;
 		gb_emit_lea(&j->em, b, r->base, r->index, r->scale, r->disp);
 		gb_emit_store_reg(&j->em, a, (int32_t)(8 * w++), b);
+	}
+	if (in->ibytes) { /* the index vector, then the mask vector */
+		gb_emit_store_vec(&j->em, a, (int32_t)(8 * w), p->vreg, in->ibytes);
+		w += in->ibytes / 8;
+	}
+	if (in->mbytes) {
+		gb_emit_store_vec(&j->em, a, (int32_t)(8 * w), p->mreg, in->mbytes);
+		w += in->mbytes / 8;
 	}
 	gb_emit_lea(&j->em, a, a, GB_REG_NONE, 0, 8 * (int64_t)w);
 	gb_emit_store(&j->em, daddr(j, HEAD), a);

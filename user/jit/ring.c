@@ -37,6 +37,43 @@ void gb_jit__ring_unwrite(struct gb_jit *j, size_t words)
 	*dword(j, HEAD) = daddr(j, RING) + 8 * (used > words ? used - words : 0);
 }
 
+/* A gather or sign-masked access (struct insn .vkind): base is its first
+ * reference's address before the element's offset (not yet wrapped nor
+ * segment-based); the index and mask vectors follow in the record.  One
+ * access per element whose mask sign bit is set, in element order. */
+static int vec_accesses(const struct insn *in, const struct ref *r, uint64_t base, const uint64_t *w,
+			size_t used, size_t *pos, uint64_t fs_base, uint64_t gs_base, struct gb_jit_rec *out)
+{
+	uint8_t idx[32] = { 0 }, mask[32] = { 0 };
+	size_t iw = in->ibytes / 8, mw = in->mbytes / 8;
+	if (*pos + iw + mw > used || in->nelem > sizeof(out->acc) / sizeof(out->acc[0]))
+		return -EINVAL;
+	memcpy(idx, &w[*pos], iw * 8);
+	memcpy(mask, &w[*pos + iw], mw * 8);
+	*pos += iw + mw;
+	for (unsigned i = 0; i < in->nelem; i++) {
+		if (!(mask[i * in->elem + in->elem - 1] & 0x80))
+			continue;
+		int64_t off = (int64_t)i * in->elem;
+		if (in->vkind == GB_PLAN_VSIB) {
+			int32_t x32;
+			int64_t x64;
+			memcpy(&x32, &idx[i * in->idx_elem], 4);
+			memcpy(&x64, &idx[i * in->idx_elem], in->idx_elem == 8 ? 8 : 4);
+			off = (in->idx_elem == 8 ? x64 : x32) * in->scale;
+		}
+		uint64_t a = base + (uint64_t)off;
+		if (r->flags & GB_REF_ADDR32)
+			a = (uint32_t)a;
+		if (r->flags & GB_REF_FS)
+			a += fs_base;
+		else if (r->flags & GB_REF_GS)
+			a += gs_base;
+		out->acc[out->nacc++] = (struct gb_access){ a, in->elem, r->flags & GB_REF_WRITE };
+	}
+	return 1;
+}
+
 static int decode_at(const struct gb_jit *j, size_t used, size_t *pos, uint64_t fs_base,
 		     uint64_t gs_base, struct gb_jit_rec *out)
 {
@@ -74,6 +111,8 @@ static int decode_at(const struct gb_jit *j, size_t used, size_t *pos, uint64_t 
 			a = w[(*pos)++];
 		}
 		a += (uint64_t)adj;
+		if (in->vkind) /* (wrapped and segment-based per element) */
+			return vec_accesses(in, r, a, w, used, pos, fs_base, gs_base, out);
 		if (r->flags & GB_REF_ADDR32)
 			a = (uint32_t)a;
 		if (r->flags & GB_REF_FS)

@@ -42,7 +42,9 @@ bool gb_jit__emulated(const struct gb_insn *in)
  * exactly in the cache, docs/trace.md "A trap without stops"): REP string
  * instructions (rep.c), bit tests with a register bit offset into memory
  * (the offset recorded, the unit found by the consumer), enter (its
- * accesses as templates of rsp and rbp), popf (translated
+ * accesses as templates of rsp and rbp), AVX2 gathers and the sign-masked
+ * moves (vmaskmov, vpmaskmov, maskmovdqu: the index and mask vectors
+ * recorded, jit.c), popf (translated
  * as is: see the docs for TF), and instructions that only raise a signal
  * (the fault is mapped back by the trap). */
 static bool nostop_only(const struct gb_insn *in)
@@ -51,6 +53,9 @@ static bool nostop_only(const struct gb_insn *in)
 		return ns_rep_ok(in);
 	if (in->plan.kind == GB_PLAN_BT)
 		return true;
+	if ((in->plan.kind == GB_PLAN_VSIB || (in->plan.kind == GB_PLAN_MASKED &&
+	     in->plan.map == GB_MAP_SIGN)) && !in->plan.kreg)
+		return !(in->plan.refs[0].flags & GB_REF_WRITE) || in->plan.kind == GB_PLAN_MASKED;
 	if (in->plan.kind == GB_PLAN_ENTER) /* as its templates (jit.c) */
 		return in->plan.level <= ENTER_LEVELS;
 	switch (in->zi.mnemonic) {
