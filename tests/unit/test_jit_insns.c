@@ -14,6 +14,7 @@
 #include <sys/ptrace.h>
 #include <sys/user.h>
 #include <sys/wait.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "decode/decode.h"
@@ -295,6 +296,69 @@ Test(jit_insns, gathers_and_masked_moves_access_their_active_elements)
 	if (!__builtin_cpu_supports("avx2"))
 		cr_skip_test("no AVX2 on this processor");
 	same_as_stepping(ti_vec, ti_vec_end);
+}
+
+/* A popf that sets TF: the thread leaves for the original popf (popf.c),
+ * so the trap comes after the next instruction as natively; no record of
+ * the popf, one miss logged at it. */
+extern uint8_t ti_tf[], ti_tf_popf[], ti_tf_after[], ti_tf_end[];
+__asm__(
+	".text\n"
+	".globl ti_tf, ti_tf_popf, ti_tf_after, ti_tf_end\n"
+	"ti_tf:\n"
+	"	pushq $0x102\n"
+	"ti_tf_popf:\n"
+	"	popfq\n"
+	"	lea 1(%rdi), %rax\n"
+	"ti_tf_after:\n"
+	"	lea 1(%rax), %rax\n"
+	"	ret\n"
+	"ti_tf_end:\n");
+
+static volatile uint64_t tf_rip;
+static volatile int tf_traps;
+
+static void on_trap(int sig, siginfo_t *si, void *uc_)
+{
+	ucontext_t *uc = uc_;
+	(void)sig;
+	(void)si;
+	tf_rip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+	tf_traps++;
+	uc->uc_mcontext.gregs[REG_EFL] &= ~0x100;
+}
+
+Test(jit_insns, a_popf_setting_tf_leaves_for_the_original_popf)
+{
+	mem = jit_map_near((uint64_t)ti_tf);
+	jit = jit_open_nostop(&mem, ti_tf, ti_tf_end, 200);
+	struct sigaction sa = { .sa_sigaction = on_trap, .sa_flags = SA_SIGINFO }, old;
+	sigaction(SIGTRAP, &sa, &old);
+	long want = run((long (*)(long))(uintptr_t)ti_tf);
+	cr_assert_eq(tf_traps, 1);
+	cr_assert_eq(tf_rip, (uint64_t)ti_tf_after, "natively after the lea: %#lx", tf_rip);
+	uint64_t e = gb_jit__entry(jit, (uint64_t)ti_tf, jit_fetch, NULL);
+	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)ti_tf, jit_fetch, NULL), 0);
+	gb_jit__ring_reset(jit);
+	long got = run((long (*)(long))(uintptr_t)e);
+	sigaction(SIGTRAP, &old, NULL);
+	cr_assert_eq(got, want);
+	cr_assert_eq(tf_traps, 2, "%d traps", tf_traps);
+	cr_assert_eq(tf_rip, (uint64_t)ti_tf_after, "translated: the trap at %#lx", tf_rip);
+	size_t pos = 0, n = 0;
+	struct gb_jit_rec rec;
+	while (gb_jit__ring_next(jit, &pos, 0, 0, &rec) == 1)
+		if (rec.kind == GB_JIT_REC_INSN) {
+			cr_assert_eq(rec.pc, (uint64_t)ti_tf, "a record of %#lx", rec.pc);
+			n++;
+		}
+	cr_assert_eq(n, 1, "the push only");
+	cr_assert_eq(gb_jit__lock_try(jit), 1, "the lock released");
+	static struct gb_jit_misses ms;
+	gb_jit__misses(jit, &ms, true);
+	gb_jit__lock_release(jit);
+	cr_assert_eq(ms.count, 1);
+	cr_assert_eq(ms.pc[0], (uint64_t)ti_tf_popf);
 }
 
 /* Instructions that only raise a signal, in the cache: ud2 (SIGILL) and hlt

@@ -59,7 +59,8 @@ __asm__(
  * per pass, user/jit/rep.c): counts UW_REP_N and 0, both directions,
  * repe cmps stopping on a mismatch, repe scas running out.  A stop in the
  * middle of one unwinds to the instruction with rcx, rsi and rdi as after
- * the iterations done.  Returns a sum of what it wrote and where it ended. */
+ * the iterations done.  A popf first (its TF check, popf.c).  Returns a sum
+ * of what it wrote and where it ended. */
 #define UW_REP_N 5
 extern uint8_t uw_rep[], uw_rep_end[];
 __asm__(
@@ -68,6 +69,10 @@ __asm__(
 	"uw_rep:\n"
 	"	push %rbx\n"
 	"	mov %rdi, %rbx\n"
+	"	mov %rdi, %rax\n"
+	"	pushq $0xc7\n"              /* popf (its TF check uses rax, rcx): */
+	"	popfq\n"
+	"	adc %rax, %rbx\n"           /* rax and CF into rbx */
 	"	cld\n"
 	"	lea uw_src(%rip), %rdi\n"
 	"	mov $0x11, %eax\n"
@@ -214,6 +219,11 @@ static bool run_to(uint64_t e, int k, uint64_t *pc, struct gb_jit_unwound *uo)
 		}
 		ptrace(PTRACE_SETREGS, pid, NULL, &r);
 	}
+	/* stepping a popf leaves TF set as the program's own (the kernel cannot
+	 * tell it from a popf that sets it): not the program's */
+	ptrace(PTRACE_GETREGS, pid, NULL, &r);
+	r.eflags &= ~0x100ull;
+	ptrace(PTRACE_SETREGS, pid, NULL, &r);
 	cr_assert_eq(ptrace(PTRACE_CONT, pid, NULL, NULL), 0);
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_assert(WIFEXITED(st), "step %d: the child did not finish (status %#x)", k, st);

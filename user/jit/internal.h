@@ -22,6 +22,9 @@ enum ukind {
 	U_REP,       /* stop-free mode: a REP string instruction's loop tail
 		      * (rep.c): rcx counted down, then back to the block's head
 		      * for the next iteration or on to tgt */
+	U_CHECK,     /* stop-free mode: popf's TF check (popf.c; pc the popf):
+		      * rcx in its save slot after off (from off if a), rax
+		      * from o_b */
 };
 
 /* A piece of the code region, in address order. */
@@ -143,6 +146,7 @@ struct gb_jit {
 #define NS_NEXT      344   /* budget (blocks) still to go in this pass after the current */
 #define NS_KEPT      352   /* dropping: where the head was when it began */
 #define NS_MISSES    360   /* in-range targets missed (a lookup, an exit stub) */
+#define NS_TFBIT     1024  /* 256 bytes: b & 1 (popf.c's flag-free TF test) */
 #define NS_SCRATCH   2048  /* dropping: where records go (one block) */
 /* The per-thread areas, at the end of the data part (their addresses are
  * the threads' gs bases). */
@@ -221,6 +225,12 @@ enum rep_cond { REP_ALWAYS, REP_WHILE_ZF, REP_WHILE_NZ };
 bool ns_rep_ok(const struct gb_insn *gi);
 /* After head (the block's budget check): 0, or -1. */
 int ns_rep(struct gb_jit *j, const struct gb_insn *gi, uint64_t head);
+
+/* popf.c: popf's TF check before its record (the thread leaves for the
+ * original popf when the value it pops sets TF); the data part's table. */
+bool ns_is_popf(const struct gb_insn *gi);
+void ns_popf_check(struct gb_jit *j, const struct gb_insn *gi);
+void ns_popf_table(struct gb_jit *j);
 
 /* ibl.c */
 /* Count a miss of the target in rcx and log it (the lock held; flags kept):

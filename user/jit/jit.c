@@ -66,8 +66,10 @@ struct gb_jit *gb_jit__new_opts(const struct gb_jit_mem *m, uint64_t start, uint
 			j->o.ring_timeout_ms = 1000;
 	}
 	gb_jit__ring_reset(j);
-	if (o->nostop)
+	if (o->nostop) {
 		ns_areas_init(j);
+		ns_popf_table(j);
+	}
 	ns_setup(j);
 	if (j->em.err) {
 		gb_jit__free(j);
@@ -374,6 +376,8 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 			at = n ? gi->pc : gi->pc + gi->len;
 			break;
 		}
+		if (j->o.nostop && ns_is_popf(gi))
+			ns_popf_check(j, gi);
 		int id = jit_one(j, gi, false);
 		if (id < 0) {
 			j->em.err = j->em.err ? j->em.err : -EINVAL;

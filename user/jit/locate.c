@@ -29,6 +29,12 @@ int gb_jit__locate(const struct gb_jit *j, uint64_t rip, struct gb_jit_loc *out)
 		if (off > u->off)
 			out->restore = 1u << GB_REG_RCX;
 		return 0;
+	case U_CHECK:
+		if (off > u->off || u->a)
+			out->restore |= 1u << GB_REG_RCX;
+		if (off > u->o_b)
+			out->restore |= 1u << GB_REG_RAX;
+		return 0;
 	case U_LINK:
 	case U_REP: /* (unwind.c says where in the loop) */
 		return 0;

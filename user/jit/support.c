@@ -44,9 +44,9 @@ bool gb_jit__emulated(const struct gb_insn *in)
  * (the offset recorded, the unit found by the consumer), enter (its
  * accesses as templates of rsp and rbp), AVX2 gathers and the sign-masked
  * moves (vmaskmov, vpmaskmov, maskmovdqu: the index and mask vectors
- * recorded, jit.c), popf (translated
- * as is: see the docs for TF), and instructions that only raise a signal
- * (the fault is mapped back by the trap). */
+ * recorded, jit.c), popf (after a check that it does not set TF:
+ * popf.c), and instructions that only raise a signal (the fault is mapped
+ * back by the trap). */
 static bool nostop_only(const struct gb_insn *in)
 {
 	if (in->flags & GB_INSN_REP)
