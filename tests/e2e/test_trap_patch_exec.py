@@ -11,10 +11,12 @@ file, not the symbol; the patch trap, like the page trap, the symbol).
 Needs root and uprobes (the probe trap is the reference)."""
 import shutil
 import stat
+import subprocess
+import time
 
 import pytest
 
-from conftest import check_vt_order, prog_path, read_trace
+from conftest import check_vt_order, gebpf_path, prog_path, read_trace
 import lackey
 from test_pagetrap import invocations, native, same_file, trace
 
@@ -159,3 +161,33 @@ def test_exec_from_a_thread(tmp_path):
             trap, len(per[last]))
     pa, pb = res["patch"], res["pages"]
     assert pa[1][pa[0][-1]["vcpu"]] == pb[1][pb[0][-1]["vcpu"]]
+
+
+def test_attached_process_that_execs(tmp_path):
+    """-p PID of a shell that execs exec_self 1 a moment later, with the range
+    `exec_self:traced` (pending in the shell): set up at the exec, again at
+    exec_self's own exec; both calls of traced are traced, the attached
+    program's output is its own, and the trace ends with its exit."""
+    script = tmp_path / "later.sh"
+    script.write_text("#!/bin/sh\nread line\nexec %s 1\n" % prog_path("exec_self"))
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    target = subprocess.Popen([str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    out = tmp_path / "t.jsonl"
+    try:
+        g = subprocess.Popen([shutil.which("env") or "env", "-u", "PYTEST_CURRENT_TEST",
+                              gebpf_path(), "trace", "-v", "--trap", "patch", "-p",
+                              str(target.pid), "--range", prog_path("exec_self") + ":traced",
+                              "-o", str(out)], stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)  # (attached: the shell waits in its read)
+        target.stdin.write("go\n")
+        target.stdin.close()
+        assert target.wait(timeout=60) == 0
+        err = g.communicate(timeout=60)[1]
+    finally:
+        target.kill()
+    assert target.stdout.read() == native("exec_self", 1).decode()
+    assert err.count(SET_UP) == 2 and REFUSED not in err, err
+    lines, summary = read_trace(out)
+    check_vt_order(lines)
+    start = int(summary["start"], 16)
+    assert sum(ln["t"] == "exec" and int(ln["pc"], 16) == start for ln in lines) == 2
