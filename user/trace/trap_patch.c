@@ -462,7 +462,7 @@ static void patch_exit(struct gb_trap *t, struct gb_engine *e, size_t i) { drain
 
 
 /* The end's statistics (-v) and what makes the trace inexact. */
-static void report(struct patch_trap *pt)
+void patch_report(struct patch_trap *pt)
 {
 	collect_misses(pt, true);
 	gb_info("trace: the patch trap: %llu entries, %llu in-range misses, %llu signals taken "
@@ -483,7 +483,7 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 	drain(pt, e);
 	if (!eng_live(e)) {
 		pt->written = false;
-		report(pt);
+		patch_report(pt);
 		return;
 	}
 	ssize_t via = -1;
@@ -505,7 +505,7 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 	drain(pt, e);
 	write_patches(pt, pt->pid, true);
 	pt->written = false;
-	report(pt);
+	patch_report(pt);
 	if (pt->late)
 		gb_warn("trace: the patch trap: %llu records were read before they were taken back "
 			"(a thread stopped in the cache): the trace is not exact there",

@@ -43,7 +43,7 @@ struct patch_trap {
 				       * before_run */
 	struct gb_trap *instead;      /* the trap used for the image the patch
 				       * trap did not apply to (owned) */
-	unsigned images;              /* images set up (the first: 1) */
+	unsigned images;              /* images it was set up in */
 };
 
 /* The instruction at pc, decoded from the range's original bytes. */
@@ -63,6 +63,8 @@ const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *
 			uint64_t hi, uint64_t bias, char *buf, size_t len);
 /* No cache, no plan, no areas (the target is not touched). */
 void patch_unbuild(struct patch_trap *pt);
+/* The statistics so far (-v) and the warning for misses (trap_patch.c). */
+void patch_report(struct patch_trap *pt);
 /* The ring drained to its end, the misses counted (trap_patch.c). */
 void patch_flush(struct patch_trap *pt, struct gb_engine *e);
 

@@ -104,7 +104,6 @@ static void set_up(struct patch_trap *pt, struct gb_engine *e)
 		why = patch_build(pt, e->t, path, lo, hi, bias, buf, sizeof(buf));
 	if (!why) {
 		patch_ops.start(&pt->base, e);
-		pt->images++;
 		return;
 	}
 	pt->instead = instead(pt, e, in_file ? path : NULL, lo, hi, bias);
@@ -117,6 +116,8 @@ static void set_up(struct patch_trap *pt, struct gb_engine *e)
 	gb_warn("range 0x%llx-0x%llx: the patch trap does not apply%s%s%s: using the %s trap",
 		(unsigned long long)rg->start, (unsigned long long)rg->end, *why ? " (" : "", why,
 		*why ? ")" : "", gb_trap_name(pt->instead));
+	if (pt->images)
+		patch_report(pt); /* (what it traced of the earlier images) */
 	eng_switch_trap(e, pt->instead);
 }
 

@@ -164,6 +164,7 @@ const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *
 	}
 	free(ins);
 	gb_jit__ring_reset(pt->j);
+	pt->images++;
 	return NULL;
 fail:
 	free(ins);
