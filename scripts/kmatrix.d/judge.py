@@ -174,9 +174,10 @@ def judge_trace(rdir, exp, env):
     """The exact trace under the probe trap (which must have been used: its
     -v line names the entries it probed), under the page trap, by the
     translating engine (which must have run instructions translated), and
-    under the patch trap (its -v line says it patched the entries)."""
+    under the patch trap (its -v line says it patched the entries), also
+    when the program is exec'd by a shell (trace_patch_exec)."""
     for name, trap in (("trace", "probe"), ("trace_pages", "page"), ("trace_jit", "jit"),
-                       ("trace_patch", "patch")):
+                       ("trace_patch", "patch"), ("trace_patch_exec", "patch")):
         c = Check(rdir, name)
         bad = c.failed_run()
         if bad:
@@ -186,7 +187,8 @@ def judge_trace(rdir, exp, env):
             return ("fail", "%s: empty output" % name)
         diff = first_diff(got, exp)
         if diff:
-            return ("fail", "%s trap: trace differs from expect/kmtrace.jsonl: %s" % (trap, diff))
+            return ("fail", "%s trap%s: trace differs from expect/kmtrace.jsonl: %s" % (
+                trap, " across an exec" if name == "trace_patch_exec" else "", diff))
         if trap == "probe" and not any("probe trap: " in l and " entries in " in l for l in c.err):
             return ("fail", "the probe trap was not used: %s" % c.gebpf_line())
         if trap == "jit":
@@ -194,8 +196,10 @@ def judge_trace(rdir, exp, env):
             if not m or int(m.group(2)) == 0:
                 return ("fail", "--engine jit ran nothing translated: %s" % c.gebpf_line())
         if trap == "patch" and not any("entries patched" in l for l in c.err):
-            return ("fail", "the patch trap was not used: %s" % c.gebpf_line())
-    return ("pass", "%d lines exact: probe trap, page trap, jit, patch trap" % len(got))
+            return ("fail", "the patch trap was not used%s: %s" % (
+                " across an exec" if name == "trace_patch_exec" else "", c.gebpf_line()))
+    return ("pass", "%d lines exact: probe trap, page trap, jit, patch trap (and across an exec)"
+            % len(got))
 
 
 def ran_jsonl(rdir, name):

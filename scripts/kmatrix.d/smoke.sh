@@ -73,6 +73,10 @@ run trace_jit 30 "$G" trace -v --trap probes --engine jit --range "$WORK_START-$
 # into a stop-free cache, its entries overwritten through /proc/PID/mem with
 # jumps, the program under PTRACE_CONT, its ring drained while it runs)
 run trace_patch 30 "$G" trace -v --trap patch --range "$WORK_START-$WORK_LAST" -o "$O/trace_patch.jsonl" -- "$P/kmtrace"
+# ... and across an exec: kmtrace's `work` named by file and symbol, exec'd by
+# a shell (pending until then; at the exec event the patch trap is set up in
+# the new image: PTRACE_EVENT_EXEC, PTRACE_SYSCALL stops at each mmap)
+run trace_patch_exec 30 "$G" trace -v --trap patch --range "$P/kmtrace:work" -o "$O/trace_patch_exec.jsonl" -- /bin/sh -c "exec $P/kmtrace"
 
 # (2) snapshot at a PC, then read bytes back from it.  The bytes come from a
 # copy-on-write copy (clone(CLONE_PARENT), exit signal 0, run from a stub in

@@ -65,6 +65,8 @@ def write_good(d):
         "trace_jit.err": "gebpf: trace: jit: 2 runs, 3 stops, 20 instructions translated-run, 3 blocks\n",
         "trace_patch.rc": "0\n", "trace_patch.jsonl": EXPECT,
         "trace_patch.err": "gebpf: patch trap: 2 entries patched, threads run natively\n",
+        "trace_patch_exec.rc": "0\n", "trace_patch_exec.jsonl": EXPECT,
+        "trace_patch_exec.err": "gebpf: patch trap: 2 entries patched, threads run natively\n",
         "snap.rc": "0\n",
         "snap.err": "gebpf: snap: freeze 2.0 ms (registers, maps, copy-on-write copy pid 9); the process runs again\n", "snap.head": ELF_CORE_HEAD,
         "snap_attach.rc": "0\n", "snap_attach.target": "0\n",
@@ -130,6 +132,14 @@ def test_patch_trap_not_used_fails(good):
         "using the probe trap\n")
     v, why = verdicts(good)["trace"]
     assert v == "fail" and "patch trap was not used" in why
+
+
+def test_patch_trap_not_following_the_exec_fails(good):
+    put(good, "trace_patch_exec.err", "gebpf: warning: trace: pid 9 exec'd: the patch trap does not "
+        "follow it (the new image is not traced)\n")
+    put(good, "trace_patch_exec.jsonl", EXPECT.splitlines()[-1].replace('"insns":20', '"insns":0') + "\n")
+    v, why = verdicts(good)["trace"]
+    assert v == "fail" and "across an exec" in why
 
 
 def test_one_wrong_trace_line_fails(good):
@@ -257,7 +267,9 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
     put(vm, "serial.txt", frame(str(src), ["kernel", "trace.rc", "trace.err", "trace.jsonl", "trace_pages.rc",
                                           "trace_pages.err", "trace_pages.jsonl", "trace_jit.rc",
                                           "trace_jit.err", "trace_jit.jsonl", "trace_patch.rc",
-                                          "trace_patch.err", "trace_patch.jsonl"], done=False))
+                                          "trace_patch.err", "trace_patch.jsonl", "trace_patch_exec.rc",
+                                          "trace_patch_exec.err", "trace_patch_exec.jsonl"],
+                                  done=False))
     res = verdicts(vm)
     assert res["trace"][0] == "pass"
     for ck in ("snap", "faults", "sample", "probe", "detach", "strict", "alarm"):

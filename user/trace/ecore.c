@@ -45,6 +45,20 @@ void eng_thread_reset(struct gb_engine *e, size_t i)
 	et->state = T_STOPPED;
 }
 
+void eng_switch_trap(struct gb_engine *e, struct gb_trap *nt)
+{
+	for (size_t i = 0; i < e->t->nthreads; i++) {
+		struct ethread *et = eng_thread(e, i);
+		struct ethread *n = realloc(et, sizeof(*et) + nt->ops->thread_size);
+		if (!n)
+			abort(); /* (as eng_thread) */
+		memset(n->trap, 0, nt->ops->thread_size);
+		e->t->threads[i].eng = n;
+	}
+	e->trap = nt;
+	TRAP_CALL0(e, start);
+}
+
 void eng_free_threads(struct gb_engine *e)
 {
 	for (size_t i = 0; i < e->t->nthreads; i++) {

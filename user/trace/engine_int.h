@@ -106,6 +106,10 @@ static inline enum tstate eng_state(const struct gb_engine *e, size_t i)
 {
 	return eng_th(e, i)->state;
 }
+/* From now on the engine uses trap nt (not owned; every thread stopped, its
+ * trap state zeroed, nt's start called): a trap that cannot follow the
+ * process into a new image hands over. */
+void eng_switch_trap(struct gb_engine *e, struct gb_trap *nt);
 /* Thread i is a new thread (its state, the trap's too, as new). */
 void eng_thread_reset(struct gb_engine *e, size_t i);
 void eng_free_threads(struct gb_engine *e);

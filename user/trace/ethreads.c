@@ -208,9 +208,21 @@ static void on_signal(struct gb_engine *e, size_t i, const struct gb_stop *st)
 		st->sig, st->code, (unsigned long long)st->fault_addr);
 }
 
+/* An exec made by a thread other than the leader is reported under the
+ * leader's tid, which the exec'ing thread takes over (the event's message
+ * is its former tid): it is that thread's stop (it goes on, with its vcpu),
+ * not the leader's, whom the kernel killed. */
+static ssize_t exec_slot(struct gb_engine *e, ssize_t k, const struct gb_stop *st)
+{
+	if (st->kind != GB_STOP_EVENT || st->event != PTRACE_EVENT_EXEC || (pid_t)st->msg == st->tid)
+		return k;
+	ssize_t was = eng_index(e, (pid_t)st->msg);
+	return was >= 0 ? was : k;
+}
+
 void eng_dispatch(struct gb_engine *e, const struct gb_stop *st)
 {
-	ssize_t k = eng_index(e, st->tid);
+	ssize_t k = exec_slot(e, eng_index(e, st->tid), st);
 	if (k < 0) {
 		if (st->kind != GB_STOP_EXITED && st->kind != GB_STOP_KILLED && !was_detached(e, st->tid))
 			adopt(e, st->tid);

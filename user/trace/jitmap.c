@@ -36,7 +36,18 @@ static uint64_t find_hole(pid_t pid, uint64_t start, uint64_t end)
 		bool heap = (brk && brk >= (k ? m.v[k - 1].start : 0) && brk <= hi) ||
 			    (k && !strcmp(m.v[k - 1].path, "[heap]"));
 		uint64_t a;
-		if (heap) {
+		if (hi <= start) {
+			/* Below the range: its top is where the kernel puts the
+			 * program's next mapping (top-down), so the cache goes as
+			 * low as the reach allows (a program mapping less than
+			 * ~1 GiB below the range gets the addresses it would get
+			 * untraced). */
+			a = start > reach ? (end - reach + 2 * GB_PAGE_SIZE) & ~(uint64_t)GB_PAGE_MASK : 0;
+			if (a < lo + GB_PAGE_SIZE)
+				a = lo + GB_PAGE_SIZE;
+			if (a + size + GB_PAGE_SIZE > hi)
+				continue;
+		} else if (heap) {
 			uint64_t top = start + reach - size - GB_PAGE_SIZE; /* (d < reach below) */
 			a = hi - GB_PAGE_SIZE - size < top ? hi - GB_PAGE_SIZE - size : top & ~(uint64_t)GB_PAGE_MASK;
 			if (a < lo + GB_PAGE_SIZE)

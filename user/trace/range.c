@@ -2,11 +2,15 @@
 #include "trace/range.h"
 
 #include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/user.h>
 
+#include "ptrace/maps.h"
 #include "ptrace/regs.h"
 #include "record/jsonl.h"
+#include "sym/syms.h"
 
 void gb_trace_range_set(struct gb_trace_range *r, uint64_t start, uint64_t end)
 {
@@ -47,4 +51,57 @@ void gb_trace_range_after_syscall(struct gb_trace_range *r, pid_t pid, pid_t tid
 	    r->rerange(r->rerange_ctx, pid, &s, &e))
 		return;
 	gb_trace_range_set(r, s, e);
+}
+
+const char *gb_trace_range_file(pid_t pid, uint64_t start, uint64_t end, char *path, size_t len,
+				uint64_t *lo, uint64_t *hi, uint64_t *bias)
+{
+	uint64_t vhi, off;
+	/* Code on a writable page may be rewritten under the probes (and the
+	 * probes' int3 with it): the page trap watches such code. */
+	struct gb_maps m;
+	if (gb_maps_read(pid, &m) == 0) {
+		bool writable = false;
+		for (size_t k = 0; k < m.n; k++)
+			if (m.v[k].start <= end && m.v[k].end > start && (m.v[k].prot & PROT_WRITE))
+				writable = true;
+		gb_maps_free(&m);
+		if (writable)
+			return "on writable pages (code may change)";
+	}
+	struct gb_syms *sy = gb_syms__new(pid);
+	if (!sy)
+		return "no symbols";
+	int r = gb_syms__to_file(sy, start, path, len, lo, &off);
+	if (!r) {
+		char path2[4096];
+		r = gb_syms__to_file(sy, end, path2, sizeof(path2), &vhi, &off);
+		if (!r && (strcmp(path, path2) || vhi - *lo != end - start))
+			r = -EXDEV;
+	}
+	gb_syms__free(sy);
+	if (r)
+		return r == -EXDEV ? "not in one file's code (it spans several mappings)"
+				   : "not in one file's code (anonymous memory)";
+	*hi = vhi;
+	*bias = start - *lo;
+	return NULL;
+}
+
+bool gb_trace_range_mapped_exec(pid_t pid, uint64_t start, uint64_t end)
+{
+	struct gb_maps m;
+	uint64_t at = start;
+	if (gb_maps_read(pid, &m))
+		return false;
+	for (bool moved = true; moved && at <= end;) {
+		moved = false;
+		for (size_t k = 0; k < m.n && at <= end; k++)
+			if (m.v[k].start <= at && at < m.v[k].end && (m.v[k].prot & PROT_EXEC)) {
+				at = m.v[k].end;
+				moved = true;
+			}
+	}
+	gb_maps_free(&m);
+	return at > end;
 }

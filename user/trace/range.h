@@ -7,6 +7,7 @@
 #define GB_TRACE_RANGE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -43,5 +44,12 @@ int gb_trace_range_exec(struct gb_trace_range *r, pid_t pid);
 /* A pending range, thread tid of pid at a syscall-exit stop: after an
  * mmap, is its module there now? */
 void gb_trace_range_after_syscall(struct gb_trace_range *r, pid_t pid, pid_t tid);
+/* The range [start, end] of pid in one file's code: its file, link-time
+ * bounds and load bias; NULL, or why not (code on writable pages,
+ * anonymous memory, several mappings). */
+const char *gb_trace_range_file(pid_t pid, uint64_t start, uint64_t end, char *path, size_t len,
+				uint64_t *lo, uint64_t *hi, uint64_t *bias);
+/* Is every byte of [start, end] mapped executable in pid? */
+bool gb_trace_range_mapped_exec(pid_t pid, uint64_t start, uint64_t end);
 
 #endif

@@ -165,37 +165,7 @@ static int resolve_range(struct session *s)
 static const char *range_file(struct session *s, char *path, size_t len, uint64_t *lo,
 			      uint64_t *hi, uint64_t *bias)
 {
-	uint64_t vhi, off;
-	/* Code on a writable page may be rewritten under the probes (and the
-	 * probes' int3 with it): the page trap watches such code. */
-	struct gb_maps m;
-	if (gb_maps_read(s->t.pid, &m) == 0) {
-		bool writable = false;
-		for (size_t k = 0; k < m.n; k++)
-			if (m.v[k].start <= s->range.end && m.v[k].end > s->range.start &&
-			    (m.v[k].prot & PROT_WRITE))
-				writable = true;
-		gb_maps_free(&m);
-		if (writable)
-			return "on writable pages (code may change)";
-	}
-	struct gb_syms *sy = gb_syms__new(s->t.pid);
-	if (!sy)
-		return "no symbols";
-	int r = gb_syms__to_file(sy, s->range.start, path, len, lo, &off);
-	if (!r) {
-		char path2[4096];
-		r = gb_syms__to_file(sy, s->range.end, path2, sizeof(path2), &vhi, &off);
-		if (!r && (strcmp(path, path2) || vhi - *lo != s->range.end - s->range.start))
-			r = -EXDEV;
-	}
-	gb_syms__free(sy);
-	if (r)
-		return r == -EXDEV ? "not in one file's code (it spans several mappings)"
-				   : "not in one file's code (anonymous memory)";
-	*hi = vhi;
-	*bias = s->range.start - *lo;
-	return NULL;
+	return gb_trace_range_file(s->t.pid, s->range.start, s->range.end, path, len, lo, hi, bias);
 }
 
 /* The probe trap for the range, or NULL (with the reason said when it
@@ -254,7 +224,7 @@ static void check_patch(struct session *s)
 	else if (o->faults)
 		why = "--faults merges faults with stepped instructions";
 	else if (s->range_pending)
-		why = "its module is not mapped yet";
+		why = NULL; /* set up once it is (trap_patch_exec.c) */
 	else
 		why = range_file(s, s->file_path, sizeof(s->file_path), &s->file_lo, &s->file_hi,
 				 &s->file_bias);
@@ -419,6 +389,12 @@ static int report_end(struct session *s, enum gb_end why, const struct gb_jsonl_
  * with nothing to trap leaves the null trap (the trace is the same). */
 static int make_trap(struct session *s)
 {
+	if (s->trap == GB_TRAP_PATCH && s->range_pending) {
+		s->entry_trap = gb_trap_patch_pending(&s->t, &s->live);
+		if (!s->entry_trap)
+			gb_err("trace: pid %d: cannot set up the trace: %s", s->t.pid, strerror(ENOMEM));
+		return s->entry_trap ? 0 : -1;
+	}
 	if (s->trap == GB_TRAP_PATCH) {
 		s->entry_trap = gb_trap_patch_new(&s->t, &s->live, s->file_path, s->file_lo,
 						  s->file_hi, s->file_bias);

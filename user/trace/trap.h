@@ -163,6 +163,9 @@ struct gb_trap *gb_trap_probes_new(struct gb_probes *p, struct gb_trace_range *r
 struct gb_tracee;
 struct gb_trap *gb_trap_patch_new(struct gb_tracee *t, struct gb_trace_range *r, const char *path,
 				  uint64_t lo, uint64_t hi, uint64_t bias);
+/* The patch trap for a range whose module is not mapped yet: set up once
+ * it is (looked for after each mmap; trap_patch_exec.c). */
+struct gb_trap *gb_trap_patch_pending(struct gb_tracee *t, struct gb_trace_range *r);
 /* Free a trap: the probe trap's uprobes go (every thread must be held). */
 void gb_trap_free(struct gb_trap *t);
 const char *gb_trap_name(const struct gb_trap *t);

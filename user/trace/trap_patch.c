@@ -299,7 +299,7 @@ static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *
 
 static bool patch_syscalls(struct gb_trap *t, struct gb_engine *e, size_t i)
 {
-	return pth(e, i)->sigret || pth(e, i)->fs_watch;
+	return pth(e, i)->sigret || pth(e, i)->fs_watch || PT(t)->waiting;
 }
 
 /* Records are read with the fs base they were written with. */
@@ -320,6 +320,7 @@ static void patch_syscall_exit(struct gb_trap *t, struct gb_engine *e, size_t i)
 	struct patch_trap *pt = PT(t);
 	struct user_regs_struct r;
 	pid_t tid = eng_tid(e, i);
+	patch_pending_exit(pt, e, i);
 	if (gb_regs_get(tid, &r))
 		return;
 	watch_fs(pt, e, i, &r);
@@ -363,6 +364,8 @@ static void write_patches(struct patch_trap *pt, pid_t pid, bool orig)
 static void patch_start(struct gb_trap *t, struct gb_engine *e)
 {
 	struct patch_trap *pt = PT(t);
+	if (!pt->j)
+		return; /* (the range's module not mapped yet: trap_patch_exec.c) */
 	for (size_t i = 0; i < e->t->nthreads; i++) {
 		struct user_regs_struct r;
 		pid_t tid = eng_tid(e, i);
@@ -451,23 +454,17 @@ static void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, boo
 		kill(child, sig);
 }
 
-/* The old image went with its patches and cache. */
-static void patch_exec(struct gb_trap *t, struct gb_engine *e)
+void patch_flush(struct patch_trap *pt, struct gb_engine *e)
 {
-	struct patch_trap *pt = PT(t);
 	drain(pt, e);
-	pt->written = false;
-	gb_jitmap_drop(&pt->map);
-	gb_warn("trace: pid %d exec'd: the patch trap does not follow it (the new image is not "
-		"traced)", pt->pid);
-	gb_trace_range_pend(pt->range);
+	collect_misses(pt, true);
 }
 
 static void patch_exit(struct gb_trap *t, struct gb_engine *e, size_t i) { drain(PT(t), e); }
 
 
 /* The end's statistics (-v) and what makes the trace inexact. */
-static void report(struct patch_trap *pt)
+void patch_report(struct patch_trap *pt)
 {
 	collect_misses(pt, true);
 	gb_info("trace: the patch trap: %llu entries, %llu in-range misses, %llu signals taken "
@@ -488,7 +485,7 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 	drain(pt, e);
 	if (!eng_live(e)) {
 		pt->written = false;
-		report(pt);
+		patch_report(pt);
 		return;
 	}
 	ssize_t via = -1;
@@ -510,7 +507,7 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 	drain(pt, e);
 	write_patches(pt, pt->pid, true);
 	pt->written = false;
-	report(pt);
+	patch_report(pt);
 	if (pt->late)
 		gb_warn("trace: the patch trap: %llu records were read before they were taken back "
 			"(a thread stopped in the cache): the trace is not exact there",
@@ -538,6 +535,8 @@ void patch_free(struct gb_trap *t)
 	gb_jit__free(pt->j);
 	gb_jitmap_drop(&pt->map);
 	free(pt->code);
+	if (pt->instead)
+		gb_trap_free(pt->instead);
 	free(pt);
 }
 
@@ -550,6 +549,7 @@ const struct gb_trap_ops patch_ops = {
 	.idle = patch_idle,
 	.native = patch_native,
 	.start = patch_start,
+	.before_run = patch_before_run,
 	.covers = patch_covers,
 	.classify = patch_classify,
 	.syscalls = patch_syscalls,

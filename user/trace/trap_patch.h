@@ -35,6 +35,15 @@ struct patch_trap {
 	uint64_t marks;               /* stretch markers drained: entries (statistics) */
 	uint64_t misses;              /* in-range lookup misses (stretches run natively) */
 	unsigned npatched;
+	/* Across exec and a module mapped late (trap_patch_exec.c): */
+	bool waiting;                 /* the range's module is not mapped: threads
+				       * run with PTRACE_SYSCALL, looked for after
+				       * each mmap */
+	bool due;                     /* the range is known: set up at the next
+				       * before_run */
+	struct gb_trap *instead;      /* the trap used for the image the patch
+				       * trap did not apply to (owned) */
+	unsigned images;              /* images it was set up in */
 };
 
 /* The instruction at pc, decoded from the range's original bytes. */
@@ -46,5 +55,27 @@ uint64_t patch_entry_of(struct patch_trap *pt, uint64_t pc);
 int patch_guard_inside(struct patch_trap *pt, bool translate);
 extern const struct gb_trap_ops patch_ops;
 void patch_free(struct gb_trap *t);
+
+struct gb_tracee;
+struct gb_engine;
+/* The trap's state over the stopped tracee t's range (the module file path,
+ * link-time lo..hi, run-time = + bias): cache, translations, plan
+ * (trap_patch_new.c).  NULL, or why not (pt as after patch_unbuild; ""
+ * when said already). */
+const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *path, uint64_t lo,
+			uint64_t hi, uint64_t bias, char *buf, size_t len);
+/* No cache, no plan, no areas (the target is not touched). */
+void patch_unbuild(struct patch_trap *pt);
+/* The statistics so far (-v) and the warning for misses (trap_patch.c). */
+void patch_report(struct patch_trap *pt);
+/* The ring drained to its end, the misses counted (trap_patch.c). */
+void patch_flush(struct patch_trap *pt, struct gb_engine *e);
+
+/* trap_patch_exec.c: the hooks for exec and for a range whose module is
+ * mapped later (docs/trace.md "The patch trap"). */
+void patch_exec(struct gb_trap *t, struct gb_engine *e);
+void patch_before_run(struct gb_trap *t, struct gb_engine *e);
+/* Thread i at a syscall-exit stop: a pending range looked for. */
+void patch_pending_exit(struct patch_trap *pt, struct gb_engine *e, size_t i);
 
 #endif

@@ -146,39 +146,32 @@ out:
 	return why;
 }
 
-struct gb_trap *gb_trap_patch_new(struct gb_tracee *t, struct gb_trace_range *rg, const char *path,
-				  uint64_t lo, uint64_t hi, uint64_t bias)
+const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *path, uint64_t lo,
+			uint64_t hi, uint64_t bias, char *buf, size_t len)
 {
-	char buf[200];
-	const char *why = refuse(t, buf, sizeof(buf));
-	struct patch_trap *pt = why ? NULL : calloc(1, sizeof(*pt));
+	const char *why = refuse(t, buf, len);
 	struct gb_insn *ins = NULL;
 	size_t nins = 0, i0 = 0;
 	if (why)
-		goto fail;
+		return why;
 	while (t->threads[i0].exited)
 		i0++;
-	pt->base.ops = &patch_ops;
-	pt->range = rg;
-	pt->cur_i = -1;
-	for (unsigned k = 0; k < GB_JIT_TLS_COUNT; k++)
-		pt->area_of[k] = -1;
 	pt->pid = t->pid;
 	pt->start = lo + bias;
 	pt->end = hi + bias;
+	pt->npatched = 0;
 	size_t n = (size_t)(pt->end - pt->start + 1);
 	pt->code = calloc(1, n + GB_INSN_MAX_LEN);
 	if (!pt->code || gb_mem_read(t->pid, pt->start, pt->code, n) != (ssize_t)n) {
 		why = "its bytes cannot be read";
 		goto fail;
 	}
-	if ((why = sweep(pt, &ins, &nins, buf, sizeof(buf))))
+	if ((why = sweep(pt, &ins, &nins, buf, len)))
 		goto fail;
 	if (gb_jitmap_map(t->pid, t->threads[i0].tid, pt->start, pt->end, "using the probe trap",
 			  &pt->map, &t->threads[i0].pending_sig)) {
-		free(ins);
-		patch_free(&pt->base);
-		return NULL; /* (said) */
+		why = ""; /* (said) */
+		goto fail;
 	}
 	struct gb_jit_mem m = { pt->map.view, pt->map.view + GB_JIT_CODE_SIZE, pt->map.addr,
 				pt->map.addr + GB_JIT_CODE_SIZE };
@@ -187,20 +180,55 @@ struct gb_trap *gb_trap_patch_new(struct gb_tracee *t, struct gb_trace_range *rg
 	if (!pt->j)
 		why = "no translator";
 	else
-		why = plan(pt, path, lo, hi, bias, ins, nins, buf, sizeof(buf));
-	free(ins);
-	ins = NULL;
+		why = plan(pt, path, lo, hi, bias, ins, nins, buf, len);
 	if (why) {
 		gb_jitmap_unmap_in(t->pid, t->threads[i0].tid, pt->map.addr, &t->threads[i0].pending_sig);
 		goto fail;
 	}
-	gb_jit__ring_reset(pt->j);
-	return &pt->base;
-fail:
-	gb_warn("range 0x%llx-0x%llx: the patch trap does not apply (%s): using the probe trap",
-		(unsigned long long)(lo + bias), (unsigned long long)(hi + bias),
-		why ? why : strerror(ENOMEM));
 	free(ins);
+	gb_jit__ring_reset(pt->j);
+	pt->images++;
+	return NULL;
+fail:
+	free(ins);
+	patch_unbuild(pt);
+	return why;
+}
+
+void patch_unbuild(struct patch_trap *pt)
+{
+	gb_patch_plan_free(&pt->plan);
+	gb_jit__free(pt->j);
+	pt->j = NULL;
+	gb_jitmap_drop(&pt->map);
+	free(pt->code);
+	pt->code = NULL;
+	pt->written = false;
+	pt->npatched = 0;
+	pt->nareas = 0;
+	pt->cur_i = -1;
+	memset(&pt->cur, 0, sizeof(pt->cur));
+	for (unsigned k = 0; k < GB_JIT_TLS_COUNT; k++)
+		pt->area_of[k] = -1;
+}
+
+struct gb_trap *gb_trap_patch_new(struct gb_tracee *t, struct gb_trace_range *rg, const char *path,
+				  uint64_t lo, uint64_t hi, uint64_t bias)
+{
+	char buf[200];
+	struct patch_trap *pt = calloc(1, sizeof(*pt));
+	const char *why = pt ? NULL : strerror(ENOMEM);
+	if (pt) {
+		pt->base.ops = &patch_ops;
+		pt->range = rg;
+		patch_unbuild(pt);
+		why = patch_build(pt, t, path, lo, hi, bias, buf, sizeof(buf));
+	}
+	if (!why)
+		return &pt->base;
+	if (*why)
+		gb_warn("range 0x%llx-0x%llx: the patch trap does not apply (%s): using the probe trap",
+			(unsigned long long)(lo + bias), (unsigned long long)(hi + bias), why);
 	if (pt)
 		patch_free(&pt->base);
 	return NULL;
