@@ -131,7 +131,7 @@ def gs_base(pid):
         os.waitpid(pid, 0x40000000)  # __WALL
         regs = (ctypes.c_ulonglong * 27)()
         assert _libc.ptrace(PTRACE_GETREGS, pid, None, ctypes.byref(regs)) == 0
-        return regs[26]              # user_regs_struct.gs_base
+        return regs[22]              # user_regs_struct.gs_base
     finally:
         _libc.ptrace(PTRACE_DETACH, pid, None, None)
 
