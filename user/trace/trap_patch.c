@@ -435,6 +435,7 @@ static void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, boo
 		vfork_child(pt, child, &r);
 		return;
 	}
+	write_patches(pt, child, true); /* (first, as at the end: patch_teardown) */
 	if (gb_jit__in_code(pt->j, r.rip) && after_ns_syscall(pt, r.rip, &sys))
 		r.rip = r.rcx = sys + 2; /* (fork returned 0 in it) */
 	else if (gb_jit__in_code(pt->j, r.rip))
@@ -442,8 +443,7 @@ static void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, boo
 			(unsigned long long)r.rip);
 	r.gs_base = 0;
 	gb_regs_set(child, &r);
-	write_patches(pt, child, true);
-	if (gb_jitmap_unmap_in(child, child, pt->map.addr, &sig))
+	if (gb_jitmap_unmap_safe(child, child, pt->map.addr, &sig))
 		gb_warn("trace: forked child %d keeps a copy of the code cache", child);
 	if (sig)
 		kill(child, sig);
@@ -489,7 +489,12 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 		report(pt);
 		return;
 	}
-	ssize_t via = -1;
+	/* In this order, so that a worker SIGKILLed at any point leaves a
+	 * program that runs on correctly (docs/trace.md "Ending"): the bytes
+	 * first (a thread left in the cache leaves it by its exits; none is
+	 * ever at a pc inside a patch's bytes while they are written), then
+	 * the threads out of the cache, then gs bases 0 (none enters it). */
+	write_patches(pt, pt->pid, true);
 	for (size_t i = 0; i < e->t->nthreads; i++) {
 		struct user_regs_struct r;
 		pid_t tid = eng_tid(e, i);
@@ -500,20 +505,17 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 			       (unsigned long long)r.rip);
 			continue;
 		}
-		r.gs_base = 0;
-		if (gb_regs_set(tid, &r) == 0 && via < 0)
-			via = (ssize_t)i;
 	}
 	/* What the end stepped through is the trace's too, up to --max-insns. */
 	drain(pt, e);
-	write_patches(pt, pt->pid, true);
+	ssize_t via = patch_gs_zero(e);
 	pt->written = false;
 	report(pt);
 	if (pt->late)
 		gb_warn("trace: the patch trap: %llu records were read before they were taken back "
 			"(a thread stopped in the cache): the trace is not exact there",
 			(unsigned long long)pt->late);
-	if (via < 0 || gb_jitmap_unmap_in(pt->pid, eng_tid(e, (size_t)via), pt->map.addr,
+	if (via < 0 || gb_jitmap_unmap_safe(pt->pid, eng_tid(e, (size_t)via), pt->map.addr,
 					   &e->t->threads[via].pending_sig))
 		gb_warn("pid %d: the code cache at 0x%llx stays mapped (never entered again)", pt->pid,
 			(unsigned long long)pt->map.addr);

@@ -41,6 +41,11 @@ struct patch_trap {
 const struct gb_insn *patch_fetch(void *ctx, uint64_t pc);
 /* The entry block of pc (translating it), or 0. */
 uint64_t patch_entry_of(struct patch_trap *pt, uint64_t pc);
+/* The end (trap_patch_end.c), once the original bytes are back and no
+ * thread is in the cache: every stopped thread's gs base 0; the first
+ * such thread's index (to unmap the cache through), or -1. */
+struct gb_engine;
+ssize_t patch_gs_zero(struct gb_engine *e);
 extern const struct gb_trap_ops patch_ops;
 void patch_free(struct gb_trap *t);
 

@@ -151,7 +151,7 @@ struct gb_trap *gb_trap_patch_new(struct gb_tracee *t, struct gb_trace_range *rg
 	}
 	if ((why = sweep(pt, &ins, &nins, buf, sizeof(buf))))
 		goto fail;
-	if (gb_jitmap_map(t->pid, t->threads[i0].tid, pt->start, pt->end, "using the probe trap",
+	if (gb_jitmap_map_safe(t->pid, t->threads[i0].tid, pt->start, pt->end, "using the probe trap",
 			  &pt->map, &t->threads[i0].pending_sig)) {
 		free(ins);
 		patch_free(&pt->base);
@@ -168,7 +168,7 @@ struct gb_trap *gb_trap_patch_new(struct gb_tracee *t, struct gb_trace_range *rg
 	free(ins);
 	ins = NULL;
 	if (why) {
-		gb_jitmap_unmap_in(t->pid, t->threads[i0].tid, pt->map.addr, &t->threads[i0].pending_sig);
+		gb_jitmap_unmap_safe(t->pid, t->threads[i0].tid, pt->map.addr, &t->threads[i0].pending_sig);
 		goto fail;
 	}
 	gb_jit__ring_reset(pt->j);
