@@ -33,6 +33,7 @@
 #include <sys/syscall.h>
 #include <sys/user.h>
 
+#include "common/guard.h"
 #include "common/log.h"
 #include "decode/plan.h"
 #include "jit/jit.h"
@@ -349,11 +350,15 @@ static void write_patches(struct patch_trap *pt, pid_t pid, bool orig)
 {
 	for (size_t k = 0; k < pt->plan.n; k++) {
 		const struct gb_patch *p = &pt->plan.v[k];
+		if (!orig && pid == pt->pid && p->why == GB_PATCH_OK) /* (common/guard.h) */
+			gb_guard_undo_add(pid, p->addr, p->orig, GB_PATCH_LEN);
 		if (p->why == GB_PATCH_OK &&
 		    gb_mem_write(pid, p->addr, orig ? p->orig : p->bytes, GB_PATCH_LEN) != GB_PATCH_LEN)
 			gb_warn("trace: pid %d: cannot write the %s bytes at 0x%llx", pid,
 				orig ? "original" : "patch", (unsigned long long)p->addr);
 	}
+	if (orig && pid == pt->pid)
+		gb_guard_undo_clear();
 }
 
 /* Every thread stopped: gs bases set, threads in the range (or inside a
@@ -455,6 +460,7 @@ static void patch_exec(struct gb_trap *t, struct gb_engine *e)
 	struct patch_trap *pt = PT(t);
 	drain(pt, e);
 	pt->written = false;
+	gb_guard_undo_clear();
 	gb_jitmap_drop(&pt->map);
 	gb_warn("trace: pid %d exec'd: the patch trap does not follow it (the new image is not "
 		"traced)", pt->pid);
