@@ -91,8 +91,11 @@ static int hold(pid_t tid)
 	if (ptrace(PTRACE_SEIZE, tid, 0, 0) || ptrace(PTRACE_INTERRUPT, tid, 0, 0))
 		return -1;
 	for (;;) {
-		if (waitpid(tid, &st, __WALL) < 0)
-			return errno == EINTR ? 0 : -1;
+		if (waitpid(tid, &st, __WALL) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
 		if (!WIFSTOPPED(st))
 			return -1;
 		if (st >> 16) /* an event stop (the interrupt, a group-stop) */
