@@ -71,7 +71,8 @@ run trace_pages 30 "$G" trace --trap pages --range "$WORK_START-$WORK_LAST" -o "
 run trace_jit 30 "$G" trace -v --trap probes --engine jit --range "$WORK_START-$WORK_LAST" -o "$O/trace_jit.jsonl" -- "$P/kmtrace"
 # ... and through the patch trap (issue 19: the range translated up front
 # into a stop-free cache, its entries overwritten through /proc/PID/mem with
-# jumps, the program under PTRACE_CONT, its ring drained while it runs)
+# jumps, the program under PTRACE_CONT, its ring drained while it runs; the
+# cache's mmap/mprotect/munmap made from the vDSO-padding stub of (2))
 run trace_patch 30 "$G" trace -v --trap patch --range "$WORK_START-$WORK_LAST" -o "$O/trace_patch.jsonl" -- "$P/kmtrace"
 # ... and across an exec: kmtrace's `work` named by file and symbol, exec'd by
 # a shell (pending until then; at the exec event the patch trap is set up in

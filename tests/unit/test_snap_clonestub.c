@@ -185,13 +185,13 @@ Test(snap_clonestub, any_call_and_sigsuspend_as_it_was)
 	long ret = -1;
 	pid_t child = 0;
 	int pending = 0;
-	const uint64_t gp[5] = { 0 };
+	const uint64_t gp[6] = { 0 };
 	int r = gb_snap_stub_call(pid, pid, 0, SYS_getpid, gp, &ret, &child, &pending);
 	cr_assert_eq(r, 0, "stub: %s", strerror(-r));
 	cr_assert_eq(ret, pid);
 	cr_assert_eq(child, 0);
 	uint64_t word = 1, at = (uint64_t)(uintptr_t)&tid_word; /* the same address in the fork */
-	const uint64_t tp[5] = { 40 /* PR_GET_TID_ADDRESS */, at, 0, 0, 0 };
+	const uint64_t tp[6] = { 40 /* PR_GET_TID_ADDRESS */, at, 0, 0, 0, 0 };
 	r = gb_snap_stub_call(pid, pid, 0, SYS_prctl, tp, &ret, &child, &pending);
 	cr_assert_eq(r, 0, "stub: %s", strerror(-r));
 	cr_assert_eq(ret, 0);
@@ -229,7 +229,7 @@ Test(snap_clonestub, signal_sent_during_the_stop_wakes_the_sigsuspend)
 	cr_assert_eq(kill(pid, SIGUSR2), 0);
 	long ret = -1;
 	pid_t child = 0;
-	const uint64_t gp[5] = { 0 };
+	const uint64_t gp[6] = { 0 };
 	int r = gb_snap_stub_call(pid, pid, 0, SYS_getpid, gp, &ret, &child, &t.threads[0].pending_sig);
 	cr_assert_eq(r, 0, "stub: %s", strerror(-r));
 	cr_assert_eq(ret, pid);

@@ -21,6 +21,7 @@ static void pass_on(int sig)
 int gb_guard(void)
 {
 	pid_t parent = getpid();
+	gb_guard__undo_init();
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0)
@@ -46,6 +47,7 @@ int gb_guard(void)
 		if (errno != EINTR)
 			_exit(1);
 	if (WIFSIGNALED(status)) {
+		gb_guard__undo_run();
 		signal(WTERMSIG(status), SIG_DFL);
 		raise(WTERMSIG(status));
 		_exit(128 + WTERMSIG(status));

@@ -11,7 +11,17 @@
  *
  * SIGINT, SIGTERM and SIGHUP sent to the waiting process are passed on to
  * the worker; it exits with the worker's status (or dies of the same
- * signal).  Only a kill of the worker itself is not covered.
+ * signal).
+ *
+ * A kill of the worker itself (SIGKILL, the OOM killer) leaves what it
+ * changed in the target.  For code it overwrote (the patch trap's jumps),
+ * the worker keeps an undo log in memory shared with the waiting process:
+ * each place's original bytes, logged before the place is written and the
+ * log cleared once they are back.  When the worker dies of a signal with
+ * the log not empty, the waiting process holds every thread of the target
+ * (PTRACE_SEIZE + PTRACE_INTERRUPT), writes the bytes back (through
+ * /proc/PID/mem), lets every thread go as it was and says so in one line.
+ * A kill of both leaves everything (docs/trace.md "Ending").
  */
 #ifndef GB_COMMON_GUARD_H
 #define GB_COMMON_GUARD_H
@@ -20,5 +30,20 @@
  * worker could be made (-errno: carry on without one); otherwise it exits
  * with the worker's status. */
 int gb_guard(void);
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define GB_GUARD_UNDO_LEN 16
+/* In the worker: the original bytes of a place of pid about to be
+ * overwritten (len at most GB_GUARD_UNDO_LEN; one target at a time: a new
+ * pid starts a new log).  Without a guard, nothing. */
+void gb_guard_undo_add(pid_t pid, uint64_t addr, const uint8_t *bytes, unsigned len);
+/* Everything logged is back (or gone with the image): nothing to undo. */
+void gb_guard_undo_clear(void);
+/* (guard.c's: the log made before the fork; run after the worker died) */
+void gb_guard__undo_init(void);
+void gb_guard__undo_run(void);
 
 #endif

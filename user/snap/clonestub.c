@@ -22,14 +22,14 @@
 #include "ptrace/regs.h"
 #include "ptrace/wait.h"
 
-#define DATA_OFF 192                  /* the code is shorter */
+#define DATA_OFF 208                  /* the code is shorter */
 #define STUB_LEN (DATA_OFF + 8 * D_N)
 
 /* The data after the code: every register the stub changes, as the thread
- * must get it back, the all-ones mask, and the call to make (number, five
+ * must get it back, the all-ones mask, and the call to make (number, six
  * arguments). */
-enum { D_ALL, D_MASK, D_FLAGS, D_RAX, D_RCX, D_R11, D_RDI, D_RSI, D_RDX, D_R10, D_R8, D_RSP, D_RIP,
-       D_NR, D_A0, D_A1, D_A2, D_A3, D_A4, D_N };
+enum { D_ALL, D_MASK, D_FLAGS, D_RAX, D_RCX, D_R11, D_RDI, D_RSI, D_RDX, D_R10, D_R8, D_R9, D_RSP,
+       D_RIP, D_NR, D_A0, D_A1, D_A2, D_A3, D_A4, D_A5, D_N };
 
 struct code {
 	uint8_t b[STUB_LEN];
@@ -59,12 +59,13 @@ static void build(struct code *c)
 	static const struct { uint8_t rex, modrm; int d; } back[] = {
 		{ 0x48, 0x05, D_RAX }, { 0x48, 0x0d, D_RCX }, { 0x4c, 0x1d, D_R11 },
 		{ 0x48, 0x3d, D_RDI }, { 0x48, 0x35, D_RSI }, { 0x48, 0x15, D_RDX },
-		{ 0x4c, 0x15, D_R10 }, { 0x4c, 0x05, D_R8 }, { 0x48, 0x25, D_RSP },
+		{ 0x4c, 0x15, D_R10 }, { 0x4c, 0x05, D_R8 }, { 0x4c, 0x0d, D_R9 },
+		{ 0x48, 0x25, D_RSP },
 	};
 	/* mov REG, [rip + D]: the call's number and arguments. */
 	static const struct { uint8_t rex, modrm; int d; } call[] = {
 		{ 0x48, 0x3d, D_A0 }, { 0x48, 0x35, D_A1 }, { 0x48, 0x15, D_A2 },
-		{ 0x4c, 0x15, D_A3 }, { 0x4c, 0x05, D_A4 },
+		{ 0x4c, 0x15, D_A3 }, { 0x4c, 0x05, D_A4 }, { 0x4c, 0x0d, D_A5 },
 	};
 	memset(c, 0, sizeof(*c));
 	/* rt_sigprocmask(SIG_SETMASK, &all, NULL, 8): the registers are set
@@ -112,7 +113,7 @@ static void build(struct code *c)
 /* The registers the thread gets back at the stub's end when it runs it on
  * its own: where it was (prepare: never inside a syscall to restart). */
 static void fill_data(uint64_t *d, const struct user_regs_struct *r, uint64_t mask, long nr,
-		      const uint64_t args[5])
+		      const uint64_t args[6])
 {
 	d[D_ALL] = ~0ull;
 	d[D_MASK] = mask;
@@ -125,10 +126,11 @@ static void fill_data(uint64_t *d, const struct user_regs_struct *r, uint64_t ma
 	d[D_RDX] = r->rdx;
 	d[D_R10] = r->r10;
 	d[D_R8] = r->r8;
+	d[D_R9] = r->r9;
 	d[D_RSP] = r->rsp;
 	d[D_RIP] = r->rip;
 	d[D_NR] = (uint64_t)nr;
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < 6; i++)
 		d[D_A0 + i] = args[i];
 }
 
@@ -384,7 +386,7 @@ static uint64_t vdso_slack(pid_t pid, int memfd)
 	return at;
 }
 
-int gb_snap_stub_call(pid_t pid, pid_t tid, uint64_t insn, long nr, const uint64_t args[5],
+int gb_snap_stub_call(pid_t pid, pid_t tid, uint64_t insn, long nr, const uint64_t args[6],
 		      long *ret, pid_t *child, int *pending_sig)
 {
 	struct user_regs_struct r0, fin;
@@ -475,6 +477,6 @@ int gb_snap_stub_call(pid_t pid, pid_t tid, uint64_t insn, long nr, const uint64
 
 int gb_snap_clone_stub(pid_t pid, pid_t tid, uint64_t insn, long *ret, pid_t *child, int *pending_sig)
 {
-	const uint64_t args[5] = { CLONE_PARENT, 0, 0, 0, 0 }; /* exit signal 0; no stack, tids, tls */
+	const uint64_t args[6] = { CLONE_PARENT, 0, 0, 0, 0, 0 }; /* exit signal 0; no stack, tids, tls */
 	return gb_snap_stub_call(pid, tid, insn, SYS_clone, args, ret, child, pending_sig);
 }

@@ -6,7 +6,7 @@
  * thread does not use (below its red zone):
  *
  *   rt_sigprocmask(SIG_SETMASK, &all, NULL)
- *   the call (number and up to five arguments from the stub's data)
+ *   the call (number and up to six arguments from the stub's data)
  *   a clone's child (0 from clone): exit_group(0)   the copy never returns
  *   rt_sigprocmask(SIG_SETMASK, &mask, NULL)        the thread's own mask
  *   popfq, the thread's own registers back, jmp to where it was
@@ -40,12 +40,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Make system call nr (args: rdi, rsi, rdx, r10, r8) in stopped thread tid
+/* Make system call nr (args: rdi, rsi, rdx, r10, r8, r9) in stopped thread tid
  * of pid through the stub: 0 with its return value in *ret (and, for a
  * clone, the child's pid in *child), errors as for gb_snap_clone_stub.
  * insn 0: no page of its own where the vDSO has no room (-ENOSPC: nothing
  * is injected, so nothing that is not crash-safe). */
-int gb_snap_stub_call(pid_t pid, pid_t tid, uint64_t insn, long nr, const uint64_t args[5],
+int gb_snap_stub_call(pid_t pid, pid_t tid, uint64_t insn, long nr, const uint64_t args[6],
 		      long *ret, pid_t *child, int *pending_sig);
 
 /* Clone stopped thread tid of pid through the stub (insn: an existing

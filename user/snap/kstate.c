@@ -85,7 +85,7 @@ static int scratch_get(const struct scratch *sc, size_t off, void *buf, size_t l
 static bool inject(const struct gb_snap_kctx *k, struct gb_thread *th, long nr, uint64_t a0,
 		   uint64_t a1, uint64_t a2, uint64_t a3, long *ret)
 {
-	const uint64_t args[5] = { a0, a1, a2, a3, 0 };
+	const uint64_t args[6] = { a0, a1, a2, a3, 0, 0 };
 	pid_t child = 0;
 	*ret = 0;
 	return gb_snap_stub_call(k->pid, th->tid, 0, nr, args, ret, &child, &th->pending_sig) == 0;

@@ -2,6 +2,7 @@
 #include "trace/jitmap.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "ptrace/inject.h"
 #include "ptrace/maps.h"
 #include "ptrace/procfs.h"
+#include "snap/clonestub.h"
 
 /* A free hole of GB_JIT_SIZE bytes within 1 GiB of the range (RIP-relative
  * operands of the range reach +-2 GiB), or 0.  Nearest the range, except
@@ -66,19 +68,29 @@ static uint64_t find_hole(pid_t pid, uint64_t start, uint64_t end)
 	return best;
 }
 
-static int inject(pid_t tid, uint64_t insn, long nr, uint64_t a0, uint64_t a1, uint64_t a2,
-		  uint64_t a3, long *ret, int *pending_sig)
+/* The call, injected in stopped thread tid.  stub: through the
+ * self-restoring stub (snap/clonestub.h) where the vDSO has room for it,
+ * so a worker SIGKILLed at any moment of it leaves the thread to finish the
+ * call and go on where it was; elsewhere (and without stub) through syscall
+ * stops, not single steps, so at least no trap flag is left behind once it
+ * is done (docs/trace.md "Ending"). */
+static int inject(pid_t pid, pid_t tid, bool stub, uint64_t insn, long nr, uint64_t a0,
+		  uint64_t a1, uint64_t a2, uint64_t a3, long *ret, int *pending_sig)
 {
 	uint64_t args[6] = { a0, a1, a2, a3, (uint64_t)-1, 0 };
-	int pend = 0;
-	int r = gb_inject_syscall(tid, insn, nr, args, ret, &pend);
+	int pend = 0, r = -ENOSPC;
+	pid_t child;
+	if (stub)
+		r = gb_snap_stub_call(pid, tid, 0, nr, args, ret, &child, pending_sig);
+	if (r == -ENOSPC) /* (nothing was injected) */
+		r = gb_inject_syscall_nostep(tid, insn, nr, args, ret, &pend);
 	if (pend && !*pending_sig) /* (kept for its next resume) */
 		*pending_sig = pend;
 	return r;
 }
 
-int gb_jitmap_map(pid_t pid, pid_t tid, uint64_t start, uint64_t end, const char *fallback,
-		  struct gb_jitmap *out, int *pending_sig)
+static int map(pid_t pid, pid_t tid, bool stub, uint64_t start, uint64_t end,
+	       const char *fallback, struct gb_jitmap *out, int *pending_sig)
 {
 	uint64_t insn = gb_inject_find_syscall(pid, NULL, NULL);
 	uint64_t at = find_hole(pid, start, end);
@@ -90,16 +102,16 @@ int gb_jitmap_map(pid_t pid, pid_t tid, uint64_t start, uint64_t end, const char
 			fallback);
 		return -ENOSPC;
 	}
-	int r = inject(tid, insn, SYS_mmap, at, GB_JIT_SIZE, PROT_READ | PROT_WRITE,
+	int r = inject(pid, tid, stub, insn, SYS_mmap, at, GB_JIT_SIZE, PROT_READ | PROT_WRITE,
 		       MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, &ret, pending_sig);
 	if (r || ret != (long)at) {
 		if (!r && (unsigned long)ret < -4095UL) /* mapped, elsewhere (an old kernel) */
-			inject(tid, insn, SYS_munmap, (uint64_t)ret, GB_JIT_SIZE, 0, 0, &ret, pending_sig);
+			inject(pid, tid, stub, insn, SYS_munmap, (uint64_t)ret, GB_JIT_SIZE, 0, 0, &ret, pending_sig);
 		gb_warn("trace: cannot map a code cache in pid %d (%s): %s", pid,
 			strerror(r ? -r : ret < 0 && ret > -4096 ? (int)-ret : EEXIST), fallback);
 		return r ? r : -ENOMEM;
 	}
-	r = inject(tid, insn, SYS_mprotect, at, GB_JIT_CODE_SIZE, PROT_READ | PROT_EXEC, 0, &ret,
+	r = inject(pid, tid, stub, insn, SYS_mprotect, at, GB_JIT_CODE_SIZE, PROT_READ | PROT_EXEC, 0, &ret,
 		   pending_sig);
 	char path[96];
 	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", pid,
@@ -111,7 +123,7 @@ int gb_jitmap_map(pid_t pid, pid_t tid, uint64_t start, uint64_t end, const char
 	if (v == MAP_FAILED) {
 		gb_warn("trace: cannot share the code cache of pid %d (%s): %s", pid, strerror(errno),
 			fallback);
-		inject(tid, insn, SYS_munmap, at, GB_JIT_SIZE, 0, 0, &ret, pending_sig);
+		inject(pid, tid, stub, insn, SYS_munmap, at, GB_JIT_SIZE, 0, 0, &ret, pending_sig);
 		return -EIO;
 	}
 	out->view = v;
@@ -121,14 +133,36 @@ int gb_jitmap_map(pid_t pid, pid_t tid, uint64_t start, uint64_t end, const char
 	return 0;
 }
 
-int gb_jitmap_unmap_in(pid_t pid, pid_t tid, uint64_t addr, int *pending_sig)
+int gb_jitmap_map(pid_t pid, pid_t tid, uint64_t start, uint64_t end, const char *fallback,
+		  struct gb_jitmap *out, int *pending_sig)
+{
+	return map(pid, tid, false, start, end, fallback, out, pending_sig);
+}
+
+int gb_jitmap_map_safe(pid_t pid, pid_t tid, uint64_t start, uint64_t end, const char *fallback,
+		       struct gb_jitmap *out, int *pending_sig)
+{
+	return map(pid, tid, true, start, end, fallback, out, pending_sig);
+}
+
+static int unmap(pid_t pid, pid_t tid, bool stub, uint64_t addr, int *pending_sig)
 {
 	uint64_t insn = gb_inject_find_syscall(pid, NULL, NULL);
 	long ret = -1;
 	if (!insn)
 		return -ENOENT;
-	int r = inject(tid, insn, SYS_munmap, addr, GB_JIT_SIZE, 0, 0, &ret, pending_sig);
+	int r = inject(pid, tid, stub, insn, SYS_munmap, addr, GB_JIT_SIZE, 0, 0, &ret, pending_sig);
 	return r ? r : ret ? (int)ret : 0;
+}
+
+int gb_jitmap_unmap_in(pid_t pid, pid_t tid, uint64_t addr, int *pending_sig)
+{
+	return unmap(pid, tid, false, addr, pending_sig);
+}
+
+int gb_jitmap_unmap_safe(pid_t pid, pid_t tid, uint64_t addr, int *pending_sig)
+{
+	return unmap(pid, tid, true, addr, pending_sig);
 }
 
 void gb_jitmap_drop(struct gb_jitmap *m)

@@ -33,6 +33,7 @@
 #include <sys/syscall.h>
 #include <sys/user.h>
 
+#include "common/guard.h"
 #include "common/log.h"
 #include "decode/plan.h"
 #include "jit/jit.h"
@@ -352,11 +353,15 @@ static void write_patches(struct patch_trap *pt, pid_t pid, bool orig)
 {
 	for (size_t k = 0; k < pt->plan.n; k++) {
 		const struct gb_patch *p = &pt->plan.v[k];
+		if (!orig && pid == pt->pid && p->why == GB_PATCH_OK) /* (common/guard.h) */
+			gb_guard_undo_add(pid, p->addr, p->orig, GB_PATCH_LEN);
 		if (p->why == GB_PATCH_OK &&
 		    gb_mem_write(pid, p->addr, orig ? p->orig : p->bytes, GB_PATCH_LEN) != GB_PATCH_LEN)
 			gb_warn("trace: pid %d: cannot write the %s bytes at 0x%llx", pid,
 				orig ? "original" : "patch", (unsigned long long)p->addr);
 	}
+	if (orig && pid == pt->pid)
+		gb_guard_undo_clear();
 }
 
 /* Every thread stopped: gs bases set, threads in the range (or inside a
@@ -440,6 +445,7 @@ static void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, boo
 		vfork_child(pt, child, &r);
 		return;
 	}
+	write_patches(pt, child, true); /* (first, as at the end: patch_teardown) */
 	if (gb_jit__in_code(pt->j, r.rip) && after_ns_syscall(pt, r.rip, &sys))
 		r.rip = r.rcx = sys + 2; /* (fork returned 0 in it) */
 	else if (gb_jit__in_code(pt->j, r.rip))
@@ -447,8 +453,7 @@ static void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, boo
 			(unsigned long long)r.rip);
 	r.gs_base = 0;
 	gb_regs_set(child, &r);
-	write_patches(pt, child, true);
-	if (gb_jitmap_unmap_in(child, child, pt->map.addr, &sig))
+	if (gb_jitmap_unmap_safe(child, child, pt->map.addr, &sig))
 		gb_warn("trace: forked child %d keeps a copy of the code cache", child);
 	if (sig)
 		kill(child, sig);
@@ -458,6 +463,7 @@ void patch_flush(struct patch_trap *pt, struct gb_engine *e)
 {
 	drain(pt, e);
 	collect_misses(pt, true);
+	gb_guard_undo_clear(); /* the old image's bytes went with it */
 }
 
 static void patch_exit(struct gb_trap *t, struct gb_engine *e, size_t i) { drain(PT(t), e); }
@@ -488,7 +494,12 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 		patch_report(pt);
 		return;
 	}
-	ssize_t via = -1;
+	/* In this order, so that a worker SIGKILLed at any point leaves a
+	 * program that runs on correctly (docs/trace.md "Ending"): the bytes
+	 * first (a thread left in the cache leaves it by its exits; none is
+	 * ever at a pc inside a patch's bytes while they are written), then
+	 * the threads out of the cache, then gs bases 0 (none enters it). */
+	write_patches(pt, pt->pid, true);
 	for (size_t i = 0; i < e->t->nthreads; i++) {
 		struct user_regs_struct r;
 		pid_t tid = eng_tid(e, i);
@@ -499,20 +510,17 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 			       (unsigned long long)r.rip);
 			continue;
 		}
-		r.gs_base = 0;
-		if (gb_regs_set(tid, &r) == 0 && via < 0)
-			via = (ssize_t)i;
 	}
 	/* What the end stepped through is the trace's too, up to --max-insns. */
 	drain(pt, e);
-	write_patches(pt, pt->pid, true);
+	ssize_t via = patch_gs_zero(e);
 	pt->written = false;
 	patch_report(pt);
 	if (pt->late)
 		gb_warn("trace: the patch trap: %llu records were read before they were taken back "
 			"(a thread stopped in the cache): the trace is not exact there",
 			(unsigned long long)pt->late);
-	if (via < 0 || gb_jitmap_unmap_in(pt->pid, eng_tid(e, (size_t)via), pt->map.addr,
+	if (via < 0 || gb_jitmap_unmap_safe(pt->pid, eng_tid(e, (size_t)via), pt->map.addr,
 					   &e->t->threads[via].pending_sig))
 		gb_warn("pid %d: the code cache at 0x%llx stays mapped (never entered again)", pt->pid,
 			(unsigned long long)pt->map.addr);

@@ -53,6 +53,12 @@ uint64_t patch_entry_of(struct patch_trap *pt, uint64_t pc);
 /* The instructions under the patches: translated (translate) and put in
  * the lookup table last (trap_patch_new.c).  0, or -ENOSPC. */
 int patch_guard_inside(struct patch_trap *pt, bool translate);
+
+/* The end (trap_patch_end.c), once the original bytes are back and no
+ * thread is in the cache: every stopped thread's gs base 0; the first
+ * such thread's index (to unmap the cache through), or -1. */
+struct gb_engine;
+ssize_t patch_gs_zero(struct gb_engine *e);
 extern const struct gb_trap_ops patch_ops;
 void patch_free(struct gb_trap *t);
 

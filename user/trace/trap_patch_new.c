@@ -168,7 +168,7 @@ const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *
 	}
 	if ((why = sweep(pt, &ins, &nins, buf, len)))
 		goto fail;
-	if (gb_jitmap_map(t->pid, t->threads[i0].tid, pt->start, pt->end, "using the probe trap",
+	if (gb_jitmap_map_safe(t->pid, t->threads[i0].tid, pt->start, pt->end, "using the probe trap",
 			  &pt->map, &t->threads[i0].pending_sig)) {
 		why = ""; /* (said) */
 		goto fail;
@@ -182,7 +182,7 @@ const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *
 	else
 		why = plan(pt, path, lo, hi, bias, ins, nins, buf, len);
 	if (why) {
-		gb_jitmap_unmap_in(t->pid, t->threads[i0].tid, pt->map.addr, &t->threads[i0].pending_sig);
+		gb_jitmap_unmap_safe(t->pid, t->threads[i0].tid, pt->map.addr, &t->threads[i0].pending_sig);
 		goto fail;
 	}
 	free(ins);
