@@ -103,19 +103,30 @@ static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, ui
 			why = "the code cache is full";
 			break;
 		}
+	/* An entry the planner refuses keeps a uprobe (trap_patch_probe.c). */
+	size_t nref = 0;
 	for (size_t k = 0; !why && k < pt->plan.n; k++) {
 		struct gb_patch *p = &pt->plan.v[k];
-		int r = p->why == GB_PATCH_OK ? gb_jit__translate_from(pt->j, p->addr, patch_fetch, pt) : 0;
-		uint64_t blk = r || p->why != GB_PATCH_OK ? 0 : patch_entry_of(pt, p->addr);
-		if (p->why != GB_PATCH_OK || !blk || gb_patch_set_target(p, blk)) {
+		if (p->why != GB_PATCH_OK) {
+			gb_info("patch trap: the entry at 0x%llx keeps a uprobe (%s)",
+				(unsigned long long)p->addr, gb_patch_why_str(p->why));
+			ev[nref++] = p->addr; /* (ascending, as the plan) */
+			continue;
+		}
+		int r = gb_jit__translate_from(pt->j, p->addr, patch_fetch, pt);
+		uint64_t blk = r ? 0 : patch_entry_of(pt, p->addr);
+		if (!blk || gb_patch_set_target(p, blk)) {
 			snprintf(buf, len, "the entry at 0x%llx cannot be patched (%s)",
 				 (unsigned long long)p->addr,
-				 p->why != GB_PATCH_OK ? gb_patch_why_str(p->why)
-				 : r == -ENOSPC ? "the code cache is full" : "it does not translate");
+				 r == -ENOSPC ? "the code cache is full" : "it does not translate");
 			why = buf;
 		}
 		pt->npatched++;
 	}
+	if (!why && !pt->npatched)
+		why = "no entry can be patched";
+	if (!why && nref && patch_probe_attach(pt, path, lo, hi, bias, ev, nref))
+		why = "its other entries cannot keep a uprobe";
 out:
 	free(pm);
 	free(ev);
