@@ -151,6 +151,7 @@ def native(case):
 
 
 _RUNS = {}
+_STDERR = {}
 
 
 def run_case(case, trap, engine, tmp_path_factory):
@@ -161,6 +162,7 @@ def run_case(case, trap, engine, tmp_path_factory):
         r = trace(case.name, case.rng, out, *case.args, trap=trap, timeout=case.timeout,
                   extra=["--engine", engine])
         _RUNS[key] = (out, r.stdout)
+        _STDERR[key] = r.stderr
     return _RUNS[key]
 
 
@@ -195,6 +197,27 @@ def test_case_equals_reference(case, trap, engine, tmp_path_factory):
     assert sorted(map(len, mine.values())) == sorted(map(len, theirs.values())), \
         "invocations per vcpu differ from the reference"
     same_bag(bag(mine), bag(theirs), what)
+
+
+# Cases where the patch trap patches some entries and keeps a uprobe at the
+# others (docs/trace.md "The patch trap": the planner's refusals): case id
+# -> entries probed.  short-entry: the entries 2 and 4 bytes into the range;
+# except: a landing pad on the range's last byte (its `ret`).
+PATCH_PROBED = {"short-entry": 2, "except": 1}
+
+
+@pytest.mark.parametrize("cid", sorted(PATCH_PROBED))
+def test_patch_mixes_patches_and_uprobes(cid, tmp_path_factory):
+    """Under --trap patch the case is traced by the patch trap with its
+    refused entries on uprobes, and those uprobes are entered (the trace's
+    bytes are test_case_equals_reference's)."""
+    need("patch")
+    case = next(c for c in CASES if c.id == cid)
+    run_case(case, "patch", "jit", tmp_path_factory)
+    err = _STDERR[(cid, "patch", "jit")]
+    assert "entries patched, %d probed" % PATCH_PROBED[cid] in err, err
+    m = re.search(r"the patch trap: (\d+) entries through its (\d+) uprobes", err)
+    assert m and int(m.group(1)) > 0 and int(m.group(2)) == PATCH_PROBED[cid], err
 
 
 LACKEY_CASES = [c for c in CASES if c.lackey]
