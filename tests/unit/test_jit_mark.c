@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -242,4 +243,37 @@ Test(jit_mark, a_lock_handed_over_by_gebpf_starts_the_threads_stretch)
 		cr_assert_eq(r.nacc, 1, "the ret's read");
 	}
 	cr_assert_eq(gb_jit__ring_poll(jit, &c, &r), 0, "nothing else: no record of the lea");
+}
+
+static void *release_later(void *arg)
+{
+	usleep(3000);
+	gb_jit__lock_release(arg);
+	return NULL;
+}
+
+static double mono_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+Test(jit_mark, gebpf_takes_the_lock_when_a_stretch_frees_it)
+{
+	mem = jit_map_near((uint64_t)mk_two);
+	jit = jit_open_nostop(&mem, mk_two, mk_two_end, 1000);
+	cr_assert_eq(gb_jit__lock_try(jit), 1);
+	double t0 = mono_s();
+	cr_assert_eq(gb_jit__lock_try_for(jit, 1000), 0, "held: not within 1 ms");
+	cr_assert_geq(mono_s() - t0, 0.001);
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, release_later, jit), 0);
+	t0 = mono_s();
+	cr_assert_eq(gb_jit__lock_try_for(jit, 2000000), 1, "taken once released");
+	cr_assert_geq(mono_s() - t0, 0.002);
+	cr_assert_eq(gb_jit__lock_word(jit), 1);
+	pthread_join(th, NULL);
+	gb_jit__lock_release(jit);
+	cr_assert_eq(gb_jit__lock_word(jit), 0);
 }

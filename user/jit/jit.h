@@ -93,6 +93,11 @@ uint32_t gb_jit__lock_word(const struct gb_jit *j);
 /* gebpf's side of the lock: take it if it is free (0 -> 1), never waiting:
  * 1 taken, 0 held by somebody (a thread of the target in the range). */
 int gb_jit__lock_try(struct gb_jit *j);
+/* ... trying for up to us microseconds (spinning: gebpf never sleeps in the
+ * lock's futex); a thread holds it for one stretch at a time (the range's
+ * code between an entry and an exit), so a busy range frees it every few
+ * microseconds: 1 taken, 0 not in time. */
+int gb_jit__lock_try_for(struct gb_jit *j, unsigned us);
 /* Release it from outside, as the release routine does (after
  * gb_jit__lock_try, or for a thread that died holding it): 0, and wake one
  * waiter when it was 2 (the futex is not private: gebpf's mapping of a

@@ -18,6 +18,7 @@
 #include <linux/futex.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/grow.h"
@@ -226,6 +227,20 @@ int gb_jit__lock_try(struct gb_jit *j)
 	uint32_t free_ = 0;
 	return __atomic_compare_exchange_n((uint32_t *)(j->m.data + NS_LOCK), &free_, 1, false,
 					   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+
+int gb_jit__lock_try_for(struct gb_jit *j, unsigned us)
+{
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		if (gb_jit__lock_word(j) == 0 && gb_jit__lock_try(j))
+			return 1;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_nsec - t0.tv_nsec) / 1000 >= (long)us)
+			return 0;
+		__builtin_ia32_pause();
+	}
 }
 
 void gb_jit__lock_release(struct gb_jit *j)

@@ -135,7 +135,8 @@ static void drain(struct patch_trap *pt, struct gb_engine *e) { patch_drain(pt, 
 /* In-range misses (a lookup, or an exit to a target not translated up
  * front): counted, and their targets translated so the next ones are
  * traced; the missed stretches ran natively, unrecorded.  Only with the
- * lock taken (held: again at the next idle), no thread recording then;
+ * lock taken (within PATCH_LOCK_US; held: again at the next idle), no
+ * thread recording then;
  * at the end (held: every thread stopped, out of the cache) only counted. */
 static void collect_misses(struct patch_trap *pt, bool held)
 {
@@ -143,7 +144,7 @@ static void collect_misses(struct patch_trap *pt, bool held)
 	if (!pt->j)
 		return;
 	gb_jit__misses(pt->j, &m, false); /* (a peek at the count) */
-	if (!m.count || (!held && gb_jit__lock_try(pt->j) != 1))
+	if (!m.count || (!held && gb_jit__lock_try_for(pt->j, PATCH_LOCK_US) != 1))
 		return;
 	gb_jit__misses(pt->j, &m, true);
 	pt->misses += m.count;

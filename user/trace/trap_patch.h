@@ -16,6 +16,10 @@
 #include "trace/trap.h"
 
 #define AREA_UNTRACED ((ssize_t)-2)
+/* How long gebpf tries for the cache's lock (a busy range frees it between
+ * stretches every few microseconds; Python's bytecode loop is in the range
+ * most of the time), in microseconds. */
+#define PATCH_LOCK_US 2000
 
 struct gb_engine;
 struct gb_probes;

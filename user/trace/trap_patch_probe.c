@@ -7,8 +7,8 @@
  *
  * A hit stops the thread after the probed instruction (the kernel ran it
  * out of line; pushf's TF hidden by probes.c).  gebpf takes the cache's
- * lock for it (gb_jit__lock_try; held: the thread stays stopped and it is
- * tried again after the next idle), drains the ring, writes the entry
+ * lock for it (gb_jit__lock_try_for; still held: the thread stays stopped
+ * and it is tried again after the next idle), drains the ring, writes the entry
  * instruction's lines from the registers the BPF program recorded, and
  * hands the lock to the thread at the translated block of its next pc
  * (gb_jit__enter_held: its stretch marker first, so the rest of the
@@ -147,7 +147,7 @@ int patch_probe_enter(struct gb_trap *t, struct gb_engine *e, size_t i)
 	bool faulted;
 	if (!th->pp.has_hit || e->ended || !pt->j)
 		return 1; /* (never owns the range: it runs on) */
-	if (gb_jit__lock_try(pt->j) != 1) {
+	if (gb_jit__lock_try_for(pt->j, PATCH_LOCK_US) != 1) {
 		eng_th(e, i)->want_entry = true; /* a stretch is on: after the next idle */
 		return 1;
 	}
