@@ -8,12 +8,14 @@
 #include <sys/mman.h>
 #include <sys/user.h>
 
+#include "common/bound.h"
 #include "common/grow.h"
 #include "common/log.h"
 #include "ptrace/maps.h"
 #include "ptrace/mem.h"
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
+#include "sym/codeptrs.h"
 #include "sym/entries.h"
 #include "trace/trap_patch.h"
 
@@ -66,6 +68,40 @@ static const char *sweep(struct patch_trap *pt, struct gb_insn **out, size_t *n,
 	return NULL;
 }
 
+static bool insn_start(const struct gb_insn *ins, size_t n, uint64_t pc)
+{
+	size_t i = GB_LOWER(ins, n, pc, pc);
+	return i < n && ins[i].pc == pc;
+}
+
+/* A block from each instruction start of the range whose address the
+ * module's data holds (sym/codeptrs.h): the up-front translation's
+ * closure does not reach indirect targets, which would miss. */
+static const char *from_code_pointers(struct patch_trap *pt, const char *path, uint64_t lo,
+				      uint64_t hi, uint64_t bias, const struct gb_insn *ins,
+				      size_t nins)
+{
+	uint64_t *v;
+	size_t n, used = 0;
+	int r = gb_codeptrs_find(path, lo, hi, &v, &n);
+	if (r) {
+		gb_info("patch trap: %s: no code addresses from its data: %s", path, strerror(-r));
+		return NULL;
+	}
+	for (size_t k = 0; k < n; k++) {
+		if (!insn_start(ins, nins, v[k] + bias))
+			continue;
+		if (gb_jit__translate_from(pt->j, v[k] + bias, patch_fetch, pt) == -ENOSPC) {
+			free(v);
+			return "the code cache is full";
+		}
+		used++;
+	}
+	gb_info("patch trap: %zu blocks from addresses of the range in %s's data", used, path);
+	free(v);
+	return NULL;
+}
+
 /* The plan over the range's entries, each translated; the first refusal's
  * reason. */
 static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, uint64_t hi,
@@ -103,6 +139,10 @@ static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, ui
 			why = "the code cache is full";
 			break;
 		}
+	/* Larger: from the addresses of the range the file's data holds (a
+	 * computed goto's table of labels: Python's bytecode loop). */
+	if (!why && nins > PATCH_EVERY)
+		why = from_code_pointers(pt, path, lo, hi, bias, ins, nins);
 	/* An entry the planner refuses keeps a uprobe (trap_patch_probe.c). */
 	size_t nref = 0;
 	for (size_t k = 0; !why && k < pt->plan.n; k++) {
