@@ -11,6 +11,7 @@ import concurrent.futures
 import ctypes
 import os
 import random
+import re
 import signal
 import subprocess
 import time
@@ -18,7 +19,7 @@ import time
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from conftest import PROGS, check_vt_order, gebpf_path, prog_path, range_arg, read_trace
+from conftest import PROGS, check_vt_order, gebpf_path, prog_path, range_arg, read_trace, run_gebpf
 import lackey
 from test_pagetrap import bag, invocations, native, same_bag, same_file, trace
 from test_probetrap import check_hot_runs, children_of, tracer_of
@@ -117,6 +118,35 @@ def test_in_range_miss(tmp_path):
     want = lb[:execs[3]] + lb[execs[5]:]
     assert la == want, "patch trace %s\nwant %s" % (la, want)
     assert sa["insns"] == 28
+
+
+PYTHON = "/usr/bin/python3"
+PY_SCRIPT = "s = 0\nfor i in range(20):\n    s += i * i % 7\nprint(s)\n"
+
+
+@pytest.mark.skipif(not os.path.exists(PYTHON), reason="no /usr/bin/python3")
+def test_python_eval_loop(tmp_path):
+    """Python's bytecode loop (_PyEval_EvalFrameDefault: ~14k instructions,
+    620 entries, one of them refused by the planner and kept on a uprobe,
+    computed-goto handlers found in the file's data) traced in launch mode:
+    the patch trap's file is byte-identical to the probe trap's, with no
+    in-range miss."""
+    runs = {}
+    for t in ("patch", "probes"):
+        out = tmp_path / ("%s.jsonl" % t)
+        r = run_gebpf(["trace", "-v", "--trap", t, "--range", "_PyEval_EvalFrameDefault",
+                       "--max-insns", "300000", "-o", out, "--", PYTHON, "-S", "-c", PY_SCRIPT],
+                      timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert r.stdout == "41\n"
+        runs[t] = (out, r.stderr)
+    err = runs["patch"][1]
+    m = re.search(r"patch trap: (\d+) entries patched, (\d+) probed", err)
+    assert m and int(m.group(1)) > 0 and int(m.group(2)) > 0, err[-3000:]
+    assert " 0 in-range misses" in err, err[-3000:]
+    same_file(runs["patch"][0], runs["probes"][0], "python3 --range _PyEval_EvalFrameDefault",
+              ("patch", "probes"))
+    assert read_trace(runs["patch"][0])[1]["insns"] == 300000
 
 
 # ------------------------------------------------------------ the target as found
