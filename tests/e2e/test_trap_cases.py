@@ -117,6 +117,9 @@ CASES = [
     Case("dlopen", "pt_dlopen", "libptdl:ptdl_work", (20,), lackey=False),
     # entries 2 and 4 bytes into the range's first instruction bytes
     Case("short-entry", "tc_short", "traced", (20,)),
+    # ... and one of them faults, its handler resuming at another address
+    # (not lackey: a fault, as for sigret)
+    Case("short-fault", "tc_shortfault", "traced", (20,), lackey=False),
 ]
 COMBOS = [(t, e) for t in ALL_TRAPS for e in ENGINES]
 
@@ -202,8 +205,9 @@ def test_case_equals_reference(case, trap, engine, tmp_path_factory):
 # Cases where the patch trap patches some entries and keeps a uprobe at the
 # others (docs/trace.md "The patch trap": the planner's refusals): case id
 # -> entries probed.  short-entry: the entries 2 and 4 bytes into the range;
-# except: a landing pad on the range's last byte (its `ret`).
-PATCH_PROBED = {"short-entry": 2, "except": 1}
+# except: a landing pad on the range's last byte (its `ret`); short-fault:
+# its first instruction, which faults.
+PATCH_PROBED = {"short-entry": 2, "except": 1, "short-fault": 1}
 
 
 @pytest.mark.parametrize("cid", sorted(PATCH_PROBED))
