@@ -12,7 +12,8 @@
  *
  * What it needs (else NULL with one line: the session uses the probe
  * trap): threads with gs base 0 (at most 256), every instruction of the range
- * translatable, every entry patchable, the cache's mmap allowed.
+ * translatable, an entry patchable (the others keep a uprobe:
+ * trap_patch_probe.c), the cache's mmap allowed.
  *
  * A signal with a handler stopping a thread in the cache: the thread is put
  * at its original instruction (the lock released) and takes it there, so
