@@ -73,6 +73,13 @@ run trace_jit 30 "$G" trace -v --trap probes --engine jit --range "$WORK_START-$
 # into a stop-free cache, its entries overwritten through /proc/PID/mem with
 # jumps, the program under PTRACE_CONT, its ring drained while it runs)
 run trace_patch 30 "$G" trace -v --trap patch --range "$WORK_START-$WORK_LAST" -o "$O/trace_patch.jsonl" -- "$P/kmtrace"
+# ... with an entry on a uprobe inside the patch trap: the range ends at the
+# return site of its inner call (a 1-byte pop), inside that entry's 5 bytes,
+# so the planner refuses it and it keeps a uprobe (the probe trap's
+# machinery); the call returns into it: a hit, the lock taken by gebpf, a
+# one-instruction stretch.  Byte-identical to the probe trap on that range.
+run trace_patch_probe 30 "$G" trace -v --trap patch --range "$WORK_START-$WORK_RET" -o "$O/trace_patch_probe.jsonl" -- "$P/kmtrace"
+run trace_short 30 "$G" trace --trap probes --range "$WORK_START-$WORK_RET" -o "$O/trace_short.jsonl" -- "$P/kmtrace"
 
 # (2) snapshot at a PC, then read bytes back from it.  The bytes come from a
 # copy-on-write copy (clone(CLONE_PARENT), exit signal 0, run from a stub in
