@@ -9,6 +9,7 @@ when gebpf itself is SIGKILLed (its worker gets SIGTERM from the guard).
 Needs root and uprobes (the probe trap is the reference)."""
 import concurrent.futures
 import ctypes
+import json
 import os
 import random
 import re
@@ -290,3 +291,82 @@ def test_sigkill_of_gebpf(tmp_path):
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as ex:
         attached = list(ex.map(lambda s: one_kill(s, str(tmp_path)), range(seed0, seed0 + 20)))
     assert sum(attached) >= 8, "only %d of 20 runs killed while attached" % sum(attached)
+
+
+# ------------------------------------------------------------ Python attached
+
+PY_LOOP = "def f(n):\n    s = 0\n    for i in range(n):\n        s += i * i % 7\n    return s\n" \
+          "while True:\n    f(1000)\n"
+RANGE_RE = re.compile(r"range _PyEval_EvalFrameDefault = (0x[0-9a-f]+)-(0x[0-9a-f]+)")
+
+
+def file_bytes(path, addr, size):
+    """The bytes of a non-PIE file at link-time ADDR (its PT_LOAD segments)."""
+    with open(path, "rb") as f:
+        for seg in ELFFile(f).iter_segments():
+            if seg["p_type"] == "PT_LOAD" and seg["p_vaddr"] <= addr < seg["p_vaddr"] + seg["p_filesz"]:
+                f.seek(seg["p_offset"] + addr - seg["p_vaddr"])
+                return f.read(size)
+    raise AssertionError("%#x not in %s" % (addr, path))
+
+
+def python_as_found(pid, lo, hi, maps_before):
+    """The range's text is the file's (no patch, no uprobe's int3), the maps
+    as before (no code cache), gs 0, and the loop still running."""
+    with open("/proc/%d/mem" % pid, "rb") as f:
+        f.seek(lo)
+        got = f.read(hi - lo + 1)
+    want = file_bytes(os.path.realpath(PYTHON), lo, hi - lo + 1)
+    assert got == want, "%d bytes of the range differ from the file's" % sum(
+        a != b for a, b in zip(got, want))
+    with open("/proc/%d/maps" % pid) as f:
+        assert f.read() == maps_before
+    assert gs_base(pid) == 0
+
+
+@pytest.mark.skipif(not os.path.exists(PYTHON), reason="no /usr/bin/python3")
+def test_python_attached(tmp_path):
+    """A Python loop attached with -p for 2 s, range _PyEval_EvalFrameDefault:
+    the patch trap traces it with its refused entries on uprobes and no
+    in-range miss; then, attached again, gebpf SIGKILLed (its worker gets
+    SIGTERM from the guard): both times the target is left as found, its
+    uprobes gone."""
+    p = subprocess.Popen([PYTHON, "-S", "-c", PY_LOOP], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        with open("/proc/%d/maps" % p.pid) as f:
+            before = f.read()
+        out = tmp_path / "py.jsonl"
+        r = subprocess.run([gebpf_path(), "trace", "-v", "-p", str(p.pid), "--trap", "patch",
+                            "--range", "_PyEval_EvalFrameDefault", "--duration", "2", "-o",
+                            str(out)], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-3000:]
+        m = re.search(r"patch trap: (\d+) entries patched, (\d+) probed", r.stderr)
+        assert m and int(m.group(1)) > 0 and int(m.group(2)) > 0, r.stderr[-3000:]
+        assert " 0 in-range misses" in r.stderr, r.stderr[-3000:]
+        lo, hi = (int(x, 16) for x in RANGE_RE.search(r.stderr).groups())
+        with open(out, "rb") as f:          # (the summary: 1M lines are slow to parse)
+            f.seek(-400, os.SEEK_END)
+            summary = json.loads(f.read().splitlines()[-1])
+        assert summary["t"] == "summary" and summary["insns"] > 100000, summary
+        assert p.poll() is None, "python ended while traced"
+        python_as_found(p.pid, lo, hi, before)
+        g = subprocess.Popen([gebpf_path(), "trace", "-p", str(p.pid), "--trap", "patch",
+                              "--range", "_PyEval_EvalFrameDefault", "-o", str(tmp_path / "k.jsonl")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(200):         # attached, the trap set up (the range being traced)
+            if os.path.exists(tmp_path / "k.jsonl") and os.path.getsize(tmp_path / "k.jsonl") > 4096:
+                break
+            time.sleep(0.05)
+        g.send_signal(signal.SIGKILL)
+        g.wait(timeout=30)
+        for _ in range(300):
+            if tracer_of(p.pid) == 0:
+                break
+            time.sleep(0.05)
+        assert tracer_of(p.pid) == 0, "python still traced 15 s after gebpf was SIGKILLed"
+        python_as_found(p.pid, lo, hi, before)
+        assert p.poll() is None, "python died"
+    finally:
+        p.kill()
+        p.wait()
