@@ -120,6 +120,8 @@ CASES = [
     # ... and one of them faults, its handler resuming at another address
     # (not lackey: a fault, as for sigret)
     Case("short-fault", "tc_shortfault", "traced", (20,), lackey=False),
+    # ... entered by 8 threads at once
+    Case("short-threads", "tc_shortmt", "traced", (50, 8), lackey=False, threads=True),
 ]
 COMBOS = [(t, e) for t in ALL_TRAPS for e in ENGINES]
 
@@ -206,8 +208,9 @@ def test_case_equals_reference(case, trap, engine, tmp_path_factory):
 # others (docs/trace.md "The patch trap": the planner's refusals): case id
 # -> entries probed.  short-entry: the entries 2 and 4 bytes into the range;
 # except: a landing pad on the range's last byte (its `ret`); short-fault:
-# its first instruction, which faults.
-PATCH_PROBED = {"short-entry": 2, "except": 1, "short-fault": 1}
+# its first instruction, which faults; short-threads: as short-entry, 8
+# threads (a hit may find the lock held by another thread's stretch).
+PATCH_PROBED = {"short-entry": 2, "except": 1, "short-fault": 1, "short-threads": 2}
 
 
 @pytest.mark.parametrize("cid", sorted(PATCH_PROBED))

@@ -69,6 +69,7 @@ struct patch_trap {
 	struct gb_probes *probes;     /* uprobes at the entries not patched, or NULL */
 	unsigned nprobed;
 	uint64_t probe_hits;          /* entries through them (statistics) */
+	uint64_t probe_waits;         /* ... that found the lock held (stayed stopped) */
 };
 
 /* The instruction at pc, decoded from the range's original bytes. */

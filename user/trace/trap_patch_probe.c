@@ -138,6 +138,26 @@ static int emit_hit(struct patch_trap *pt, struct gb_engine *e, size_t i,
 	return 1;
 }
 
+/* The cache's lock for gebpf, within about PATCH_LOCK_US, draining the
+ * ring meanwhile (a stretch may be waiting for the ring's room). */
+static bool take_lock(struct patch_trap *pt, struct gb_engine *e)
+{
+	for (unsigned k = 0; k < 10; k++) {
+		if (gb_jit__lock_try_for(pt->j, PATCH_LOCK_US / 10))
+			return true;
+		patch_drain(pt, e);
+	}
+	return false;
+}
+
+/* Thread i goes on now (the lock may be its own): the stopped threads
+ * that do not wait at an entry are resumed. */
+static int go_on(struct gb_engine *e)
+{
+	eng_run_natives(e);
+	return 1;
+}
+
 int patch_probe_enter(struct gb_trap *t, struct gb_engine *e, size_t i)
 {
 	struct patch_trap *pt = (struct patch_trap *)t;
@@ -147,8 +167,9 @@ int patch_probe_enter(struct gb_trap *t, struct gb_engine *e, size_t i)
 	bool faulted;
 	if (!th->pp.has_hit || e->ended || !pt->j)
 		return 1; /* (never owns the range: it runs on) */
-	if (gb_jit__lock_try_for(pt->j, PATCH_LOCK_US) != 1) {
+	if (!take_lock(pt, e)) {
 		eng_th(e, i)->want_entry = true; /* a stretch is on: after the next idle */
+		pt->probe_waits++;
 		return 1;
 	}
 	patch_drain(pt, e); /* everything before it */
@@ -173,18 +194,19 @@ int patch_probe_enter(struct gb_trap *t, struct gb_engine *e, size_t i)
 		if (gb_regs_set(tid, &now)) {
 			gb_jit__lock_release(pt->j);
 			eng_set_state(e, i, T_DYING);
+			return 1;
 		}
-		return 1;
+		return go_on(e); /* (the others wait for its stretch) */
 	}
 	gb_jit__lock_release(pt->j);
 	pt->marks++; /* (a stretch of its own: no marker) */
 	if (!patch_in_range(pt, now.rip))
-		return 1; /* a one-instruction stretch: natively on */
+		return go_on(e); /* a one-instruction stretch: natively on */
 	if (handler || faulted) {
 		/* Its signal at the original pc; the handler's return into the
 		 * range goes back into the cache (trap_patch.c). */
 		th->sigret = handler;
-		return 1;
+		return go_on(e);
 	}
 	gb_err("trace: thread %d: no translation for 0x%llx after the entry at 0x%llx", tid,
 	       (unsigned long long)now.rip, (unsigned long long)th->pp.hit.addr);
@@ -200,6 +222,7 @@ void patch_probe_teardown(struct patch_trap *pt, struct gb_engine *e)
 		eng_th(e, i)->want_entry = false;
 		ppt(e, i)->has_hit = false;
 	}
-	gb_info("trace: the patch trap: %llu entries through its %u uprobes",
-		(unsigned long long)pt->probe_hits, pt->nprobed);
+	gb_info("trace: the patch trap: %llu entries through its %u uprobes (%llu waited for the "
+		"cache's lock)", (unsigned long long)pt->probe_hits, pt->nprobed,
+		(unsigned long long)pt->probe_waits);
 }
