@@ -75,9 +75,10 @@ bool patch_probe_classify(struct patch_trap *pt, struct gb_engine *e, size_t i,
 		return false;
 	if (gb_probes__claim(pt->probes, st, &hit)) {
 		/* Never delivered.  (TAKEN: its hit was taken at an earlier
-		 * stop; after the end: its instruction ran after it.) */
+		 * stop; after the end: its instruction ran after it; after an
+		 * exec: the new image, untraced, maps the same file.) */
 		if (!(hit.flags & (GB_PROBE_HIT_TAKEN | GB_PROBE_HIT_LOST)) && !e->ended &&
-		    patch_in_range(pt, hit.addr))
+		    pt->written && patch_in_range(pt, hit.addr))
 			took_hit(e, i, &hit);
 		if (hit.flags & GB_PROBE_HIT_LOST)
 			eng_finish(e, GB_END_ERROR); /* (said) */
@@ -89,6 +90,8 @@ bool patch_probe_classify(struct patch_trap *pt, struct gb_engine *e, size_t i,
 	 * so that the handler runs after its instruction is in the trace. */
 	if (ppt(e, i)->has_hit || e->ended || !gb_probes__take_early(pt->probes, st, &hit))
 		return false;
+	if (!pt->written)
+		return false; /* (after an exec: untraced) */
 	took_hit(e, i, &hit);
 	if (eng_sync_fault(st) && gb_regs_get(st->tid, &r) == 0) {
 		ppt(e, i)->fault_seen = true;
@@ -165,8 +168,10 @@ int patch_probe_enter(struct gb_trap *t, struct gb_engine *e, size_t i)
 	struct user_regs_struct now;
 	pid_t tid = eng_tid(e, i);
 	bool faulted;
-	if (!th->pp.has_hit || e->ended || !pt->j)
-		return 1; /* (never owns the range: it runs on) */
+	if (!th->pp.has_hit || e->ended || !pt->j || !pt->written) {
+		th->pp.has_hit = false;
+		return go_on(e); /* (never owns the range: it runs on) */
+	}
 	if (!take_lock(pt, e)) {
 		eng_th(e, i)->want_entry = true; /* a stretch is on: after the next idle */
 		pt->probe_waits++;
