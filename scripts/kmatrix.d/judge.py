@@ -198,8 +198,41 @@ def judge_trace(rdir, exp, env):
         if trap == "patch" and not any("entries patched" in l for l in c.err):
             return ("fail", "the patch trap was not used%s: %s" % (
                 " across an exec" if name == "trace_patch_exec" else "", c.gebpf_line()))
-    return ("pass", "%d lines exact: probe trap, page trap, jit, patch trap (and across an exec)"
-            % len(got))
+    bad = judge_patch_probe(rdir)
+    if bad:
+        return bad
+    return ("pass", "%d lines exact: probe trap, page trap, jit, patch trap (across an exec, and "
+            "with an entry on a uprobe)" % len(got))
+
+
+PROBED_RE = re.compile(r"patch trap: (\d+) entries patched, (\d+) probed")
+THROUGH_RE = re.compile(r"the patch trap: (\d+) entries through its (\d+) uprobes")
+
+
+def judge_patch_probe(rdir):
+    """The range ending at kmtrace's return site (inside its 5 bytes): the
+    patch trap patches the start, keeps that entry on a uprobe, which the
+    return enters, and its trace is the probe trap's on the same range."""
+    outs = {}
+    for name in ("trace_patch_probe", "trace_short"):
+        c = Check(rdir, name)
+        bad = c.failed_run()
+        if bad:
+            return bad
+        outs[name] = (read(os.path.join(rdir, name + ".jsonl")) or "").splitlines()
+        if not outs[name]:
+            return ("fail", "%s: empty output" % name)
+    diff = first_diff(outs["trace_patch_probe"], outs["trace_short"])
+    if diff:
+        return ("fail", "patch trap with a probed entry: trace differs from the probe trap's: %s"
+                % diff)
+    err = Check(rdir, "trace_patch_probe").err
+    m = next((PROBED_RE.search(l) for l in err if PROBED_RE.search(l)), None)
+    t = next((THROUGH_RE.search(l) for l in err if THROUGH_RE.search(l)), None)
+    if not m or m.group(1) == "0" or m.group(2) != "1" or not t or t.group(1) == "0":
+        return ("fail", "the patch trap did not keep the return site on an entered uprobe: %s"
+                % Check(rdir, "trace_patch_probe").gebpf_line())
+    return None
 
 
 def ran_jsonl(rdir, name):

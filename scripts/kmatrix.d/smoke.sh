@@ -78,6 +78,13 @@ run trace_patch 30 "$G" trace -v --trap patch --range "$WORK_START-$WORK_LAST" -
 # a shell (pending until then; at the exec event the patch trap is set up in
 # the new image: PTRACE_EVENT_EXEC, PTRACE_SYSCALL stops at each mmap)
 run trace_patch_exec 30 "$G" trace -v --trap patch --range "$P/kmtrace:work" -o "$O/trace_patch_exec.jsonl" -- /bin/sh -c "exec $P/kmtrace"
+# ... with an entry on a uprobe inside the patch trap: the range ends at the
+# return site of its inner call (a 1-byte pop), inside that entry's 5 bytes,
+# so the planner refuses it and it keeps a uprobe (the probe trap's
+# machinery); the call returns into it: a hit, the lock taken by gebpf, a
+# one-instruction stretch.  Byte-identical to the probe trap on that range.
+run trace_patch_probe 30 "$G" trace -v --trap patch --range "$WORK_START-$WORK_RET" -o "$O/trace_patch_probe.jsonl" -- "$P/kmtrace"
+run trace_short 30 "$G" trace --trap probes --range "$WORK_START-$WORK_RET" -o "$O/trace_short.jsonl" -- "$P/kmtrace"
 
 # (2) snapshot at a PC, then read bytes back from it.  The bytes come from a
 # copy-on-write copy (clone(CLONE_PARENT), exit signal 0, run from a stub in

@@ -55,6 +55,10 @@ def faults_output(faults=((1, "0x405000", "0x6"), (14, "0x402010", "0x7"), (18, 
     return "\n".join(out) + "\n"
 
 
+# The range ending at kmtrace's return site (the judge compares the two runs).
+SHORT = "\n".join(EXPECT.splitlines()[:5]) + "\n"
+
+
 def write_good(d):
     files = {
         "kernel": "6.1.0-test\n",
@@ -64,9 +68,13 @@ def write_good(d):
         "trace_jit.rc": "0\n", "trace_jit.jsonl": EXPECT,
         "trace_jit.err": "gebpf: trace: jit: 2 runs, 3 stops, 20 instructions translated-run, 3 blocks\n",
         "trace_patch.rc": "0\n", "trace_patch.jsonl": EXPECT,
-        "trace_patch.err": "gebpf: patch trap: 2 entries patched, threads run natively\n",
+        "trace_patch.err": "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\n",
+        "trace_patch_probe.rc": "0\n", "trace_patch_probe.jsonl": SHORT,
+        "trace_patch_probe.err": "gebpf: patch trap: 1 entries patched, 1 probed, threads run natively\n"
+                                 "gebpf: trace: the patch trap: 1 entries through its 1 uprobes\n",
+        "trace_short.rc": "0\n", "trace_short.err": "", "trace_short.jsonl": SHORT,
         "trace_patch_exec.rc": "0\n", "trace_patch_exec.jsonl": EXPECT,
-        "trace_patch_exec.err": "gebpf: patch trap: 2 entries patched, threads run natively\n",
+        "trace_patch_exec.err": "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\n",
         "snap.rc": "0\n",
         "snap.err": "gebpf: snap: freeze 2.0 ms (registers, maps, copy-on-write copy pid 9); the process runs again\n", "snap.head": ELF_CORE_HEAD,
         "snap_attach.rc": "0\n", "snap_attach.target": "0\n",
@@ -140,6 +148,17 @@ def test_patch_trap_not_following_the_exec_fails(good):
     put(good, "trace_patch_exec.jsonl", EXPECT.splitlines()[-1].replace('"insns":20', '"insns":0') + "\n")
     v, why = verdicts(good)["trace"]
     assert v == "fail" and "across an exec" in why
+
+
+def test_patch_trap_without_its_probed_entry_fails(good):
+    put(good, "trace_patch_probe.err", "gebpf: patch trap: 1 entries patched, 1 probed, threads run "
+        "natively\ngebpf: trace: the patch trap: 0 entries through its 1 uprobes\n")
+    v, why = verdicts(good)["trace"]
+    assert v == "fail" and "entered uprobe" in why
+    put(good, "trace_patch_probe.err", "")
+    put(good, "trace_patch_probe.jsonl", SHORT.replace('"vt":0', '"vt":9', 1))
+    v, why = verdicts(good)["trace"]
+    assert v == "fail" and "differs from the probe trap's" in why
 
 
 def test_one_wrong_trace_line_fails(good):
@@ -267,8 +286,11 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
     put(vm, "serial.txt", frame(str(src), ["kernel", "trace.rc", "trace.err", "trace.jsonl", "trace_pages.rc",
                                           "trace_pages.err", "trace_pages.jsonl", "trace_jit.rc",
                                           "trace_jit.err", "trace_jit.jsonl", "trace_patch.rc",
-                                          "trace_patch.err", "trace_patch.jsonl", "trace_patch_exec.rc",
-                                          "trace_patch_exec.err", "trace_patch_exec.jsonl"],
+                                          "trace_patch.err", "trace_patch.jsonl",
+                                          "trace_patch_probe.rc", "trace_patch_probe.err",
+                                          "trace_patch_probe.jsonl", "trace_short.rc",
+                                          "trace_short.err", "trace_short.jsonl",
+                                          "trace_patch_exec.rc", "trace_patch_exec.err", "trace_patch_exec.jsonl"],
                                   done=False))
     res = verdicts(vm)
     assert res["trace"][0] == "pass"

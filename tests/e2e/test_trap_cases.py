@@ -117,6 +117,11 @@ CASES = [
     Case("dlopen", "pt_dlopen", "libptdl:ptdl_work", (20,), lackey=False),
     # entries 2 and 4 bytes into the range's first instruction bytes
     Case("short-entry", "tc_short", "traced", (20,)),
+    # ... and one of them faults, its handler resuming at another address
+    # (not lackey: a fault, as for sigret)
+    Case("short-fault", "tc_shortfault", "traced", (20,), lackey=False),
+    # ... entered by 8 threads at once
+    Case("short-threads", "tc_shortmt", "traced", (50, 8), lackey=False, threads=True),
 ]
 COMBOS = [(t, e) for t in ALL_TRAPS for e in ENGINES]
 
@@ -151,6 +156,7 @@ def native(case):
 
 
 _RUNS = {}
+_STDERR = {}
 
 
 def run_case(case, trap, engine, tmp_path_factory):
@@ -161,6 +167,7 @@ def run_case(case, trap, engine, tmp_path_factory):
         r = trace(case.name, case.rng, out, *case.args, trap=trap, timeout=case.timeout,
                   extra=["--engine", engine])
         _RUNS[key] = (out, r.stdout)
+        _STDERR[key] = r.stderr
     return _RUNS[key]
 
 
@@ -195,6 +202,29 @@ def test_case_equals_reference(case, trap, engine, tmp_path_factory):
     assert sorted(map(len, mine.values())) == sorted(map(len, theirs.values())), \
         "invocations per vcpu differ from the reference"
     same_bag(bag(mine), bag(theirs), what)
+
+
+# Cases where the patch trap patches some entries and keeps a uprobe at the
+# others (docs/trace.md "The patch trap": the planner's refusals): case id
+# -> entries probed.  short-entry: the entries 2 and 4 bytes into the range;
+# except: a landing pad on the range's last byte (its `ret`); short-fault:
+# its first instruction, which faults; short-threads: as short-entry, 8
+# threads (a hit may find the lock held by another thread's stretch).
+PATCH_PROBED = {"short-entry": 2, "except": 1, "short-fault": 1, "short-threads": 2}
+
+
+@pytest.mark.parametrize("cid", sorted(PATCH_PROBED))
+def test_patch_mixes_patches_and_uprobes(cid, tmp_path_factory):
+    """Under --trap patch the case is traced by the patch trap with its
+    refused entries on uprobes, and those uprobes are entered (the trace's
+    bytes are test_case_equals_reference's)."""
+    need("patch")
+    case = next(c for c in CASES if c.id == cid)
+    run_case(case, "patch", "jit", tmp_path_factory)
+    err = _STDERR[(cid, "patch", "jit")]
+    assert "entries patched, %d probed" % PATCH_PROBED[cid] in err, err
+    m = re.search(r"the patch trap: (\d+) entries through its (\d+) uprobes", err)
+    assert m and int(m.group(1)) > 0 and int(m.group(2)) == PATCH_PROBED[cid], err
 
 
 LACKEY_CASES = [c for c in CASES if c.lackey]

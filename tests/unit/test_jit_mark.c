@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -190,4 +191,89 @@ Test(jit_mark, markers_count_in_the_ring_budget)
 	cr_assert_eq(d.marks, (size_t)N);
 	cr_assert_eq(d.insns, 3 * (size_t)N);
 	cr_assert_gt(st.consumed, (uint64_t)GB_JIT_RING_SIZE / 8, "the ring went round");
+}
+
+/* rax = rdi + 1; rax += rdi; ret: handed over at the add (its first
+ * instruction ran elsewhere, as a uprobe's does), through mk_call_rax
+ * (rdi: where to go, rsi: rdi there, rdx: rax there). */
+extern uint8_t mk_two[], mk_two_add[], mk_two_ret[], mk_two_end[];
+uint64_t mk_call_rax(uint64_t to, uint64_t rdi, uint64_t rax);
+__asm__(
+	".text\n"
+	".globl mk_two, mk_two_add, mk_two_ret, mk_two_end, mk_call_rax\n"
+	"mk_two:\n"
+	"	lea 1(%rdi), %rax\n"
+	"mk_two_add:\n"
+	"	add %rdi, %rax\n"
+	"mk_two_ret:\n"
+	"	ret\n"
+	"mk_two_end:\n"
+	"mk_call_rax:\n"
+	"	mov %rdi, %rcx\n"
+	"	mov %rsi, %rdi\n"
+	"	mov %rdx, %rax\n"
+	"	jmp *%rcx\n");
+
+Test(jit_mark, a_lock_handed_over_by_gebpf_starts_the_threads_stretch)
+{
+	mem = jit_map_near((uint64_t)mk_two);
+	jit = jit_open_nostop(&mem, mk_two, mk_two_end, 1000);
+	gb_jit__ring_reset(jit);
+	cr_assert_eq(gb_jit__enter_held(jit, 3, (uint64_t)mk_two_end + 64, jit_fetch, NULL), 0,
+		     "no block outside the range");
+	cr_assert_eq(gb_jit__ring_used(jit), 0, "nothing written without a block");
+	for (int round = 0; round < 2; round++) {
+		cr_assert_eq(gb_jit__lock_try(jit), 1);
+		uint64_t blk = gb_jit__enter_held(jit, 3, (uint64_t)mk_two_add, jit_fetch, NULL);
+		cr_assert_neq(blk, 0);
+		cr_assert_eq(mk_call_rax(blk, 10, 11 + round), 21 + round,
+			     "the instruction before ran elsewhere: rax comes as it left it");
+		cr_assert_eq(gb_jit__lock_word(jit), 0, "released at the ret out");
+	}
+	struct gb_jit_cursor c = { 0 };
+	struct gb_jit_rec r;
+	for (int round = 0; round < 2; round++) {
+		cr_assert_eq(gb_jit__ring_poll(jit, &c, &r), 1);
+		cr_assert(r.kind == GB_JIT_REC_MARK && r.area == 3, "the marker first (area %u)",
+			  r.area);
+		cr_assert_eq(gb_jit__ring_poll(jit, &c, &r), 1);
+		cr_assert(r.kind == GB_JIT_REC_INSN && r.pc == (uint64_t)mk_two_add);
+		cr_assert_eq(gb_jit__ring_poll(jit, &c, &r), 1);
+		cr_assert(r.kind == GB_JIT_REC_INSN && r.pc == (uint64_t)mk_two_ret);
+		cr_assert_eq(r.nacc, 1, "the ret's read");
+	}
+	cr_assert_eq(gb_jit__ring_poll(jit, &c, &r), 0, "nothing else: no record of the lea");
+}
+
+static void *release_later(void *arg)
+{
+	usleep(3000);
+	gb_jit__lock_release(arg);
+	return NULL;
+}
+
+static double mono_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+Test(jit_mark, gebpf_takes_the_lock_when_a_stretch_frees_it)
+{
+	mem = jit_map_near((uint64_t)mk_two);
+	jit = jit_open_nostop(&mem, mk_two, mk_two_end, 1000);
+	cr_assert_eq(gb_jit__lock_try(jit), 1);
+	double t0 = mono_s();
+	cr_assert_eq(gb_jit__lock_try_for(jit, 1000), 0, "held: not within 1 ms");
+	cr_assert_geq(mono_s() - t0, 0.001);
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, release_later, jit), 0);
+	t0 = mono_s();
+	cr_assert_eq(gb_jit__lock_try_for(jit, 2000000), 1, "taken once released");
+	cr_assert_geq(mono_s() - t0, 0.002);
+	cr_assert_eq(gb_jit__lock_word(jit), 1);
+	pthread_join(th, NULL);
+	gb_jit__lock_release(jit);
+	cr_assert_eq(gb_jit__lock_word(jit), 0);
 }

@@ -93,11 +93,26 @@ uint32_t gb_jit__lock_word(const struct gb_jit *j);
 /* gebpf's side of the lock: take it if it is free (0 -> 1), never waiting:
  * 1 taken, 0 held by somebody (a thread of the target in the range). */
 int gb_jit__lock_try(struct gb_jit *j);
+/* ... trying for up to us microseconds (spinning: gebpf never sleeps in the
+ * lock's futex); a thread holds it for one stretch at a time (the range's
+ * code between an entry and an exit), so a busy range frees it every few
+ * microseconds: 1 taken, 0 not in time. */
+int gb_jit__lock_try_for(struct gb_jit *j, unsigned us);
 /* Release it from outside, as the release routine does (after
  * gb_jit__lock_try, or for a thread that died holding it): 0, and wake one
  * waiter when it was 2 (the futex is not private: gebpf's mapping of a
  * shared cache wakes the target's waiters). */
 void gb_jit__lock_release(struct gb_jit *j);
+/* gebpf hands the lock it holds (gb_jit__lock_try) to a thread of area k
+ * it is about to resume at the returned address: the translated block at
+ * pc (translated if needed, the ring drained), after area k's stretch
+ * marker written at the ring's head as the acquire writes it, so the
+ * thread's records follow its marker as if it had come through an entry
+ * block (the entry of an instruction that ran outside the cache: a uprobe's
+ * hit).  The thread releases the lock at its exit.  0 (nothing written):
+ * no block for pc, or not the stop-free mode. */
+uint64_t gb_jit__enter_held(struct gb_jit *j, unsigned k, uint64_t pc, gb_jit_fetch_fn fetch,
+			    void *ctx);
 
 /* Per-thread areas (stop-free mode).  Area k's stretches are announced in
  * the ring by a marker record naming k (struct gb_jit_rec, kind

@@ -18,6 +18,7 @@
 #include <linux/futex.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/grow.h"
@@ -228,11 +229,38 @@ int gb_jit__lock_try(struct gb_jit *j)
 					   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
 }
 
+int gb_jit__lock_try_for(struct gb_jit *j, unsigned us)
+{
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		if (gb_jit__lock_word(j) == 0 && gb_jit__lock_try(j))
+			return 1;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000000 + (t.tv_nsec - t0.tv_nsec) / 1000 >= (long)us)
+			return 0;
+		__builtin_ia32_pause();
+	}
+}
+
 void gb_jit__lock_release(struct gb_jit *j)
 {
 	uint32_t *w = (uint32_t *)(j->m.data + NS_LOCK);
 	if (__atomic_exchange_n(w, 0, __ATOMIC_SEQ_CST) == 2)
 		syscall(SYS_futex, w, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+uint64_t gb_jit__enter_held(struct gb_jit *j, unsigned k, uint64_t pc, gb_jit_fetch_fn fetch,
+			    void *ctx)
+{
+	uint64_t blk = j->o.nostop && k < GB_JIT_TLS_COUNT ? gb_jit__block(j, pc, fetch, ctx) : 0;
+	uint64_t h = *(volatile uint64_t *)dword(j, HEAD);
+	if (!blk || h < j->m.data_addr || h + 8 > j->m.data_addr + GB_JIT_DATA_SIZE)
+		return 0;
+	/* (a block's budget counts one marker before its head: an entry's) */
+	*(volatile uint64_t *)(j->m.data + (h - j->m.data_addr)) = NS_MARK | k;
+	__atomic_store_n(dword(j, HEAD), h + 8, __ATOMIC_RELEASE);
+	return blk;
 }
 
 static uint64_t *area(struct gb_jit *j, unsigned k, size_t slot)

@@ -154,8 +154,11 @@ static void schedule(struct gb_engine *e)
 				return; /* it died meanwhile */
 		}
 		eng_th(e, i)->want_entry = false;
-		if (TRAP_OPS(e)->enter && TRAP_OPS(e)->enter(e->trap, e, i))
+		if (TRAP_OPS(e)->enter && TRAP_OPS(e)->enter(e->trap, e, i)) {
+			if (eng_th(e, i)->want_entry && eng_state(e, i) == T_STOPPED)
+				continue; /* not yet (it waits, stopped): after the next idle */
 			return;
+		}
 		eng_set_owner(e, (ssize_t)i);
 		e->rr = (i + 1) % n;
 		gb_info("trace: thread %d enters the range at vt %llu", eng_tid(e, i),

@@ -19,6 +19,7 @@
 #include "ptrace/mem.h"
 #include "ptrace/regs.h"
 #include "sym/entries.h"
+#include "trace/cpu.h"
 
 #define TF 0x100u /* RFLAGS' trap flag */
 
@@ -114,6 +115,19 @@ static int add_probes(struct gb_probes *p, const struct gb_entries *en)
 	return r;
 }
 
+/* The entries of en that are in only (ascending), in order. */
+static void keep_only(struct gb_entries *en, const uint64_t *only, size_t n)
+{
+	size_t w = 0;
+	for (size_t k = 0, o = 0; k < en->n; k++) {
+		while (o < n && only[o] < en->v[k].vaddr)
+			o++;
+		if (o < n && only[o] == en->v[k].vaddr)
+			en->v[w++] = en->v[k];
+	}
+	en->n = w;
+}
+
 struct gb_probes *gb_probes__new(const struct gb_probes_opts *o)
 {
 	struct gb_probes *p = calloc(1, sizeof(*p));
@@ -137,6 +151,8 @@ struct gb_probes *gb_probes__new(const struct gb_probes_opts *o)
 		goto fail;
 	for (size_t k = 0; k < ents.nwarn; k++)
 		gb_info("probe trap: %s", ents.warn[k]);
+	if (o->nonly)
+		keep_only(&ents, o->only, o->nonly);
 	for (size_t k = 0; k < ents.n; k++) {
 		const char *why = unrebuildable(ents.v[k].bytes, ents.v[k].len, ents.v[k].vaddr);
 		if (why) {
@@ -244,6 +260,17 @@ static void hide_step(struct gb_probes *p, pid_t tid, const struct gb_probe_hit 
 		return;
 	w &= (uint16_t)~TF;
 	gb_mem_write(tid, r.rsp, &w, sizeof(w));
+}
+
+int gb_probe_hit__accesses(struct gb_probe_hit *hit, const struct user_regs_struct *now,
+			   const struct gb_insn *in, struct gb_access *acc, int max)
+{
+	struct gb_cpu cpu;
+	/* The BPF program saw the registers before the instruction; the
+	 * segment bases cannot have changed since (entries are checked). */
+	gb_probe_hit__complete(hit, now);
+	gb_cpu_from_regs(&cpu, &hit->regs);
+	return gb_insn_accesses(in, &cpu, acc, max);
 }
 
 static siginfo_t stop_siginfo(const struct gb_stop *st)

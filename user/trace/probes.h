@@ -40,6 +40,10 @@ struct gb_probes_opts {
 	bool mapped;               /* bias is known: run-time = link-time + bias */
 	uint64_t bias;
 	bool quiet;                /* no message when the probe trap cannot be used */
+	/* Only these of the range's entries (link-time, ascending; the patch
+	 * trap's unpatched ones), when nonly > 0. */
+	const uint64_t *only;
+	size_t nonly;
 };
 
 /* Finds the entries, checks that each entry instruction can be rebuilt
@@ -56,6 +60,14 @@ bool gb_probes__range(const struct gb_probes *p, uint64_t *start, uint64_t *end)
  * the hit (the probed instruction's address and the registers before it).
  * A pending range becomes known at its first hit. */
 bool gb_probes__claim(struct gb_probes *p, const struct gb_stop *st, struct gb_probe_hit *hit);
+
+/* The accesses of the probed instruction in of a hit, rebuilt from the
+ * registers before it (the hit's, completed from now, the registers at its
+ * stop: segment bases).  Their count, or -errno. */
+struct gb_insn;
+struct gb_access;
+int gb_probe_hit__accesses(struct gb_probe_hit *hit, const struct user_regs_struct *now,
+			   const struct gb_insn *in, struct gb_access *acc, int max);
 
 /* The stop of a single-step of thread tid from pc over a probed address:
  * uprobes end it with a SIGTRAP of its own (never to be delivered). */

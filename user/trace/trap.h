@@ -80,7 +80,10 @@ struct gb_trap_ops {
 	bool (*keep)(struct gb_trap *, struct gb_engine *, size_t i, bool owner, uint64_t pc,
 		     bool in_range, bool inside);
 	/* Thread i, waiting at an entry, is about to own the range: 0, or
-	 * non-zero to give up (the trace ended, or it died). */
+	 * non-zero to give up (the trace ended, or it died; the patch trap:
+	 * it went on without owning the range).  Giving up with want_entry
+	 * set again: not yet, it stays stopped and is asked again after the
+	 * trap's next idle. */
 	int (*enter)(struct gb_trap *, struct gb_engine *, size_t i);
 	/* Thread i has just become the owner (after enter). */
 	void (*entered)(struct gb_trap *, struct gb_engine *, size_t i);

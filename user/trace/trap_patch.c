@@ -12,7 +12,8 @@
  *
  * What it needs (else NULL with one line: the session uses the probe
  * trap): threads with gs base 0 (at most 256), every instruction of the range
- * translatable, every entry patchable, the cache's mmap allowed.
+ * translatable, an entry patchable (the others keep a uprobe:
+ * trap_patch_probe.c), the cache's mmap allowed.
  *
  * A signal with a handler stopping a thread in the cache: the thread is put
  * at its original instruction (the lock released) and takes it there, so
@@ -45,18 +46,9 @@
 #include "trace/cpu.h"
 #include "trace/engine_int.h"
 #include "trace/jitmap.h"
+#include "trace/probes.h"
 #include "trace/trap_patch.h"
 
-
-struct patch_thread {
-	bool known;
-	unsigned k;                   /* its area (gs base gb_jit__tls(k)) */
-	bool skip;                    /* its next record of skip_pc is one seen already */
-	uint64_t skip_pc;
-	bool fs_watch;                /* fs base 0 (libc not set up yet): runs with
-				       * PTRACE_SYSCALL until it sets one */
-	bool sigret;                  /* runs with PTRACE_SYSCALL until its rt_sigreturn */
-};
 
 #define PT(t) ((struct patch_trap *)(t))
 
@@ -77,10 +69,7 @@ const struct gb_insn *patch_fetch(void *ctx, uint64_t pc)
 	return gb_decode(pc, at, GB_INSN_MAX_LEN, out) ? NULL : out;
 }
 
-static bool in_range(const struct patch_trap *pt, uint64_t pc)
-{
-	return pc >= pt->start && pc <= pt->end;
-}
+static bool in_range(const struct patch_trap *pt, uint64_t pc) { return patch_in_range(pt, pc); }
 
 /* The ring's records become lines (each stretch its thread's), up to
  * --max-insns.
@@ -141,12 +130,15 @@ static void drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct
 	}
 }
 
-static void drain(struct patch_trap *pt, struct gb_engine *e) { drain_fault(pt, e, NULL); }
+void patch_drain(struct patch_trap *pt, struct gb_engine *e) { drain_fault(pt, e, NULL); }
+
+static void drain(struct patch_trap *pt, struct gb_engine *e) { patch_drain(pt, e); }
 
 /* In-range misses (a lookup, or an exit to a target not translated up
  * front): counted, and their targets translated so the next ones are
  * traced; the missed stretches ran natively, unrecorded.  Only with the
- * lock taken (held: again at the next idle), no thread recording then;
+ * lock taken (within PATCH_LOCK_US; held: again at the next idle), no
+ * thread recording then;
  * at the end (held: every thread stopped, out of the cache) only counted. */
 static void collect_misses(struct patch_trap *pt, bool held)
 {
@@ -154,7 +146,7 @@ static void collect_misses(struct patch_trap *pt, bool held)
 	if (!pt->j)
 		return;
 	gb_jit__misses(pt->j, &m, false); /* (a peek at the count) */
-	if (!m.count || (!held && gb_jit__lock_try(pt->j) != 1))
+	if (!m.count || (!held && gb_jit__lock_try_for(pt->j, PATCH_LOCK_US) != 1))
 		return;
 	gb_jit__misses(pt->j, &m, true);
 	pt->misses += m.count;
@@ -204,8 +196,7 @@ static int unwind(struct patch_trap *pt, struct gb_engine *e, size_t i,
 	return gb_regs_set(tid, r) ? -ESRCH : 0;
 }
 
-/* Does the process catch sig (a handler will run)? */
-static bool caught(pid_t pid, int sig)
+bool patch_caught(pid_t pid, int sig)
 {
 	uint64_t cgt = 0;
 	return gb_proc_status_num(pid, "SigCgt", 16, &cgt) == 0 && sig >= 1 && sig <= 64 &&
@@ -263,12 +254,15 @@ static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *
 	struct patch_trap *pt = PT(t);
 	struct user_regs_struct r;
 	pid_t tid = eng_tid(e, i);
+	enum gb_trap_verdict v;
 	settle_new(pt, e, i);
+	if (patch_probe_classify(pt, e, i, st, &v))
+		return v;
 	if (st->kind != GB_STOP_SIGNAL || !pt->j || !pt->written || gb_regs_get(tid, &r) ||
 	    !gb_jit__in_code(pt->j, r.rip))
 		return GB_TRAP_PROGRAM;
 	/* In the cache: a handler must see the original instruction. */
-	if (!caught(pt->pid, st->sig))
+	if (!patch_caught(pt->pid, st->sig))
 		return GB_TRAP_PROGRAM; /* ignored, or the default action: nothing sees it */
 	struct gb_jit_loc loc;
 	bool sync = eng_sync_fault(st) && gb_jit__locate(pt->j, r.rip, &loc) == 0 && loc.at_insn;
@@ -396,7 +390,8 @@ static void patch_start(struct gb_trap *t, struct gb_engine *e)
 	}
 	write_patches(pt, pt->pid, false);
 	pt->written = true;
-	gb_info("patch trap: %u entries patched, threads run natively", pt->npatched);
+	gb_info("patch trap: %u entries patched, %u probed, threads run natively", pt->npatched,
+		pt->nprobed);
 }
 
 /* rip is right after the system call of a piece that makes one without
@@ -466,7 +461,12 @@ void patch_flush(struct patch_trap *pt, struct gb_engine *e)
 	gb_guard_undo_clear(); /* the old image's bytes went with it */
 }
 
-static void patch_exit(struct gb_trap *t, struct gb_engine *e, size_t i) { drain(PT(t), e); }
+static void patch_exit(struct gb_trap *t, struct gb_engine *e, size_t i)
+{
+	drain(PT(t), e);
+	if (PT(t)->probes)
+		gb_probes__forget(PT(t)->probes, eng_tid(e, i));
+}
 
 
 /* The end's statistics (-v) and what makes the trace inexact. */
@@ -486,6 +486,7 @@ void patch_report(struct patch_trap *pt)
 static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 {
 	struct patch_trap *pt = PT(t);
+	patch_probe_teardown(pt, e);
 	if (!pt->written)
 		return;
 	drain(pt, e);
@@ -539,6 +540,7 @@ static uint64_t patch_entries(const struct gb_trap *t) { return PT(t)->marks; }
 void patch_free(struct gb_trap *t)
 {
 	struct patch_trap *pt = PT(t);
+	gb_probes__free(pt->probes); /* (every uprobe gone) */
 	gb_patch_plan_free(&pt->plan);
 	gb_jit__free(pt->j);
 	gb_jitmap_drop(&pt->map);
@@ -560,6 +562,7 @@ const struct gb_trap_ops patch_ops = {
 	.before_run = patch_before_run,
 	.covers = patch_covers,
 	.classify = patch_classify,
+	.enter = patch_probe_enter,
 	.syscalls = patch_syscalls,
 	.resuming = patch_resuming,
 	.child = patch_child,

@@ -10,10 +10,41 @@
 
 #include "jit/jit.h"
 #include "jit/patch.h"
+#include "probe/probetrap.h"
+#include "ptrace/wait.h"
 #include "trace/jitmap.h"
 #include "trace/trap.h"
 
 #define AREA_UNTRACED ((ssize_t)-2)
+/* How long gebpf tries for the cache's lock (a busy range frees it between
+ * stretches every few microseconds; Python's bytecode loop is in the range
+ * most of the time), in microseconds. */
+#define PATCH_LOCK_US 2000
+
+struct gb_engine;
+struct gb_probes;
+
+/* The per-thread state of the entries that keep a uprobe
+ * (trap_patch_probe.c). */
+struct patch_probe_thread {
+	bool has_hit;                 /* stopped after a probed entry's instruction:
+				       * its lines wait for the cache's lock */
+	struct gb_probe_hit hit;
+	bool fault_seen;              /* a synchronous fault stopped it at fault_pc */
+	uint64_t fault_pc;
+	struct gb_stop fault;
+};
+
+struct patch_thread {
+	bool known;
+	unsigned k;                   /* its area (gs base gb_jit__tls(k)) */
+	bool skip;                    /* its next record of skip_pc is one seen already */
+	uint64_t skip_pc;
+	bool fs_watch;                /* fs base 0 (libc not set up yet): runs with
+				       * PTRACE_SYSCALL until it sets one */
+	bool sigret;                  /* runs with PTRACE_SYSCALL until its rt_sigreturn */
+	struct patch_probe_thread pp;
+};
 
 struct patch_trap {
 	struct gb_trap base;
@@ -44,6 +75,10 @@ struct patch_trap {
 	struct gb_trap *instead;      /* the trap used for the image the patch
 				       * trap did not apply to (owned) */
 	unsigned images;              /* images it was set up in */
+	struct gb_probes *probes;     /* uprobes at the entries not patched, or NULL */
+	unsigned nprobed;
+	uint64_t probe_hits;          /* entries through them (statistics) */
+	uint64_t probe_waits;         /* ... that found the lock held (stayed stopped) */
 };
 
 /* The instruction at pc, decoded from the range's original bytes. */
@@ -60,6 +95,27 @@ int patch_guard_inside(struct patch_trap *pt, bool translate);
 struct gb_engine;
 ssize_t patch_gs_zero(struct gb_engine *e);
 extern const struct gb_trap_ops patch_ops;
+void patch_drain(struct patch_trap *pt, struct gb_engine *e);
+/* Does the process catch sig (a handler will run)? */
+bool patch_caught(pid_t pid, int sig);
+static inline bool patch_in_range(const struct patch_trap *pt, uint64_t pc)
+{
+	return pc >= pt->start && pc <= pt->end;
+}
+
+/* trap_patch_probe.c: the entries the planner refused keep a uprobe (the
+ * probe trap's machinery, trace/probes.h, over them alone).
+ * Attach them (refused: run-time addresses, ascending; the module's file,
+ * link-time range, bias): 0, or -1 with one line said. */
+int patch_probe_attach(struct patch_trap *pt, const char *path, uint64_t lo, uint64_t hi,
+		       uint64_t bias, const uint64_t *refused, size_t n);
+/* A signal stop of thread i: true when it is a probe's (verdict in *v). */
+bool patch_probe_classify(struct patch_trap *pt, struct gb_engine *e, size_t i,
+			  const struct gb_stop *st, enum gb_trap_verdict *v);
+/* The trap's enter hook: a thread stopped after a probed entry goes on. */
+int patch_probe_enter(struct gb_trap *t, struct gb_engine *e, size_t i);
+/* The end: hits of threads still waiting are not in the trace. */
+void patch_probe_teardown(struct patch_trap *pt, struct gb_engine *e);
 void patch_free(struct gb_trap *t);
 
 struct gb_tracee;

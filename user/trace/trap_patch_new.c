@@ -8,13 +8,16 @@
 #include <sys/mman.h>
 #include <sys/user.h>
 
+#include "common/bound.h"
 #include "common/grow.h"
 #include "common/log.h"
 #include "ptrace/maps.h"
 #include "ptrace/mem.h"
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
+#include "sym/codeptrs.h"
 #include "sym/entries.h"
+#include "trace/probes.h"
 #include "trace/trap_patch.h"
 
 /* Ranges of at most this many instructions get a block from each. */
@@ -86,6 +89,40 @@ int patch_guard_inside(struct patch_trap *pt, bool translate)
 	return 0;
 }
 
+static bool insn_start(const struct gb_insn *ins, size_t n, uint64_t pc)
+{
+	size_t i = GB_LOWER(ins, n, pc, pc);
+	return i < n && ins[i].pc == pc;
+}
+
+/* A block from each instruction start of the range whose address the
+ * module's data holds (sym/codeptrs.h): the up-front translation's
+ * closure does not reach indirect targets, which would miss. */
+static const char *from_code_pointers(struct patch_trap *pt, const char *path, uint64_t lo,
+				      uint64_t hi, uint64_t bias, const struct gb_insn *ins,
+				      size_t nins)
+{
+	uint64_t *v;
+	size_t n, used = 0;
+	int r = gb_codeptrs_find(path, lo, hi, &v, &n);
+	if (r) {
+		gb_info("patch trap: %s: no code addresses from its data: %s", path, strerror(-r));
+		return NULL;
+	}
+	for (size_t k = 0; k < n; k++) {
+		if (!insn_start(ins, nins, v[k] + bias))
+			continue;
+		if (gb_jit__translate_from(pt->j, v[k] + bias, patch_fetch, pt) == -ENOSPC) {
+			free(v);
+			return "the code cache is full";
+		}
+		used++;
+	}
+	gb_info("patch trap: %zu blocks from addresses of the range in %s's data", used, path);
+	free(v);
+	return NULL;
+}
+
 /* The plan over the range's entries, each translated; the first refusal's
  * reason. */
 static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, uint64_t hi,
@@ -123,15 +160,26 @@ static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, ui
 			why = "the code cache is full";
 			break;
 		}
+	/* Larger: from the addresses of the range the file's data holds (a
+	 * computed goto's table of labels: Python's bytecode loop). */
+	if (!why && nins > PATCH_EVERY)
+		why = from_code_pointers(pt, path, lo, hi, bias, ins, nins);
+	/* An entry the planner refuses keeps a uprobe (trap_patch_probe.c). */
+	size_t nref = 0;
 	for (size_t k = 0; !why && k < pt->plan.n; k++) {
 		struct gb_patch *p = &pt->plan.v[k];
-		int r = p->why == GB_PATCH_OK ? gb_jit__translate_from(pt->j, p->addr, patch_fetch, pt) : 0;
-		uint64_t blk = r || p->why != GB_PATCH_OK ? 0 : patch_entry_of(pt, p->addr);
-		if (p->why != GB_PATCH_OK || !blk || gb_patch_set_target(p, blk)) {
+		if (p->why != GB_PATCH_OK) {
+			gb_info("patch trap: the entry at 0x%llx keeps a uprobe (%s)",
+				(unsigned long long)p->addr, gb_patch_why_str(p->why));
+			ev[nref++] = p->addr; /* (ascending, as the plan) */
+			continue;
+		}
+		int r = gb_jit__translate_from(pt->j, p->addr, patch_fetch, pt);
+		uint64_t blk = r ? 0 : patch_entry_of(pt, p->addr);
+		if (!blk || gb_patch_set_target(p, blk)) {
 			snprintf(buf, len, "the entry at 0x%llx cannot be patched (%s)",
 				 (unsigned long long)p->addr,
-				 p->why != GB_PATCH_OK ? gb_patch_why_str(p->why)
-				 : r == -ENOSPC || !r ? "the code cache is full" /* !r: no room for its entry block */
+				 r == -ENOSPC || !r ? "the code cache is full" /* !r: no room for its entry block */
 				 : "it does not translate");
 			why = buf;
 		}
@@ -139,6 +187,10 @@ static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, ui
 	}
 	if (!why && patch_guard_inside(pt, nins > PATCH_EVERY))
 		why = "the code cache is full";
+	if (!why && !pt->npatched)
+		why = "no entry can be patched";
+	if (!why && nref && patch_probe_attach(pt, path, lo, hi, bias, ev, nref))
+		why = "its other entries cannot keep a uprobe";
 out:
 	free(pm);
 	free(ev);
@@ -197,6 +249,9 @@ fail:
 
 void patch_unbuild(struct patch_trap *pt)
 {
+	gb_probes__free(pt->probes); /* (an earlier image's uprobes: exec) */
+	pt->probes = NULL;
+	pt->nprobed = 0;
 	gb_patch_plan_free(&pt->plan);
 	gb_jit__free(pt->j);
 	pt->j = NULL;

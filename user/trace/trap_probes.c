@@ -21,7 +21,6 @@
 #include "common/log.h"
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
-#include "trace/cpu.h"
 #include "trace/engine_int.h"
 #include "trace/probes.h"
 
@@ -205,7 +204,6 @@ static void emit_hit(struct gb_engine *e, size_t i)
 	struct probe_thread *t = pth(e, i);
 	struct gb_access acc[GB_MAX_ACCESSES];
 	struct user_regs_struct now;
-	struct gb_cpu cpu;
 	int err = 0;
 	if (!t->has_hit)
 		return;
@@ -229,11 +227,7 @@ static void emit_hit(struct gb_engine *e, size_t i)
 		eng_finish(e, GB_END_ERROR);
 		return;
 	}
-	/* The BPF program saw the registers before the instruction; the
-	 * segment bases cannot have changed since (entries are checked). */
-	gb_probe_hit__complete(&t->hit, &now);
-	gb_cpu_from_regs(&cpu, &t->hit.regs);
-	int n = gb_insn_accesses(insn, &cpu, acc, GB_MAX_ACCESSES);
+	int n = gb_probe_hit__accesses(&t->hit, &now, insn, acc, GB_MAX_ACCESSES);
 	if (n < 0) {
 		gb_err("trace: entry at 0x%llx: cannot compute its memory accesses: %s",
 		       (unsigned long long)pc, strerror(-n));

@@ -28,6 +28,8 @@ work:
 	jnz	1b
 	push	%rax			/* write 8 on the private stack */
 	call	leaf			/* write 8 (return address) */
+	.globl	work_ret
+work_ret:				/* (an entry: the return site) */
 	pop	%rdx			/* read 8 */
 	movdqu	pattern(%rip), %xmm0	/* read 16 */
 	movdqu	%xmm0, page2(%rip)	/* write 16: first touch of page2 */
