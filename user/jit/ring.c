@@ -87,8 +87,10 @@ int gb_jit__ring_next(const struct gb_jit *j, size_t *pos, uint64_t fs_base, uin
  * The writer (translated code, holding the lock) appends records as in the
  * other mode (and the lock's acquire writes a stretch marker: a block's
  * words, ns_ring_block, count them); a block head's budget (blocks) runs out twice per pass of the
- * ring.  Half-way it wakes the consumer (futex NS_WAKE) and goes on; at the
- * end it wakes it again and waits until the consumer has read everything (NS_CONSUMED, which the
+ * ring's room counted in blocks of the largest size (NS_MAXB bytes).  Half-way it wakes the consumer
+ * (futex NS_WAKE) and goes on; at the second, the blocks that still fit up to the ring's end
+ * (NS_END) are counted again (blocks are mostly smaller than the largest) and, while two or more
+ * do, the same again; at the end it wakes it and waits until the consumer has read everything (NS_CONSUMED, which the
  * consumer writes, is a futex word too), then starts the next pass at the
  * ring's start under a seqlock (NS_SEQ odd while HEAD and NS_BASE change).
  * A wait that times out (NS_TIMEOUT, with no wake from the consumer) sets
@@ -126,7 +128,7 @@ __asm__(
 	"	jz 2f\n"
 	/* half-way: the rest of the pass, and wake the consumer */
 	"	movq $0, " XS(NS_NEXT) "(%rdi)\n"
-	"	inc %rax\n"
+	"1:	inc %rax\n"
 	"	mov %rax, 136(%rdi)\n"
 	"	lock incl " XS(NS_WAKE) "(%rdi)\n"
 	"	lea " XS(NS_WAKE) "(%rdi), %rdi\n"
@@ -135,8 +137,23 @@ __asm__(
 	"	mov $202, %eax\n"
 	"	syscall\n"
 	"	jmp 9f\n"
+	/* the budget ran out: blocks the size of the largest that still fit
+	 * (blocks are mostly smaller); two or more: half of them now, the
+	 * rest after a wake of the consumer, as at the start of a pass */
+	"2:	mov " XS(NS_END) "(%rdi), %rax\n"
+	"	sub 128(%rdi), %rax\n"
+	"	jc 6f\n"
+	"	xor %edx, %edx\n"
+	"	divq " XS(NS_MAXB) "(%rdi)\n"
+	"	cmp $2, %rax\n"
+	"	jb 6f\n"
+	"	mov %rax, %rdx\n"
+	"	shr $1, %rax\n"
+	"	sub %rax, %rdx\n"
+	"	mov %rdx, " XS(NS_NEXT) "(%rdi)\n"
+	"	jmp 1b\n"
 	/* the end of the pass: wake the consumer, wait until it has read it all */
-	"2:	movabs $" XS(MAGIC) ", %rdi\n"
+	"6:	movabs $" XS(MAGIC) ", %rdi\n"
 	"	lock incl " XS(NS_WAKE) "(%rdi)\n"
 	"	lea " XS(NS_WAKE) "(%rdi), %rdi\n"
 	"	mov $1, %esi\n"
@@ -265,6 +282,7 @@ void ns_ring_block(struct gb_jit *j, uint32_t words)
 		*dword(j, BUDGET) = b ? b : 1;
 	*dword(j, NS_NEXT) = 0;
 	*dword(j, NS_HALF) = ns_half(j);
+	*dword(j, NS_MAXB) = (uint64_t)words * 8;
 }
 
 static void ns_ring_reset(struct gb_jit *j)
@@ -277,6 +295,9 @@ static void ns_ring_reset(struct gb_jit *j)
 	*dword(j, NS_SEQ) = *dword(j, NS_BASE) = *dword(j, NS_CONSUMED) = 0;
 	*dword(j, NS_WAITING) = *dword(j, NS_DROPPING) = *dword(j, NS_DROPPED) = 0;
 	*dword(j, NS_KEPT) = 0;
+	j->woke = 0;
+	*dword(j, NS_END) = daddr(j, RING) + j->ring_bytes;
+	*dword(j, NS_MAXB) = (uint64_t)(j->max_words ? j->max_words : BLOCK_WORDS) * 8;
 	*dword(j, NS_TIMEOUT) = j->o.ring_timeout_ms / 1000;
 	*dword(j, NS_TIMEOUT + 8) = (uint64_t)(j->o.ring_timeout_ms % 1000) * 1000000;
 }
@@ -315,11 +336,21 @@ int gb_jit__ring_poll(struct gb_jit *j, struct gb_jit_cursor *c, struct gb_jit_r
 	return poll_next(j, c, out);
 }
 
+/* A writer waiting at the end of a pass goes on only once everything is
+ * read: it is woken then, and after each quarter of the ring read meanwhile
+ * (each wake restarts its ring_timeout_ms), not at every commit.  While it
+ * waits it writes nothing: HEAD and NS_BASE are still. */
 void gb_jit__ring_commit(struct gb_jit *j, const struct gb_jit_cursor *c)
 {
-	__atomic_store_n(dword(j, NS_CONSUMED), c->base + c->pos, __ATOMIC_RELEASE);
-	if (__atomic_load_n(dword(j, NS_WAITING), __ATOMIC_ACQUIRE))
-		syscall(SYS_futex, dword(j, NS_CONSUMED), FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+	uint64_t done = c->base + c->pos;
+	__atomic_store_n(dword(j, NS_CONSUMED), done, __ATOMIC_RELEASE);
+	if (!__atomic_load_n(dword(j, NS_WAITING), __ATOMIC_ACQUIRE))
+		return;
+	uint64_t written = vload(j, NS_BASE) + (vload(j, HEAD) - daddr(j, RING)) / 8;
+	if (done != written && done - j->woke < j->ring_bytes / 8 / 4)
+		return;
+	j->woke = done;
+	syscall(SYS_futex, dword(j, NS_CONSUMED), FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
 
 int gb_jit__ring_wait(struct gb_jit *j, unsigned ms)
