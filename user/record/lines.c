@@ -1,6 +1,7 @@
 /* Whole lines, summary last, never a blocked producer: see lines.h. */
 #include "record/lines.h"
 
+#include <emmintrin.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -55,11 +56,19 @@ static long long mono_ns(void)
 	return (long long)gb_mono_ns();
 }
 
+/* Newlines in p[0..n): 16 bytes at a time (a memchr per line was a tenth
+ * of the trace writer's time under the patch trap's ~4 M lines/s). */
 static uint64_t count_lines(const char *p, size_t n)
 {
 	uint64_t k = 0;
-	for (const char *e = p + n; (p = memchr(p, '\n', (size_t)(e - p))); p++)
-		k++;
+	size_t i = 0;
+	const __m128i nl = _mm_set1_epi8('\n');
+	for (; i + 16 <= n; i += 16) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+		k += (uint64_t)__builtin_popcount((unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, nl)));
+	}
+	for (; i < n; i++)
+		k += p[i] == '\n';
 	return k;
 }
 
