@@ -103,6 +103,7 @@ struct gb_jit {
 	size_t ring_bytes;                    /* the ring's size */
 	uint32_t max_words;                   /* ring words of the largest block */
 	uint64_t woke;                        /* consumed at the last wake of the writer */
+	struct gb_jit_waker *waker;           /* gb_jit__ring_waker's thread, or NULL */
 	uint64_t fs[GB_JIT_TLS_COUNT];        /* each area's fs base (gb_jit__area_fs) */
 	struct ns_offs ro;                    /* the shared routines */
 	struct nscall *cs; size_t ncs, cscap; /* every call of them, in address order */

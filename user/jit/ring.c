@@ -3,6 +3,9 @@
  * gives up on it) is at the end (docs/trace.md "A trap without stops"). */
 #include <errno.h>
 #include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -366,4 +369,69 @@ void gb_jit__ring_state(const struct gb_jit *j, struct gb_jit_ring_state *st)
 	st->dropping = vload(j, NS_DROPPING) != 0;
 	st->dropped = vload(j, NS_DROPPED);
 	st->consumed = vload(j, NS_CONSUMED);
+}
+
+/* --- the waker: a thread of the consumer's process asleep on NS_WAKE ---
+ *
+ * The writer wakes NS_WAKE half-way through the ring's room and at the end
+ * of a pass; the waker passes each wake on as a signal to the consumer's
+ * thread (one that waits for that signal with a long timeout: the patch
+ * trap's engine loop in sigtimedwait for SIGCHLD), so the ring is drained
+ * when it fills, not only at the consumer's own ticks. */
+struct gb_jit_waker {
+	pthread_t th;
+	struct gb_jit *j;
+	pid_t pid, tid;
+	int sig;
+	volatile int quit;
+};
+
+static void *waker_main(void *arg)
+{
+	struct gb_jit_waker *w = arg;
+	uint32_t *word = (uint32_t *)dword(w->j, NS_WAKE);
+	uint32_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+	while (!w->quit) {
+		struct timespec ts = { 0, 100 * 1000000L };
+		syscall(SYS_futex, word, FUTEX_WAIT, seen, &ts, NULL, 0);
+		uint32_t now = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+		if (now != seen && !w->quit)
+			syscall(SYS_tgkill, w->pid, w->tid, w->sig);
+		seen = now;
+	}
+	return NULL;
+}
+
+int gb_jit__ring_waker(struct gb_jit *j, pid_t tid, int sig)
+{
+	if (!j->o.nostop || j->waker)
+		return -EINVAL;
+	struct gb_jit_waker *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	*w = (struct gb_jit_waker){ .j = j, .pid = getpid(), .tid = tid, .sig = sig };
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old); /* it takes no signal of the process's */
+	int e = pthread_create(&w->th, NULL, waker_main, w);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (e) {
+		free(w);
+		return -e;
+	}
+	j->waker = w;
+	return 0;
+}
+
+void gb_jit__ring_waker_stop(struct gb_jit *j)
+{
+	struct gb_jit_waker *w = j->waker;
+	if (!w)
+		return;
+	w->quit = 1;
+	__atomic_add_fetch((uint32_t *)dword(j, NS_WAKE), 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, dword(j, NS_WAKE), FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+	pthread_join(w->th, NULL);
+	free(w);
+	j->waker = NULL;
 }

@@ -2,10 +2,12 @@
  * applies to the stopped target, the cache mapped, the range translated up
  * front, the patches planned.  The hooks are trap_patch.c's. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/user.h>
 
 #include "common/grow.h"
@@ -172,6 +174,11 @@ struct gb_trap *gb_trap_patch_new(struct gb_tracee *t, struct gb_trace_range *rg
 		goto fail;
 	}
 	gb_jit__ring_reset(pt->j);
+	/* The engine's loop (this thread) sleeps in sigtimedwait for SIGCHLD up
+	 * to poll_ms: the cache's wakes (the ring half full) end that sleep. */
+	if (gb_jit__ring_waker(pt->j, (pid_t)syscall(SYS_gettid), SIGCHLD))
+		gb_info("trace: the patch trap: no waker thread: the ring is drained every %u ms only",
+			patch_ops.poll_ms);
 	return &pt->base;
 fail:
 	gb_warn("range 0x%llx-0x%llx: the patch trap does not apply (%s): using the probe trap",
