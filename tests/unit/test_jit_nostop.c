@@ -565,6 +565,72 @@ Test(jit_nostop, a_consumer_draining_while_it_runs_loses_nothing)
 	cr_assert_gt(st.consumed, (uint64_t)GB_JIT_RING_SIZE / 8, "the ring went round");
 }
 
+/* The waker (gb_jit__ring_waker): a consumer asleep for up to 20 s in
+ * sigtimedwait is signalled at the writer's wakes (half-way through the
+ * ring's room, its end) and drains every record long before that. */
+struct waked { volatile int done, ready; size_t recs, wakes; };
+
+static void *consume_on_signal(void *arg)
+{
+	struct waked *c = arg;
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, SIGUSR2);
+	pthread_sigmask(SIG_BLOCK, &s, NULL);
+	if (gb_jit__ring_waker(jit, (pid_t)syscall(SYS_gettid), SIGUSR2))
+		return (void *)1;
+	c->ready = 1;
+	struct gb_jit_cursor cur = { 0 };
+	struct gb_jit_rec rec;
+	for (;;) {
+		int r;
+		size_t got = 0;
+		while ((r = gb_jit__ring_poll(jit, &cur, &rec)) == 1)
+			if (rec.kind == GB_JIT_REC_INSN)
+				c->recs++, got++;
+		if (r < 0)
+			return (void *)2;
+		gb_jit__ring_commit(jit, &cur);
+		if (c->done && !got)
+			return NULL;
+		struct timespec ts = { c->done ? 0 : 20, 1000000 };
+		if (sigtimedwait(&s, NULL, &ts) == SIGUSR2)
+			c->wakes++;
+	}
+}
+
+Test(jit_nostop, the_waker_signals_the_consumer_as_the_ring_fills)
+{
+	open_range_wait(jt_sum, jt_sum_end, 30000);
+	uint64_t e = gb_jit__entry(jit, (uint64_t)jt_sum, jit_fetch, NULL);
+	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)jt_sum, jit_fetch, NULL), 0);
+	gb_jit__ring_reset(jit);
+	struct waked c = { 0 };
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, consume_on_signal, &c), 0);
+	while (!c.ready)
+		usleep(1000);
+	usleep(20000); /* the consumer asleep */
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	long n = 400000; /* more than a pass of the ring */
+	cr_assert_eq(((fn1_t)e)(n), 5 * n);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	c.done = 1;
+	gb_jit__ring_waker_stop(jit); /* (its last wake, then gone) */
+	pthread_kill(th, SIGUSR2);
+	void *r;
+	pthread_join(th, &r);
+	cr_assert_null(r);
+	double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	struct gb_jit_ring_state st;
+	gb_jit__ring_state(jit, &st);
+	cr_assert(!st.dropping);
+	cr_assert_eq(c.recs, 3 + 7 * (size_t)n + 2, "every record");
+	cr_assert_geq(c.wakes, 2, "%zu wakes", c.wakes);
+	cr_assert_lt(s, 15.0, "the writer waited %.1f s for a consumer asleep for 20 s", s);
+}
+
 Test(jit_nostop, without_a_consumer_it_gives_up_and_counts_what_it_dropped)
 {
 	open_range(jt_sum, jt_sum_end); /* a 200 ms wait for the consumer */
@@ -591,6 +657,10 @@ Test(jit_nostop, without_a_consumer_it_gives_up_and_counts_what_it_dropped)
 		kept++;
 	}
 	cr_assert_gt(kept, 0);
+	/* the pass filled the ring (its blocks are smaller than the largest:
+	 * the room left is counted again when the budget runs out) */
+	cr_assert_geq(gb_jit__ring_used(jit), (size_t)GB_JIT_RING_SIZE / 8 * 9 / 10,
+		      "a pass of %zu words", gb_jit__ring_used(jit));
 	cr_assert_gt(st.dropped, 0);
 	cr_assert_eq(kept + st.dropped, 3 + 7 * (size_t)n + 2, "kept %zu + dropped %lu", kept,
 		     (unsigned long)st.dropped);

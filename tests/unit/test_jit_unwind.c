@@ -193,6 +193,10 @@ static bool run_to(uint64_t e, int k, uint64_t *pc, struct gb_jit_unwound *uo)
 		*pc = r.rip;
 		cr_assert_eq(r.rip, uo->pc);
 		cr_assert(!gb_jit__in_code(jit, r.rip), "step %d: unwound into the cache", k);
+		uint64_t left_budget;
+		memcpy(&left_budget, mem.data + 136, 8);
+		cr_assert_neq(left_budget, 0, "step %d (+%#lx): the budget left at 0 (the next head "
+			      "would not leave for the slow path)", k, rip - mem.code_addr);
 		cr_assert_eq(gb_jit__lock_word(jit), 0, "step %d (+%#lx): the lock not released", k,
 			     rip - mem.code_addr);
 		/* the ring's last record ran (a loop of one instruction aside) */

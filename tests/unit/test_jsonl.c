@@ -121,6 +121,55 @@ Test(jsonl, max_events_zero_is_unlimited)
 	gb_jsonl__free(w);
 }
 
+/* The writer keeps the end of the last line (`,"pc":..,"vt":N}`) and
+ * increments vt's digits when the next line's vt is one more: every kind of
+ * step (the same pc and vt again, vt + 1 across 9 -> 10 and 999 -> 1000, a
+ * jump back, UINT64_MAX -> 0, batch mode on and off) against snprintf. */
+Test(jsonl, cached_line_ends_match_printf)
+{
+	int fd = memfile();
+	struct gb_jsonl_opts o = { .exec = true, .max_events = 0 };
+	struct gb_jsonl *w = gb_jsonl__new(fd, &o);
+	size_t cap = 1 << 22, len = 0;
+	char *want = malloc(cap);
+	static const uint64_t starts[] = { 0, 7, 95, 998, 99999, 1000000 - 3, 42, 9999999999ull,
+					   UINT64_MAX - 2, 3 };
+	uint64_t pc = 0x401000;
+	for (size_t s = 0; s < sizeof(starts) / sizeof(starts[0]); s++) {
+		gb_jsonl__batch(w, s % 2 == 1);
+		for (uint64_t k = 0; k < 12; k++) {
+			uint64_t vt = starts[s] + k;
+			pc = k % 3 ? pc + k : pc;
+			unsigned vcpu = (unsigned)(k % 4 == 3 ? 10 + k : k % 2);
+			gb_jsonl__exec(w, vcpu, pc, vt);
+			len += (size_t)snprintf(want + len, cap - len,
+						"{\"t\":\"exec\",\"vcpu\":%u,\"pc\":\"0x%llx\",\"vt\":%llu}\n",
+						vcpu, (unsigned long long)pc, (unsigned long long)vt);
+			for (unsigned a = 0; a < k % 3; a++) {
+				uint64_t addr = a ? 0x7ffe3a10 + k : k;
+				unsigned size = a ? 16 : 8;
+				gb_jsonl__mem(w, a == 1, vcpu, addr, size, pc, vt);
+				len += (size_t)snprintf(want + len, cap - len,
+							"{\"t\":\"%s\",\"vcpu\":%u,\"addr\":\"0x%llx\",\"size\":%u,"
+							"\"pc\":\"0x%llx\",\"vt\":%llu}\n",
+							a == 1 ? "write" : "read", vcpu,
+							(unsigned long long)addr, size,
+							(unsigned long long)pc, (unsigned long long)vt);
+			}
+		}
+	}
+	gb_jsonl__batch(w, false);
+	cr_assert_eq(gb_jsonl__finish(w), 0);
+	char *s = slurp(fd);
+	char *sum = strstr(s, "{\"t\":\"summary\"");
+	cr_assert(sum);
+	*sum = 0;
+	cr_assert_str_eq(s, want);
+	free(s);
+	free(want);
+	gb_jsonl__free(w);
+}
+
 /* --exec off: no exec lines, insns 0, the access lines and their counts stay. */
 Test(jsonl, exec_off)
 {

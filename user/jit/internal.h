@@ -119,6 +119,8 @@ struct gb_jit {
 	uint64_t *want; size_t nwant, wantcap; /* return sites wanted as blocks */
 	size_t ring_bytes;                    /* the ring's size */
 	uint32_t max_words;                   /* ring words of the largest block */
+	uint64_t woke;                        /* consumed at the last wake of the writer */
+	struct gb_jit_waker *waker;           /* gb_jit__ring_waker's thread, or NULL */
 	uint64_t fs[GB_JIT_TLS_COUNT];        /* each area's fs base (gb_jit__area_fs) */
 	struct ns_offs ro;                    /* the shared routines */
 	struct nscall *cs; size_t ncs, cscap; /* every call of them, in address order */
@@ -146,6 +148,8 @@ struct gb_jit {
 #define NS_NEXT      344   /* budget (blocks) still to go in this pass after the current */
 #define NS_KEPT      352   /* dropping: where the head was when it began */
 #define NS_MISSES    360   /* in-range targets missed (a lookup, an exit stub) */
+#define NS_END       368   /* ring: the address of its end */
+#define NS_MAXB      376   /* ring: bytes of the largest block's words */
 #define NS_TFBIT     1024  /* 256 bytes: b & 1 (popf.c's flag-free TF test) */
 #define NS_SCRATCH   2048  /* dropping: where records go (one block) */
 /* The per-thread areas, at the end of the data part (their addresses are

@@ -82,6 +82,7 @@ void gb_jit__free(struct gb_jit *j)
 {
 	if (!j)
 		return;
+	gb_jit__ring_waker_stop(j);
 	free(j->u);
 	free(j->in);
 	free(j->st);

@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "decode/decode.h"
 
@@ -235,6 +236,13 @@ struct gb_jit_rec;
 int gb_jit__ring_poll(struct gb_jit *j, struct gb_jit_cursor *c, struct gb_jit_rec *out);
 void gb_jit__ring_commit(struct gb_jit *j, const struct gb_jit_cursor *c);
 int gb_jit__ring_wait(struct gb_jit *j, unsigned ms);
+/* A thread of this process asleep on the ring's wake word that sends sig
+ * to thread tid of this process at each wake of the writer (half-way
+ * through the ring's room, the end of a pass): a consumer that waits for
+ * sig with a long timeout drains the ring as it fills.  Stopped by
+ * gb_jit__ring_waker_stop or gb_jit__free.  0 or -errno. */
+int gb_jit__ring_waker(struct gb_jit *j, pid_t tid, int sig);
+void gb_jit__ring_waker_stop(struct gb_jit *j);
 /* dropping: the writer gave up waiting (the consumer gone), the records
  * after the ring's last pass are not written, dropped counts them. */
 struct gb_jit_ring_state { bool dropping; uint64_t dropped, consumed; };

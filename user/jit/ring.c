@@ -3,6 +3,9 @@
  * gives up on it) is at the end (docs/trace.md "A trap without stops"). */
 #include <errno.h>
 #include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -136,8 +139,10 @@ int gb_jit__ring_next(const struct gb_jit *j, size_t *pos, uint64_t fs_base, uin
  * The writer (translated code, holding the lock) appends records as in the
  * other mode (and the lock's acquire writes a stretch marker: a block's
  * words, ns_ring_block, count them); a block head's budget (blocks) runs out twice per pass of the
- * ring.  Half-way it wakes the consumer (futex NS_WAKE) and goes on; at the
- * end it wakes it again and waits until the consumer has read everything (NS_CONSUMED, which the
+ * ring's room counted in blocks of the largest size (NS_MAXB bytes).  Half-way it wakes the consumer
+ * (futex NS_WAKE) and goes on; at the second, the blocks that still fit up to the ring's end
+ * (NS_END) are counted again (blocks are mostly smaller than the largest) and, while two or more
+ * do, the same again; at the end it wakes it and waits until the consumer has read everything (NS_CONSUMED, which the
  * consumer writes, is a futex word too), then starts the next pass at the
  * ring's start under a seqlock (NS_SEQ odd while HEAD and NS_BASE change).
  * A wait that times out (NS_TIMEOUT, with no wake from the consumer) sets
@@ -175,7 +180,7 @@ __asm__(
 	"	jz 2f\n"
 	/* half-way: the rest of the pass, and wake the consumer */
 	"	movq $0, " XS(NS_NEXT) "(%rdi)\n"
-	"	inc %rax\n"
+	"1:	inc %rax\n"
 	"	mov %rax, 136(%rdi)\n"
 	"	lock incl " XS(NS_WAKE) "(%rdi)\n"
 	"	lea " XS(NS_WAKE) "(%rdi), %rdi\n"
@@ -184,8 +189,23 @@ __asm__(
 	"	mov $202, %eax\n"
 	"	syscall\n"
 	"	jmp 9f\n"
+	/* the budget ran out: blocks the size of the largest that still fit
+	 * (blocks are mostly smaller); two or more: half of them now, the
+	 * rest after a wake of the consumer, as at the start of a pass */
+	"2:	mov " XS(NS_END) "(%rdi), %rax\n"
+	"	sub 128(%rdi), %rax\n"
+	"	jc 6f\n"
+	"	xor %edx, %edx\n"
+	"	divq " XS(NS_MAXB) "(%rdi)\n"
+	"	cmp $2, %rax\n"
+	"	jb 6f\n"
+	"	mov %rax, %rdx\n"
+	"	shr $1, %rax\n"
+	"	sub %rax, %rdx\n"
+	"	mov %rdx, " XS(NS_NEXT) "(%rdi)\n"
+	"	jmp 1b\n"
 	/* the end of the pass: wake the consumer, wait until it has read it all */
-	"2:	movabs $" XS(MAGIC) ", %rdi\n"
+	"6:	movabs $" XS(MAGIC) ", %rdi\n"
 	"	lock incl " XS(NS_WAKE) "(%rdi)\n"
 	"	lea " XS(NS_WAKE) "(%rdi), %rdi\n"
 	"	mov $1, %esi\n"
@@ -314,6 +334,7 @@ void ns_ring_block(struct gb_jit *j, uint32_t words)
 		*dword(j, BUDGET) = b ? b : 1;
 	*dword(j, NS_NEXT) = 0;
 	*dword(j, NS_HALF) = ns_half(j);
+	*dword(j, NS_MAXB) = (uint64_t)words * 8;
 }
 
 static void ns_ring_reset(struct gb_jit *j)
@@ -326,6 +347,9 @@ static void ns_ring_reset(struct gb_jit *j)
 	*dword(j, NS_SEQ) = *dword(j, NS_BASE) = *dword(j, NS_CONSUMED) = 0;
 	*dword(j, NS_WAITING) = *dword(j, NS_DROPPING) = *dword(j, NS_DROPPED) = 0;
 	*dword(j, NS_KEPT) = 0;
+	j->woke = 0;
+	*dword(j, NS_END) = daddr(j, RING) + j->ring_bytes;
+	*dword(j, NS_MAXB) = (uint64_t)(j->max_words ? j->max_words : BLOCK_WORDS) * 8;
 	*dword(j, NS_TIMEOUT) = j->o.ring_timeout_ms / 1000;
 	*dword(j, NS_TIMEOUT + 8) = (uint64_t)(j->o.ring_timeout_ms % 1000) * 1000000;
 }
@@ -364,11 +388,21 @@ int gb_jit__ring_poll(struct gb_jit *j, struct gb_jit_cursor *c, struct gb_jit_r
 	return poll_next(j, c, out);
 }
 
+/* A writer waiting at the end of a pass goes on only once everything is
+ * read: it is woken then, and after each quarter of the ring read meanwhile
+ * (each wake restarts its ring_timeout_ms), not at every commit.  While it
+ * waits it writes nothing: HEAD and NS_BASE are still. */
 void gb_jit__ring_commit(struct gb_jit *j, const struct gb_jit_cursor *c)
 {
-	__atomic_store_n(dword(j, NS_CONSUMED), c->base + c->pos, __ATOMIC_RELEASE);
-	if (__atomic_load_n(dword(j, NS_WAITING), __ATOMIC_ACQUIRE))
-		syscall(SYS_futex, dword(j, NS_CONSUMED), FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+	uint64_t done = c->base + c->pos;
+	__atomic_store_n(dword(j, NS_CONSUMED), done, __ATOMIC_RELEASE);
+	if (!__atomic_load_n(dword(j, NS_WAITING), __ATOMIC_ACQUIRE))
+		return;
+	uint64_t written = vload(j, NS_BASE) + (vload(j, HEAD) - daddr(j, RING)) / 8;
+	if (done != written && done - j->woke < j->ring_bytes / 8 / 4)
+		return;
+	j->woke = done;
+	syscall(SYS_futex, dword(j, NS_CONSUMED), FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
 
 int gb_jit__ring_wait(struct gb_jit *j, unsigned ms)
@@ -384,4 +418,69 @@ void gb_jit__ring_state(const struct gb_jit *j, struct gb_jit_ring_state *st)
 	st->dropping = vload(j, NS_DROPPING) != 0;
 	st->dropped = vload(j, NS_DROPPED);
 	st->consumed = vload(j, NS_CONSUMED);
+}
+
+/* --- the waker: a thread of the consumer's process asleep on NS_WAKE ---
+ *
+ * The writer wakes NS_WAKE half-way through the ring's room and at the end
+ * of a pass; the waker passes each wake on as a signal to the consumer's
+ * thread (one that waits for that signal with a long timeout: the patch
+ * trap's engine loop in sigtimedwait for SIGCHLD), so the ring is drained
+ * when it fills, not only at the consumer's own ticks. */
+struct gb_jit_waker {
+	pthread_t th;
+	struct gb_jit *j;
+	pid_t pid, tid;
+	int sig;
+	volatile int quit;
+};
+
+static void *waker_main(void *arg)
+{
+	struct gb_jit_waker *w = arg;
+	uint32_t *word = (uint32_t *)dword(w->j, NS_WAKE);
+	uint32_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+	while (!w->quit) {
+		struct timespec ts = { 0, 100 * 1000000L };
+		syscall(SYS_futex, word, FUTEX_WAIT, seen, &ts, NULL, 0);
+		uint32_t now = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+		if (now != seen && !w->quit)
+			syscall(SYS_tgkill, w->pid, w->tid, w->sig);
+		seen = now;
+	}
+	return NULL;
+}
+
+int gb_jit__ring_waker(struct gb_jit *j, pid_t tid, int sig)
+{
+	if (!j->o.nostop || j->waker)
+		return -EINVAL;
+	struct gb_jit_waker *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	*w = (struct gb_jit_waker){ .j = j, .pid = getpid(), .tid = tid, .sig = sig };
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old); /* it takes no signal of the process's */
+	int e = pthread_create(&w->th, NULL, waker_main, w);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (e) {
+		free(w);
+		return -e;
+	}
+	j->waker = w;
+	return 0;
+}
+
+void gb_jit__ring_waker_stop(struct gb_jit *j)
+{
+	struct gb_jit_waker *w = j->waker;
+	if (!w)
+		return;
+	w->quit = 1;
+	__atomic_add_fetch((uint32_t *)dword(j, NS_WAKE), 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, dword(j, NS_WAKE), FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+	pthread_join(w->th, NULL);
+	free(w);
+	j->waker = NULL;
 }

@@ -407,6 +407,13 @@ int gb_jit__unwind(struct gb_jit *j, struct user_regs_struct *regs, struct gb_ji
 	out->ns = u->kind == U_NS ? u->ns : GB_JIT_NS_NONE;
 	out->held = w.held;
 	out->recorded = w.recorded;
+	/* A budget at 0 is a head's that ran out, on its way to the ring's slow
+	 * path (the head's store done, the slow path's not yet): the thread
+	 * runs that head again, which must find it spent (at 0 its decrement
+	 * would wrap and no head would leave for the slow path again).  The
+	 * lock is the thread's: no other writer. */
+	if (w.held && !*dword(j, BUDGET))
+		*dword(j, BUDGET) = 1;
 	if (w.held)
 		gb_jit__lock_release(j);
 	return 0;

@@ -12,8 +12,22 @@
 /* Bytes taken at once from the writer in a batch (gb_jsonl__batch). */
 #define BATCH_LEN (64 * 1024)
 
+/* The end of exec and access lines, `,"pc":"0x..","vt":N}\n`, for the last
+ * (pc, vt) written: an instruction's lines share it, and the next
+ * instruction's vt is the last one plus one (its digits are incremented in
+ * place).  Each part is copied whole (32 bytes) and the line advanced by its
+ * length: a line's reservation (LINE_MAX_LEN) has the room. */
+struct tail {
+	bool valid;
+	uint64_t pc, vt;
+	unsigned pc_n, vt_n;
+	char pc_s[32];      /* ,"pc":"0x...","vt":   (7 + 18 + 7 bytes at most) */
+	char vt_s[32];      /* the digits, then }\n   (20 + 2) */
+};
+
 struct gb_jsonl {
 	struct gb_lines *lines;
+	struct tail tail;
 	struct gb_jsonl_opts o;
 	struct gb_jsonl_counts c;
 	uint64_t written;   /* lines handed to the output */
@@ -25,11 +39,25 @@ struct gb_jsonl {
 int gb_fmt_hex(char *buf, uint64_t v)
 {
 	static const char digits[] = "0123456789abcdef";
+	static const char pairs[] =
+		"000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+		"202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+		"404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+		"606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+		"808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+		"a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+		"c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+		"e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
 	int n = v ? (67 - __builtin_clzll(v)) / 4 : 1;
+	char *p = buf + 2 + n;
 	buf[0] = '0';
 	buf[1] = 'x';
-	for (int i = n + 1; i >= 2; i--, v >>= 4)
-		buf[i] = digits[v & 15];
+	for (; v >= 16; v >>= 8) { /* two digits at a time */
+		p -= 2;
+		memcpy(p, pairs + (v & 255) * 2, 2);
+	}
+	if (p > buf + 2)
+		*--p = digits[v];
 	return n + 2;
 }
 
@@ -39,8 +67,14 @@ static int fmt_dec(char *buf, uint64_t v)
 		"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
 		"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
 		"8081828384858687888990919293949596979899";
+	static const uint64_t pow10[19] = {
+		10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull, 100000000ull,
+		1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull,
+		10000000000000ull, 100000000000000ull, 1000000000000000ull,
+		10000000000000000ull, 100000000000000000ull, 1000000000000000000ull,
+		10000000000000000000ull };
 	int n = 1;
-	for (uint64_t t = v; t >= 10; t /= 10)
+	while (n < 20 && v >= pow10[n - 1])
 		n++;
 	char *p = buf + n;
 	while (v >= 100) {
@@ -126,14 +160,68 @@ static inline void done(struct gb_jsonl *w, char *p0, char *p)
 
 #define PUT(lit) do { memcpy(p, lit, sizeof(lit) - 1); p += sizeof(lit) - 1; } while (0)
 
-/* `,"pc":"0x..","vt":N}` and the newline: the end of exec and access lines. */
-static void end_pc_vt(struct gb_jsonl *w, char *p0, char *p, uint64_t pc, uint64_t vt)
+/* A small count (vcpu, size): one digit mostly. */
+static inline int fmt_small(char *buf, uint32_t v)
 {
-	PUT(",\"pc\":\"");
-	p += gb_fmt_hex(p, pc);
-	PUT("\",\"vt\":");
-	p += fmt_dec(p, vt);
-	PUT("}\n");
+	if (v < 10) {
+		*buf = (char)('0' + v);
+		return 1;
+	}
+	return fmt_dec(buf, v);
+}
+
+/* vt's digits and the line's end, from the last ones when vt is one more. */
+static void tail_vt(struct tail *t, uint64_t vt)
+{
+	char *s = t->vt_s;
+	int n;
+	if (t->valid && vt == t->vt + 1 && vt) {
+		n = (int)t->vt_n - 2;
+		int i = n - 1;
+		while (i >= 0 && s[i] == '9')
+			s[i--] = '0';
+		if (i >= 0) {
+			s[i]++;
+		} else { /* 99 -> 100 */
+			s[0] = '1';
+			s[n++] = '0';
+		}
+	} else {
+		n = fmt_dec(s, vt);
+	}
+	s[n] = '}';
+	s[n + 1] = '\n';
+	t->vt_n = (unsigned)n + 2;
+	t->vt = vt;
+}
+
+static inline const struct tail *tail_for(struct gb_jsonl *w, uint64_t pc, uint64_t vt)
+{
+	struct tail *t = &w->tail;
+	if (t->valid && t->pc == pc && t->vt == vt)
+		return t;
+	if (!t->valid || t->pc != pc) {
+		char *p = t->pc_s;
+		PUT(",\"pc\":\"");
+		p += gb_fmt_hex(p, pc);
+		PUT("\",\"vt\":");
+		t->pc_n = (unsigned)(p - t->pc_s);
+		t->pc = pc;
+	}
+	if (!t->valid || t->vt != vt)
+		tail_vt(t, vt);
+	t->valid = true;
+	return t;
+}
+
+/* `,"pc":"0x..","vt":N}` and the newline: the end of exec and access lines. */
+static inline void end_pc_vt(struct gb_jsonl *w, char *p0, char *p, uint64_t pc, uint64_t vt)
+{
+	const struct tail *t = tail_for(w, pc, vt);
+	memcpy(p, t->pc_s, sizeof(t->pc_s));
+	p += t->pc_n;
+	memcpy(p, t->vt_s, 24);
+	p += t->vt_n;
 	done(w, p0, p);
 }
 
@@ -146,7 +234,7 @@ void gb_jsonl__exec(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, uint64_t vt)
 	if (!p)
 		return;
 	PUT("{\"t\":\"exec\",\"vcpu\":");
-	p += fmt_dec(p, vcpu);
+	p += fmt_small(p, vcpu);
 	end_pc_vt(w, p0, p, pc, vt);
 }
 
@@ -164,11 +252,11 @@ void gb_jsonl__mem(struct gb_jsonl *w, bool write, uint32_t vcpu, uint64_t addr,
 		PUT("{\"t\":\"write\",\"vcpu\":");
 	else
 		PUT("{\"t\":\"read\",\"vcpu\":");
-	p += fmt_dec(p, vcpu);
+	p += fmt_small(p, vcpu);
 	PUT(",\"addr\":\"");
 	p += gb_fmt_hex(p, addr);
 	PUT("\",\"size\":");
-	p += fmt_dec(p, size);
+	p += fmt_small(p, size);
 	end_pc_vt(w, p0, p, pc, vt);
 }
 

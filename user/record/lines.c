@@ -1,6 +1,7 @@
 /* Whole lines, summary last, never a blocked producer: see lines.h. */
 #include "record/lines.h"
 
+#include <emmintrin.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -55,11 +56,27 @@ static long long mono_ns(void)
 	return (long long)gb_mono_ns();
 }
 
+/* Newlines in p[0..n): 16 bytes at a time, each match a byte of -1
+ * subtracted into a byte accumulator summed every 255 rounds (a memchr per
+ * line was a tenth of the trace writer's time under the patch trap's ~4 M
+ * lines/s; x86-64 without -mpopcnt has no cheap popcount). */
 static uint64_t count_lines(const char *p, size_t n)
 {
+	const __m128i nl = _mm_set1_epi8('\n'), zero = _mm_setzero_si128();
 	uint64_t k = 0;
-	for (const char *e = p + n; (p = memchr(p, '\n', (size_t)(e - p))); p++)
-		k++;
+	size_t i = 0;
+	while (i + 16 <= n) {
+		size_t end = n - i > 16 * 255 ? i + 16 * 255 : n;
+		__m128i acc = zero;
+		for (; i + 16 <= end; i += 16) {
+			__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+			acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(v, nl));
+		}
+		__m128i s = _mm_sad_epu8(acc, zero);
+		k += (uint64_t)_mm_cvtsi128_si64(s) + (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(s, s));
+	}
+	for (; i < n; i++)
+		k += p[i] == '\n';
 	return k;
 }
 

@@ -2,11 +2,14 @@
  * applies to the stopped target, the cache mapped, the range translated up
  * front, the patches planned.  The hooks are trap_patch.c's. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/user.h>
+#include <unistd.h>
 
 #include "common/bound.h"
 #include "common/grow.h"
@@ -239,6 +242,11 @@ const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *
 	}
 	free(ins);
 	gb_jit__ring_reset(pt->j);
+	/* The engine's loop (this thread) sleeps in sigtimedwait for SIGCHLD up
+	 * to poll_ms: the cache's wakes (the ring half full) end that sleep. */
+	if (gb_jit__ring_waker(pt->j, (pid_t)syscall(SYS_gettid), SIGCHLD))
+		gb_info("trace: the patch trap: no waker thread: the ring is drained every %u ms only",
+			patch_ops.poll_ms);
 	pt->images++;
 	return NULL;
 fail:
