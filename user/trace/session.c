@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "record/output.h"
 #include "record/recording.h"
 #include "probe/faults.h"
+#include "ptrace/maps.h"
 #include "ptrace/runto.h"
 #include "ptrace/tracee.h"
 #include "resume/resume.h"
@@ -27,7 +29,6 @@
 #include "trace/probes.h"
 #include "trace/seccomp_fit.h"
 #include "trace/range.h"
-#include "trace/range_file.h"
 #include "trace/trap.h"
 
 struct session {
@@ -159,6 +160,44 @@ static int resolve_range(struct session *s)
 	return 0;
 }
 
+/* The range in one file's code: its file, link-time bounds and bias (0), or
+ * why not (code on writable pages, anonymous memory, several mappings). */
+static const char *range_file(struct session *s, char *path, size_t len, uint64_t *lo,
+			      uint64_t *hi, uint64_t *bias)
+{
+	uint64_t vhi, off;
+	/* Code on a writable page may be rewritten under the probes (and the
+	 * probes' int3 with it): the page trap watches such code. */
+	struct gb_maps m;
+	if (gb_maps_read(s->t.pid, &m) == 0) {
+		bool writable = false;
+		for (size_t k = 0; k < m.n; k++)
+			if (m.v[k].start <= s->range.end && m.v[k].end > s->range.start &&
+			    (m.v[k].prot & PROT_WRITE))
+				writable = true;
+		gb_maps_free(&m);
+		if (writable)
+			return "on writable pages (code may change)";
+	}
+	struct gb_syms *sy = gb_syms__new(s->t.pid);
+	if (!sy)
+		return "no symbols";
+	int r = gb_syms__to_file(sy, s->range.start, path, len, lo, &off);
+	if (!r) {
+		char path2[4096];
+		r = gb_syms__to_file(sy, s->range.end, path2, sizeof(path2), &vhi, &off);
+		if (!r && (strcmp(path, path2) || vhi - *lo != s->range.end - s->range.start))
+			r = -EXDEV;
+	}
+	gb_syms__free(sy);
+	if (r)
+		return r == -EXDEV ? "not in one file's code (it spans several mappings)"
+				   : "not in one file's code (anonymous memory)";
+	*hi = vhi;
+	*bias = s->range.start - *lo;
+	return NULL;
+}
+
 /* The probe trap for the range, or NULL (with the reason said when it
  * was asked for) when the page trap must do: the range must lie in one
  * file's code. */
@@ -172,8 +211,7 @@ static struct gb_probes *setup_probes(struct session *s)
 		po.hi = s->pending_hi;
 		return gb_probes__new(&po);
 	}
-	const char *why = gb_trace_range_file(s->t.pid, s->range.start, s->range.end, path, sizeof(path),
-					      &po.lo, &po.hi, &po.bias);
+	const char *why = range_file(s, path, sizeof(path), &po.lo, &po.hi, &po.bias);
 	if (why) {
 		gb_info("range %s: %s: page trap", s->range_text, why);
 		return NULL;
@@ -220,8 +258,8 @@ static void check_patch(struct session *s)
 	else if (s->range_pending)
 		why = "its module is not mapped yet";
 	else
-		why = gb_trace_range_file(s->t.pid, s->range.start, s->range.end, s->file_path,
-					  sizeof(s->file_path), &s->file_lo, &s->file_hi, &s->file_bias);
+		why = range_file(s, s->file_path, sizeof(s->file_path), &s->file_lo, &s->file_hi,
+				 &s->file_bias);
 	if (!why) {
 		s->trap = GB_TRAP_PATCH;
 		return;
