@@ -69,17 +69,14 @@ static int inject(pid_t tid, uint64_t insn, long nr, uint64_t a0, uint64_t a1, u
 int gb_jitmap_map(pid_t pid, pid_t tid, uint64_t start, uint64_t end, const char *fallback,
 		  struct gb_jitmap *out, int *pending_sig)
 {
-	/* No fallback named: the caller's choice was not the user's, say it under -v. */
-	void (*say)(const char *, ...) __attribute__((format(printf, 1, 2))) =
-		fallback ? gb_warn : gb_info;
-	const char *fb = fallback ? fallback : "falling back";
 	uint64_t insn = gb_inject_find_syscall(pid, NULL, NULL);
 	uint64_t at = find_hole(pid, start, end);
 	long ret;
 	out->view = NULL;
 	out->addr = 0;
 	if (!insn || !at) {
-		say("trace: no room for a code cache near 0x%llx: %s", (unsigned long long)start, fb);
+		gb_warn("trace: no room for a code cache near 0x%llx: %s", (unsigned long long)start,
+			fallback);
 		return -ENOSPC;
 	}
 	int r = inject(tid, insn, SYS_mmap, at, GB_JIT_SIZE, PROT_READ | PROT_WRITE,
@@ -87,8 +84,8 @@ int gb_jitmap_map(pid_t pid, pid_t tid, uint64_t start, uint64_t end, const char
 	if (r || ret != (long)at) {
 		if (!r && (unsigned long)ret < -4095UL) /* mapped, elsewhere (an old kernel) */
 			inject(tid, insn, SYS_munmap, (uint64_t)ret, GB_JIT_SIZE, 0, 0, &ret, pending_sig);
-		say("trace: cannot map a code cache in pid %d (%s): %s", pid,
-		    strerror(r ? -r : ret < 0 && ret > -4096 ? (int)-ret : EEXIST), fb);
+		gb_warn("trace: cannot map a code cache in pid %d (%s): %s", pid,
+			strerror(r ? -r : ret < 0 && ret > -4096 ? (int)-ret : EEXIST), fallback);
 		return r ? r : -ENOMEM;
 	}
 	r = inject(tid, insn, SYS_mprotect, at, GB_JIT_CODE_SIZE, PROT_READ | PROT_EXEC, 0, &ret,
@@ -101,7 +98,8 @@ int gb_jitmap_map(pid_t pid, pid_t tid, uint64_t start, uint64_t end, const char
 	if (fd >= 0)
 		close(fd);
 	if (v == MAP_FAILED) {
-		say("trace: cannot share the code cache of pid %d (%s): %s", pid, strerror(errno), fb);
+		gb_warn("trace: cannot share the code cache of pid %d (%s): %s", pid, strerror(errno),
+			fallback);
 		inject(tid, insn, SYS_munmap, at, GB_JIT_SIZE, 0, 0, &ret, pending_sig);
 		return -EIO;
 	}

@@ -16,8 +16,7 @@ struct gb_jitmap {
 };
 
 /* Make the region in pid through stopped thread tid, near [start, end]:
- * 0, or -errno with one warning line ending in "; <fallback>" (fallback
- * NULL: the line only under -v, the caller falls back quietly).  A signal
+ * 0, or -errno with one warning line ending in "; <fallback>".  A signal
  * that arrived meanwhile goes to *pending_sig (if 0). */
 int gb_jitmap_map(pid_t pid, pid_t tid, uint64_t start, uint64_t end, const char *fallback,
 		  struct gb_jitmap *out, int *pending_sig);

@@ -435,8 +435,11 @@ static int report_end(struct session *s, enum gb_end why, const struct gb_jsonl_
 static int make_trap(struct session *s)
 {
 	if (s->trap == GB_TRAP_PATCH) {
+		/* Not asked for: a refusal is said under -v only. */
+		gb_log_demote_warnings(s->o->trap != GB_TRAP_PATCH);
 		s->entry_trap = gb_trap_patch_new(&s->t, &s->live, s->file_path, s->file_lo,
-						  s->file_hi, s->file_bias, s->o->trap != GB_TRAP_PATCH);
+						  s->file_hi, s->file_bias);
+		gb_log_demote_warnings(false);
 		if (s->entry_trap)
 			return 0;
 		if (patch_refused(s)) /* (said why) */

@@ -159,11 +159,10 @@ struct gb_trap *gb_trap_probes_new(struct gb_probes *p, struct gb_trace_range *r
 /* The patch trap (trace/trap_patch.c) over the range of the stopped
  * tracee t, in the module file path (link-time lo..hi, run-time = + bias):
  * NULL, with one line saying why, when it does not apply (the caller uses
- * the probe trap): a warning, or with quiet (the trap was not asked for,
- * only the default's first choice) a line under -v. */
+ * the probe trap). */
 struct gb_tracee;
 struct gb_trap *gb_trap_patch_new(struct gb_tracee *t, struct gb_trace_range *r, const char *path,
-				  uint64_t lo, uint64_t hi, uint64_t bias, bool quiet);
+				  uint64_t lo, uint64_t hi, uint64_t bias);
 /* Free a trap: the probe trap's uprobes go (every thread must be held). */
 void gb_trap_free(struct gb_trap *t);
 const char *gb_trap_name(const struct gb_trap *t);

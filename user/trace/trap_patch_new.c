@@ -124,7 +124,7 @@ out:
 }
 
 struct gb_trap *gb_trap_patch_new(struct gb_tracee *t, struct gb_trace_range *rg, const char *path,
-				  uint64_t lo, uint64_t hi, uint64_t bias, bool quiet)
+				  uint64_t lo, uint64_t hi, uint64_t bias)
 {
 	char buf[200];
 	const char *why = refuse(t, buf, sizeof(buf));
@@ -151,8 +151,7 @@ struct gb_trap *gb_trap_patch_new(struct gb_tracee *t, struct gb_trace_range *rg
 	}
 	if ((why = sweep(pt, &ins, &nins, buf, sizeof(buf))))
 		goto fail;
-	if (gb_jitmap_map(t->pid, t->threads[i0].tid, pt->start, pt->end,
-			  quiet ? NULL : "using the probe trap",
+	if (gb_jitmap_map(t->pid, t->threads[i0].tid, pt->start, pt->end, "using the probe trap",
 			  &pt->map, &t->threads[i0].pending_sig)) {
 		free(ins);
 		patch_free(&pt->base);
@@ -175,9 +174,9 @@ struct gb_trap *gb_trap_patch_new(struct gb_tracee *t, struct gb_trace_range *rg
 	gb_jit__ring_reset(pt->j);
 	return &pt->base;
 fail:
-	(quiet ? gb_info : gb_warn)("range 0x%llx-0x%llx: the patch trap does not apply (%s): "
-				    "using the probe trap", (unsigned long long)(lo + bias),
-				    (unsigned long long)(hi + bias), why ? why : strerror(ENOMEM));
+	gb_warn("range 0x%llx-0x%llx: the patch trap does not apply (%s): using the probe trap",
+		(unsigned long long)(lo + bias), (unsigned long long)(hi + bias),
+		why ? why : strerror(ENOMEM));
 	free(ins);
 	if (pt)
 		patch_free(&pt->base);
