@@ -75,9 +75,12 @@ def gebpf_has_trap():
 
 
 def trap_args(kind):
-    """gebpf arguments selecting the entry mechanism KIND ("probes", "pages"
-    or "none").  With --trap, that; before it existed the page trap was the
-    default and "none" was spelled --step-all (still an alias)."""
+    """gebpf arguments selecting the entry mechanism KIND ("patch", "probes",
+    "pages", "none", or "default": no --trap, the trap gebpf picks itself).
+    With --trap, that; before it existed the page trap was the default and
+    "none" was spelled --step-all (still an alias)."""
+    if kind == "default":
+        return []
     if gebpf_has_trap():
         return ["--trap", kind]
     return {"pages": [], "none": ["--step-all"]}[kind]

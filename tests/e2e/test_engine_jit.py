@@ -7,7 +7,10 @@ is gone after a trace, Ctrl-C ends a trace in the middle of translated
 code, and a SIGKILL of gebpf and of its worker leaves a program that was
 inside translated code to finish correctly.
 
-The random-instruction corpus is in test_engine_corpus.py.
+The random-instruction corpus is in test_engine_corpus.py.  The engine
+runs between the entries of an explicit trap (--trap probes or pages): the
+default, the patch trap, runs the range in a cache of its own, not the
+engine's (its tests: test_trap_patch.py, test_trap_cases.py).
 """
 import os
 import re
@@ -129,7 +132,8 @@ def test_python_malloc(tmp_path):
     out = {}
     for eng in ("jit", "step"):
         f = tmp_path / ("%s.jsonl" % eng)
-        r = run(["trace", "-v", "--engine", eng, "--max-insns", 100000, "--range", "libc:malloc",
+        r = run(["trace", "-v", "--trap", "probes", "--engine", eng, "--max-insns", 100000,
+                 "--range", "libc:malloc",
                  "-o", f, "--", "/usr/bin/python3", "-c", code])
         assert r.returncode == 0, r.stderr[-2000:]
         assert r.stdout == "20000\n"
@@ -173,8 +177,8 @@ def test_attach_leaves_no_code_cache(tmp_path):
     p = spin(ROUNDS)
     try:
         before = maps_of(p.pid)
-        r = run(["trace", "-v", "--engine", "jit", "-p", p.pid, "--range", "traced",
-                 "--duration", 1, "-o", tmp_path / "t.jsonl"])
+        r = run(["trace", "-v", "--trap", "probes", "--engine", "jit", "-p", p.pid, "--range",
+                 "traced", "--duration", 1, "-o", tmp_path / "t.jsonl"])
         assert r.returncode == 0, r.stderr[-2000:]
         assert "code cache at" in r.stderr
         st = jit_stats(r.stderr)
@@ -238,8 +242,9 @@ def test_ctrl_c_in_translated_code(tmp_path):
     want = native("jit_spin", ROUNDS).decode()
     p = spin(ROUNDS)
     try:
-        g = subprocess.Popen([gebpf_path(), "trace", "-v", "--engine", "jit", "-p", str(p.pid),
-                              "--range", "traced", "-o", str(tmp_path / "t.jsonl")],
+        g = subprocess.Popen([gebpf_path(), "trace", "-v", "--trap", "probes", "--engine", "jit",
+                              "-p", str(p.pid), "--range", "traced", "-o",
+                              str(tmp_path / "t.jsonl")],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(1.5)
         g.send_signal(signal.SIGINT)

@@ -62,7 +62,7 @@ CASES = {
 ALL = ["ill", "segv", "movs", "push", "bus", "fpe", "gp", "hlt"]   # `sync_sigs all`, in order
 ROUNDS = 2
 NOT_PROBEABLE = ("hlt", "trap")   # uprobes refuse these instructions (Operation not supported)
-TRAPS = ("none", "pages", "probes", "patch")
+TRAPS = ("none", "pages", "probes", "patch", "default")   # "default": no --trap
 
 
 def program():
@@ -203,7 +203,7 @@ def test_faulting_instructions_in_the_middle(trap, reference, tmp_path):
     same_file(out, ref, "sync_sigs all", (trap, "none"))
 
 
-@pytest.mark.parametrize("trap", ("pages", "probes", "patch"))
+@pytest.mark.parametrize("trap", ("pages", "probes", "patch", "default"))
 @pytest.mark.parametrize("case", ALL)
 def test_faulting_instruction_first_in_range(case, trap, reference, tmp_path):
     """The range sf_CASE_at starts AT the faulting instruction (a probe
@@ -245,7 +245,8 @@ INT3_NONE = pytest.mark.xfail(strict=True, reason=(
     "'killed by SIGTRAP during the trace').  The probe and page traps run the handler natively"))
 
 
-@pytest.mark.parametrize("trap", [pytest.param("none", marks=INT3_NONE), "pages", "probes", "patch"])
+@pytest.mark.parametrize("trap", [pytest.param("none", marks=INT3_NONE), "pages", "probes", "patch",
+                                  "default"])
 @pytest.mark.parametrize("sym", ["sf_trap", "sf_trap_at"])
 def test_int3(sym, trap, tmp_path):
     """int3 raises SIGTRAP after it ran (RIP past it): one exec line per
@@ -384,7 +385,7 @@ def test_fork_range_step_all_lines(mode, fork_reference):
     check_fork_counts(fork_reference(mode), "fork_range %s --trap none" % mode)
 
 
-@pytest.mark.parametrize("trap", ("pages", "probes", "patch"))
+@pytest.mark.parametrize("trap", ("pages", "probes", "patch", "default"))
 @pytest.mark.parametrize("mode", MODES)
 def test_fork_range_same_bytes(mode, trap, fork_reference, tmp_path):
     """fork, vfork, posix_spawn (8 of each) from inside the range: the

@@ -345,19 +345,48 @@ def test_duration(no_stray_spin, tmp_path):
 
 def test_attach_two_threads(spawn, tmp_path):
     """Attach to a two-thread program before its threads start; trace 5000
-    in-range instructions; the program then finishes with the right checksum."""
+    in-range instructions; the program then finishes with the right checksum.
+    Both threads within the first 5000: the probe trap's entry stops make
+    them take turns (under the patch trap, at native speed, the first thread
+    may make them all before the second starts: test_attach_two_threads_default)."""
     want = native_output("threads", 20000)
     target = spawn([prog_path("threads"), 20000, 1000], stdout=subprocess.PIPE)
     ready(target)
     out = tmp_path / "out.jsonl"
     r = run_gebpf(["trace", "-p", str(target.pid), "--range", "traced", "--max-insns", "5000",
-                   "-o", str(out)], timeout=120)
+                   "--trap", "probes", "-o", str(out)], timeout=120)
     assert r.returncode == 0, r.stderr
     lines, summary = read_trace(out)
     check_vt_order(lines)
     execs = [ln for ln in lines if ln["t"] == "exec"]
     assert summary["insns"] == len(execs) == 5000, summary
     assert len({ln["vcpu"] for ln in execs}) == 2, "both threads run traced"
+    rest, _ = target.communicate(timeout=60)
+    assert target.returncode == 0
+    assert rest == want, "checksum changed by the trace: %r vs %r" % (rest, want)
+
+
+def test_attach_two_threads_default(spawn, tmp_path):
+    """The same attach with the default trap, to its end (2000 calls a
+    thread): both threads run traced, each for the same number of
+    instructions (the same calls), and the checksum is the native one."""
+    want = native_output("threads", 2000)
+    target = spawn([prog_path("threads"), 2000, 1000], stdout=subprocess.PIPE)
+    ready(target)
+    out = tmp_path / "out.jsonl"
+    r = run_gebpf(["trace", "-p", str(target.pid), "--range", "traced", "--max-events", "0",
+                   "-o", str(out)], timeout=120)
+    # an attached target that exits ends the trace as a runtime failure
+    assert r.returncode == 1 and r.stderr.endswith("exited with status 0 during the trace\n"), \
+        r.stderr
+    lines, summary = read_trace(out)
+    check_vt_order(lines)
+    per = {}
+    for ln in lines:
+        if ln["t"] == "exec":
+            per[ln["vcpu"]] = per.get(ln["vcpu"], 0) + 1
+    assert len(per) == 2 and len(set(per.values())) == 1, "exec lines per thread: %r" % per
+    assert summary["insns"] == sum(per.values()) and summary["dropped"] == 0, summary
     rest, _ = target.communicate(timeout=60)
     assert target.returncode == 0
     assert rest == want, "checksum changed by the trace: %r vs %r" % (rest, want)

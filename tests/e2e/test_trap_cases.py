@@ -24,12 +24,13 @@ import time
 import pytest
 
 import lackey
-from conftest import check_vt_order, gebpf_path, prog_path, read_trace, run_gebpf
+from conftest import check_vt_order, gebpf_path, prog_path, read_trace, run_gebpf, trap_args
 from test_pagetrap import bag, invocations, same_bag, same_file, trace
 
 pytestmark = [pytest.mark.probetrap, pytest.mark.usefixtures("probes_ready")]
 
-TRAPS = ("probes", "pages", "none", "patch")   # the one list: add a trap here
+# the one list: add a trap here ("default": no --trap, gebpf's own choice)
+TRAPS = ("probes", "pages", "none", "patch", "default")
 ENGINES = ("jit", "step")
 REFERENCE = ("none", "step")
 
@@ -54,8 +55,8 @@ def refusal(trap):
     error line of a probe run on mem_sizes)."""
     out = "/tmp/gebpf-trap-probe-%d-%s.jsonl" % (os.getpid(), trap)
     try:
-        r = run_gebpf(["trace", "--trap", trap, "--range", "traced", "-o", out, "--",
-                       prog_path("mem_sizes")], timeout=60)
+        r = run_gebpf(["trace"] + trap_args(trap) + ["--range", "traced", "-o", out, "--",
+                                                      prog_path("mem_sizes")], timeout=60)
     finally:
         if os.path.exists(out):
             os.unlink(out)
@@ -291,8 +292,9 @@ def run_parked(trap, engine, out):
         assert ready.startswith("ready "), ready
         tid = int(ready.split()[1])
         wait_for(lambda: parked_in_read(p.pid, tid, lo, hi), 20, "tc_parked's worker in read")
-        g = subprocess.Popen([gebpf_path(), "trace", "-v", "--trap", trap, "--engine", engine,
-                              "-p", str(p.pid), "--range", "traced", "-o", str(out)],
+        g = subprocess.Popen([gebpf_path(), "trace", "-v"] + trap_args(trap) +
+                             ["--engine", engine, "-p", str(p.pid), "--range", "traced", "-o",
+                              str(out)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         # attached and set up: both threads traced, and back asleep in their reads
         wait_for(lambda: g.poll() is not None or all(

@@ -10,6 +10,7 @@
 
 #include "common/bound.h"
 #include "common/grow.h"
+#include "common/log.h"
 
 struct span {
 	int tag;
@@ -65,4 +66,22 @@ Test(grow, keeps_items_and_fails_loudly, .init = cr_redirect_stderr)
 	out[fread(out, 1, sizeof(out) - 1, cr_get_redirected_stderr())] = 0;
 	cr_assert(!strncmp(out, "gebpf: out of memory (growing an array to ", 42), "%s", out);
 	free(v);
+}
+
+/* gb_log_demote_warnings: a demoted warning is an -v line (no "warning: "),
+ * nothing without -v; errors are never demoted; off again, warnings are
+ * warnings. */
+Test(log, demoted_warnings_are_verbose_lines, .init = cr_redirect_stderr)
+{
+	gb_log_set_verbose(false);
+	gb_log_demote_warnings(true);
+	gb_warn("quiet %d", 1);
+	gb_err("an error %d", 2);
+	gb_log_set_verbose(true);
+	gb_warn("said %d", 3);
+	gb_log_demote_warnings(false);
+	gb_warn("loud %d", 4);
+	gb_log_set_verbose(false);
+	fflush(stderr);
+	cr_assert_stderr_eq_str("gebpf: an error 2\ngebpf: said 3\ngebpf: warning: loud 4\n");
 }

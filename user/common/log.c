@@ -2,9 +2,10 @@
 
 #include <stdio.h>
 
-static bool verbose;
+static bool verbose, demoted;
 
 void gb_log_set_verbose(bool on) { verbose = on; }
+void gb_log_demote_warnings(bool on) { demoted = on; }
 
 /* src with its control characters (a newline in a --range value, a file
  * name, a symbol) escaped C-style, so that a message stays one line. */
@@ -52,8 +53,10 @@ int gb_fail(int e, const char *fmt, ...)
 void gb_warn(const char *fmt, ...)
 {
 	va_list ap;
+	if (demoted && !verbose)
+		return;
 	va_start(ap, fmt);
-	vlog("warning: ", fmt, ap);
+	vlog(demoted ? "" : "warning: ", fmt, ap);
 	va_end(ap);
 }
 

@@ -211,8 +211,10 @@ static int probes_or_pages(struct session *s)
 	return 0;
 }
 
-/* --trap patch: whether it may apply (the rest is checked with the trap
- * made, gb_trap_patch_new); else the probe trap, said in one line. */
+/* Whether the patch trap may apply (the rest is checked with the trap made,
+ * gb_trap_patch_new); else the probe trap, said in one line: a warning when
+ * --trap patch asked for it, under -v when it was only the default's first
+ * choice (the default then goes on as without it). */
 static void check_patch(struct session *s)
 {
 	const struct gb_trace_opts *o = s->o;
@@ -228,16 +230,29 @@ static void check_patch(struct session *s)
 	else
 		why = range_file(s, s->file_path, sizeof(s->file_path), &s->file_lo, &s->file_hi,
 				 &s->file_bias);
-	if (!why)
+	if (!why) {
+		s->trap = GB_TRAP_PATCH;
 		return;
-	gb_warn("range %s: the patch trap does not apply (%s): using the probe trap",
-		s->range_text, why);
-	s->trap = GB_TRAP_PROBES;
+	}
+	(o->trap == GB_TRAP_PATCH ? gb_warn : gb_info)("range %s: the patch trap does not apply "
+						       "(%s): using the %s trap", s->range_text,
+						       why, o->trap == GB_TRAP_PATCH ? "probe"
+						       : "default");
+	s->trap = o->trap == GB_TRAP_PATCH ? GB_TRAP_PROBES : GB_TRAP_AUTO;
 }
 
-/* Which trap stops threads at the range's entry: the probe trap where the
- * range is code of a file (unless --trap says otherwise), else the page
- * trap; none without a bounded range. */
+/* The patch trap refused after all (said why): the probe trap for --trap
+ * patch, the default's next choice (probes, else pages) for the default. */
+static int patch_refused(struct session *s)
+{
+	s->trap = s->o->trap == GB_TRAP_PATCH ? GB_TRAP_PROBES : GB_TRAP_AUTO;
+	return probes_or_pages(s);
+}
+
+/* Which trap stops threads at the range's entry (docs/trace.md "Entry
+ * traps"): by default the patch trap where it applies, else the probe trap
+ * where the range is code of a file, else the page trap (unless --trap says
+ * otherwise); none without a bounded range. */
 static int choose_trap(struct session *s)
 {
 	const struct gb_trace_opts *o = s->o;
@@ -252,7 +267,7 @@ static int choose_trap(struct session *s)
 	 * entry instruction after it ran. */
 	if (s->trap == GB_TRAP_AUTO && o->nsnap_vts)
 		s->trap = GB_TRAP_PAGES;
-	if (s->trap == GB_TRAP_PATCH)
+	if (s->trap == GB_TRAP_PATCH || s->trap == GB_TRAP_AUTO)
 		check_patch(s);
 	if (s->trap == GB_TRAP_PATCH)
 		return 0;
@@ -391,17 +406,23 @@ static int make_trap(struct session *s)
 {
 	if (s->trap == GB_TRAP_PATCH && s->range_pending) {
 		s->entry_trap = gb_trap_patch_pending(&s->t, &s->live);
-		if (!s->entry_trap)
+		if (s->entry_trap)
+			gb_trap_patch_asked(s->entry_trap, s->o->trap == GB_TRAP_PATCH);
+		else
 			gb_err("trace: pid %d: cannot set up the trace: %s", s->t.pid, strerror(ENOMEM));
 		return s->entry_trap ? 0 : -1;
 	}
 	if (s->trap == GB_TRAP_PATCH) {
+		/* Not asked for: a refusal is said under -v only. */
+		gb_log_demote_warnings(s->o->trap != GB_TRAP_PATCH);
 		s->entry_trap = gb_trap_patch_new(&s->t, &s->live, s->file_path, s->file_lo,
 						  s->file_hi, s->file_bias);
-		if (s->entry_trap)
+		gb_log_demote_warnings(false);
+		if (s->entry_trap) {
+			gb_trap_patch_asked(s->entry_trap, s->o->trap == GB_TRAP_PATCH);
 			return 0;
-		s->trap = GB_TRAP_PROBES; /* (said why) */
-		if (probes_or_pages(s))
+		}
+		if (patch_refused(s)) /* (said why) */
 			return -1;
 	}
 	if (s->trap == GB_TRAP_PROBES) {
@@ -458,8 +479,9 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 			}
 	}
 	bool jit = o->engine != GB_ENGINE_STEP && s.trap != GB_TRAP_NONE;
+	bool patch = s.trap == GB_TRAP_PATCH;
 	gb_trace_seccomp_fit(&s.t, s.range.start, &s.trap, &jit); /* before anything is injected */
-	if (s.trap == GB_TRAP_PROBES && !s.probes && probes_or_pages(&s)) /* (patch refused) */
+	if (patch && s.trap != GB_TRAP_PATCH && patch_refused(&s)) /* (said why) */
 		goto cleanup;
 	if (o->faults && start_faults(&s))
 		goto cleanup;

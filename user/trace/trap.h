@@ -169,6 +169,9 @@ struct gb_trap *gb_trap_patch_new(struct gb_tracee *t, struct gb_trace_range *r,
 /* The patch trap for a range whose module is not mapped yet: set up once
  * it is (looked for after each mmap; trap_patch_exec.c). */
 struct gb_trap *gb_trap_patch_pending(struct gb_tracee *t, struct gb_trace_range *r);
+/* Whether --trap patch was asked for: if not (the default), its refusal in
+ * a later image (exec, a module mapped late) is said under -v only. */
+void gb_trap_patch_asked(struct gb_trap *t, bool asked);
 /* Free a trap: the probe trap's uprobes go (every thread must be held). */
 void gb_trap_free(struct gb_trap *t);
 const char *gb_trap_name(const struct gb_trap *t);

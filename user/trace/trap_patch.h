@@ -75,6 +75,7 @@ struct patch_trap {
 	struct gb_trap *instead;      /* the trap used for the image the patch
 				       * trap did not apply to (owned) */
 	unsigned images;              /* images it was set up in */
+	bool quiet;                   /* not asked for: a later refusal is said under -v */
 	struct gb_probes *probes;     /* uprobes at the entries not patched, or NULL */
 	unsigned nprobed;
 	uint64_t probe_hits;          /* entries through them (statistics) */

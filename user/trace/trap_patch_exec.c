@@ -100,20 +100,24 @@ static void set_up(struct patch_trap *pt, struct gb_engine *e)
 	const char *why = gb_trace_range_file(e->t->pid, rg->start, rg->end, path, sizeof(path), &lo,
 					      &hi, &bias);
 	bool in_file = !why;
+	gb_log_demote_warnings(pt->quiet);
 	if (!why)
 		why = patch_build(pt, e->t, path, lo, hi, bias, buf, sizeof(buf));
 	if (!why) {
+		gb_log_demote_warnings(false);
 		patch_ops.start(&pt->base, e);
 		return;
 	}
 	pt->instead = instead(pt, e, in_file ? path : NULL, lo, hi, bias);
+	gb_log_demote_warnings(false);
 	if (!pt->instead) {
 		gb_err("trace: pid %d: cannot set up the trace of the new image: %s", e->t->pid,
 		       strerror(ENOMEM));
 		eng_finish(e, GB_END_ERROR);
 		return;
 	}
-	gb_warn("range 0x%llx-0x%llx: the patch trap does not apply%s%s%s: using the %s trap",
+	(pt->quiet ? gb_info : gb_warn)("range 0x%llx-0x%llx: the patch trap does not apply%s%s%s: "
+					"using the %s trap",
 		(unsigned long long)rg->start, (unsigned long long)rg->end, *why ? " (" : "", why,
 		*why ? ")" : "", gb_trap_name(pt->instead));
 	if (pt->images)
@@ -139,6 +143,8 @@ void patch_before_run(struct gb_trap *t, struct gb_engine *e)
 	eng_resume_world(e, was);
 	free(was);
 }
+
+void gb_trap_patch_asked(struct gb_trap *t, bool asked) { PT(t)->quiet = !asked; }
 
 struct gb_trap *gb_trap_patch_pending(struct gb_tracee *t, struct gb_trace_range *r)
 {
