@@ -1,4 +1,4 @@
-/* The stub (snap/clonestub.h): the copy's clone, on a real process
+/* The stub (ptrace/clonestub.h): the copy's clone, on a real process
  * blocked in nanosleep with a signal of its own blocked: the copy is
  * reported, stopped before its first instruction with every blockable
  * signal blocked, and the thread gets back exactly its registers (a syscall
@@ -22,7 +22,7 @@
 #include "ptrace/mem.h"
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
-#include "snap/clonestub.h"
+#include "ptrace/clonestub.h"
 
 static pid_t sleeper(void)
 {

@@ -14,7 +14,7 @@
 #include "common/grow.h"
 #include "common/log.h"
 #include "ptrace/inject.h"
-#include "snap/clonestub.h"
+#include "ptrace/clonestub.h"
 #include "ptrace/maps.h"
 #include "ptrace/tracee.h"
 #include "snap/proc.h"

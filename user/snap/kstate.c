@@ -20,7 +20,7 @@
 #include "ptrace/procfs.h"
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
-#include "snap/clonestub.h"
+#include "ptrace/clonestub.h"
 #include "snap/proc.h"
 
 #ifndef PTRACE_GET_RSEQ_CONFIGURATION

@@ -16,7 +16,7 @@
 #include "ptrace/inject.h"
 #include "ptrace/maps.h"
 #include "ptrace/procfs.h"
-#include "snap/clonestub.h"
+#include "ptrace/clonestub.h"
 
 /* A free hole of GB_JIT_SIZE bytes within 1 GiB of the range (RIP-relative
  * operands of the range reach +-2 GiB), or 0.  Nearest the range, except
@@ -69,7 +69,7 @@ static uint64_t find_hole(pid_t pid, uint64_t start, uint64_t end)
 }
 
 /* The call, injected in stopped thread tid.  stub: through the
- * self-restoring stub (snap/clonestub.h) where the vDSO has room for it,
+ * self-restoring stub (ptrace/clonestub.h) where the vDSO has room for it,
  * so a worker SIGKILLed at any moment of it leaves the thread to finish the
  * call and go on where it was; elsewhere (and without stub) through syscall
  * stops, not single steps, so at least no trap flag is left behind once it

@@ -24,7 +24,7 @@ int gb_jitmap_map(pid_t pid, pid_t tid, uint64_t start, uint64_t end, const char
  * pid (a fork child: its copy): 0 or -errno. */
 int gb_jitmap_unmap_in(pid_t pid, pid_t tid, uint64_t addr, int *pending_sig);
 /* The same two (the patch trap's), each call made through the
- * self-restoring stub of snap/clonestub.h where the vDSO has room: a
+ * self-restoring stub of ptrace/clonestub.h where the vDSO has room: a
  * SIGKILL of the worker during one leaves the thread to finish it and go
  * on as it was (else injected as above).  A pending signal the thread is
  * stopped to take (*pending_sig) may be delivered first: it is then at its

@@ -1,6 +1,6 @@
 /* The self-restoring syscall stub (the copy's clone, the kernel state's
  * calls): see clonestub.h. */
-#include "snap/clonestub.h"
+#include "ptrace/clonestub.h"
 
 #include <elf.h>
 #include <errno.h>

@@ -34,8 +34,8 @@
  * What is not crash-safe: the mmap and munmap of the stub page themselves
  * (ptrace/inject.h, a few ptrace round trips each).  The page itself, if
  * left behind, is never entered again. */
-#ifndef GB_SNAP_CLONESTUB_H
-#define GB_SNAP_CLONESTUB_H
+#ifndef GB_PTRACE_CLONESTUB_H
+#define GB_PTRACE_CLONESTUB_H
 
 #include <stdint.h>
 #include <sys/types.h>
