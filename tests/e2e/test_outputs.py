@@ -155,9 +155,14 @@ def test_sigkill_leaves_what_was_traced(trace_ready, tmp_path):
         g.kill()
         g.wait()
         data = out.read_bytes()
-        assert data.count(b"\n") > 0, "nothing written after 1.5 s of tracing"
-        for raw in data.split(b"\n")[:-1]:
+        lines = data.split(b"\n")[:-1]
+        assert lines, "nothing written after 1.5 s of tracing"
+        # Whole lines: the last ones (where a kill cuts) and the first ones
+        # parsed; every line is one object (the patch trap writes millions
+        # of them in 1.5 s: parsing all would take minutes).
+        for raw in lines[:2000] + lines[-2000:]:
             json.loads(raw)
+        assert all(raw.startswith(b"{") and raw.endswith(b"}") for raw in lines)
     finally:
         stop(target)
 

@@ -102,15 +102,14 @@ def test_dlopen_pending(tmp_path):
 
 
 def test_exec_into_a_range_it_does_not_take(tmp_path):
-    """exec_other execs rep_string, whose `traced` the patch trap does not
-    take (a string instruction it does not translate today, or another
-    reason it says): one line, and the probe trap traces the new image: the
-    page trap's trace byte for byte."""
+    """exec_other execs pt_refused, whose `traced` the patch trap does not
+    take (`loop` and `xlat`, which its stop-free mode does not translate):
+    one line, and the probe trap traces the new image: the page trap's
+    trace byte for byte."""
     probe = tmp_path / "p.jsonl"
-    rp = trace("rep_string", "traced", probe, trap="patch")
-    if REFUSED not in rp.stderr:
-        pytest.skip("the patch trap takes rep_string's range now: no refused image to exec")
-    r, lines, _ = both("exec_other", "traced", tmp_path, prog_path("rep_string"), other="pages")
+    rp = trace("pt_refused", "traced", probe, trap="patch")
+    assert REFUSED in rp.stderr, rp.stderr
+    r, lines, _ = both("exec_other", "traced", tmp_path, prog_path("pt_refused"), other="pages")
     refused = [ln for ln in r.stderr.splitlines() if REFUSED in ln]
     assert len(refused) == 1 and "using the probe trap" in refused[0], r.stderr
 
