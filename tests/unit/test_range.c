@@ -51,6 +51,7 @@ ParameterizedTestParameters(range, symbol_forms)
 		{ "libc.so.6:memcpy", "libc.so.6", "memcpy", "libc.so.6:memcpy" },
 		{ "libc:clock_nanosleep", "libc", "clock_nanosleep", "libc:clock_nanosleep" },
 		{ "a:b:c", "a:b", "c", "a:b:c" },
+		{ "/a-b/lib-x.so:f", "/a-b/lib-x.so", "f", "/a-b/lib-x.so:f" }, /* dashes in a path */
 		{ "_start", "", "_start", "_start" },
 		{ "memcpy@GLIBC_2.14", "", "memcpy@GLIBC_2.14", "memcpy@GLIBC_2.14" },
 		{ "deadbeef", "", "deadbeef", "deadbeef" },

@@ -117,7 +117,9 @@ int gb_range_parse(const char *cmd, const char *s, struct gb_range_spec *out)
 	if (!s || !*s)
 		return fail(cmd, "--range", "''", "empty range");
 
-	const char *dash = strchr(s, '-');
+	/* A colon makes it MODULE:SYMBOL, whose path may hold dashes
+	 * (/usr/lib/x86_64-linux-gnu/libc.so.6:malloc); START-END never has one. */
+	const char *dash = strchr(s, ':') ? NULL : strchr(s, '-');
 	if (dash) {
 		char a[64], b[64];
 		size_t la = (size_t)(dash - s), lb = strlen(dash + 1);
