@@ -40,6 +40,19 @@ void gb_jit__ring_unwrite(struct gb_jit *j, size_t words)
 	*dword(j, HEAD) = daddr(j, RING) + 8 * (used > words ? used - words : 0);
 }
 
+/* An access's address as the program saw it: wrapped at 4 GiB for a
+ * 32-bit address, plus its segment's base. */
+static uint64_t seg_addr(unsigned flags, uint64_t a, uint64_t fs_base, uint64_t gs_base)
+{
+	if (flags & GB_REF_ADDR32)
+		a = (uint32_t)a;
+	if (flags & GB_REF_FS)
+		a += fs_base;
+	else if (flags & GB_REF_GS)
+		a += gs_base;
+	return a;
+}
+
 /* A gather or sign-masked access (struct insn .vkind): base is its first
  * reference's address before the element's offset (not yet wrapped nor
  * segment-based); the index and mask vectors follow in the record.  One
@@ -65,13 +78,7 @@ static int vec_accesses(const struct insn *in, const struct ref *r, uint64_t bas
 			memcpy(&x64, &idx[i * in->idx_elem], in->idx_elem == 8 ? 8 : 4);
 			off = (in->idx_elem == 8 ? x64 : x32) * in->scale;
 		}
-		uint64_t a = base + (uint64_t)off;
-		if (r->flags & GB_REF_ADDR32)
-			a = (uint32_t)a;
-		if (r->flags & GB_REF_FS)
-			a += fs_base;
-		else if (r->flags & GB_REF_GS)
-			a += gs_base;
+		uint64_t a = seg_addr(r->flags, base + (uint64_t)off, fs_base, gs_base);
 		out->acc[out->nacc++] = (struct gb_access){ a, in->elem, r->flags & GB_REF_WRITE };
 	}
 	return 1;
@@ -116,12 +123,7 @@ static int decode_at(const struct gb_jit *j, size_t used, size_t *pos, uint64_t 
 		a += (uint64_t)adj;
 		if (in->vkind) /* (wrapped and segment-based per element) */
 			return vec_accesses(in, r, a, w, used, pos, fs_base, gs_base, out);
-		if (r->flags & GB_REF_ADDR32)
-			a = (uint32_t)a;
-		if (r->flags & GB_REF_FS)
-			a += fs_base;
-		else if (r->flags & GB_REF_GS)
-			a += gs_base;
+		a = seg_addr(r->flags, a, fs_base, gs_base);
 		out->acc[out->nacc++] = (struct gb_access){ a, r->size, r->flags & GB_REF_WRITE };
 	}
 	return 1;
