@@ -6,6 +6,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@ static int on_record(void *ctx, void *data, size_t len)
 	if (GB_GROW(&p->q, &p->capq, p->nq + 1))
 		return -ENOMEM;
 	p->q[p->nq++] = *e;
+	p->consumed++;
 	return 0;
 }
 
@@ -144,6 +146,11 @@ int gb_probetrap__poll_fd(const struct gb_probetrap *p)
 
 /* --- claiming stops ------------------------------------------------------ */
 
+static uint64_t submitted_records(struct gb_probetrap *p)
+{
+	return gb_counter_sum(bpf_map__fd(p->skel->maps.pt_counters), GB_PCNT_RECORDS);
+}
+
 static int pending_get(struct gb_probetrap *p, pid_t tid, struct pending *v)
 {
 	__u32 key = (__u32)tid;
@@ -228,16 +235,30 @@ bool gb_probetrap__claim(struct gb_probetrap *p, pid_t tid, int sig, const sigin
 		}
 		return true;
 	}
-	gb_probetrap__drain(p);
-	for (size_t i = 0; i < p->nq; i++) {
-		const struct gb_ev_probe *e = &p->q[i];
-		if ((pid_t)e->h.tid != tid || (int)e->signo != (stop ? SIGSTOP : p->signo))
-			continue;
-		if (hit)
-			fill_hit(hit, e);
-		memmove(&p->q[i], &p->q[i + 1], (p->nq - i - 1) * sizeof(*p->q));
-		p->nq--;
-		return true;
+	for (double until = 0;;) {
+		gb_probetrap__drain(p);
+		for (size_t i = 0; i < p->nq; i++) {
+			const struct gb_ev_probe *e = &p->q[i];
+			if ((pid_t)e->h.tid != tid ||
+			    (int)e->signo != (stop ? SIGSTOP : p->signo))
+				continue;
+			if (hit)
+				fill_hit(hit, e);
+			memmove(&p->q[i], &p->q[i + 1], (p->nq - i - 1) * sizeof(*p->q));
+			p->nq--;
+			return true;
+		}
+		/* A record submitted behind one another thread has reserved
+		 * and not yet submitted stays invisible to the consumer (the
+		 * ring stops at a busy record): while the program has counted
+		 * more records than were consumed, ours is on its way. */
+		if (submitted_records(p) <= p->consumed)
+			break;
+		if (until == 0)
+			until = gb_mono_s() + 2.0;
+		else if (gb_mono_s() > until)
+			break;
+		sched_yield();
 	}
 	/* Ours, but the record was lost (ring buffer full). */
 	if (hit) {

@@ -60,6 +60,7 @@ struct gb_probetrap {
 	struct gb_ev_probe *q;       /* drained records not yet claimed, oldest first */
 	size_t nq, capq;
 	uint64_t claimed;
+	uint64_t consumed;            /* records on_record() took from the ring */
 	struct owed { pid_t tid; int signo; } *owed; /* records taken early: their
 						       * signals are still to come */
 	size_t nowed, capowed;
