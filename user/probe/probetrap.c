@@ -204,6 +204,35 @@ static void fill_hit(struct gb_probe_hit *hit, const struct gb_ev_probe *e)
 		hit->flags |= GB_PROBE_HIT_SIGSTOP;
 }
 
+/* The index in p->q of the oldest drained record of thread tid (with signal
+ * signo, any when -1), or -1.  A record submitted behind one that another
+ * thread has reserved and not yet submitted stays invisible to the consumer
+ * (the ring stops at a busy record): with wait, while the program has
+ * counted more records than were consumed, ours may be on its way, and the
+ * ring is drained again (for at most 2 s). */
+static ssize_t find_record(struct gb_probetrap *p, pid_t tid, int signo, bool wait)
+{
+	for (double until = 0;;) {
+		gb_probetrap__drain(p);
+		for (size_t i = 0; i < p->nq; i++)
+			if ((pid_t)p->q[i].h.tid == tid && (signo < 0 || (int)p->q[i].signo == signo))
+				return (ssize_t)i;
+		if (!wait || submitted_records(p) <= p->consumed)
+			return -1;
+		if (until == 0)
+			until = gb_mono_s() + 2.0;
+		else if (gb_mono_s() > until)
+			return -1;
+		sched_yield();
+	}
+}
+
+static void drop_record(struct gb_probetrap *p, size_t i)
+{
+	memmove(&p->q[i], &p->q[i + 1], (p->nq - i - 1) * sizeof(*p->q));
+	p->nq--;
+}
+
 bool gb_probetrap__claim(struct gb_probetrap *p, pid_t tid, int sig, const siginfo_t *si,
 			 struct gb_probe_hit *hit)
 {
@@ -235,30 +264,12 @@ bool gb_probetrap__claim(struct gb_probetrap *p, pid_t tid, int sig, const sigin
 		}
 		return true;
 	}
-	for (double until = 0;;) {
-		gb_probetrap__drain(p);
-		for (size_t i = 0; i < p->nq; i++) {
-			const struct gb_ev_probe *e = &p->q[i];
-			if ((pid_t)e->h.tid != tid ||
-			    (int)e->signo != (stop ? SIGSTOP : p->signo))
-				continue;
-			if (hit)
-				fill_hit(hit, e);
-			memmove(&p->q[i], &p->q[i + 1], (p->nq - i - 1) * sizeof(*p->q));
-			p->nq--;
-			return true;
-		}
-		/* A record submitted behind one another thread has reserved
-		 * and not yet submitted stays invisible to the consumer (the
-		 * ring stops at a busy record): while the program has counted
-		 * more records than were consumed, ours is on its way. */
-		if (submitted_records(p) <= p->consumed)
-			break;
-		if (until == 0)
-			until = gb_mono_s() + 2.0;
-		else if (gb_mono_s() > until)
-			break;
-		sched_yield();
+	ssize_t k = find_record(p, tid, stop ? SIGSTOP : p->signo, true);
+	if (k >= 0) {
+		if (hit)
+			fill_hit(hit, &p->q[k]);
+		drop_record(p, (size_t)k);
+		return true;
 	}
 	/* Ours, but the record was lost (ring buffer full). */
 	if (hit) {
@@ -270,22 +281,25 @@ bool gb_probetrap__claim(struct gb_probetrap *p, pid_t tid, int sig, const sigin
 
 bool gb_probetrap__take_early(struct gb_probetrap *p, pid_t tid, struct gb_probe_hit *hit)
 {
+	struct pending pd;
+	uint32_t owed = 0;
+
 	if (!p)
 		return false;
-	gb_probetrap__drain(p);
-	for (size_t i = 0; i < p->nq; i++) {
-		const struct gb_ev_probe *e = &p->q[i];
-		if ((pid_t)e->h.tid != tid)
-			continue;
-		if (GB_GROW(&p->owed, &p->capowed, p->nowed + 1))
-			return false;
-		p->owed[p->nowed++] = (struct owed){ tid, (int)e->signo };
-		fill_hit(hit, e);
-		memmove(&p->q[i], &p->q[i + 1], (p->nq - i - 1) * sizeof(*p->q));
-		p->nq--;
-		return true;
-	}
-	return false;
+	/* Wait for a record still on its way only when a signal of a probe
+	 * is pending for the thread beyond those whose records it took. */
+	for (size_t i = 0; i < p->nowed; i++)
+		owed += p->owed[i].tid == tid;
+	bool coming = pending_get(p, tid, &pd) == 0 && pd.sig + pd.stop > owed;
+	ssize_t k = find_record(p, tid, -1, coming);
+	if (k < 0)
+		return false;
+	if (GB_GROW(&p->owed, &p->capowed, p->nowed + 1))
+		return false;
+	p->owed[p->nowed++] = (struct owed){ tid, (int)p->q[k].signo };
+	fill_hit(hit, &p->q[k]);
+	drop_record(p, (size_t)k);
+	return true;
 }
 
 bool gb_probetrap__is_step_artifact(struct gb_probetrap *p, pid_t tid, uint64_t rip_before,
