@@ -21,7 +21,8 @@ instruction, with its vcpu).  Rows, medians over --reps runs:
   wall     gebpf's wall time (start, trace, end)
 
 Each --gebpf (default: $GEBPF_OUTPUT/gebpf) is measured in turn, the runs
-interleaved.  Needs root (ptrace, uprobes).
+interleaved; a run whose trace lacks calls (records dropped) is said and
+not counted.  Needs root (ptrace, uprobes).
 """
 import argparse
 import json
@@ -84,7 +85,7 @@ def main():
         print("bench_lockfair: skipped: needs root (ptrace, uprobes)")
         return 0
     bins = a.gebpf or [GEBPF]
-    res = {b: [] for b in bins}
+    res, short = {b: [] for b in bins}, {}
     with tempfile.TemporaryDirectory(prefix="gebpf-lockfair-") as tmp:
         out = os.path.join(tmp, "trace")
         for _ in range(a.reps):
@@ -97,9 +98,11 @@ def main():
                     raise SystemExit("bench_lockfair: %s: exit %d: %s" % (b, p.returncode, p.stderr))
                 wall = time.monotonic() - t0
                 order = calls_in(out)
-                if len(order) != a.calls * a.threads:
-                    raise SystemExit("bench_lockfair: %s: %d calls in the trace, not %d"
-                                     % (b, len(order), a.calls * a.threads))
+                if len(order) != a.calls * a.threads:   # (records dropped: the ring's writer gave up)
+                    short[b] = short.get(b, 0) + 1
+                    print("   %s: %d calls in the trace, not %d: not counted"
+                          % (b, len(order), a.calls * a.threads))
+                    continue
                 res[b].append(measure(order, a.calls) + (wall,))
     print("== bench_lockfair: pt_threads %d calls x %d threads under --trap patch, median of %d; "
           "load average %s ==" % (a.calls, a.threads, a.reps,
@@ -107,6 +110,9 @@ def main():
     print("%-40s %8s %8s %8s %8s" % ("gebpf", "run", "mean", "behind", "wall s"))
     for b in bins:
         r = res[b]
+        if not r:
+            print("%-40s no complete trace" % b[-40:])
+            continue
         print("%-40s %8d %8.2f %8.3f %8.2f" % (b[-40:], med([x[0] for x in r]), med([x[1] for x in r]),
                                                 med([x[2] for x in r]), med([x[3] for x in r])))
     return 0

@@ -98,8 +98,11 @@ struct ns_offs {
 	/* acquire: flags saved (fl), ticket taken (x1, in eax until tk), served
 	 * (got), its marker committed (marked), flags back (sahf), the wait */
 	uint32_t acq, acq_fl, x1, tk, got, marked, acq_sahf, acq_end;
-	/* release: flags saved, the next ticket served (xr), flags back */
-	uint32_t rel, rel_fl, xr, rel_sahf, rel_end;
+	/* release: the next ticket served (xr); when its word is not 0: flags
+	 * saved (rel_fl), the word taken (xs: eax 2, given up), rel_9 (rcx 1:
+	 * given up), flags back (rel_sahf), on to serve the next (rel_next) or
+	 * back (rel_ret2) */
+	uint32_t rel, xr, rel_fl, rel_xs, rel_9, rel_sahf, rel_next, rel_ret2, rel_end;
 	uint32_t fsave[2], frest[2];   /* the two futex calls: saves, restores */
 	uint32_t slow, slow_flg, slow_saved, slow_rest, slow_sahf, slow_end;
 };
@@ -164,12 +167,11 @@ struct gb_jit {
  * byte of NS_MISSES before it counted the miss) */
 #define NS_MISSLOG   (NS_TLS - GB_JIT_MISS_LOG * 8)
 _Static_assert(GB_JIT_MISS_LOG == 256, "the miss log's index is a byte (movzx)");
-/* ... below it, per ticket t of the lock (index t % NS_TSLOTS): the
- * abandoned marks (t + 1: ticket t given up, its holder gone) and under
- * them the wait words (1: t's taker sleeps, or is about to, on the word). */
-#define NS_TSLOTS    1024u
-#define NS_TABAND    (NS_MISSLOG - NS_TSLOTS * 4)
-#define NS_TWAIT     (NS_TABAND - NS_TSLOTS * 4)
+/* ... below it, per ticket t of the lock (ticket.c), word t % NS_TSLOTS:
+ * 0, 1 (t's taker sleeps on the word, or is about to) or 2 (t given up:
+ * its taker is gone; whoever serves it serves the next). */
+#define NS_TSLOTS    65536u   /* the index is the ticket's low 16 bits (movzx) */
+#define NS_TSLOT     (NS_MISSLOG - NS_TSLOTS * 4)
 /* ... and one area's slots. */
 #define T_RAX  0
 #define T_RCX  8

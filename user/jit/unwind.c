@@ -186,10 +186,14 @@ static int in_lock(struct uw *w, uint32_t off)
 		if (off >= o->acq_fl && off != o->acq_sahf)
 			flags_from(w, T_LFLG);
 	} else {
-		held = off < o->xr;
+		/* past serving ticket s, it passes s on when s was given up */
+		bool pass = (off >= o->rel_xs && off < o->rel_9 && (uint32_t)w->r->rax == 2) ||
+			    (off >= o->rel_9 && off <= o->rel_sahf && w->r->rcx) ||
+			    (off >= o->rel_next && off < o->rel_ret2);
+		held = off < o->xr || pass;
 		w->post = !held;
 		five(w, off, o->fsave[1], o->frest[1]);
-		if (off >= o->rel_fl && off != o->rel_sahf)
+		if (off >= o->rel_fl && off < o->rel_sahf)
 			flags_from(w, T_LFLG);
 	}
 	at_site(w, u, c, off, true, held);
