@@ -2,7 +2,7 @@
 """How the patch trap's lock shares the range among threads (issue 19;
 docs/trace.md "A trap without stops": the lock).
 
-    GEBPF_OUTPUT=.output /usr/bin/python3 bench/bench_lockfair.py [--reps N] [--calls N]
+    GEBPF_OUTPUT=.output /usr/bin/python3 bench/bench_lockfair.py [--reps N] [--quick] [--calls N]
         [--threads N] [--gebpf PATH ...]
 
 Traces tests/progs/pt_threads CALLS THREADS (THREADS threads released
@@ -33,7 +33,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import GEBPF, OUT, med  # noqa: E402
+from benchlib import GEBPF, OUT, add_common_args, med  # noqa: E402
 
 PROG = os.path.join(OUT, "progs", "pt_threads")
 
@@ -76,11 +76,13 @@ def measure(order, calls):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reps", type=int, default=3)
+    add_common_args(ap, 3, "20000 calls, 1 round (a smoke run)")
     ap.add_argument("--calls", type=int, default=100000)
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--gebpf", action="append", help="gebpf binaries to compare")
     a = ap.parse_args()
+    if a.quick:
+        a.reps, a.calls = 1, 20000
     if os.geteuid() != 0:
         print("bench_lockfair: skipped: needs root (ptrace, uprobes)")
         return 0
