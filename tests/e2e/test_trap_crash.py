@@ -187,11 +187,11 @@ def one_run(mode, seed, outdir, prog="pt_crash"):
                 proc.wait()
 
 
-def campaign(mode, tmp_path, prog="pt_crash"):
+def campaign(mode, tmp_path, prog="pt_crash", nruns=RUNS):
     seed0 = int(os.environ.get("GEBPF_CRASH_SEED", "0") or 0) or int(time.time())
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as ex:
         runs = list(ex.map(lambda s: one_run(mode, s, str(tmp_path), prog),
-                           range(seed0, seed0 + RUNS)))
+                           range(seed0, seed0 + nruns)))
     count = lambda f: sum(1 for r in runs if f(r))
     summary = {
         "mode": mode, "prog": prog, "runs": len(runs), "seed0": seed0,
@@ -270,8 +270,10 @@ def test_signal_handlers_entering_the_range_both_killed(tmp_path):
     """pt_signest, gebpf and its worker SIGKILLed: the handler's entry, taken
     where the worker left the thread (inside the cache, holding its lock or
     waiting for it), must not wait for the thread itself, and neither call
-    may clobber the other's state: the program finishes natively."""
-    runs, s = campaign("both", tmp_path, "pt_signest")
+    may clobber the other's state: the program finishes natively.  (A
+    quarter of the runs: each hung one waits 30 s.)"""
+    n = max(3, RUNS // 4)
+    runs, s = campaign("both", tmp_path, "pt_signest", n)
     bad = failures(runs, lambda r: r["result"] != "ok" and r["result"])
     assert not bad, "%s\n%s" % (s, "\n".join(bad))
-    assert s["attached"] >= RUNS // 3, s
+    assert s["attached"] >= n // 3, s
