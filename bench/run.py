@@ -29,6 +29,8 @@ ARGS = {
                        "quick": (["--quick"], {})},
     "bench_engines.py": {"full": (["--reps", "3"], {}),
                          "quick": (["--quick"], {})},
+    "bench_lockfair.py": {"full": (["--reps", "3"], {}),
+                          "quick": (["--quick"], {})},
     "bench_nostop.py": {"full": (["--reps", "5"], {}),
                         "quick": (["--quick"], {})},
     "bench_probe.py": {"full": (["--reps", "3"], {}),

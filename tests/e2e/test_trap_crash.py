@@ -44,12 +44,12 @@ THREADS = 3
 PHASES = ("setup", "run", "end")
 
 
-def text_now(pid, names=("traced", "helper")):
+def text_now(pid, prog="pt_crash", names=("traced", "helper")):
     """{name: (its bytes in pid, the file's)}."""
     out = {}
     with open("/proc/%d/mem" % pid, "rb") as f:
         for name in names:
-            addr, want = text_of(prog_path("pt_crash"), name)
+            addr, want = text_of(prog_path(prog), name)
             f.seek(addr)
             out[name] = (f.read(len(want)), want)
     return out
@@ -93,15 +93,16 @@ def worker_of(g, timeout=5.0):
     return None
 
 
-def one_run(mode, seed, outdir):
-    """One attach, one kill (mode: gebpf, worker or both) at a random moment;
+def one_run(mode, seed, outdir, prog="pt_crash"):
+    """One attach to prog (pt_crash, or pt_signest: the same arguments and
+    output), one kill (mode: gebpf, worker or both) at a random moment;
     returns what was seen."""
     rnd = random.Random("%s-%d" % (mode, seed))
     phase = PHASES[seed % 3]
     fill = rnd.choice(["20000", "20000", "300"])   # 300: the ring fills fast
     duration = rnd.uniform(0.2, 0.6)
     res = {"mode": mode, "seed": seed, "phase": phase, "fill": fill}
-    p = subprocess.Popen([prog_path("pt_crash"), str(THREADS), fill], stdout=subprocess.PIPE)
+    p = subprocess.Popen([prog_path(prog), str(THREADS), fill], stdout=subprocess.PIPE)
     g = None
     try:
         t0 = time.monotonic()   # (its threads' stacks are in the maps)
@@ -155,7 +156,7 @@ def one_run(mode, seed, outdir):
         err.seek(0)
         res["stderr"] = err.read()[-2000:]
         try:
-            code = text_now(p.pid)
+            code = text_now(p.pid, prog)
             res["text_restored"] = all(got == want for got, want in code.values())
             res["cache_gone"] = maps_of(p.pid) == before
             res["gs0"] = all(gs_base(int(t)) == 0 for t in os.listdir("/proc/%d/task" % p.pid))
@@ -175,7 +176,7 @@ def one_run(mode, seed, outdir):
             res["result"] = "status %d" % p.returncode
             return res
         counts = [ln.split()[0] for ln in out.decode().splitlines()]
-        want = subprocess.run([prog_path("pt_crash"), str(THREADS), fill] + counts,
+        want = subprocess.run([prog_path(prog), str(THREADS), fill] + counts,
                               capture_output=True, timeout=120, check=True).stdout
         res["result"] = "ok" if out == want else "checksum %r, native %r" % (out, want)
         return res
@@ -186,13 +187,14 @@ def one_run(mode, seed, outdir):
                 proc.wait()
 
 
-def campaign(mode, tmp_path):
+def campaign(mode, tmp_path, prog="pt_crash", nruns=RUNS):
     seed0 = int(os.environ.get("GEBPF_CRASH_SEED", "0") or 0) or int(time.time())
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as ex:
-        runs = list(ex.map(lambda s: one_run(mode, s, str(tmp_path)), range(seed0, seed0 + RUNS)))
+        runs = list(ex.map(lambda s: one_run(mode, s, str(tmp_path), prog),
+                           range(seed0, seed0 + nruns)))
     count = lambda f: sum(1 for r in runs if f(r))
     summary = {
-        "mode": mode, "runs": len(runs), "seed0": seed0,
+        "mode": mode, "prog": prog, "runs": len(runs), "seed0": seed0,
         "attached": count(lambda r: r.get("attached")),
         "checksum_ok": count(lambda r: r["result"] == "ok"),
         "detached": count(lambda r: r["detached"]),
@@ -249,3 +251,29 @@ def test_sigkill_both(tmp_path):
     bad = failures(runs, lambda r: r["result"] != "ok" and r["result"])
     assert not bad, "%s\n%s" % (s, "\n".join(bad))
     assert s["attached"] >= RUNS // 3, s
+
+
+def test_signal_handlers_entering_the_range_gebpf_killed(tmp_path):
+    """pt_signest (a SIGPROF handler calling `traced` while its thread is
+    often inside it, or in its system call), gebpf SIGKILLed: its worker
+    ends the trace as for pt_crash; every result checked in the program."""
+    runs, s = campaign("gebpf", tmp_path, "pt_signest")
+    bad = failures(runs, lambda r: (r["result"] != "ok" and r["result"]) or
+                   (not r["text_restored"] and "text not restored") or (not r["gs0"] and "gs base"))
+    assert not bad, "%s\n%s" % (s, "\n".join(bad))
+    assert s["attached"] >= RUNS // 3, s
+
+
+@pytest.mark.xfail(strict=False, reason="nesting in the cache is not supported: a handler's entry "
+                   "taken inside the cache waits for its own thread (docs/trace.md \"Ending\")")
+def test_signal_handlers_entering_the_range_both_killed(tmp_path):
+    """pt_signest, gebpf and its worker SIGKILLed: the handler's entry, taken
+    where the worker left the thread (inside the cache, holding its lock or
+    waiting for it), must not wait for the thread itself, and neither call
+    may clobber the other's state: the program finishes natively.  (A
+    quarter of the runs: each hung one waits 30 s.)"""
+    n = max(3, RUNS // 4)
+    runs, s = campaign("both", tmp_path, "pt_signest", n)
+    bad = failures(runs, lambda r: r["result"] != "ok" and r["result"])
+    assert not bad, "%s\n%s" % (s, "\n".join(bad))
+    assert s["attached"] >= n // 3, s

@@ -277,3 +277,57 @@ Test(jit_mark, gebpf_takes_the_lock_when_a_stretch_frees_it)
 	gb_jit__lock_release(jit);
 	cr_assert_eq(gb_jit__lock_word(jit), 0);
 }
+
+struct asker { uint64_t entry; unsigned k; uint64_t got; };
+
+static void *ask(void *arg)
+{
+	struct asker *a = arg;
+	if (syscall(SYS_arch_prctl, ARCH_SET_GS, gb_jit__tls(jit, a->k)))
+		return (void *)1;
+	a->got = ((uint64_t (*)(uint64_t))a->entry)(a->k * 10);
+	return NULL;
+}
+
+static void wait_word(uint32_t want)
+{
+	for (int k = 0; k < 400 && gb_jit__lock_word(jit) != want; k++)
+		usleep(5000);
+	cr_assert_eq(gb_jit__lock_word(jit), want);
+	usleep(20000); /* (in its FUTEX_WAIT) */
+}
+
+Test(jit_mark, waiting_threads_get_the_range_in_the_order_they_asked)
+{
+	mem = jit_map_near((uint64_t)mk_inc);
+	jit = jit_open_nostop(&mem, mk_inc, mk_inc_end, 1000);
+	uint64_t e = gb_jit__entry(jit, (uint64_t)mk_inc, jit_fetch, NULL);
+	cr_assert_neq(e, 0);
+	gb_jit__ring_reset(jit);
+	cr_assert_eq(gb_jit__lock_try(jit), 1);
+	struct asker a[3] = { { e, 5, 0 }, { e, 9, 0 }, { e, 2, 0 } };
+	pthread_t th[3];
+	cr_assert_eq(pthread_create(&th[0], NULL, ask, &a[0]), 0);
+	wait_word(2);
+	cr_assert_eq(gb_jit__lock_try_for(jit, 500), 0, "a ticket of gebpf's, given up");
+	cr_assert_eq(gb_jit__lock_word(jit), 3, "still counted");
+	cr_assert_eq(pthread_create(&th[1], NULL, ask, &a[1]), 0);
+	wait_word(4);
+	cr_assert_eq(pthread_create(&th[2], NULL, ask, &a[2]), 0);
+	wait_word(5);
+	gb_jit__lock_release(jit);
+	for (int k = 0; k < 3; k++) {
+		cr_assert_eq(pthread_join(th[k], NULL), 0);
+		cr_assert_eq(a[k].got, a[k].k * 10 + 1);
+	}
+	cr_assert_eq(gb_jit__lock_word(jit), 0, "the given-up ticket passed over by a release");
+	struct gb_jit_cursor c = { 0 };
+	struct gb_jit_rec r;
+	unsigned order[3], n = 0;
+	while (gb_jit__ring_poll(jit, &c, &r) == 1)
+		if (r.kind == GB_JIT_REC_MARK && n < 3)
+			order[n++] = r.area;
+	cr_assert_eq(n, 3);
+	cr_assert(order[0] == 5 && order[1] == 9 && order[2] == 2, "in the order they asked: %u %u %u",
+		  order[0], order[1], order[2]);
+}

@@ -197,8 +197,8 @@ static bool run_to(uint64_t e, int k, uint64_t *pc, struct gb_jit_unwound *uo)
 		memcpy(&left_budget, mem.data + 136, 8);
 		cr_assert_neq(left_budget, 0, "step %d (+%#lx): the budget left at 0 (the next head "
 			      "would not leave for the slow path)", k, rip - mem.code_addr);
-		cr_assert_eq(gb_jit__lock_word(jit), 0, "step %d (+%#lx): the lock not released", k,
-			     rip - mem.code_addr);
+		cr_assert_eq(gb_jit__lock_word(jit), 0, "step %d (+%#lx): the lock not released (%u; ns %d held %d)", k,
+			     rip - mem.code_addr, gb_jit__lock_word(jit), uo->ns, uo->held);
 		/* the ring's last record ran (a loop of one instruction aside) */
 		size_t pos = 0, trail = 0;
 		uint64_t last = 0;

@@ -95,9 +95,15 @@ struct nscall { uint32_t off, o_saved, o_ret, o_end; bool acq; };
 
 /* Offsets of the shared routines' pieces (lock.c, ring.c). */
 struct ns_offs {
-	uint32_t acq, x1, got, mark_commit, marked, a2, x2, wait, acq_end;
-	uint32_t rel, xr, rel_end;
-	uint32_t fsave[2], frest[2], fend[2];   /* the two futex calls: saves, restores, end */
+	/* acquire: flags saved (fl), ticket taken (x1, in eax until tk), served
+	 * (got), its marker committed (marked), flags back (sahf), the wait */
+	uint32_t acq, acq_fl, x1, tk, got, marked, acq_sahf, acq_end;
+	/* release: the next ticket served (xr); when its word is not 0: flags
+	 * saved (rel_fl), the word taken (xs: eax 2, given up), rel_9 (rcx 1:
+	 * given up), flags back (rel_sahf), on to serve the next (rel_next) or
+	 * back (rel_ret2) */
+	uint32_t rel, xr, rel_fl, rel_xs, rel_9, rel_sahf, rel_next, rel_ret2, rel_end;
+	uint32_t fsave[2], frest[2];   /* the two futex calls: saves, restores */
 	uint32_t slow, slow_flg, slow_saved, slow_rest, slow_sahf, slow_end;
 };
 
@@ -135,7 +141,8 @@ struct gb_jit {
 
 /* Stop-free mode: words of the data part (docs/trace.md "A trap without
  * stops"), all below RING. */
-#define NS_LOCK      256   /* u32: 0 free, 1 held, 2 held with waiters */
+#define NS_TNEXT     256   /* u32: the lock's next ticket (ticket.c) */
+#define NS_TSERV     260   /* u32: the ticket it serves */
 #define NS_SEQ       264   /* ring: odd while the writer wraps (a seqlock) */
 #define NS_BASE      272   /* ring: words written before the current pass */
 #define NS_CONSUMED  280   /* ring: words the consumer has read (it writes this) */
@@ -160,6 +167,11 @@ struct gb_jit {
  * byte of NS_MISSES before it counted the miss) */
 #define NS_MISSLOG   (NS_TLS - GB_JIT_MISS_LOG * 8)
 _Static_assert(GB_JIT_MISS_LOG == 256, "the miss log's index is a byte (movzx)");
+/* ... below it, per ticket t of the lock (ticket.c), word t % NS_TSLOTS:
+ * 0, 1 (t's taker sleeps on the word, or is about to) or 2 (t given up:
+ * its taker is gone; whoever serves it serves the next). */
+#define NS_TSLOTS    65536u   /* the index is the ticket's low 16 bits (movzx) */
+#define NS_TSLOT     (NS_MISSLOG - NS_TSLOTS * 4)
 /* ... and one area's slots. */
 #define T_RAX  0
 #define T_RCX  8
@@ -174,6 +186,9 @@ _Static_assert(GB_JIT_MISS_LOG == 256, "the miss log's index is a byte (movzx)")
 #define T_FLG  80    /* flags saved by lahf/seto */
 #define T_BLKN 88    /* a block's record count (the ring's slow path) */
 #define T_MARK 96    /* the area's stretch marker: NS_MARK | k (set at start) */
+#define T_LFLG 104   /* flags saved by the lock's routines (lahf/seto) */
+#define T_TICKET 112 /* the ticket taken (acquire) or now served (release) */
+#define T_WADDR 120  /* the ticket's wait word (a futex call's address) */
 /* A stretch marker's ring word: instruction ids are below it. */
 #define NS_MARK   0x8000000000000000ull
 #define NS_MARK_K 0xffffull
@@ -211,6 +226,8 @@ uint64_t jit_stub(struct gb_jit *j, uint64_t target, uint32_t src, uint8_t emu_w
 /* lock.c: the shared routines (emitted at the start of the code after each
  * flush), and the sequences that call them. */
 void ns_routines(struct gb_jit *j);
+/* ticket.c: the acquire and release routines (j->acq, j->rel, j->ro). */
+void ns_lock_routines(struct gb_jit *j);
 void ns_acquire(struct gb_jit *j);
 void ns_release(struct gb_jit *j);
 /* Release the lock and jump to target (an exit out of the range). */

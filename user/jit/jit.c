@@ -61,7 +61,7 @@ struct gb_jit *gb_jit__new_opts(const struct gb_jit_mem *m, uint64_t start, uint
 		uint64_t top = m->code_addr + GB_JIT_CODE_SIZE - NS_TBL_BYTES;
 		j->tbl = top & ~(uint64_t)(NS_TBL_BYTES / 2 - 1);
 		j->em.size = j->tbl - m->code_addr;
-		j->ring_bytes = GB_JIT_RING_SIZE - NS_TLS_BYTES - GB_JIT_MISS_LOG * 8;
+		j->ring_bytes = NS_TSLOT - RING;
 		if (!j->o.ring_timeout_ms)
 			j->o.ring_timeout_ms = 1000;
 	}

@@ -89,21 +89,33 @@ void gb_jit__table_put(struct gb_jit *j, uint64_t pc);
 /* The target a lookup of the thread with this gs base missed
  * (gb_jit_loc.lookup_miss), or 0. */
 uint64_t gb_jit__lookup_target(const struct gb_jit *j, uint64_t gs_base);
-/* The lock word (0 free, 1 held, 2 held with waiters). */
+/* The lock (a ticket lock: threads get it in the order they asked): the
+ * tickets taken and not yet done, 0 free, 1 held, more: held with that
+ * many - 1 waiting (a ticket given up and not yet passed counts too). */
 uint32_t gb_jit__lock_word(const struct gb_jit *j);
-/* gebpf's side of the lock: take it if it is free (0 -> 1), never waiting:
- * 1 taken, 0 held by somebody (a thread of the target in the range). */
+/* gebpf's side of the lock: take it if it is free (nobody holds or waits
+ * for it), never waiting: 1 taken, 0 held by somebody (a thread of the
+ * target in the range). */
 int gb_jit__lock_try(struct gb_jit *j);
-/* ... trying for up to us microseconds (spinning: gebpf never sleeps in the
- * lock's futex); a thread holds it for one stretch at a time (the range's
- * code between an entry and an exit), so a busy range frees it every few
- * microseconds: 1 taken, 0 not in time. */
+/* ... or else take a ticket and wait for its turn up to us microseconds
+ * (spinning: gebpf never sleeps in the lock's futex), giving the ticket up
+ * when it is not served in time; a thread holds it for one stretch at a
+ * time (the range's code between an entry and an exit), so a busy range
+ * serves a ticket within microseconds per thread ahead: 1 taken, 0 not in
+ * time. */
 int gb_jit__lock_try_for(struct gb_jit *j, unsigned us);
 /* Release it from outside, as the release routine does (after
- * gb_jit__lock_try, or for a thread that died holding it): 0, and wake one
- * waiter when it was 2 (the futex is not private: gebpf's mapping of a
- * shared cache wakes the target's waiters). */
+ * gb_jit__lock_try, or for a thread unwound holding it): serve the next
+ * ticket, wake its taker if it sleeps (the futex is not private: gebpf's
+ * mapping of a shared cache wakes the target's waiters). */
 void gb_jit__lock_release(struct gb_jit *j);
+/* Give up ticket t (its taker unwound out of the acquire before its turn):
+ * the release that serves it serves the next.  1 when t was served
+ * already and is now the caller's to release, else 0. */
+int gb_jit__lock_abandon(struct gb_jit *j, uint32_t t);
+/* Finish a release from outside (its taker unwound after it had served
+ * the next ticket: a given-up ticket skipped, the next taker woken). */
+void gb_jit__lock_post(struct gb_jit *j);
 /* gebpf hands the lock it holds (gb_jit__lock_try) to a thread of area k
  * it is about to resume at the returned address: the translated block at
  * pc (translated if needed, the ring drained), after area k's stretch

@@ -25,6 +25,9 @@ struct uw {
 	const uint8_t *area;     /* gebpf's view of the thread's area */
 	uint64_t pc;
 	bool held, recorded, keep_syscall;
+	bool abandon;            /* it waits with ticket .ticket: given up */
+	bool post;               /* it is in a release past serving the next */
+	uint32_t ticket;
 	uint32_t drop;           /* ring words to take off (held only) */
 };
 
@@ -59,12 +62,14 @@ static uint64_t aslot(const struct uw *w, size_t off)
 
 static void from_area(struct uw *w, unsigned g, size_t off) { *reg(w->r, g) = aslot(w, off); }
 
-/* The flags lahf/seto saved in T_FLG: ah = SF ZF AF PF CF, al = OF. */
-static void flags_from_area(struct uw *w)
+/* The flags lahf/seto saved in slot: ah = SF ZF AF PF CF, al = OF. */
+static void flags_from(struct uw *w, size_t slot)
 {
-	uint64_t v = aslot(w, T_FLG), ah = (v >> 8) & 0xd5;
+	uint64_t v = aslot(w, slot), ah = (v >> 8) & 0xd5;
 	w->r->eflags = (w->r->eflags & ~0x8d5ull) | ah | ((v & 0xff) ? 0x800 : 0);
 }
+
+static void flags_from_area(struct uw *w) { flags_from(w, T_FLG); }
 
 /* rdx rsi rdi r10 r11 saved in this order from fsave, reloaded in reverse
  * from frest (a futex call, the ring's slow path). */
@@ -115,6 +120,15 @@ static uint32_t insn_words(const struct gb_jit *j, const struct unit *u)
 	return u > j->u && u[-1].kind == U_INSN ? u[-1].words : 0;
 }
 
+/* off is the jump right after a release's call site (lock.c's ns_leave):
+ * the lock released, the thread on at the target.  (The release from
+ * outside a thread stopped there would serve a ticket it does not hold.) */
+static bool after_release(const struct gb_jit *j, uint32_t off)
+{
+	const struct nscall *c = off ? site_at(j, off - 1) : NULL;
+	return c && !c->acq && c->o_end == off;
+}
+
 /* A thread past a call site (or in its routine) of unit u: where it goes. */
 static void at_site(struct uw *w, const struct unit *u, const struct nscall *c, uint64_t off, bool routine,
 		    bool held)
@@ -157,17 +171,30 @@ static int in_lock(struct uw *w, uint32_t off)
 	const struct unit *u = c ? unit_at(j, c->off) : NULL;
 	if (!u || c->o_ret != back)
 		return -EINVAL;
-	bool zero = (uint32_t)w->r->rax == 0, held;
-	if (off < o->rel) { /* acquire */
-		held = (off >= o->x1 && off < o->got && zero) || (off >= o->got && off < o->a2) ||
-		       (off >= o->x2 && off < o->wait && zero);
-		if (off >= o->marked && off < o->a2)
+	bool held;
+	if (off < o->rel) { /* acquire (ticket.c) */
+		bool ticket = off >= o->x1;
+		uint32_t t = off < o->tk ? (uint32_t)w->r->rax : (uint32_t)aslot(w, T_TICKET);
+		held = ticket && __atomic_load_n((uint32_t *)(j->m.data + NS_TSERV), __ATOMIC_ACQUIRE) == t;
+		if (ticket && !held) {
+			w->abandon = true;
+			w->ticket = t;
+		}
+		if (off >= o->marked && off <= o->acq_sahf)
 			w->drop += 1; /* the marker of a stretch not begun */
-		if (off >= o->wait)
-			five(w, off, o->fsave[0], o->frest[0]);
+		five(w, off, o->fsave[0], o->frest[0]);
+		if (off >= o->acq_fl && off != o->acq_sahf)
+			flags_from(w, T_LFLG);
 	} else {
-		held = off < o->xr;
+		/* past serving ticket s, it passes s on when s was given up */
+		bool pass = (off >= o->rel_xs && off < o->rel_9 && (uint32_t)w->r->rax == 2) ||
+			    (off >= o->rel_9 && off <= o->rel_sahf && w->r->rcx) ||
+			    (off >= o->rel_next && off < o->rel_ret2);
+		held = off < o->xr || pass;
+		w->post = !held;
 		five(w, off, o->fsave[1], o->frest[1]);
+		if (off >= o->rel_fl && off < o->rel_sahf)
+			flags_from(w, T_LFLG);
 	}
 	at_site(w, u, c, off, true, held);
 	return 0;
@@ -182,8 +209,8 @@ static void lookup(struct uw *w, const struct unit *u, uint32_t off)
 		w->pc = aslot(w, T_TGT);
 		return;
 	}
-	if (c && off >= u->o_rel) {
-		at_site(w, u, c, off, false, true);
+	if (c && off >= u->o_rel) { /* its release: the lock held until it returns */
+		at_site(w, u, c, off, false, off < c->o_ret);
 		return;
 	}
 	if (off > u->o_rel) { /* after the release: a ret's lea rsp, the jmp */
@@ -293,6 +320,10 @@ static int ns_unit(struct uw *w, const struct unit *u, uint32_t off)
 			at_site(w, u, c, off, false, off < c->o_ret);
 			return 0;
 		}
+		if (after_release(j, off)) {
+			w->pc = u->tgt ? u->tgt : u->pc;
+			return 0;
+		}
 		w->held = true;
 		if (u->tgt && off < u->o_insn) { /* a call not done: back to it */
 			w->pc = u->pc;
@@ -316,8 +347,10 @@ static void stub(struct uw *w, const struct unit *u, uint32_t off, const struct 
 		at_site(w, u, c, off, false, off < c->o_ret);
 		return;
 	}
-	w->held = true;
 	w->pc = u->pc;
+	if (after_release(w->j, off))
+		return;
+	w->held = true;
 	for (unsigned g = 0; g < GB_REG_COUNT; g++)
 		if (loc->restore & (1u << g))
 			*reg(w->r, g) = gb_jit__saved(w->j, g);
@@ -370,7 +403,7 @@ int gb_jit__unwind(struct gb_jit *j, struct user_regs_struct *regs, struct gb_ji
 	if (regs->gs_base < lo || a % GB_JIT_TLS_SIZE || a / GB_JIT_TLS_SIZE >= GB_JIT_TLS_COUNT)
 		return -EINVAL;
 	struct user_regs_struct r = *regs;
-	struct uw w = { j, &r, j->m.data + NS_TLS + a, 0, false, false, false, 0 };
+	struct uw w = { .j = j, .r = &r, .area = j->m.data + NS_TLS + a };
 	uint32_t off = (uint32_t)(regs->rip - j->m.code_addr);
 	const struct unit *u = unit_at(j, off);
 	if (!u)
@@ -414,7 +447,9 @@ int gb_jit__unwind(struct gb_jit *j, struct user_regs_struct *regs, struct gb_ji
 	 * lock is the thread's: no other writer. */
 	if (w.held && !*dword(j, BUDGET))
 		*dword(j, BUDGET) = 1;
-	if (w.held)
+	if (w.held || (w.abandon && gb_jit__lock_abandon(j, w.ticket)))
 		gb_jit__lock_release(j);
+	if (w.post)
+		gb_jit__lock_post(j);
 	return 0;
 }
