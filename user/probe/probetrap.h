@@ -173,6 +173,12 @@ int gb_probetrap__orig_bytes(struct gb_probetrap *p, uint64_t addr, uint8_t *buf
  * are looked up again at the next need.  Hits at unknown addresses do this
  * by themselves. */
 void gb_probetrap__maps_changed(struct gb_probetrap *p);
+/* An exec made by a thread other than the main one: the kernel filters a
+ * probe's hits by the memory of the task it was attached for (the main
+ * thread's, whose pid the exec'ing thread took), which died with the old
+ * image, so the new image would never be probed.  Attach every probe again
+ * for the process as it is now (its one thread stopped).  0 or -errno. */
+int gb_probetrap__reattach(struct gb_probetrap *p);
 /* Thread tid exited: forget its stepping mark, queued records, counts. */
 void gb_probetrap__forget(struct gb_probetrap *p, pid_t tid);
 /* Descriptor that becomes readable when records are queued in the

@@ -349,11 +349,18 @@ void gb_probes__patch(void *ctx, uint64_t addr, uint8_t *buf, size_t len)
 	gb_probetrap__orig_bytes(p->pt, addr, buf, len);
 }
 
-void gb_probes__exec(struct gb_probes *p)
+int gb_probes__exec(struct gb_probes *p, pid_t from)
 {
 	p->mapped = false;
 	p->bias = 0;
 	gb_probetrap__maps_changed(p->pt);
+	if (from == p->tgid)
+		return 0;
+	/* What the killed main thread left under the pid, now the exec'ing
+	 * thread's, and what that one left under its old tid. */
+	gb_probetrap__forget(p->pt, p->tgid);
+	gb_probetrap__forget(p->pt, from);
+	return gb_probetrap__reattach(p->pt);
 }
 
 void gb_probes__forget(struct gb_probes *p, pid_t tid)
