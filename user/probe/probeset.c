@@ -173,7 +173,7 @@ int gb_probetrap__add_many(struct gb_probetrap *p, const char *path, const uint6
 	if (nf && ((err = gb_grow((void **)&p->pr, &p->capr, p->npr + nf, sizeof(*p->pr))) ||
 		   (err = attach(p, fresh, nf))))
 		goto out;
-	if (nf)
+	if (nf && !p->silent)
 		gb_info("probe trap: %zu probes in %s attached in %.1f ms (%s)", nf, path,
 			(gb_mono_s() - t0) * 1e3,
 			p->multi ? "one uprobe_multi link" : "perf-event uprobes");
@@ -270,7 +270,7 @@ void gb_probetrap_detach_all(struct gb_probetrap *p)
 	p->pr = NULL;
 	p->gr = NULL;
 	p->npr = p->ngr = 0;
-	if (n)
+	if (n && !p->silent)
 		gb_info("probe trap: %zu probes detached in %.1f ms", n, (gb_mono_s() - t0) * 1e3);
 }
 /* --- runtime addresses --------------------------------------------------- */

@@ -81,6 +81,8 @@ struct gb_probetrap_opts {
 	pid_t tgid;              /* the process whose threads are stopped */
 	int signo;               /* stop signal; 0 = SIGURG */
 	bool quiet;              /* no "gebpf: warning: ..." line when unavailable */
+	bool silent;             /* no -v line either (a helper's own probe, which
+				  * says what it did: gb_probes_reserve_xol) */
 };
 
 #define GB_PROBE_HIT_SIGSTOP 1u  /* the stop was SIGSTOP (signo blocked or pending) */

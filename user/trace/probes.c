@@ -12,6 +12,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/grow.h"
 #include "common/log.h"
 #include "decode/decode.h"
@@ -417,8 +418,9 @@ int gb_probes_reserve_xol(pid_t tgid, pid_t tid)
 	gb_maps_free(&m);
 	if (!addr)
 		return -ENOENT;
+	double t0 = gb_mono_s();
 	struct gb_probetrap *pt = gb_probetrap__new(&(struct gb_probetrap_opts){
-		.tgid = tgid, .quiet = true });
+		.tgid = tgid, .quiet = true, .silent = true });
 	if (!pt)
 		return -ENOTSUP;
 	r = gb_probetrap__add(pt, path, off);
@@ -440,5 +442,8 @@ int gb_probes_reserve_xol(pid_t tgid, pid_t tid)
 		gb_regs_set(tid, &saved);
 	}
 	gb_probetrap__free(pt);
+	if (!r)
+		gb_info("trace: pid %d: the kernel's uprobe page mapped first (the same layout "
+			"under every trap) in %.1f ms", (int)tgid, (gb_mono_s() - t0) * 1e3);
 	return r;
 }
