@@ -53,7 +53,9 @@
  *    hitting a probed address runs on untouched, as does any other process
  *    mapping the file.  Probes attach by path and file offset: added
  *    before the file is mapped (a library dlopened later, an image exec'd
- *    later, through env), they fire once the process maps it.
+ *    later, through env), they fire once the process maps it; after an
+ *    exec made by a thread other than the main one only once they are
+ *    attached again (gb_probetrap__reattach).
  * 5. The kernel refuses some instructions (int3, LOCK-prefixed ones):
  *    add() on a mapped file fails with -ENOTSUP; on a file mapped later the
  *    kernel skips the probe silently.  Use the page trap for such entries.
