@@ -15,7 +15,8 @@ GEBPF = os.path.join(OUT, "gebpf")
 RAWSTEP = os.path.join(OUT, "bench", "rawstep")
 
 # `gebpf trace -v`'s closing line on stderr (user/trace/session.c).
-_STATS = re.compile(r"trace: (\w+) trap: (\d+) single-steps, (\d+) in-range instructions, "
+# (No single-steps when the step engine did not run: the patch trap's cache.)
+_STATS = re.compile(r"trace: (\w+) trap: (?:(\d+) single-steps, )?(\d+) in-range instructions, "
                     r"(\d+) range entries")
 
 
@@ -128,7 +129,7 @@ def trace_stats(path):
                 found = m
     if found is None:
         raise SystemExit("bench: no stats line in gebpf's stderr: %s" % tail(path).strip()[-300:])
-    return {"trap": found.group(1), "steps": int(found.group(2)),
+    return {"trap": found.group(1), "steps": int(found.group(2) or 0),
             "in_range": int(found.group(3)), "entries": int(found.group(4))}
 
 

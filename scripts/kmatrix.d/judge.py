@@ -198,11 +198,31 @@ def judge_trace(rdir, exp, env):
         if trap == "patch" and not any("entries patched" in l for l in c.err):
             return ("fail", "the patch trap was not used%s: %s" % (
                 " across an exec" if name == "trace_patch_exec" else "", c.gebpf_line()))
-    bad = judge_patch_probe(rdir)
+    bad = judge_patch_probe(rdir) or judge_exec_thread(rdir, exp)
     if bad:
         return bad
-    return ("pass", "%d lines exact: probe trap, page trap, jit, patch trap (across an exec, and "
-            "with an entry on a uprobe)" % len(got))
+    return ("pass", "%d lines exact: probe trap (also after an exec from a second thread), page "
+            "trap, jit, patch trap (across an exec, and with an entry on a uprobe)" % len(got))
+
+
+def judge_exec_thread(rdir, exp):
+    """kmexecthr's second thread execs kmtrace: the probe trap attaches its
+    probes again (-v says so) and traces the new image exactly, on the
+    exec'ing thread's vcpu 1."""
+    c = Check(rdir, "trace_exec_thread")
+    bad = c.failed_run()
+    if bad:
+        return bad
+    got = [l.replace('"vcpu":1,', '"vcpu":0,') for l in
+           (read(os.path.join(rdir, "trace_exec_thread.jsonl")) or "").splitlines()]
+    diff = first_diff(got, exp)
+    if diff:
+        return ("fail", "probe trap after an exec from a second thread: trace differs from "
+                "expect/kmtrace.jsonl (vcpu 1 read as 0): %s" % diff)
+    if not any("probes attached again" in l for l in c.err):
+        return ("fail", "the probe trap did not attach its probes again at the exec: %s" %
+                c.gebpf_line())
+    return None
 
 
 PROBED_RE = re.compile(r"patch trap: (\d+) entries patched, (\d+) probed")

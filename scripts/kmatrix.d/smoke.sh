@@ -85,6 +85,12 @@ run trace_patch_exec 30 "$G" trace -v --trap patch --range "$P/kmtrace:work" -o 
 # one-instruction stretch.  Byte-identical to the probe trap on that range.
 run trace_patch_probe 30 "$G" trace -v --trap patch --range "$WORK_START-$WORK_RET" -o "$O/trace_patch_probe.jsonl" -- "$P/kmtrace"
 run trace_short 30 "$G" trace --trap probes --range "$WORK_START-$WORK_RET" -o "$O/trace_short.jsonl" -- "$P/kmtrace"
+# ... and through the probe trap across an exec made by a second thread: the
+# kernel filters a uprobe's hits by the memory of the task it was attached
+# for, the main thread, which that exec kills; gebpf attaches the probes
+# again (uprobe_multi links on 6.10+, perf-event uprobes before) for the
+# exec'ing thread, which takes over the pid and keeps its vcpu (1)
+run trace_exec_thread 30 "$G" trace -v --trap probes --range "$P/kmtrace:work" -o "$O/trace_exec_thread.jsonl" -- "$P/kmexecthr" "$P/kmtrace"
 
 # (2) snapshot at a PC, then read bytes back from it.  The bytes come from a
 # copy-on-write copy (clone(CLONE_PARENT), exit signal 0, run from a stub in

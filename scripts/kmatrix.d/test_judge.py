@@ -75,6 +75,9 @@ def write_good(d):
         "trace_short.rc": "0\n", "trace_short.err": "", "trace_short.jsonl": SHORT,
         "trace_patch_exec.rc": "0\n", "trace_patch_exec.jsonl": EXPECT,
         "trace_patch_exec.err": "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\n",
+        "trace_exec_thread.rc": "0\n", "trace_exec_thread.jsonl": EXPECT.replace('"vcpu":0,', '"vcpu":1,'),
+        "trace_exec_thread.err": "gebpf: probe trap: 2 probes attached again for pid 9 (an exec from "
+                                 "another thread than the main one) in 20.0 ms\n",
         "snap.rc": "0\n",
         "snap.err": "gebpf: snap: freeze 2.0 ms (registers, maps, copy-on-write copy pid 9); the process runs again\n", "snap.head": ELF_CORE_HEAD,
         "snap_attach.rc": "0\n", "snap_attach.target": "0\n",
@@ -148,6 +151,15 @@ def test_patch_trap_not_following_the_exec_fails(good):
     put(good, "trace_patch_exec.jsonl", EXPECT.splitlines()[-1].replace('"insns":20', '"insns":0') + "\n")
     v, why = verdicts(good)["trace"]
     assert v == "fail" and "across an exec" in why
+
+
+def test_probe_trap_blind_after_an_exec_from_a_thread_fails(good):
+    # (before the re-attach: the new image ran unseen, only the summary)
+    put(good, "trace_exec_thread.err", "")
+    put(good, "trace_exec_thread.jsonl", EXPECT.splitlines()[-1].replace('"insns":20', '"insns":0')
+        + "\n")
+    v, why = verdicts(good)["trace"]
+    assert v == "fail" and "exec from a second thread" in why
 
 
 def test_patch_trap_without_its_probed_entry_fails(good):
@@ -290,7 +302,9 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
                                           "trace_patch_probe.rc", "trace_patch_probe.err",
                                           "trace_patch_probe.jsonl", "trace_short.rc",
                                           "trace_short.err", "trace_short.jsonl",
-                                          "trace_patch_exec.rc", "trace_patch_exec.err", "trace_patch_exec.jsonl"],
+                                          "trace_patch_exec.rc", "trace_patch_exec.err", "trace_patch_exec.jsonl",
+                                          "trace_exec_thread.rc", "trace_exec_thread.err",
+                                          "trace_exec_thread.jsonl"],
                                   done=False))
     res = verdicts(vm)
     assert res["trace"][0] == "pass"

@@ -130,12 +130,13 @@ def test_exec_from_a_thread(tmp_path):
     (its tid now the pid, its vcpu its own), and the patch trap is set up in
     the new image. Per thread, every invocation of traced is complete but the
     last of a thread the exec killed (a prefix of one); the thread that exec'd
-    last ran traced 3 times before its exec and 3 after, as under the page
-    trap.  (The reference is the page trap: the probe trap does not trace the
-    image an exec from another thread than the main one makes, today.)"""
+    last ran traced 3 times before its exec and 3 after, as under the page and
+    probe traps (the probe trap attaches its probes again for the new image;
+    byte-identical traces of exec_thread's deterministic mode under every
+    trap: test_exec_thread.py)."""
     entry = lackey.Program(prog_path("exec_thread")).span(["traced"])[0]
     res = {}
-    for trap in ("patch", "pages"):
+    for trap in ("patch", "pages", "probes"):
         out = tmp_path / ("%s.jsonl" % trap)
         r = trace("exec_thread", "traced", out, 2, trap=trap, timeout=120)
         assert r.stdout == native("exec_thread", 2).decode()

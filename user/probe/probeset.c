@@ -173,7 +173,7 @@ int gb_probetrap__add_many(struct gb_probetrap *p, const char *path, const uint6
 	if (nf && ((err = gb_grow((void **)&p->pr, &p->capr, p->npr + nf, sizeof(*p->pr))) ||
 		   (err = attach(p, fresh, nf))))
 		goto out;
-	if (nf)
+	if (nf && !p->silent)
 		gb_info("probe trap: %zu probes in %s attached in %.1f ms (%s)", nf, path,
 			(gb_mono_s() - t0) * 1e3,
 			p->multi ? "one uprobe_multi link" : "perf-event uprobes");
@@ -270,7 +270,7 @@ void gb_probetrap_detach_all(struct gb_probetrap *p)
 	p->pr = NULL;
 	p->gr = NULL;
 	p->npr = p->ngr = 0;
-	if (n)
+	if (n && !p->silent)
 		gb_info("probe trap: %zu probes detached in %.1f ms", n, (gb_mono_s() - t0) * 1e3);
 }
 /* --- runtime addresses --------------------------------------------------- */
@@ -410,3 +410,70 @@ int gb_probetrap__orig_bytes(struct gb_probetrap *p, uint64_t addr, uint8_t *buf
 	return (int)fixed;
 }
 
+
+/* --- after an exec from another thread than the main one ----------------- */
+
+/* A new uprobe_multi link for the probes of group g (muted ones too: their
+ * cookies stay muted), then the old one closed. */
+static int relink(struct gb_probetrap *p, size_t g)
+{
+	uint64_t *offs = calloc(p->npr + 1, sizeof(*offs)), *ids = calloc(p->npr + 1, sizeof(*ids));
+	const char *path = NULL;
+	size_t n = 0;
+	int fd = -ENOMEM;
+
+	for (size_t i = 0; offs && ids && i < p->npr; i++)
+		if (p->pr[i].group == (int)g) {
+			offs[n] = p->pr[i].off;
+			ids[n++] = p->pr[i].id;
+			path = p->pr[i].path;
+		}
+	if (offs && ids)
+		fd = path ? gb_umulti_attach(bpf_program__fd(p->skel->progs.gb_probe_hit), path,
+					     offs, ids, n, p->tgid) : -ENOENT;
+	free(offs);
+	free(ids);
+	if (fd < 0)
+		return kerr(fd);
+	close(p->gr[g].fd);
+	p->gr[g].fd = fd;
+	return 0;
+}
+
+/* The file at pr's path is still the one probed (by path, not inode, the
+ * kernel attaches). */
+static bool still_there(const struct probetrap_probe *pr)
+{
+	struct stat st;
+	return stat(pr->path, &st) == 0 && st.st_dev == pr->dev && st.st_ino == pr->ino;
+}
+
+int gb_probetrap__reattach(struct gb_probetrap *p)
+{
+	double t0 = gb_mono_s();
+	int err = 0;
+
+	if (!p)
+		return 0;
+	for (size_t i = 0; !err && i < p->npr; i++)
+		if (!still_there(&p->pr[i]))
+			err = -ESTALE;
+	for (size_t g = 0; p->multi && !err && g < p->ngr; g++)
+		if (p->gr[g].fd >= 0)
+			err = relink(p, g);
+	for (size_t i = 0; !p->multi && !err && i < p->npr; i++) {
+		struct bpf_link *l = attach_one(p, p->pr[i].path, p->pr[i].off);
+		if (!l) {
+			err = kerr(errno ? -errno : -EINVAL);
+			break;
+		}
+		bpf_link__destroy(p->pr[i].link);
+		p->pr[i].link = l;
+	}
+	p->rt_valid = false;
+	if (!err)
+		gb_info("probe trap: %zu probes attached again for pid %d (an exec from another "
+			"thread than the main one) in %.1f ms", p->npr, (int)p->tgid,
+			(gb_mono_s() - t0) * 1e3);
+	return err;
+}

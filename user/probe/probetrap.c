@@ -77,6 +77,7 @@ struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o)
 		return NULL;
 	}
 	p->tgid = o->tgid;
+	p->silent = o->silent;
 	p->signo = o->signo ? o->signo : SIGURG;
 	p->skel = probetrap_bpf__open();
 	if (!p->skel) {
@@ -105,7 +106,8 @@ struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o)
 		say(o, "ring buffer: %s", strerror(errno));
 		goto fail;
 	}
-	gb_info("probe trap: BPF program loaded in %.1f ms", (gb_mono_s() - t0) * 1e3);
+	if (!p->silent)
+		gb_info("probe trap: BPF program loaded in %.1f ms", (gb_mono_s() - t0) * 1e3);
 	return p;
 fail:
 	gb_probetrap__free(p);

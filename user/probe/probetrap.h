@@ -53,7 +53,9 @@
  *    hitting a probed address runs on untouched, as does any other process
  *    mapping the file.  Probes attach by path and file offset: added
  *    before the file is mapped (a library dlopened later, an image exec'd
- *    later, through env), they fire once the process maps it.
+ *    later, through env), they fire once the process maps it; after an
+ *    exec made by a thread other than the main one only once they are
+ *    attached again (gb_probetrap__reattach).
  * 5. The kernel refuses some instructions (int3, LOCK-prefixed ones):
  *    add() on a mapped file fails with -ENOTSUP; on a file mapped later the
  *    kernel skips the probe silently.  Use the page trap for such entries.
@@ -81,6 +83,8 @@ struct gb_probetrap_opts {
 	pid_t tgid;              /* the process whose threads are stopped */
 	int signo;               /* stop signal; 0 = SIGURG */
 	bool quiet;              /* no "gebpf: warning: ..." line when unavailable */
+	bool silent;             /* no -v line either (a helper's own probe, which
+				  * says what it did: gb_probes_reserve_xol) */
 };
 
 #define GB_PROBE_HIT_SIGSTOP 1u  /* the stop was SIGSTOP (signo blocked or pending) */
@@ -173,6 +177,12 @@ int gb_probetrap__orig_bytes(struct gb_probetrap *p, uint64_t addr, uint8_t *buf
  * are looked up again at the next need.  Hits at unknown addresses do this
  * by themselves. */
 void gb_probetrap__maps_changed(struct gb_probetrap *p);
+/* An exec made by a thread other than the main one: the kernel filters a
+ * probe's hits by the memory of the task it was attached for (the main
+ * thread's, whose pid the exec'ing thread took), which died with the old
+ * image, so the new image would never be probed.  Attach every probe again
+ * for the process as it is now (its one thread stopped).  0 or -errno. */
+int gb_probetrap__reattach(struct gb_probetrap *p);
 /* Thread tid exited: forget its stepping mark, queued records, counts. */
 void gb_probetrap__forget(struct gb_probetrap *p, pid_t tid);
 /* Descriptor that becomes readable when records are queued in the

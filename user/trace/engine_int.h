@@ -70,6 +70,9 @@ struct gb_engine {
 	struct gb_trace_range *range; /* the range (the session's) */
 	uint64_t range_gen;         /* range->gen the decodes are for */
 	uint64_t image_gen;         /* counts execs: a runner's state of the old image is stale */
+	pid_t exec_from;            /* the tid the thread that exec'd last had before (the
+				     * pid: the main thread's exec; else it took the pid) */
+	bool xol_due;               /* an exec: the uprobe page is placed at its exit */
 	struct gb_ejit *jit;        /* translating engine (ejit.c), or NULL */
 	ssize_t owner;              /* thread stepping inside the range, or -1 */
 	pid_t *detached;            /* fork children we let go */

@@ -20,6 +20,7 @@
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
 #include "trace/engine_int.h"
+#include "trace/probes.h"
 
 /* A new task is a thread of ours when its thread group is our process
  * (/proc/TID/status Tgid; /proc/PID/task/TID may not list it yet). */
@@ -118,6 +119,8 @@ static void on_exec(struct gb_engine *e, size_t i)
 	for (size_t k = 0; k < e->t->nthreads; k++)
 		if (k != i)
 			eng_set_state(e, k, T_GONE);
+	e->exec_from = e->t->threads[i].tid;
+	e->xol_due = true;
 	e->t->threads[i].tid = e->t->pid;
 	eng_set_owner(e, -1);
 	gb_icache__clear(e->ic);
@@ -134,6 +137,18 @@ static void stopped_at(struct gb_engine *e, size_t i)
 	eng_set_state(e, i, T_STOPPED);
 	if (trap_native(e) && gb_regs_get(eng_tid(e, i), &r) == 0 && eng_inside(e, r.rip))
 		eng_th(e, i)->want_entry = true;
+}
+
+/* Thread i at a syscall's exit, before its next instruction: after an exec,
+ * the new image gets the kernel's uprobe page now, as at launch
+ * (session.c), so that its later mappings are placed the same under every
+ * trap, whichever engine ran the exec. */
+static void exec_exit(struct gb_engine *e, size_t i)
+{
+	if (!e->xol_due)
+		return;
+	e->xol_due = false;
+	gb_probes_reserve_xol(e->t->pid, eng_tid(e, i));
 }
 
 /* A native thread at an event stop inside a syscall (exec, vfork-done) must
@@ -153,6 +168,8 @@ static void finish_syscall_stopped(struct gb_engine *e, size_t i)
 		eng_on_exit(e, i, &st);
 	else if (st.kind == GB_STOP_SIGNAL)
 		eng_keep_signal(e, i, st.sig);
+	else if (st.kind == GB_STOP_SYSCALL)
+		exec_exit(e, i);
 }
 
 void eng_event(struct gb_engine *e, size_t i, const struct gb_stop *st)
@@ -272,6 +289,7 @@ void eng_dispatch(struct gb_engine *e, const struct gb_stop *st)
 			/* The syscall is done: the thread is before its next
 			 * instruction, as after a step. */
 			gb_icache__bump(e->ic);
+			exec_exit(e, i);
 			TRAP_CALL(e, syscall_exit, i);
 			stopped_at(e, i);
 			return;

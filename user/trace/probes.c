@@ -12,6 +12,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/grow.h"
 #include "common/log.h"
 #include "decode/decode.h"
@@ -349,11 +350,18 @@ void gb_probes__patch(void *ctx, uint64_t addr, uint8_t *buf, size_t len)
 	gb_probetrap__orig_bytes(p->pt, addr, buf, len);
 }
 
-void gb_probes__exec(struct gb_probes *p)
+int gb_probes__exec(struct gb_probes *p, pid_t from)
 {
 	p->mapped = false;
 	p->bias = 0;
 	gb_probetrap__maps_changed(p->pt);
+	if (from == p->tgid)
+		return 0;
+	/* What the killed main thread left under the pid, now the exec'ing
+	 * thread's, and what that one left under its old tid. */
+	gb_probetrap__forget(p->pt, p->tgid);
+	gb_probetrap__forget(p->pt, from);
+	return gb_probetrap__reattach(p->pt);
 }
 
 void gb_probes__forget(struct gb_probes *p, pid_t tid)
@@ -410,8 +418,9 @@ int gb_probes_reserve_xol(pid_t tgid, pid_t tid)
 	gb_maps_free(&m);
 	if (!addr)
 		return -ENOENT;
+	double t0 = gb_mono_s();
 	struct gb_probetrap *pt = gb_probetrap__new(&(struct gb_probetrap_opts){
-		.tgid = tgid, .quiet = true });
+		.tgid = tgid, .quiet = true, .silent = true });
 	if (!pt)
 		return -ENOTSUP;
 	r = gb_probetrap__add(pt, path, off);
@@ -433,5 +442,8 @@ int gb_probes_reserve_xol(pid_t tgid, pid_t tid)
 		gb_regs_set(tid, &saved);
 	}
 	gb_probetrap__free(pt);
+	if (!r)
+		gb_info("trace: pid %d: the kernel's uprobe page mapped first (the same layout "
+			"under every trap) in %.1f ms", (int)tgid, (gb_mono_s() - t0) * 1e3);
 	return r;
 }

@@ -92,8 +92,11 @@ int gb_probes__add_entry(struct gb_probes *p, uint64_t addr);
  * callback. */
 void gb_probes__patch(void *p, uint64_t addr, uint8_t *buf, size_t len);
 
-/* The process exec'd: its run-time addresses are unknown again. */
-void gb_probes__exec(struct gb_probes *p);
+/* The process exec'd: its run-time addresses are unknown again.  from: the
+ * tid of the thread that exec'd, before (not the pid: another thread than
+ * the main one, whose probes are attached again for the new image;
+ * gb_probetrap__reattach).  0 or -errno (the new image is not probed). */
+int gb_probes__exec(struct gb_probes *p, pid_t from);
 
 /* Launch mode, before the program runs: make the kernel map its uprobe
  * page ("[uprobes]", where probed instructions run out of line) now, at a

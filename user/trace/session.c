@@ -27,6 +27,7 @@
 #include "sym/syms.h"
 #include "trace/engine.h"
 #include "trace/probes.h"
+#include "trace/report.h"
 #include "trace/seccomp_fit.h"
 #include "trace/range.h"
 #include "trace/trap.h"
@@ -235,9 +236,9 @@ static void check_patch(struct session *s)
 		return;
 	}
 	(o->trap == GB_TRAP_PATCH ? gb_warn : gb_info)("range %s: the patch trap does not apply "
-						       "(%s): using the %s trap", s->range_text,
-						       why, o->trap == GB_TRAP_PATCH ? "probe"
-						       : "default");
+						       "(%s): using the %s", s->range_text, why,
+						       o->trap == GB_TRAP_PATCH ? "probe trap"
+						       : "probe trap (else the page trap)");
 	s->trap = o->trap == GB_TRAP_PATCH ? GB_TRAP_PROBES : GB_TRAP_AUTO;
 }
 
@@ -531,16 +532,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	 * untraced again. */
 	gb_trap_free(s.entry_trap);
 	s.entry_trap = NULL;
-	gb_info("trace: jit: %llu runs, %llu stops, %llu instructions translated-run, %llu blocks",
-		(unsigned long long)es.jit_runs, (unsigned long long)es.jit_stops,
-		(unsigned long long)es.jit_insns, (unsigned long long)es.jit_blocks);
-	gb_info("trace: %s trap: %llu single-steps, %llu in-range instructions, %llu range entries, "
-		"%llu decodes, %llu re-validated, %llu signal handlers run natively",
-		trap_name,
-		(unsigned long long)es.steps,
-		(unsigned long long)es.in_range, (unsigned long long)es.entries,
-		(unsigned long long)es.decodes, (unsigned long long)es.revalidations,
-		(unsigned long long)es.native_handlers);
+	gb_trace_report(&es, trap_name, eo.jit && s.trap != GB_TRAP_NONE);
 	if (s.faults) {
 		struct gb_faults_stats fs;
 		gb_faults__stop(s.faults);

@@ -110,6 +110,7 @@ static void drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct
 				break;
 			}
 			eng_commit(e, (size_t)(fault ? held_i : pt->cur_i), x->pc, x->acc, x->nacc);
+			pt->records++;
 		}
 		if (fault) {
 			held = rec;
@@ -121,6 +122,7 @@ static void drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct
 	if (held_i >= 0 && !eng_max_insns_done(e)) {
 		int d = eng_fault_done(held.pc, held.len, held.acc, held.nacc, fault, held.pc);
 		eng_commit(e, (size_t)held_i, held.pc, held.acc, d >= 0 ? d : held.nacc);
+		pt->records++;
 	}
 	gb_jit__ring_commit(pt->j, &pt->cur);
 	gb_jsonl__batch(e->out, false);
@@ -472,10 +474,16 @@ static void patch_exit(struct gb_trap *t, struct gb_engine *e, size_t i)
 /* The end's statistics (-v) and what makes the trace inexact. */
 void patch_report(struct patch_trap *pt)
 {
+	struct gb_jit_stats js = { 0 };
 	collect_misses(pt, true);
+	if (pt->j)
+		gb_jit__stats(pt->j, &js);
 	gb_info("trace: the patch trap: %llu entries, %llu in-range misses, %llu signals taken "
-		"out of the cache", (unsigned long long)pt->marks, (unsigned long long)pt->misses,
-		(unsigned long long)pt->handled);
+		"out of the cache, %llu records, %llu blocks translated (%llu instructions), images "
+		"set up: %u", (unsigned long long)pt->marks, (unsigned long long)pt->misses,
+		(unsigned long long)pt->handled, (unsigned long long)pt->records,
+		(unsigned long long)(pt->blocks + js.blocks),
+		(unsigned long long)(pt->tinsns + js.insns), pt->images);
 	if (pt->misses)
 		gb_warn("trace: the patch trap: %llu in-range misses (targets not translated up front): "
 			"each missed stretch ran natively until the next entry, the trace is not exact "

@@ -65,6 +65,9 @@ struct patch_trap {
 	uint64_t handled;             /* signals taken at an original boundary */
 	uint64_t marks;               /* stretch markers drained: entries (statistics) */
 	uint64_t misses;              /* in-range lookup misses (stretches run natively) */
+	uint64_t records;             /* instruction records drained (statistics) */
+	uint64_t blocks, tinsns;      /* blocks and instructions translated by the
+				       * caches of earlier images (statistics) */
 	unsigned npatched;
 	/* Across exec and a module mapped late (trap_patch_exec.c): */
 	bool waiting;                 /* the range's module is not mapped: threads

@@ -261,6 +261,12 @@ void patch_unbuild(struct patch_trap *pt)
 	pt->probes = NULL;
 	pt->nprobed = 0;
 	gb_patch_plan_free(&pt->plan);
+	if (pt->j) {
+		struct gb_jit_stats js;
+		gb_jit__stats(pt->j, &js);
+		pt->blocks += js.blocks;
+		pt->tinsns += js.insns;
+	}
 	gb_jit__free(pt->j);
 	pt->j = NULL;
 	gb_jitmap_drop(&pt->map);

@@ -262,10 +262,23 @@ static void probes_resuming(struct gb_trap *t, struct gb_engine *e, size_t i, in
 }
 
 /* The probes stay on the file: the range is known again at the first hit
- * in the new image (if it maps the file at all). */
+ * in the new image (if it maps the file at all).  The exec'ing thread
+ * starts afresh (a handler it ran was the old image's); the threads the
+ * exec killed are forgotten. */
 static void probes_exec(struct gb_trap *t, struct gb_engine *e)
 {
-	gb_probes__exec(PR(t)->p);
+	for (size_t i = 0; i < e->t->nthreads; i++)
+		if (eng_state(e, i) == T_GONE && eng_tid(e, i) != e->t->pid)
+			gb_probes__forget(PR(t)->p, eng_tid(e, i));
+		else if (eng_state(e, i) != T_GONE)
+			memset(pth(e, i), 0, sizeof(struct probe_thread));
+	int r = gb_probes__exec(PR(t)->p, e->exec_from);
+	if (r) {
+		gb_err("probe trap: pid %d exec'd from thread %d: cannot probe the new image: %s",
+		       e->t->pid, e->exec_from, strerror(-r));
+		eng_finish(e, GB_END_ERROR);
+		return;
+	}
 	sync_range(PR(t));
 }
 
