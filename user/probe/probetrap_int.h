@@ -47,6 +47,7 @@ struct gb_probetrap {
 	pid_t tgid;
 	int signo;
 	bool multi;                  /* uprobe_multi links (6.10+), else perf events */
+	bool redirect;               /* loaded with redirects (redirect.c) */
 	struct probetrap_probe *pr;
 	size_t npr, capr;
 	struct group *gr;
