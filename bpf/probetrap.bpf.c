@@ -91,7 +91,8 @@ struct {
 /* probe's run-time address -> where a redirected thread goes on. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* (empty without redirects: no load cost) */
 	__type(key, __u64);
 	__type(value, __u64);
 } pt_redirect SEC(".maps");
@@ -101,6 +102,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u32);
 	__type(value, __u8);
 } pt_known SEC(".maps");
