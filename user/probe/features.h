@@ -24,11 +24,11 @@ bool gb_feat_kernel_btf(void);
  * the tracepoint can be attached as tp_btf). */
 bool gb_feat_btf_typedef(const char *name);
 /* The verifier lets a kprobe-type program (a uprobe's) store to its
- * registers (Linux 6.18: "bpf: Allow uprobe program to change context
- * registers"; the same series makes the kernel skip the probed instruction
- * when the program moved ip).  Probed once: a 4-instruction program that
- * stores ip back, which older verifiers refuse ("invalid bpf_context
- * access").  docs/bpf.md "Redirects". */
+ * registers (upstream Linux 6.18, not every build of it: "bpf: Allow uprobe
+ * program to change context registers"; the same series makes the kernel
+ * skip the probed instruction when the program moved ip).  Probed once: a
+ * 4-instruction program that stores ip back, which older verifiers refuse
+ * ("invalid bpf_context access").  docs/bpf.md "Redirects". */
 bool gb_feat_uprobe_write_ctx(void);
 /* A BPF helper (enum bpf_func_id) is callable from a perf_event program. */
 bool gb_feat_perf_helper(int func_id);

@@ -65,9 +65,10 @@
  *    (`kill -CONT` resumes it).
  *
  * 7. Redirects (opts.redirect, where gb_probetrap__redirects() says the
- *    kernel allows them: Linux 6.18): a thread of redirect_thread() hitting
- *    an address of redirect_add() while redirect_enable() is on gets NO
- *    record and NO signal: the program sets its ip to the address's target
+ *    kernel allows them: upstream 6.18, not every build): a thread of
+ *    redirect_thread() hitting an address of redirect_add() while
+ *    redirect_enable() is on gets NO record and NO signal: the program
+ *    sets its ip to the address's target
  *    and the kernel neither steps nor emulates the probed instruction; the
  *    thread goes on at the target with every other register as before the
  *    instruction (an instruction the target runs itself).  Others hit as
