@@ -33,6 +33,8 @@ ARGS = {
                           "quick": (["--quick"], {})},
     "bench_nostop.py": {"full": (["--reps", "5"], {}),
                         "quick": (["--quick"], {})},
+    "bench_probed.py": {"full": (["--reps", "3"], {}),
+                        "quick": (["--quick"], {})},
     "bench_probe.py": {"full": (["--reps", "3"], {}),
                        "quick": (["--quick"], {})},
     "bench_sample.py": {"full": (["--reps", "5"], {}),

@@ -10,6 +10,14 @@
  *      the thread blocks signo or already has it pending (a blocked signal
  *      would stay pending while the thread ran on through the range; a
  *      second pending standard signal would merge with the first).
+ * With rodata redirect (set only where the kernel lets a uprobe program
+ * write its registers: Linux 6.18, "bpf: Allow uprobe program to change
+ * context registers"), a hit at an address of pt_redirect by a thread of
+ * pt_known, while bss redirect_on, does none of that: it sets ip to the
+ * address's target (the patch trap's entry block in its code cache) and the
+ * kernel then neither steps nor emulates the probed instruction ("uprobe:
+ * Do not emulate/sstep original instruction when ip is changed"): the
+ * thread goes on there, without a stop.
  * API and the engine's contract: user/probe/probetrap.h; docs/bpf.md.
  * CO-RE: task->blocked and task->pending are read with BPF_CORE_READ from
  * bpf_get_current_task() (Linux 5.10 has no bpf_get_current_task_btf for
@@ -31,6 +39,9 @@ const volatile __u32 signo = 23;        /* SIGURG */
  * only then is bpf_get_attach_cookie called (the verifier drops the call
  * on older kernels, where the flag is false). */
 const volatile bool has_cookie = false;
+/* Redirects (above) may be made: the ctx write is only in code the
+ * verifier visits when this is true (older kernels refuse it). */
+const volatile bool redirect = false;
 
 #define GB_SIGSTOP 19
 
@@ -38,6 +49,9 @@ const volatile bool has_cookie = false;
  * each detach waits for the kernel's grace periods, and hits meanwhile
  * must not signal a thread whose tracer is gone. */
 __u32 disarmed = 0;
+/* Set by user space while the targets of pt_redirect are in place (the
+ * patch trap's cache mapped, its areas given). */
+__u32 redirect_on = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -73,6 +87,25 @@ struct {
 	__type(key, __u64);
 	__type(value, __u8);
 } muted SEC(".maps");
+
+/* probe's run-time address -> where a redirected thread goes on. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* (empty without redirects: no load cost) */
+	__type(key, __u64);
+	__type(value, __u64);
+} pt_redirect SEC(".maps");
+
+/* tid -> 1: threads that may be redirected (the patch trap's threads with
+ * an area of the cache: gs base set). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, __u8);
+} pt_known SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -137,6 +170,14 @@ int gb_probe_hit(struct pt_regs *ctx)
 	if (bpf_map_lookup_elem(&stepping, &tid)) {
 		count(GB_PCNT_STEPPING);
 		return 0;
+	}
+	if (redirect && redirect_on) {
+		__u64 at = ctx->ip, *to = bpf_map_lookup_elem(&pt_redirect, &at);
+		if (to && bpf_map_lookup_elem(&pt_known, &tid)) {
+			ctx->ip = *to;
+			count(GB_PCNT_REDIRECTS);
+			return 0;
+		}
 	}
 	task = (struct task_struct *)bpf_get_current_task();
 	blocked = BPF_CORE_READ(task, blocked.sig[0]);

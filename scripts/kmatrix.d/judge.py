@@ -202,7 +202,8 @@ def judge_trace(rdir, exp, env):
     if bad:
         return bad
     return ("pass", "%d lines exact: probe trap (also after an exec from a second thread), page "
-            "trap, jit, patch trap (across an exec, and with an entry on a uprobe)" % len(got))
+            "trap, jit, patch trap (across an exec, and with an entry on a uprobe: %s)"
+            % (len(got), patch_probe_way(rdir)))
 
 
 def judge_exec_thread(rdir, exp):
@@ -226,7 +227,10 @@ def judge_exec_thread(rdir, exp):
 
 
 PROBED_RE = re.compile(r"patch trap: (\d+) entries patched, (\d+) probed")
-THROUGH_RE = re.compile(r"the patch trap: (\d+) entries through its (\d+) uprobes")
+THROUGH_RE = re.compile(r"the patch trap: (\d+) entries through its (\d+) uprobes"
+                        r"(?: \(\d+ waited for the cache's lock\), (\d+) sent straight)?")
+REDIRECT_RE = re.compile(r"patch trap: \d+ of its \d+ uprobes send the thread straight into")
+STOPS_RE = re.compile(r"patch trap: its uprobes stop the thread")
 
 
 def judge_patch_probe(rdir):
@@ -249,10 +253,30 @@ def judge_patch_probe(rdir):
     err = Check(rdir, "trace_patch_probe").err
     m = next((PROBED_RE.search(l) for l in err if PROBED_RE.search(l)), None)
     t = next((THROUGH_RE.search(l) for l in err if THROUGH_RE.search(l)), None)
-    if not m or m.group(1) == "0" or m.group(2) != "1" or not t or t.group(1) == "0":
+    sent = next((REDIRECT_RE.search(l) for l in err if REDIRECT_RE.search(l)), None)
+    stops = next((STOPS_RE.search(l) for l in err if STOPS_RE.search(l)), None)
+    if not m or m.group(1) == "0" or m.group(2) != "1" or not t or not (sent or stops):
+        return ("fail", "the patch trap did not keep the return site on an entered uprobe: %s"
+                % Check(rdir, "trace_patch_probe").gebpf_line())
+    # Where the kernel lets the uprobe program write ip (Linux 6.18), the
+    # hit goes straight into the cache: no stop; elsewhere a stop each.
+    redirected = int(t.group(3) or 0)
+    if sent and (redirected == 0 or t.group(1) != "0"):
+        return ("fail", "the probed entry was not sent straight into the cache (%s stops, %d "
+                "redirected)" % (t.group(1), redirected))
+    if stops and (t.group(1) == "0" or redirected):
         return ("fail", "the patch trap did not keep the return site on an entered uprobe: %s"
                 % Check(rdir, "trace_patch_probe").gebpf_line())
     return None
+
+
+def patch_probe_way(rdir):
+    """How the probed entry was entered: the BPF program's redirect (no
+    stop) or the kernel's out-of-line run and a stop (the fallback)."""
+    err = Check(rdir, "trace_patch_probe").err
+    if any(REDIRECT_RE.search(l) for l in err):
+        return "redirected, no stop"
+    return "a stop: no ip writes"
 
 
 def ran_jsonl(rdir, name):

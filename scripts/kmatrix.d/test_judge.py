@@ -70,8 +70,11 @@ def write_good(d):
         "trace_patch.rc": "0\n", "trace_patch.jsonl": EXPECT,
         "trace_patch.err": "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\n",
         "trace_patch_probe.rc": "0\n", "trace_patch_probe.jsonl": SHORT,
-        "trace_patch_probe.err": "gebpf: patch trap: 1 entries patched, 1 probed, threads run natively\n"
-                                 "gebpf: trace: the patch trap: 1 entries through its 1 uprobes\n",
+        "trace_patch_probe.err": "gebpf: patch trap: its uprobes stop the thread after the kernel "
+                                 "ran the entry's instruction out of line (no ip writes)\n"
+                                 "gebpf: patch trap: 1 entries patched, 1 probed, threads run natively\n"
+                                 "gebpf: trace: the patch trap: 1 entries through its 1 uprobes (0 "
+                                 "waited for the cache's lock), 0 sent straight into the cache\n",
         "trace_short.rc": "0\n", "trace_short.err": "", "trace_short.jsonl": SHORT,
         "trace_patch_exec.rc": "0\n", "trace_patch_exec.jsonl": EXPECT,
         "trace_patch_exec.err": "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\n",
@@ -171,6 +174,30 @@ def test_patch_trap_without_its_probed_entry_fails(good):
     put(good, "trace_patch_probe.jsonl", SHORT.replace('"vt":0', '"vt":9', 1))
     v, why = verdicts(good)["trace"]
     assert v == "fail" and "differs from the probe trap's" in why
+
+
+REDIRECTED = ("gebpf: patch trap: 1 of its 1 uprobes send the thread straight into the code cache "
+              "(the BPF program writes ip: no stop)\n"
+              "gebpf: patch trap: 1 entries patched, 1 probed, threads run natively\n"
+              "gebpf: trace: the patch trap: %d entries through its 1 uprobes (0 waited for the "
+              "cache's lock), %d sent straight into the cache\n")
+
+
+def test_patch_probe_fallback_and_redirect_are_named(good):
+    """The trace cell says which way the probed entry went: the fallback
+    (a stop) on kernels whose uprobe programs cannot write ip, the BPF
+    program's redirect (no stop) where they can."""
+    v, why = verdicts(good)["trace"]
+    assert v == "pass" and "a stop: no ip writes" in why
+    put(good, "trace_patch_probe.err", REDIRECTED % (0, 1))
+    v, why = verdicts(good)["trace"]
+    assert v == "pass" and "redirected, no stop" in why
+
+
+def test_redirect_that_still_stops_fails(good):
+    put(good, "trace_patch_probe.err", REDIRECTED % (1, 0))
+    v, why = verdicts(good)["trace"]
+    assert v == "fail" and "not sent straight into the cache" in why
 
 
 def test_one_wrong_trace_line_fails(good):

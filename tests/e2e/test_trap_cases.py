@@ -24,7 +24,8 @@ import time
 import pytest
 
 import lackey
-from conftest import check_vt_order, gebpf_path, prog_path, read_trace, run_gebpf, trap_args
+from conftest import (check_vt_order, gebpf_path, prog_path, read_trace, run_gebpf, stable_env,
+                      trap_args)
 from test_pagetrap import bag, invocations, same_bag, same_file, trace
 
 pytestmark = [pytest.mark.probetrap, pytest.mark.usefixtures("probes_ready")]
@@ -224,8 +225,65 @@ def test_patch_mixes_patches_and_uprobes(cid, tmp_path_factory):
     run_case(case, "patch", "jit", tmp_path_factory)
     err = _STDERR[(cid, "patch", "jit")]
     assert "entries patched, %d probed" % PATCH_PROBED[cid] in err, err
-    m = re.search(r"the patch trap: (\d+) entries through its (\d+) uprobes", err)
-    assert m and int(m.group(1)) > 0 and int(m.group(2)) == PATCH_PROBED[cid], err
+    stops, n, sent = probe_counts(err)
+    assert stops + sent > 0 and n == PATCH_PROBED[cid], err
+
+
+# The -v lines of the entries that keep a uprobe (trap_patch_probe.c): hits
+# handled at a stop, the uprobes, hits the BPF program sent straight into
+# the cache (where the kernel lets it write ip: docs/bpf.md "Redirects").
+THROUGH = re.compile(r"the patch trap: (\d+) entries through its (\d+) uprobes \(\d+ waited for "
+                     r"the cache's lock\), (\d+) sent straight into the cache")
+REDIRECTS = "uprobes send the thread straight into the code cache"
+FALLBACK = re.compile(r"patch trap: its uprobes stop the thread after .*")
+
+
+def probe_counts(err):
+    m = THROUGH.search(err)
+    assert m, err
+    return tuple(int(g) for g in m.groups())
+
+
+@pytest.mark.parametrize("cid", sorted(PATCH_PROBED))
+def test_probed_entry_without_a_stop(cid, tmp_path_factory):
+    """Where the kernel lets a uprobe program write ip (Linux 6.18), a hit
+    at an entry that keeps a uprobe never stops the thread: the BPF program
+    sends it to the entry's block in the cache, the kernel skips the
+    instruction (no out-of-line run), and the trace is still the
+    reference's bytes (test_case_equals_reference).  Skips elsewhere,
+    saying which way gebpf went."""
+    need("patch")
+    case = next(c for c in CASES if c.id == cid)
+    run_case(case, "patch", "jit", tmp_path_factory)
+    err = _STDERR[(cid, "patch", "jit")]
+    if REDIRECTS not in err:
+        m = FALLBACK.search(err)
+        pytest.skip("this kernel cannot redirect a uprobe hit: gebpf says %r" % (
+            m.group(0) if m else err[-300:]))
+    stops, _, sent = probe_counts(err)
+    assert stops == 0 and sent > 0, "hits stopped: %d, sent into the cache: %d\n%s" % (
+        stops, sent, err)
+
+
+def test_probed_entry_fallback_is_the_same_trace(tmp_path):
+    """GEBPF_PROBETRAP_NOREDIRECT=1 forces the stop at a probed entry (the
+    kernel's out-of-line run, gebpf writes the entry's lines): the trace is
+    the probe trap's byte for byte, as the redirected one is.  (Both runs
+    get the same environment: the target's stack depends on it.)"""
+    need("patch")
+    case = next(c for c in CASES if c.id == "short-entry")
+    env = dict(stable_env(), GEBPF_PROBETRAP_NOREDIRECT="1")
+    outs = {}
+    for trap in ("patch", "probes"):
+        outs[trap] = tmp_path / (trap + ".jsonl")
+        r = run_gebpf(["trace", "-v", "--range", case.rng, "-o", outs[trap], *trap_args(trap),
+                       "--", prog_path(case.name), *map(str, case.args)], timeout=60, env=env)
+        assert r.returncode == 0, r.stderr
+        if trap == "patch":
+            assert FALLBACK.search(r.stderr) and REDIRECTS not in r.stderr, r.stderr
+            stops, _, sent = probe_counts(r.stderr)
+            assert stops > 0 and sent == 0, r.stderr
+    same_file(outs["patch"], outs["probes"], "short-entry, no redirects", ("patch", "probes"))
 
 
 LACKEY_CASES = [c for c in CASES if c.lackey]

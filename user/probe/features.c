@@ -2,6 +2,7 @@
 
 #include "common/log.h"
 
+#include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <errno.h>
@@ -9,7 +10,9 @@
 #include <stdio.h>
 #include <linux/perf_event.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/syscall.h>
+#include <sys/user.h>
 #include <unistd.h>
 
 void gb_probe_libbpf_init(void)
@@ -49,6 +52,27 @@ bool gb_feat_btf_typedef(const char *name)
 	found = btf__find_by_name_kind(btf, name, BTF_KIND_TYPEDEF) > 0;
 	btf__free(btf);
 	return found;
+}
+
+bool gb_feat_uprobe_write_ctx(void)
+{
+	static int known = -1;         /* (probed once) */
+	const __s16 ip = (__s16)offsetof(struct user_regs_struct, rip); /* = pt_regs.ip */
+	const struct bpf_insn insns[] = {
+		/* r2 = *(u64 *)(r1 + ip); *(u64 *)(r1 + ip) = r2; r0 = 0; exit */
+		{ .code = BPF_LDX | BPF_MEM | BPF_DW, .dst_reg = BPF_REG_2, .src_reg = BPF_REG_1, .off = ip },
+		{ .code = BPF_STX | BPF_MEM | BPF_DW, .dst_reg = BPF_REG_1, .src_reg = BPF_REG_2, .off = ip },
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	if (known < 0) {
+		int fd = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "gb_write_ctx", "GPL", insns,
+				       sizeof(insns) / sizeof(insns[0]), NULL);
+		known = fd >= 0;
+		if (fd >= 0)
+			close(fd);
+	}
+	return known;
 }
 
 bool gb_feat_perf_helper(int func_id)

@@ -23,6 +23,13 @@ bool gb_feat_kernel_btf(void);
 /* Kernel BTF has a typedef named name (e.g. "btf_trace_page_fault_user":
  * the tracepoint can be attached as tp_btf). */
 bool gb_feat_btf_typedef(const char *name);
+/* The verifier lets a kprobe-type program (a uprobe's) store to its
+ * registers (upstream Linux 6.18, not every build of it: "bpf: Allow uprobe
+ * program to change context registers"; the same series makes the kernel
+ * skip the probed instruction when the program moved ip).  Probed once: a
+ * 4-instruction program that stores ip back, which older verifiers refuse
+ * ("invalid bpf_context access").  docs/bpf.md "Redirects". */
+bool gb_feat_uprobe_write_ctx(void);
 /* A BPF helper (enum bpf_func_id) is callable from a perf_event program. */
 bool gb_feat_perf_helper(int func_id);
 

@@ -95,6 +95,10 @@ struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o)
 	if (p->multi)
 		bpf_program__set_expected_attach_type(
 			p->skel->progs.gb_probe_hit, (enum bpf_attach_type)GB_BPF_TRACE_UPROBE_MULTI);
+	/* Redirects (redirect.c) where the verifier takes a write of ip. */
+	p->redirect = o->redirect && !getenv("GEBPF_PROBETRAP_NOREDIRECT") &&
+		      gb_feat_uprobe_write_ctx();
+	p->skel->rodata->redirect = p->redirect;
 	err = probetrap_bpf__load(p->skel);
 	if (err) {
 		say(o, "loading the uprobe program: %s%s", strerror(-err),
@@ -333,6 +337,7 @@ void gb_probetrap__forget(struct gb_probetrap *p, pid_t tid)
 	if (!p)
 		return;
 	gb_probetrap__set_stepping(p, tid, false);
+	gb_probetrap__redirect_thread(p, tid, false);
 	bpf_map_delete_elem(bpf_map__fd(p->skel->maps.pt_pending), &key);
 	gb_probetrap__drain(p);
 	for (size_t i = 0; i < p->nq; i++)
@@ -362,6 +367,7 @@ void gb_probetrap__stats(const struct gb_probetrap *p, struct gb_probetrap_stats
 	s->nosignal = gb_counter_sum(fd, GB_PCNT_NOSIGNAL);
 	s->other = gb_counter_sum(fd, GB_PCNT_OTHER);
 	s->muted = gb_counter_sum(fd, GB_PCNT_MUTED);
+	s->redirects = gb_counter_sum(fd, GB_PCNT_REDIRECTS);
 	s->multi = p->multi;
 	s->claimed = p->claimed;
 	s->probes = gb_probetrap_live_probes(p);

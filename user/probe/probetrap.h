@@ -66,6 +66,16 @@
  *    the program handles SIGURG); the SIGSTOP fallback stops the process
  *    (`kill -CONT` resumes it).
  *
+ * 7. Redirects (opts.redirect, where gb_probetrap__redirects() says the
+ *    kernel allows them: upstream 6.18, not every build): a thread of
+ *    redirect_thread() hitting an address of redirect_add() while
+ *    redirect_enable() is on gets NO record and NO signal: the program
+ *    sets its ip to the address's target
+ *    and the kernel neither steps nor emulates the probed instruction; the
+ *    thread goes on at the target with every other register as before the
+ *    instruction (an instruction the target runs itself).  Others hit as
+ *    in 1.  What makes the load check enough: docs/bpf.md "Redirects".
+ *
  * Needs root (CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN for uprobes), uprobes,
  * kernel BTF, BPF ring buffers and bpf_send_signal_thread (Linux 5.8).
  */
@@ -85,6 +95,8 @@ struct gb_probetrap_opts {
 	bool quiet;              /* no "gebpf: warning: ..." line when unavailable */
 	bool silent;             /* no -v line either (a helper's own probe, which
 				  * says what it did: gb_probes_reserve_xol) */
+	bool redirect;           /* make redirects (contract 7) where the kernel can;
+				  * GEBPF_PROBETRAP_NOREDIRECT=1 says it cannot */
 };
 
 #define GB_PROBE_HIT_SIGSTOP 1u  /* the stop was SIGSTOP (signo blocked or pending) */
@@ -114,6 +126,7 @@ struct gb_probetrap_stats {
 	uint64_t nosignal;       /* hits that sent no signal (pending map full) */
 	uint64_t other;          /* hits of other processes (filtered out) */
 	uint64_t muted;          /* hits of removed probes still installed */
+	uint64_t redirects;      /* hits redirected (contract 7: no record, no signal) */
 	uint64_t claimed;        /* stops claim() owned */
 	unsigned probes;         /* probes attached now (not removed) */
 	bool multi;              /* attached as uprobe_multi links */
@@ -191,6 +204,16 @@ void gb_probetrap__forget(struct gb_probetrap *p, pid_t tid);
 int gb_probetrap__poll_fd(const struct gb_probetrap *p);
 int gb_probetrap__drain(struct gb_probetrap *p);
 void gb_probetrap__stats(const struct gb_probetrap *p, struct gb_probetrap_stats *s);
+/* Contract 7 (redirect.c).  redirects: loaded with them (opts.redirect and
+ * the kernel lets the program write ip).  add: hits at run-time address
+ * addr go on at target (0 or -errno; -ENOTSUP without redirects).  thread:
+ * tid may be redirected (on) or not.  enable: redirects are made (on) or
+ * not; off before the targets go away (every thread stopped: none is in
+ * the program then). */
+bool gb_probetrap__redirects(const struct gb_probetrap *p);
+int gb_probetrap__redirect_add(struct gb_probetrap *p, uint64_t addr, uint64_t target);
+void gb_probetrap__redirect_thread(struct gb_probetrap *p, pid_t tid, bool on);
+void gb_probetrap__redirect_enable(struct gb_probetrap *p, bool on);
 /* From now on hits do nothing (no record, no signal); the int3s stay until
  * free.  free disarms first; call it yourself before PTRACE_DETACH if the
  * free comes later. */

@@ -48,6 +48,7 @@ struct gb_probetrap {
 	int signo;
 	bool multi;                  /* uprobe_multi links (6.10+), else perf events */
 	bool silent;                 /* opts.silent: no -v lines */
+	bool redirect;               /* loaded with redirects (redirect.c) */
 	struct probetrap_probe *pr;
 	size_t npr, capr;
 	struct group *gr;

@@ -163,7 +163,8 @@ struct gb_probes *gb_probes__new(const struct gb_probes_opts *o)
 			goto fail;
 		}
 	}
-	struct gb_probetrap_opts po = { .tgid = o->tgid, .quiet = o->quiet };
+	struct gb_probetrap_opts po = { .tgid = o->tgid, .quiet = o->quiet,
+					.redirect = o->redirect };
 	p->pt = gb_probetrap__new(&po);
 	if (!p->pt)
 		goto fail;
@@ -193,6 +194,11 @@ void gb_probes__free(struct gb_probes *p)
 	free(p->v);
 	free(p->path);
 	free(p);
+}
+
+struct gb_probetrap *gb_probes__trap(struct gb_probes *p)
+{
+	return p ? p->pt : NULL;
 }
 
 bool gb_probes__range(const struct gb_probes *p, uint64_t *start, uint64_t *end)

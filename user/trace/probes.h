@@ -44,6 +44,8 @@ struct gb_probes_opts {
 	 * trap's unpatched ones), when nonly > 0. */
 	const uint64_t *only;
 	size_t nonly;
+	bool redirect;             /* load the program with redirects where the
+				    * kernel can (probe/probetrap.h contract 7) */
 };
 
 /* Finds the entries, checks that each entry instruction can be rebuilt
@@ -52,6 +54,8 @@ struct gb_probes_opts {
  * uprobes, an entry that cannot be rebuilt, ...): use the page trap. */
 struct gb_probes *gb_probes__new(const struct gb_probes_opts *o);
 void gb_probes__free(struct gb_probes *p);
+/* Its probe trap (for redirects: probe/probetrap.h contract 7). */
+struct gb_probetrap *gb_probes__trap(struct gb_probes *p);
 
 /* The range's run-time bounds; false while the module is not mapped. */
 bool gb_probes__range(const struct gb_probes *p, uint64_t *start, uint64_t *end);

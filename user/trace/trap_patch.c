@@ -220,7 +220,10 @@ static int give_area(struct patch_trap *pt, struct gb_engine *e, size_t i, unsig
 	gb_jit__area_fs(pt->j, k, r->fs_base);
 	pth(e, i)->fs_watch = !r->fs_base;
 	r->gs_base = gb_jit__tls(pt->j, k);
-	return gb_regs_set(eng_tid(e, i), r);
+	if (gb_regs_set(eng_tid(e, i), r))
+		return -1;
+	patch_probe_known(pt, eng_tid(e, i)); /* (its uprobe hits may go into the cache) */
+	return 0;
 }
 
 /* A thread that appeared (a clone's child, stopped): its own area, a copy
@@ -392,6 +395,7 @@ static void patch_start(struct gb_trap *t, struct gb_engine *e)
 	}
 	write_patches(pt, pt->pid, false);
 	pt->written = true;
+	patch_probe_redirect(pt, true);
 	gb_info("patch trap: %u entries patched, %u probed, threads run natively", pt->npatched,
 		pt->nprobed);
 }

@@ -118,7 +118,12 @@ bool patch_probe_classify(struct patch_trap *pt, struct gb_engine *e, size_t i,
 			  const struct gb_stop *st, enum gb_trap_verdict *v);
 /* The trap's enter hook: a thread stopped after a probed entry goes on. */
 int patch_probe_enter(struct gb_trap *t, struct gb_engine *e, size_t i);
-/* The end: hits of threads still waiting are not in the trace. */
+/* Redirects (where the kernel can: the hit goes straight to the entry
+ * block): thread tid got an area; the patches are in place (on) or go. */
+void patch_probe_known(struct patch_trap *pt, pid_t tid);
+void patch_probe_redirect(struct patch_trap *pt, bool on);
+/* The end (redirects off first): hits of threads still waiting are not in
+ * the trace. */
 void patch_probe_teardown(struct patch_trap *pt, struct gb_engine *e);
 void patch_free(struct gb_trap *t);
 

@@ -18,7 +18,16 @@
  * before the probe's, or a fault of the probed instruction) is delivered
  * at the original pc after the lines, and the thread then runs with
  * PTRACE_SYSCALL until its rt_sigreturn, as for a signal taken out of the
- * cache (trap_patch.c). */
+ * cache (trap_patch.c).
+ *
+ * Where the kernel lets a uprobe program write ip (Linux 6.18; probe/
+ * probetrap.h contract 7) none of that happens for the threads with an
+ * area: the BPF program sends the thread from the probe straight to the
+ * entry's entry block (gb_jit__entry), as a patch's jump would, and the
+ * kernel skips the instruction: no signal, no stop, no out-of-line run.
+ * The entry block takes the lock and records the instruction itself.
+ * Redirects are on from patch_start to the teardown (every thread stopped
+ * at both), for threads from their area (give_area) to their exit. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,13 +57,46 @@ int patch_probe_attach(struct patch_trap *pt, const char *path, uint64_t lo, uin
 	for (size_t k = 0; k < n; k++)
 		only[k] = refused[k] - bias;
 	struct gb_probes_opts o = { .tgid = pt->pid, .path = path, .lo = lo, .hi = hi,
-				    .mapped = true, .bias = bias, .only = only, .nonly = n };
+				    .mapped = true, .bias = bias, .only = only, .nonly = n,
+				    .redirect = true };
 	pt->probes = gb_probes__new(&o); /* (says why not) */
 	free(only);
 	if (!pt->probes)
 		return -1;
 	pt->nprobed = (unsigned)n;
+	struct gb_probetrap *p = gb_probes__trap(pt->probes);
+	if (!gb_probetrap__redirects(p)) {
+		gb_info("patch trap: its uprobes stop the thread after the kernel ran the entry's "
+			"instruction out of line (%s)", getenv("GEBPF_PROBETRAP_NOREDIRECT") ?
+			"GEBPF_PROBETRAP_NOREDIRECT" :
+			"the verifier refuses a uprobe program's write of ip");
+		return 0;
+	}
+	unsigned sent = 0;
+	for (size_t k = 0; k < n; k++) {
+		uint64_t blk = gb_jit__translate_from(pt->j, refused[k], patch_fetch, pt) ? 0 :
+			       patch_entry_of(pt, refused[k]);
+		if (blk && gb_probetrap__redirect_add(p, refused[k], blk) == 0)
+			sent++;
+		else
+			gb_info("patch trap: the uprobe at 0x%llx stops the thread (no entry block)",
+				(unsigned long long)refused[k]);
+	}
+	gb_info("patch trap: %u of its %u uprobes send the thread straight into the code cache "
+		"(the BPF program writes ip: no stop)", sent, pt->nprobed);
 	return 0;
+}
+
+/* Thread tid has an area of the cache now: its hits may be redirected. */
+void patch_probe_known(struct patch_trap *pt, pid_t tid)
+{
+	gb_probetrap__redirect_thread(gb_probes__trap(pt->probes), tid, true);
+}
+
+/* The patches and the cache are in place (on) or about to go (off). */
+void patch_probe_redirect(struct patch_trap *pt, bool on)
+{
+	gb_probetrap__redirect_enable(gb_probes__trap(pt->probes), on);
 }
 
 /* The hit (or a program signal with a hit taken early): thread i waits for
@@ -223,11 +265,14 @@ void patch_probe_teardown(struct patch_trap *pt, struct gb_engine *e)
 {
 	if (!pt->probes)
 		return;
+	patch_probe_redirect(pt, false); /* (every thread stopped: none is in the program) */
 	for (size_t i = 0; i < e->t->nthreads; i++) {
 		eng_th(e, i)->want_entry = false;
 		ppt(e, i)->has_hit = false;
 	}
+	struct gb_probetrap_stats s;
+	gb_probetrap__stats(gb_probes__trap(pt->probes), &s);
 	gb_info("trace: the patch trap: %llu entries through its %u uprobes (%llu waited for the "
-		"cache's lock)", (unsigned long long)pt->probe_hits, pt->nprobed,
-		(unsigned long long)pt->probe_waits);
+		"cache's lock), %llu sent straight into the cache", (unsigned long long)pt->probe_hits,
+		pt->nprobed, (unsigned long long)pt->probe_waits, (unsigned long long)s.redirects);
 }
