@@ -167,13 +167,22 @@ flush
 # (8) a target in strict seccomp mode (read, write, exit only; issue 23):
 # gebpf reads "Seccomp:" first and injects nothing (the step engine and the
 # probe trap); kmstrict must finish ("kmstrict ok", exit 0), not be
-# SIGKILLed by an injected mmap (strict.target: its exit status)
-sleep 2 | "$P/kmstrict" >"$O/strict.target.out" &
+# SIGKILLed by an injected mmap (strict.target: its exit status).  Its stdin
+# is a fifo held open until gebpf is done (a fixed `sleep 2 |` ended it
+# while a slow guest's gebpf was still attaching: "exited during the trace").
+# Its output is kept out of flush's sight (a dot file) until it has ended.
+rm -f "$O/.strict.fifo"
+mkfifo "$O/.strict.fifo"
+"$P/kmstrict" <"$O/.strict.fifo" >"$O/.strict.out" &
 kp=$!
+exec 9>"$O/.strict.fifo"
 sleep 0.3
 run strict 30 "$G" trace -p "$kp" --range "$TICK_START-$TICK_LAST" --duration 0.5 -o "$O/strict.jsonl"
+exec 9>&-
 wait "$kp"
 echo $? >"$O/strict.target"
+rm -f "$O/.strict.fifo"
+mv "$O/.strict.out" "$O/strict.target.out"
 flush
 
 # (9) a 1 ms SIGALRM whose handler runs outside the range (issue 23): the
@@ -183,12 +192,18 @@ flush
 # calls of `work` while the timer runs
 # (it outlives gebpf: its output is kept out of flush's sight, a dot file,
 # until it has ended)
-sleep 8 | "$P/kmalarm" >"$O/.alarm.out" &
+# (its stdin a fifo held open until gebpf is done, as strict's)
+rm -f "$O/.alarm.fifo"
+mkfifo "$O/.alarm.fifo"
+"$P/kmalarm" <"$O/.alarm.fifo" >"$O/.alarm.out" &
 kp=$!
+exec 9>"$O/.alarm.fifo"
 sleep 0.3
 run alarm 30 "$G" trace -v -p "$kp" --range "$ALARM_START-$ALARM_LAST" --duration 2 --max-events 20000 -o "$O/alarm.jsonl"
+exec 9>&-
 wait "$kp"
 echo $? >"$O/alarm.target"
+rm -f "$O/.alarm.fifo"
 mv "$O/.alarm.out" "$O/alarm.target.out"
 flush
 

@@ -2,8 +2,8 @@
  * (setitimer ITIMER_REAL) whose handler, outside the range, works for a few
  * hundred instructions; meanwhile `work` (the range, 91 instructions) is
  * called between short spins until a read of stdin stops saying EAGAIN (the
- * shell's `sleep 8 |` ends), then the timer is stopped, "kmalarm ok" written
- * and exit 0.  gebpf attaches meanwhile: the owner's handler must run
+ * smoke suite closes the fifo on its stdin once gebpf is done), then the
+ * timer is stopped, "kmalarm ok" written and exit 0.  gebpf attaches meanwhile: the owner's handler must run
  * natively to its rt_sigreturn (docs/trace.md "Signals"), or the stepped
  * handler, slower than the timer, starves the range. */
 	.text

@@ -1,8 +1,8 @@
 /* kmatrix smoke program for `strict`: makes its stdin non-blocking, enters
  * strict seccomp mode (only read, write, exit and rt_sigreturn allowed; the
  * kernel also disables rdtsc), then calls `tick` (the range) between short
- * spins until a read of stdin stops saying EAGAIN (the shell's `sleep 2 |`
- * ends: EOF), then writes "kmstrict ok" and exits 0 through exit
+ * spins until a read of stdin stops saying EAGAIN (EOF: the smoke suite
+ * closes the fifo on its stdin once gebpf is done), then writes "kmstrict ok" and exits 0 through exit
  * (exit_group is not allowed).  gebpf attaches meanwhile (docs/trace.md
  * "Seccomp"): one injected system call would kill it with SIGKILL. */
 	.text
