@@ -548,7 +548,10 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	gb_engine__stats(s.eng, &es);
 	const char *trap_name = gb_trap_name(s.entry_trap);
 	/* Every thread is held: the uprobes go before any of them runs
-	 * untraced again. */
+	 * untraced again.  Attached and nothing of the trap left in it: it
+	 * runs on while gebpf frees the trap and finishes the output. */
+	if (o->pid && !o->from && !s.t.exited && gb_trap_free_later(s.entry_trap))
+		gb_tracee_detach(&s.t);
 	gb_trap_free(s.entry_trap);
 	s.entry_trap = NULL;
 	gb_info("trace: jit: %llu runs, %llu stops, %llu instructions translated-run, %llu blocks",
