@@ -276,6 +276,33 @@ Test(entries, libc_malloc)
 	fix_close(&x);
 }
 
+/* The scan made ahead (before an attach stops the target) serves the same
+ * range with the same entries, each caller its own copy; another range is
+ * scanned afresh. */
+Test(entries, a_prefetched_scan_gives_the_same_entries)
+{
+	char path[PATH_MAX];
+	uint64_t lo, hi;
+	struct gb_entries fresh, a, b, other;
+	cr_assert_eq(gb_modfile_resolve("libc", "malloc", NULL, path, sizeof(path), &lo, &hi, NULL), 0);
+	cr_assert_eq(gb_entries_find(path, lo, hi, &fresh, NULL), 0);
+	gb_entries_prefetch(path, lo, hi);
+	cr_assert_eq(gb_entries_find(path, lo, hi, &a, NULL), 0);
+	cr_assert_eq(gb_entries_find(path, lo, hi, &b, NULL), 0);
+	cr_assert_eq(a.n, fresh.n);
+	cr_assert_eq(a.range_insns, fresh.range_insns);
+	cr_assert(!memcmp(a.v, fresh.v, fresh.n * sizeof(*fresh.v)));
+	cr_assert_neq(a.v, b.v, "each find gets its own copy");
+	gb_entries_free(&a);
+	cr_assert(!memcmp(b.v, fresh.v, fresh.n * sizeof(*fresh.v)), "a copy outlives another's free");
+	cr_assert_eq(gb_entries_find(path, lo, lo + 15, &other, NULL), 0);
+	cr_assert_lt(other.range_insns, fresh.range_insns, "a shorter range is not the memo's");
+	gb_entries_forget();
+	gb_entries_free(&b);
+	gb_entries_free(&other);
+	gb_entries_free(&fresh);
+}
+
 Test(entries, libpython_scan_time)
 {
 	struct fix x;

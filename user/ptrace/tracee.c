@@ -17,6 +17,7 @@
 
 #include "common/cpuset.h"
 #include "common/grow.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/page.h"
 #include "ptrace/maps.h"
@@ -291,6 +292,7 @@ int gb_tracee_attach(pid_t pid, struct gb_tracee *t)
 		gb_err("pid %d: %s", pid, problem);
 		return -ESRCH;
 	}
+	t->stopped_at = gb_mono_s();
 	/* Rescan until two consecutive passes find no new thread. */
 	int quiet = 0, added, r;
 	while (quiet < 2) {
@@ -488,6 +490,9 @@ void gb_tracee_detach(struct gb_tracee *t)
 {
 	if (!t->threads)
 		return;
+	if (t->stopped_at > 0)
+		gb_info("trace: pid %d stopped %.1f ms for the end", t->pid,
+			(gb_mono_s() - t->stopped_at) * 1e3);
 	restore_affinity(t);
 	for (size_t i = 0; i < t->nthreads; i++) {
 		struct gb_thread *th = &t->threads[i];

@@ -35,6 +35,9 @@ struct gb_tracee {
 	int pin_cpu;              /* the CPU tracer and tracee share while pinned */
 	int exit_status;          /* valid once the leader exited (wait status) */
 	bool exited;
+	double stopped_at;        /* attached: when gebpf began stopping it (monotonic s) for
+				   * the set-up (until its first resume) or the end (until
+				   * the detach); 0 while it runs */
 };
 
 struct gb_launch_opts {

@@ -90,7 +90,7 @@ static int read_syms(struct gb_elfsyms *m, const char *path)
 	return err;
 }
 
-int gb_elfsyms_read(Elf *e, const char *path, struct gb_elfsyms *m)
+static int read_headers(Elf *e, struct gb_elfsyms *m)
 {
 	memset(m, 0, sizeof(*m));
 	size_t nph = 0;
@@ -105,14 +105,22 @@ int gb_elfsyms_read(Elf *e, const char *path, struct gb_elfsyms *m)
 			m->loads[m->nloads++] = (struct gb_elfload){
 				ph.p_vaddr, ph.p_memsz, ph.p_offset, ph.p_filesz, ph.p_flags };
 	}
+	return 0;
+}
+
+int gb_elfsyms_read(Elf *e, const char *path, struct gb_elfsyms *m)
+{
+	int err = read_headers(e, m);
+	if (err)
+		return err;
 	m->no_symtab = !has_symtab(e);
-	int err = read_syms(m, path);
+	err = read_syms(m, path);
 	if (m->syms)
 		qsort(m->syms, m->nsyms, sizeof(*m->syms), cmp_sym);
 	return err;
 }
 
-int gb_elfsyms_load(const char *path, struct gb_elfsyms *out)
+static int load(const char *path, struct gb_elfsyms *out, bool headers)
 {
 	memset(out, 0, sizeof(*out));
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -122,10 +130,17 @@ int gb_elfsyms_load(const char *path, struct gb_elfsyms *out)
 	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	int err = -ENOEXEC;
 	if (e && elf_kind(e) == ELF_K_ELF)
-		err = gb_elfsyms_read(e, path, out);
+		err = headers ? read_headers(e, out) : gb_elfsyms_read(e, path, out);
 	elf_end(e);
 	close(fd);
 	return err;
+}
+
+int gb_elfsyms_load(const char *path, struct gb_elfsyms *out) { return load(path, out, false); }
+
+int gb_elfsyms_load_headers(const char *path, struct gb_elfsyms *out)
+{
+	return load(path, out, true);
 }
 
 void gb_elfsyms_free(struct gb_elfsyms *s)

@@ -39,6 +39,8 @@ struct gb_elfsyms {
  * even on error. */
 int gb_elfsyms_read(Elf *e, const char *path, struct gb_elfsyms *out);
 int gb_elfsyms_load(const char *path, struct gb_elfsyms *out);
+/* Only its program headers (loads; no symbols): for offsets and addresses. */
+int gb_elfsyms_load_headers(const char *path, struct gb_elfsyms *out);
 void gb_elfsyms_free(struct gb_elfsyms *s);
 
 /* The symbol called name (a global one wins over a local), or NULL. */

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <libelf.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -268,8 +269,8 @@ static void say(const char *what, const char *fmt, ...)
 	gb_warn("%s: %s", what, why);
 }
 
-int gb_entries_find(const char *path, uint64_t lo, uint64_t hi, struct gb_entries *en,
-		    const char *what)
+static int find(const char *path, uint64_t lo, uint64_t hi, struct gb_entries *en,
+		const char *what)
 {
 	struct scan sc = { 0 };
 	struct gb_elfsyms es = { 0 };
@@ -341,6 +342,68 @@ cleanup:
 	if (r)
 		gb_entries_free(en);
 	return r;
+}
+
+/* The scan made ahead (gb_entries_prefetch): its file as it was then. */
+static struct {
+	bool have;
+	char path[4096];
+	uint64_t lo, hi;
+	struct stat st;
+	struct gb_entries en;
+} memo;
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+static int copy_entries(struct gb_entries *to, const struct gb_entries *from)
+{
+	*to = *from;
+	to->v = malloc((from->n ? from->n : 1) * sizeof(*to->v));
+	to->warn = calloc(from->nwarn ? from->nwarn : 1, sizeof(*to->warn));
+	to->warn_cap = from->nwarn;
+	for (size_t i = 0; to->warn && i < from->nwarn; i++)
+		if (!(to->warn[i] = strdup(from->warn[i])))
+			to->nwarn = i;
+	if (!to->v || !to->warn || to->nwarn != from->nwarn) {
+		gb_entries_free(to);
+		return -ENOMEM;
+	}
+	memcpy(to->v, from->v, from->n * sizeof(*to->v));
+	return 0;
+}
+
+void gb_entries_prefetch(const char *path, uint64_t lo, uint64_t hi)
+{
+	struct stat st;
+	gb_entries_forget();
+	if (stat(path, &st) || find(path, lo, hi, &memo.en, NULL))
+		return;
+	snprintf(memo.path, sizeof(memo.path), "%s", path);
+	memo.lo = lo;
+	memo.hi = hi;
+	memo.st = st;
+	memo.have = true;
+}
+
+void gb_entries_forget(void)
+{
+	if (memo.have)
+		gb_entries_free(&memo.en);
+	memo.have = false;
+}
+
+int gb_entries_find(const char *path, uint64_t lo, uint64_t hi, struct gb_entries *en,
+		    const char *what)
+{
+	struct stat st;
+	if (memo.have && !strcmp(memo.path, path) && memo.lo == lo && memo.hi == hi &&
+	    stat(path, &st) == 0 && same_file(&st, &memo.st) && copy_entries(en, &memo.en) == 0)
+		return 0;
+	return find(path, lo, hi, en, what);
 }
 
 void gb_entries_free(struct gb_entries *en)

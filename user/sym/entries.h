@@ -53,6 +53,12 @@ struct gb_entries {
 int gb_entries_find(const char *path, uint64_t lo, uint64_t hi, struct gb_entries *out,
 		    const char *what);
 void gb_entries_free(struct gb_entries *en);
+/* The scan of [lo, hi] of path made ahead (before the target is stopped:
+ * it reads the whole module, tens of ms for libc), kept for the next
+ * gb_entries_find of the same range while the file is unchanged (device,
+ * inode, size, mtime); forget drops it. */
+void gb_entries_prefetch(const char *path, uint64_t lo, uint64_t hi);
+void gb_entries_forget(void);
 
 /* "start|return" for why. */
 const char *gb_entry_why_str(uint32_t why, char *buf, size_t len);

@@ -19,6 +19,7 @@
 struct module {
 	char path[4096];
 	bool loaded, is_exe;
+	bool headers;             /* es holds its program headers only */
 	struct gb_elfsyms es;
 };
 
@@ -35,8 +36,20 @@ static void module_load(struct module *m)
 	if (m->loaded)
 		return;
 	m->loaded = true;
+	gb_elfsyms_free(&m->es); /* (its headers only) */
 	if (gb_elfsyms_load(m->path, &m->es))
 		gb_elfsyms_free(&m->es);   /* unreadable: no symbols */
+}
+
+/* Its program headers, enough for offsets and addresses: a whole symbol
+ * table (libc's debug file) takes tens of ms to read. */
+static void module_headers(struct module *m)
+{
+	if (m->loaded || m->headers)
+		return;
+	m->headers = true;
+	if (gb_elfsyms_load_headers(m->path, &m->es))
+		gb_elfsyms_free(&m->es);
 }
 
 struct gb_syms *gb_syms__new(pid_t pid)
@@ -291,7 +304,7 @@ int gb_syms__to_file(struct gb_syms *s, uint64_t addr, char *path, size_t len,
 		struct module *m = &s->mods[i];
 		if (strcmp(m->path, mp->path))
 			continue;
-		module_load(m);
+		module_headers(m);
 		uint64_t off = addr - mp->start + mp->offset;
 		if (gb_elfsyms_to_vaddr(&m->es, off, vaddr))
 			return -ENOENT;

@@ -201,6 +201,11 @@ void eng_on_exit(struct gb_engine *e, size_t i, const struct gb_stop *st)
 
 void eng_run_natives(struct gb_engine *e)
 {
+	if (e->t->stopped_at > 0) { /* the first resume after the attach */
+		gb_info("trace: pid %d stopped %.1f ms for the set-up", e->t->pid,
+			(gb_mono_s() - e->t->stopped_at) * 1e3);
+		e->t->stopped_at = 0;
+	}
 	for (size_t i = 0; i < e->t->nthreads; i++) {
 		if (eng_state(e, i) != T_STOPPED || eng_th(e, i)->want_entry || (ssize_t)i == e->owner)
 			continue;

@@ -194,6 +194,8 @@ static void jit_teardown(struct gb_engine *e)
 
 static void teardown(struct gb_engine *e)
 {
+	if (!e->t->launched)
+		e->t->stopped_at = gb_mono_s(); /* (until the detach: -v) */
 	eng_hold_all(e);
 	/* No trap flag left while the probes go and the pages are restored
 	 * (tens of ms): a SIGKILL of gebpf and its worker meanwhile. */

@@ -10,6 +10,7 @@
 #include "ptrace/maps.h"
 #include "ptrace/regs.h"
 #include "record/jsonl.h"
+#include "sym/entries.h"
 #include "sym/syms.h"
 
 void gb_trace_range_set(struct gb_trace_range *r, uint64_t start, uint64_t end)
@@ -104,4 +105,35 @@ bool gb_trace_range_mapped_exec(pid_t pid, uint64_t start, uint64_t end)
 	}
 	gb_maps_free(&m);
 	return at > end;
+}
+
+uint64_t gb_trace_range_maps_key(pid_t pid, uint64_t start, uint64_t end)
+{
+	struct gb_maps m;
+	uint64_t h = 0;
+	if (gb_maps_read(pid, &m))
+		return 0;
+	for (size_t k = 0; k < m.n; k++) {
+		const struct gb_map *mp = &m.v[k];
+		if (mp->start > end || mp->end <= start)
+			continue;
+		uint64_t f[5] = { mp->start, mp->end, mp->offset, mp->inode, (uint64_t)mp->prot };
+		h = h * 31 + 1;
+		for (const unsigned char *p = (const unsigned char *)f; p < (const unsigned char *)(f + 5); p++)
+			h = (h ^ *p) * 0x100000001b3ull;
+		for (const char *p = mp->path; *p; p++)
+			h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+	}
+	gb_maps_free(&m);
+	return h;
+}
+
+uint64_t gb_trace_range_early(pid_t pid, const struct gb_range_spec *r, bool entries)
+{
+	char path[4096];
+	uint64_t lo, hi, bias;
+	if (entries && r->has_start && r->has_end &&
+	    !gb_trace_range_file(pid, r->start, r->end, path, sizeof(path), &lo, &hi, &bias))
+		gb_entries_prefetch(path, lo, hi);
+	return gb_trace_range_maps_key(pid, r->start, r->end);
 }

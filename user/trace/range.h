@@ -51,5 +51,14 @@ const char *gb_trace_range_file(pid_t pid, uint64_t start, uint64_t end, char *p
 				uint64_t *lo, uint64_t *hi, uint64_t *bias);
 /* Is every byte of [start, end] mapped executable in pid? */
 bool gb_trace_range_mapped_exec(pid_t pid, uint64_t start, uint64_t end);
+/* The mappings of pid overlapping [start, end] in one number (bounds,
+ * offsets, inodes, permissions, paths), 0 when unreadable: the same number
+ * before and after the attach means a range resolved before it holds. */
+uint64_t gb_trace_range_maps_key(pid_t pid, uint64_t start, uint64_t end);
+/* Before the attach (the target running): with entries, the entries of the
+ * resolved range r's module scanned ahead (sym/entries.h's prefetch, when
+ * r is one file's code); its maps' key. */
+struct gb_range_spec;
+uint64_t gb_trace_range_early(pid_t pid, const struct gb_range_spec *r, bool entries);
 
 #endif

@@ -23,6 +23,7 @@
 #include "ptrace/tracee.h"
 #include "resume/resume.h"
 #include "snap/snapshot.h"
+#include "sym/entries.h"
 #include "sym/modfile.h"
 #include "sym/syms.h"
 #include "trace/engine.h"
@@ -48,6 +49,7 @@ struct session {
 	pid_t fault_tid;
 	struct gb_range_spec range;     /* resolved */
 	bool range_pending;             /* MODULE:SYMBOL of a module not mapped yet */
+	uint64_t early_key;             /* resolved before the attach (early), its maps' key */
 	char pending_path[4096];        /* its file, and the symbol's link-time range */
 	uint64_t pending_lo, pending_hi;
 	struct gb_probes *probes;       /* the probe trap's probes, when it is used */
@@ -82,6 +84,20 @@ static int open_output(struct session *s)
 	s->fd = s->file.fd;
 	s->out_name = o->out_file;
 	return 0;
+}
+
+/* Attach mode: the range resolved, its entries scanned, the output opened
+ * before the target is stopped (docs/trace.md "The patch trap", "At the start";
+ * resolve_range compares the range's maps).  0 not done, 1 done, -1 failed. */
+static int early(struct session *s)
+{
+	const struct gb_trace_opts *o = s->o;
+	char why[256];
+	if (!o->pid || o->from || gb_pid_problem(o->pid, why, sizeof(why)) ||
+	    gb_sym_range_resolve(&o->range, o->pid, &s->range, NULL))
+		return 0;
+	s->early_key = gb_trace_range_early(o->pid, &s->range, o->trap != GB_TRAP_NONE);
+	return open_output(s) ? -1 : 1;
 }
 
 static int start_target(struct session *s)
@@ -134,7 +150,10 @@ static int resolve_range(struct session *s)
 	gb_range_describe(spec, s->range_text, sizeof(s->range_text));
 	snprintf(what, sizeof(what), "range %s", s->range_text);
 	bool quiet = retry || pendable;   /* a second try follows */
-	int r = gb_sym_range_resolve(spec, s->t.pid, &s->range, quiet ? NULL : what);
+	int r = 0;
+	if (!s->early_key || s->early_key != gb_trace_range_maps_key(s->t.pid, s->range.start,
+								     s->range.end))
+		r = gb_sym_range_resolve(spec, s->t.pid, &s->range, quiet ? NULL : what);
 	if (r && pendable &&
 	    gb_modfile_resolve(spec->module, spec->symbol, target_exe(s, exe, sizeof(exe)),
 			       s->pending_path, sizeof(s->pending_path), &s->pending_lo,
@@ -457,13 +476,14 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	s.file.fd = -1;
 	gb_sigflag_install();
 
-	if (start_target(&s))
+	int pre = early(&s);
+	if (pre < 0 || start_target(&s))
 		goto cleanup;
 	if (resolve_range(&s)) {
 		rc = GB_EXIT_USAGE;
 		goto cleanup;
 	}
-	if (open_output(&s))
+	if (!pre && open_output(&s))
 		goto cleanup;
 
 	if (choose_trap(&s))
@@ -529,7 +549,10 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	gb_engine__stats(s.eng, &es);
 	const char *trap_name = gb_trap_name(s.entry_trap);
 	/* Every thread is held: the uprobes go before any of them runs
-	 * untraced again. */
+	 * untraced again.  Attached and nothing of the trap left in it: it
+	 * runs on while gebpf frees the trap and finishes the output. */
+	if (o->pid && !o->from && !s.t.exited && gb_trap_free_later(s.entry_trap))
+		gb_tracee_detach(&s.t);
 	gb_trap_free(s.entry_trap);
 	s.entry_trap = NULL;
 	gb_trace_report(&es, trap_name, eo.jit && s.trap != GB_TRAP_NONE);
@@ -581,6 +604,7 @@ cleanup:
 			gb_tracee_detach(&s.t);
 	}
 	gb_tracee_free(&s.t);
+	gb_entries_forget();
 	gb_faults__free(s.faults);
 	gb_engine__free(s.eng);
 	gb_trap_free(s.entry_trap);

@@ -140,6 +140,9 @@ struct gb_trap_ops {
 	void (*teardown)(struct gb_trap *, struct gb_engine *);
 	/* Entries into the range (statistics). */
 	uint64_t (*entries)(const struct gb_trap *);
+	/* After teardown nothing of the trap is in the target (no uprobe):
+	 * free may come after the detach (NULL: never). */
+	bool (*free_later)(const struct gb_trap *);
 	void (*free)(struct gb_trap *);
 };
 
@@ -174,6 +177,8 @@ struct gb_trap *gb_trap_patch_pending(struct gb_tracee *t, struct gb_trace_range
 void gb_trap_patch_asked(struct gb_trap *t, bool asked);
 /* Free a trap: the probe trap's uprobes go (every thread must be held). */
 void gb_trap_free(struct gb_trap *t);
+/* May t be freed after an attached target is detached (its free_later)? */
+bool gb_trap_free_later(const struct gb_trap *t);
 const char *gb_trap_name(const struct gb_trap *t);
 
 #endif

@@ -48,4 +48,9 @@ void gb_trap_free(struct gb_trap *t)
 		t->ops->free(t);
 }
 
+bool gb_trap_free_later(const struct gb_trap *t)
+{
+	return t && t->ops->free_later && t->ops->free_later(t);
+}
+
 const char *gb_trap_name(const struct gb_trap *t) { return t->ops->name; }

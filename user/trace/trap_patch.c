@@ -549,6 +549,14 @@ static bool patch_covers(const struct gb_trap *t, uint64_t pc) { return false; }
  * re-acquire after a system call of the range), one marker each. */
 static uint64_t patch_entries(const struct gb_trap *t) { return PT(t)->marks; }
 
+/* After teardown: the cache unmapped, the bytes back; only gebpf's view of
+ * the cache (its munmap, the waker's join: tens of ms under load) is left,
+ * unless uprobes (its refused entries', an exec's probe trap) are. */
+static bool patch_free_later(const struct gb_trap *t)
+{
+	return !PT(t)->probes && !PT(t)->instead && !PT(t)->written;
+}
+
 void patch_free(struct gb_trap *t)
 {
 	struct patch_trap *pt = PT(t);
@@ -584,5 +592,6 @@ const struct gb_trap_ops patch_ops = {
 	.must_restore = patch_must_restore,
 	.teardown = patch_teardown,
 	.entries = patch_entries,
+	.free_later = patch_free_later,
 	.free = patch_free,
 };
