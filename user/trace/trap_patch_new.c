@@ -268,7 +268,7 @@ void patch_unbuild(struct patch_trap *pt)
 	pt->code = NULL;
 	pt->written = false;
 	pt->npatched = 0;
-	pt->nareas = 0;
+	pt->nareas = pt->nfreed = 0;
 	pt->cur_i = -1;
 	memset(&pt->cur, 0, sizeof(pt->cur));
 	for (unsigned k = 0; k < GB_JIT_TLS_COUNT; k++)
