@@ -20,7 +20,8 @@ for a consumer that is gone must end.
 The same campaigns run pt_churn (3 threads at a time, each created, entering
 `traced` 300 times and exiting, 2000 in all: threads are made and end while
 the patches are in, and after the worker is gone): it must finish by itself
-with its native output.
+with its native output (a thread made after the worker died inherits its
+creator's area: the entry blocks' owner check sends it to native copies).
 
 GEBPF_CRASH_RUNS=N runs N per kind (default 20, ~70 s here; the issue's
 50 each is GEBPF_CRASH_RUNS=50, ~3 min on this 2-core VM), three at a time.
@@ -48,10 +49,6 @@ RUNS = int(os.environ.get("GEBPF_CRASH_RUNS", "0") or 0) or 20
 THREADS = 3
 PHASES = ("setup", "run", "end")
 PROGS = ("pt_crash", "pt_churn")
-# A thread made after the worker died shares its creator's area of the
-# cache (docs/trace.md "Ending"): pt_churn then dies or hangs in some runs.
-SHARED_AREA = pytest.param("pt_churn", marks=pytest.mark.xfail(
-    reason="threads made after the worker died share an area of the cache", strict=False))
 
 
 CHURN = ["3", "2000", "300"]      # pt_churn THREADS TOTAL CALLS: ~2 s natively
@@ -296,7 +293,7 @@ def test_sigkill_gebpf(prog, tmp_path):
     assert s["attached"] >= RUNS // 3, s
 
 
-@pytest.mark.parametrize("prog", ["pt_crash", SHARED_AREA])
+@pytest.mark.parametrize("prog", PROGS)
 def test_sigkill_worker(prog, tmp_path):
     """The worker SIGKILLed: the program finishes natively, and its text is
     the file's (gebpf, still alive, wrote the entries back: common/guard.h);
@@ -308,7 +305,7 @@ def test_sigkill_worker(prog, tmp_path):
     assert s["attached"] >= RUNS // 3, s
 
 
-@pytest.mark.parametrize("prog", ["pt_crash", SHARED_AREA])
+@pytest.mark.parametrize("prog", PROGS)
 def test_sigkill_both(prog, tmp_path):
     """gebpf and its worker SIGKILLed together: the program finishes natively."""
     runs, s = campaign("both", tmp_path, prog)

@@ -8,7 +8,8 @@
  * of each access whose address depends on registers (the access plan of
  * user/decode says which accesses, their sizes and their order).  The
  * instrumentation uses only mov and lea (no flags), two registers saved in
- * the slots, and never the stack.
+ * the slots, and never the stack (the stop-free mode's owner check aside:
+ * 16 bytes below the red zone, owner.c).
  *
  * Every way out of translated code is an exit stub: it saves rax, rcx and
  * r11, makes a getpid system call (gebpf, tracing with PTRACE_SYSCALL,

@@ -269,7 +269,7 @@ static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *
 	if (st->kind != GB_STOP_SIGNAL || !pt->j || !pt->written || gb_regs_get(tid, &r) ||
 	    !gb_jit__in_code(pt->j, r.rip))
 		return GB_TRAP_PROGRAM;
-	if (st->sig == SIGSEGV && gb_jit__owner_fault(pt->j, &r)) /* (jit/owner.c) */
+	if (st->sig == SIGSEGV && st->code > 0 && gb_jit__owner_fault(pt->j, &r)) /* jit/owner.c */
 		return gb_regs_set(tid, &r) ? GB_TRAP_PROGRAM : GB_TRAP_SWALLOW;
 	/* In the cache: a handler must see the original instruction. */
 	if (!patch_caught(pt->pid, st->sig))
