@@ -68,13 +68,13 @@ def write_good(d):
         "trace_jit.rc": "0\n", "trace_jit.jsonl": EXPECT,
         "trace_jit.err": "gebpf: trace: jit: 2 runs, 3 stops, 20 instructions translated-run, 3 blocks\n",
         "trace_patch.rc": "0\n", "trace_patch.jsonl": EXPECT,
-        "trace_patch.err": "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\n",
+        "trace_patch.err": "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\gebpf: patch trap: the owner check in 2 of 2 entry blocks\n",
         "trace_patch_probe.rc": "0\n", "trace_patch_probe.jsonl": SHORT,
         "trace_patch_probe.err": "gebpf: patch trap: 1 entries patched, 1 probed, threads run natively\n"
                                  "gebpf: trace: the patch trap: 1 entries through its 1 uprobes\n",
         "trace_short.rc": "0\n", "trace_short.err": "", "trace_short.jsonl": SHORT,
         "trace_patch_exec.rc": "0\n", "trace_patch_exec.jsonl": EXPECT,
-        "trace_patch_exec.err": "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\n",
+        "trace_patch_exec.err": "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\gebpf: patch trap: the owner check in 2 of 2 entry blocks\n",
         "snap.rc": "0\n",
         "snap.err": "gebpf: snap: freeze 2.0 ms (registers, maps, copy-on-write copy pid 9); the process runs again\n", "snap.head": ELF_CORE_HEAD,
         "snap_attach.rc": "0\n", "snap_attach.target": "0\n",
@@ -140,6 +140,13 @@ def test_patch_trap_not_used_fails(good):
         "using the probe trap\n")
     v, why = verdicts(good)["trace"]
     assert v == "fail" and "patch trap was not used" in why
+
+
+def test_patch_trap_without_the_owner_check_fails(good):
+    put(good, "trace_patch.err", "gebpf: patch trap: 2 entries patched, 0 probed, threads run "
+        "natively\ngebpf: patch trap: no owner check in the entry blocks (no FSGSBASE)\n")
+    v, why = verdicts(good)["trace"]
+    assert v == "fail" and "no owner check" in why
 
 
 def test_patch_trap_not_following_the_exec_fails(good):

@@ -327,7 +327,10 @@ int gb_jit__locate(const struct gb_jit *j, uint64_t rip, struct gb_jit_loc *out)
 uint64_t gb_jit__saved(const struct gb_jit *j, unsigned r);
 bool gb_jit__in_code(const struct gb_jit *j, uint64_t rip);
 
-struct gb_jit_stats { uint64_t blocks, insns, stubs, links, flushes, entries; };
+struct gb_jit_stats {
+	uint64_t blocks, insns, stubs, links, flushes, entries;
+	uint64_t owner_checks;   /* entry blocks with the owner check (owner.c) */
+};
 void gb_jit__stats(const struct gb_jit *j, struct gb_jit_stats *s);
 
 #endif

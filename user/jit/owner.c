@@ -123,6 +123,7 @@ unsigned ns_owner_check(struct gb_jit *j, struct unit *u, uint64_t pc, gb_jit_fe
 		return 0;
 	}
 	u->owner_chk = true;
+	j->stats.owner_checks++;
 	return n;
 }
 

@@ -250,6 +250,15 @@ const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *
 		why = "no translator";
 	else
 		why = plan(pt, path, lo, hi, bias, ins, nins, buf, len);
+	if (!why) {
+		struct gb_jit_stats js;
+		gb_jit__stats(pt->j, &js);
+		if (o.owner_check)
+			gb_info("patch trap: the owner check in %llu of %llu entry blocks",
+				(unsigned long long)js.owner_checks, (unsigned long long)js.entries);
+		else
+			gb_info("patch trap: no owner check in the entry blocks (no FSGSBASE)");
+	}
 	if (why) {
 		gb_jitmap_unmap_safe(t->pid, t->threads[i0].tid, pt->map.addr, &t->threads[i0].pending_sig);
 		goto fail;
