@@ -167,6 +167,7 @@ def first_diff(got, want):
     return None
 
 
+OWNER_RE = re.compile(r"the owner check in [1-9]\d* of ")
 JIT_RE = re.compile(r"jit: (\d+) runs, \d+ stops, (\d+) instructions translated-run")
 
 
@@ -198,6 +199,11 @@ def judge_trace(rdir, exp, env):
         if trap == "patch" and not any("entries patched" in l for l in c.err):
             return ("fail", "the patch trap was not used%s: %s" % (
                 " across an exec" if name == "trace_patch_exec" else "", c.gebpf_line()))
+        # rdfsbase (FSGSBASE, Linux 5.9) for the owner check (docs/trace.md
+        # "The owner check"): every kernel of the matrix has it
+        if trap == "patch" and not any(OWNER_RE.search(l) for l in c.err):
+            return ("fail", "the patch trap's entry blocks have no owner check: %s" % next(
+                (l for l in c.err if "owner check" in l), c.gebpf_line()))
     bad = judge_patch_probe(rdir) or judge_exec_thread(rdir, exp)
     if bad:
         return bad

@@ -68,7 +68,7 @@ def write_good(d):
         "trace_jit.rc": "0\n", "trace_jit.jsonl": EXPECT,
         "trace_jit.err": "gebpf: trace: jit: 2 runs, 3 stops, 20 instructions translated-run, 3 blocks\n",
         "trace_patch.rc": "0\n", "trace_patch.jsonl": EXPECT,
-        "trace_patch.err": "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\n",
+        "trace_patch.err": "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\ngebpf: patch trap: the owner check in 2 of 2 entry blocks\n",
         "trace_patch_probe.rc": "0\n", "trace_patch_probe.jsonl": SHORT,
         "trace_patch_probe.err": "gebpf: patch trap: its uprobes stop the thread after the kernel "
                                  "ran the entry's instruction out of line (no ip writes)\n"
@@ -77,7 +77,8 @@ def write_good(d):
                                  "waited for the cache's lock), 0 sent straight into the cache\n",
         "trace_short.rc": "0\n", "trace_short.err": "", "trace_short.jsonl": SHORT,
         "trace_patch_exec.rc": "0\n", "trace_patch_exec.jsonl": EXPECT,
-        "trace_patch_exec.err": "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\n",
+        "trace_patch_exec.err": "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\n"
+                                "gebpf: patch trap: the owner check in 2 of 2 entry blocks\n",
         "trace_exec_thread.rc": "0\n", "trace_exec_thread.jsonl": EXPECT.replace('"vcpu":0,', '"vcpu":1,'),
         "trace_exec_thread.err": "gebpf: probe trap: 2 probes attached again for pid 9 (an exec from "
                                  "another thread than the main one) in 20.0 ms\n",
@@ -146,6 +147,13 @@ def test_patch_trap_not_used_fails(good):
         "using the probe trap\n")
     v, why = verdicts(good)["trace"]
     assert v == "fail" and "patch trap was not used" in why
+
+
+def test_patch_trap_without_the_owner_check_fails(good):
+    put(good, "trace_patch.err", "gebpf: patch trap: 2 entries patched, 0 probed, threads run "
+        "natively\ngebpf: patch trap: no owner check in the entry blocks (no FSGSBASE)\n")
+    v, why = verdicts(good)["trace"]
+    assert v == "fail" and "no owner check" in why
 
 
 def test_patch_trap_not_following_the_exec_fails(good):

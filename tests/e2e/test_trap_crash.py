@@ -17,6 +17,12 @@ bases may stay).  After both die everything the worker did stays
 keep it running until its ring is full (FILL small), so the writer's wait
 for a consumer that is gone must end.
 
+The same campaigns run pt_churn (3 threads at a time, each created, entering
+`traced` 300 times and exiting, 2000 in all: threads are made and end while
+the patches are in, and after the worker is gone): it must finish by itself
+with its native output (a thread made after the worker died inherits its
+creator's area: the entry blocks' owner check sends it to native copies).
+
 GEBPF_CRASH_RUNS=N runs N per kind (default 20, ~70 s here; the issue's
 50 each is GEBPF_CRASH_RUNS=50, ~3 min on this 2-core VM), three at a time.
 GEBPF_CRASH_SEED=S starts the seeds at S (default: the time).
@@ -42,9 +48,13 @@ pytestmark = [pytest.mark.probetrap, pytest.mark.usefixtures("probes_ready")]
 RUNS = int(os.environ.get("GEBPF_CRASH_RUNS", "0") or 0) or 20
 THREADS = 3
 PHASES = ("setup", "run", "end")
+PROGS = ("pt_crash", "pt_churn")
 
 
-def text_now(pid, prog="pt_crash", names=("traced", "helper")):
+CHURN = ["3", "2000", "300"]      # pt_churn THREADS TOTAL CALLS: ~2 s natively
+
+
+def text_now(pid, prog, names=("traced", "helper")):
     """{name: (its bytes in pid, the file's)}."""
     out = {}
     with open("/proc/%d/mem" % pid, "rb") as f:
@@ -74,6 +84,19 @@ def dropping(pid, stderr):
         return f.read(8) != bytes(8)
 
 
+def gs_all_zero(pid):
+    """Every thread's gs base 0 (a thread that ended meanwhile, pt_churn's,
+    counts as 0)."""
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            if gs_base(int(t)) != 0:
+                return False
+        except AssertionError:
+            if os.path.exists("/proc/%d/task/%s" % (pid, t)):
+                raise
+    return True
+
+
 def untraced(pid, timeout):
     end = time.monotonic() + timeout
     while tracer_of(pid) != 0 and time.monotonic() < end:
@@ -94,15 +117,18 @@ def worker_of(g, timeout=5.0):
 
 
 def one_run(mode, seed, outdir, prog="pt_crash"):
-    """One attach to prog (pt_crash, or pt_signest: the same arguments and
-    output), one kill (mode: gebpf, worker or both) at a random moment;
-    returns what was seen."""
-    rnd = random.Random("%s-%d" % (mode, seed))
+    """One attach to PROG, one kill (mode: gebpf, worker or both) at a random
+    moment; returns what was seen."""
+    rnd = random.Random("%s-%d" % (mode, seed) + ("" if prog == "pt_crash" else prog))
     phase = PHASES[seed % 3]
     fill = rnd.choice(["20000", "20000", "300"])   # 300: the ring fills fast
     duration = rnd.uniform(0.2, 0.6)
-    res = {"mode": mode, "seed": seed, "phase": phase, "fill": fill}
-    p = subprocess.Popen([prog_path(prog), str(THREADS), fill], stdout=subprocess.PIPE)
+    churn = prog == "pt_churn"
+    if churn:
+        fill = "-"
+    res = {"mode": mode, "seed": seed, "phase": phase, "fill": fill, "prog": prog}
+    argv = [prog_path(prog)] + (CHURN if churn else [str(THREADS), fill])
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE)
     g = None
     try:
         t0 = time.monotonic()   # (its threads' stacks are in the maps)
@@ -110,10 +136,11 @@ def one_run(mode, seed, outdir, prog="pt_crash"):
             time.sleep(0.01)
         time.sleep(0.02)
         before = maps_of(p.pid)
-        err = open(os.path.join(outdir, "%s-%d.err" % (mode, seed)), "w+")
+        tag = "%s-%s-%d" % (prog, mode, seed)
+        err = open(os.path.join(outdir, tag + ".err"), "w+")
         g = subprocess.Popen([gebpf_path(), "trace", "-v", "-p", str(p.pid), "--range", "traced",
                               "--trap", "patch", "--duration", "%.3f" % duration,
-                              "-o", os.path.join(outdir, "%s-%d.jsonl" % (mode, seed))],
+                              "-o", os.path.join(outdir, tag + ".jsonl")],
                              stdout=subprocess.DEVNULL, stderr=err)
         w = worker_of(g)
         if phase == "setup":
@@ -153,16 +180,29 @@ def one_run(mode, seed, outdir, prog="pt_crash"):
             # The program runs on on whatever the worker left; with FILL
             # 300 its ring fills (then the writer gives up its wait).
             time.sleep(1.6 if fill == "300" else 0.3)
+        if churn and p.poll() is not None:
+            res["text_restored"] = res["cache_gone"] = res["gs0"] = res["dropping"] = None
+            err.seek(0)
+            res["stderr"] = err.read()[-2000:]
+            out = p.stdout.read()
+            return finish_churn(res, p, out, argv)
         err.seek(0)
         res["stderr"] = err.read()[-2000:]
         try:
             code = text_now(p.pid, prog)
             res["text_restored"] = all(got == want for got, want in code.values())
             res["cache_gone"] = maps_of(p.pid) == before
-            res["gs0"] = all(gs_base(int(t)) == 0 for t in os.listdir("/proc/%d/task" % p.pid))
+            res["gs0"] = gs_all_zero(p.pid)
             res["dropping"] = dropping(p.pid, res["stderr"])
         except OSError:
             res["text_restored"] = res["cache_gone"] = res["gs0"] = None
+        if churn:
+            try:
+                out, _ = p.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                res["result"] = "hung"
+                return res
+            return finish_churn(res, p, out, argv)
         if p.poll() is not None:
             res["result"] = "died: status %d" % p.returncode
             return res
@@ -176,7 +216,7 @@ def one_run(mode, seed, outdir, prog="pt_crash"):
             res["result"] = "status %d" % p.returncode
             return res
         counts = [ln.split()[0] for ln in out.decode().splitlines()]
-        want = subprocess.run([prog_path(prog), str(THREADS), fill] + counts,
+        want = subprocess.run([prog_path("pt_crash"), str(THREADS), fill] + counts,
                               capture_output=True, timeout=120, check=True).stdout
         res["result"] = "ok" if out == want else "checksum %r, native %r" % (out, want)
         return res
@@ -187,6 +227,23 @@ def one_run(mode, seed, outdir, prog="pt_crash"):
                 proc.wait()
 
 
+NATIVE = {}
+
+
+def finish_churn(res, p, out, argv):
+    """pt_churn ended: its output against a native run's."""
+    p.wait()
+    if p.returncode != 0:
+        res["result"] = "died: status %d" % p.returncode
+        return res
+    if "churn" not in NATIVE:
+        NATIVE["churn"] = subprocess.run(argv, capture_output=True, timeout=120,
+                                         check=True).stdout
+    res["result"] = "ok" if out == NATIVE["churn"] else "output %r, native %r" % (
+        out, NATIVE["churn"])
+    return res
+
+
 def campaign(mode, tmp_path, prog="pt_crash", nruns=RUNS):
     seed0 = int(os.environ.get("GEBPF_CRASH_SEED", "0") or 0) or int(time.time())
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as ex:
@@ -194,7 +251,7 @@ def campaign(mode, tmp_path, prog="pt_crash", nruns=RUNS):
                            range(seed0, seed0 + nruns)))
     count = lambda f: sum(1 for r in runs if f(r))
     summary = {
-        "mode": mode, "prog": prog, "runs": len(runs), "seed0": seed0,
+        "prog": prog, "mode": mode, "runs": len(runs), "seed0": seed0,
         "attached": count(lambda r: r.get("attached")),
         "checksum_ok": count(lambda r: r["result"] == "ok"),
         "detached": count(lambda r: r["detached"]),
@@ -211,43 +268,47 @@ def campaign(mode, tmp_path, prog="pt_crash", nruns=RUNS):
             f.write(json.dumps(summary) + "\n")
             for r in runs:
                 if r["result"] != "ok" or (mode == "gebpf" and not (
-                        r["text_restored"] and r["cache_gone"] and r["gs0"])) or (
+                        False not in (r["text_restored"], r["cache_gone"], r["gs0"]))) or (
                         mode == "worker" and r["text_restored"] is False):
                     f.write(json.dumps(r) + "\n")
     return runs, summary
 
 
 def failures(runs, pred):
-    return ["%s seed %d (%s, fill %s): %s" % (r["mode"], r["seed"], r["phase"], r["fill"],
-                                               pred(r)) for r in runs if pred(r)]
+    return ["%s %s seed %d (%s, fill %s): %s" % (r["prog"], r["mode"], r["seed"], r["phase"],
+                                                  r["fill"], pred(r)) for r in runs if pred(r)]
 
 
-def test_sigkill_gebpf(tmp_path):
+@pytest.mark.parametrize("prog", PROGS)
+def test_sigkill_gebpf(prog, tmp_path):
     """gebpf SIGKILLed (its worker ends the trace): the native result, the
     text restored, the cache gone, gs 0, nothing traced."""
-    runs, s = campaign("gebpf", tmp_path)
+    runs, s = campaign("gebpf", tmp_path, prog)
     bad = failures(runs, lambda r: (r["result"] != "ok" and r["result"]) or
                    (not r["detached"] and "still traced") or
-                   (not r["text_restored"] and "text not restored") or
-                   (not r["cache_gone"] and "maps changed") or (not r["gs0"] and "gs base"))
+                   (r["text_restored"] is False and "text not restored") or
+                   (r["cache_gone"] is False and "maps changed") or
+                   (r["gs0"] is False and "gs base"))
     assert not bad, "%s\n%s" % (s, "\n".join(bad))
     assert s["attached"] >= RUNS // 3, s
 
 
-def test_sigkill_worker(tmp_path):
+@pytest.mark.parametrize("prog", PROGS)
+def test_sigkill_worker(prog, tmp_path):
     """The worker SIGKILLed: the program finishes natively, and its text is
     the file's (gebpf, still alive, wrote the entries back: common/guard.h);
     the cache and gs bases may stay."""
-    runs, s = campaign("worker", tmp_path)
+    runs, s = campaign("worker", tmp_path, prog)
     bad = failures(runs, lambda r: (r["result"] != "ok" and r["result"]) or
                    (r["text_restored"] is False and "text not restored"))
     assert not bad, "%s\n%s" % (s, "\n".join(bad))
     assert s["attached"] >= RUNS // 3, s
 
 
-def test_sigkill_both(tmp_path):
+@pytest.mark.parametrize("prog", PROGS)
+def test_sigkill_both(prog, tmp_path):
     """gebpf and its worker SIGKILLed together: the program finishes natively."""
-    runs, s = campaign("both", tmp_path)
+    runs, s = campaign("both", tmp_path, prog)
     bad = failures(runs, lambda r: r["result"] != "ok" and r["result"])
     assert not bad, "%s\n%s" % (s, "\n".join(bad))
     assert s["attached"] >= RUNS // 3, s

@@ -8,8 +8,12 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <asm/prctl.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -154,6 +158,7 @@ static __attribute__((noreturn)) void child(uint64_t e)
 /* Run a child to its k-th step in the cache; unwind it there and let it
  * go natively.  Returns false when it left the cache before k steps. */
 static uint64_t budget; /* 0, or the ring's budget word to start with */
+static pid_t cur_child;  /* the child run_to runs */
 
 static bool run_to(uint64_t e, int k, uint64_t *pc, struct gb_jit_unwound *uo)
 {
@@ -164,6 +169,7 @@ static bool run_to(uint64_t e, int k, uint64_t *pc, struct gb_jit_unwound *uo)
 	cr_assert_geq(pid, 0);
 	if (pid == 0)
 		child(e);
+	cur_child = pid;
 	int st;
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_assert(WIFSTOPPED(st));
@@ -346,4 +352,55 @@ Test(jit_unwind, a_thread_asleep_in_the_acquire_goes_back_to_its_entry)
 	size_t pos = 0;
 	struct gb_jit_rec rec;
 	cr_assert_eq(gb_jit__ring_next(jit, &pos, 0, 0, &rec), 0, "no record: it never entered");
+}
+
+/* The owner check (user/jit/owner.c): the child's stack read through this. */
+static int read_child(void *ctx, uint64_t addr, void *buf, size_t n)
+{
+	struct iovec l = { buf, n }, r = { (void *)(uintptr_t)addr, n };
+	(void)ctx;
+	return process_vm_readv(cur_child, &l, 1, &r, 1, 0) == (ssize_t)n ? 0 : -1;
+}
+
+/* A translator with the owner check, area 0's owner fs base fs_delta off
+ * this thread's (the forked child's is the same). */
+static uint64_t open_checked(long fs_delta)
+{
+	if (!(getauxval(AT_HWCAP2) & (1 << 1)))
+		cr_skip_test("no FSGSBASE (rdfsbase) here");
+	mem = jit_map_near_as((uint64_t)uw_f, true);
+	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = 200, .owner_check = true,
+				 .read = read_child };
+	jit = gb_jit__new_opts(&mem, (uint64_t)uw_f, (uint64_t)uw_f_end - 1, &o);
+	cr_assert_not_null(jit);
+	cr_assert_eq(syscall(SYS_arch_prctl, ARCH_SET_GS, gb_jit__tls(jit, 0)), 0);
+	unsigned long fs = 0;
+	cr_assert_eq(syscall(SYS_arch_prctl, ARCH_GET_FS, &fs), 0);
+	gb_jit__area_fs(jit, 0, fs + (unsigned long)fs_delta);
+	uint64_t e = gb_jit__entry(jit, (uint64_t)uw_f, jit_fetch, NULL);
+	cr_assert_neq(e, 0);
+	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)uw_f, jit_fetch, NULL), 0);
+	return e;
+}
+
+Test(jit_unwind, the_owner_check_at_every_step)
+{
+	uint64_t e = open_checked(0);
+	int held = 0, kinds[8] = { 0 };
+	int k = every_step(e, &held, kinds);
+	cr_assert_gt(k, 300, "only %d steps in the cache", k);
+	cr_assert_gt(held, k / 2, "%d of %d stops held the lock", held, k);
+	cr_assert_gt(kinds[GB_JIT_NS_ENTRY], 14, "%d stops in the entry", kinds[GB_JIT_NS_ENTRY]);
+	cr_assert_eq(kinds[GB_JIT_NS_NATIVE], 0, "the owner ran the native copy");
+}
+
+Test(jit_unwind, a_thread_not_the_areas_owner_runs_the_entry_natively)
+{
+	uint64_t e = open_checked(0x1000);
+	int held = 0, kinds[8] = { 0 };
+	int k = every_step(e, &held, kinds);
+	cr_assert_eq(held, 0, "it took the lock");
+	cr_assert_gt(kinds[GB_JIT_NS_NATIVE], 2, "%d stops in the native copy", kinds[GB_JIT_NS_NATIVE]);
+	cr_assert_lt(k, 40, "%d steps in the cache", k);
+	cr_assert_eq(gb_jit__ring_used(jit), 0, "it wrote records");
 }

@@ -84,24 +84,43 @@ void gb_guard_undo_clear(void)
 }
 
 /* Thread tid seized and stopped (PTRACE_INTERRUPT): the signal it was
- * stopped to take (to give back at the detach), 0, or -1 (gone). */
+ * stopped to take (to give back at the detach), 0, -2 (it exited), or -1
+ * (not held). */
 static int hold(pid_t tid)
 {
 	int st;
-	if (ptrace(PTRACE_SEIZE, tid, 0, 0) || ptrace(PTRACE_INTERRUPT, tid, 0, 0))
-		return -1;
+	if (ptrace(PTRACE_SEIZE, tid, 0, 0))
+		return errno == ESRCH ? -2 : -1;
+	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0))
+		return -2; /* (seized: only its end stops that) */
 	for (;;) {
 		if (waitpid(tid, &st, __WALL) < 0) {
 			if (errno == EINTR)
 				continue;
-			return -1;
+			return -2;
 		}
 		if (!WIFSTOPPED(st))
-			return -1;
+			return -2;
 		if (st >> 16) /* an event stop (the interrupt, a group-stop) */
 			return 0;
 		return WSTOPSIG(st); /* a signal-delivery-stop: it goes back */
 	}
+}
+
+/* Has thread tid of pid ended (no such task, or a zombie)? */
+static bool exited(pid_t pid, pid_t tid)
+{
+	char path[96], buf[256];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return true;
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
 /* Every thread of pid held (new ones too, until none appears), the bytes
@@ -133,9 +152,13 @@ void gb_guard__undo_run(void)
 			if (tid <= 0 || known)
 				continue;
 			int s = hold(tid);
-			char tpath[96];
-			snprintf(tpath, sizeof(tpath), "/proc/%d/task/%d", pid, tid);
-			if (s < 0 && access(tpath, F_OK) == 0)
+			/* (a thread of a program making threads all the time
+			 * may be on its way out: a zombie, or not yet) */
+			for (int t = 0; s == -1 && t < 100 && !exited(pid, tid); t++) {
+				usleep(1000);
+				s = hold(tid);
+			}
+			if (s == -1 && !exited(pid, tid))
 				denied = true; /* alive and not held: nothing is written */
 			if (s >= 0) {
 				held[n] = tid;

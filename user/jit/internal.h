@@ -38,6 +38,7 @@ struct unit {
 	bool emu;              /* U_STUB: gebpf performs the instruction at pc (a
 				* call, ret or indirect jump) at the stop */
 	uint8_t ns;            /* U_NS: enum gb_jit_ns_kind */
+	bool owner_chk;        /* U_NS entry: begins with the owner check (owner.c) */
 	uint32_t o_b, o_load;  /* U_INSN: after A's save, after B's save */
 	uint32_t o_commit;     /* U_INSN: after the head's update */
 	uint32_t o_insn;       /* U_INSN: the instruction's copy; U_STUB: after the syscall;
@@ -189,6 +190,7 @@ _Static_assert(GB_JIT_MISS_LOG == 256, "the miss log's index is a byte (movzx)")
 #define T_LFLG 104   /* flags saved by the lock's routines (lahf/seto) */
 #define T_TICKET 112 /* the ticket taken (acquire) or now served (release) */
 #define T_WADDR 120  /* the ticket's wait word (a futex call's address) */
+#define T_NEGFS 128  /* minus its owner's fs base (owner.c) */
 /* A stretch marker's ring word: instruction ids are below it. */
 #define NS_MARK   0x8000000000000000ull
 #define NS_MARK_K 0xffffull
@@ -236,8 +238,22 @@ void ns_leave(struct gb_jit *j, uint64_t target);
 void ns_syscall(struct gb_jit *j, const struct gb_insn *gi);
 /* The entry block for pc: take the lock, jump to blk (its translation);
  * its target address, or 0. */
-uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk);
+uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk, gb_jit_fetch_fn fetch,
+			void *ctx);
 void ns_areas_init(struct gb_jit *j);
+
+/* owner.c: an entry block's owner check, emitted at the start of its unit
+ * u when gb_jit_opts.owner_check and the instructions its patch covers at
+ * pc can run from a copy (in, their count returned; 0: no check), and the
+ * copy a thread that is not the area's owner runs (after the unit's end:
+ * to_native is the check's jump to it). */
+unsigned ns_owner_check(struct gb_jit *j, struct unit *u, uint64_t pc, gb_jit_fetch_fn fetch,
+			void *ctx, struct gb_insn in[5], size_t *to_native);
+void ns_owner_native(struct gb_jit *j, const struct gb_insn *in, unsigned n, size_t to_native);
+/* A stop at offset d of entry unit u: rax, rcx and rsp as at the entry
+ * while it is in the check (0; -EFAULT: its stack not read), else 1. */
+int ns_owner_unwind(const struct gb_jit *j, const struct unit *u, uint32_t d, uint64_t *rax,
+		    uint64_t *rcx, uint64_t *rsp);
 
 /* rep.c: REP string instructions in the stop-free mode, a block of their
  * own whose every pass is one iteration (its record, the instruction

@@ -545,5 +545,5 @@ uint64_t gb_jit__entry(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 		if (j->en[k].pc == pc)
 			return j->en[k].addr;
 	uint64_t blk = gb_jit__block(j, pc, fetch, ctx);
-	return blk ? ns_entry_block(j, pc, blk) : 0;
+	return blk ? ns_entry_block(j, pc, blk, fetch, ctx) : 0;
 }

@@ -8,7 +8,8 @@
  * of each access whose address depends on registers (the access plan of
  * user/decode says which accesses, their sizes and their order).  The
  * instrumentation uses only mov and lea (no flags), two registers saved in
- * the slots, and never the stack.
+ * the slots, and never the stack (the stop-free mode's owner check aside:
+ * 16 bytes below the red zone, owner.c).
  *
  * Every way out of translated code is an exit stub: it saves rax, rcx and
  * r11, makes a getpid system call (gebpf, tracing with PTRACE_SYSCALL,
@@ -69,9 +70,19 @@ struct gb_jit *gb_jit__new(const struct gb_jit_mem *m, uint64_t start, uint64_t 
 struct gb_jit_opts {
 	bool nostop;
 	uint32_t ring_timeout_ms;   /* the writer's wait for the consumer (0: 1000) */
+	/* Entry blocks check that the thread is its area's owner (its fs base
+	 * the one gb_jit__area_fs registered) before they touch the area: a
+	 * thread that is not (one made when nobody gave it an area: gebpf's
+	 * worker gone) runs the entry's instructions natively from a copy.
+	 * Needs rdfsbase (the kernel's FSGSBASE: AT_HWCAP2 bit 1), and read
+	 * (the target's memory) for gb_jit__unwind of a thread in the check,
+	 * whose rax and rcx are on its stack below the red zone. */
+	bool owner_check;
+	int (*read)(void *ctx, uint64_t addr, void *buf, size_t n);   /* 0 or -1 */
+	void *read_ctx;
 };
 #define GB_JIT_TLS_COUNT 256u       /* threads (areas at the end of the data part) */
-#define GB_JIT_TLS_SIZE  128u
+#define GB_JIT_TLS_SIZE  256u
 struct gb_jit *gb_jit__new_opts(const struct gb_jit_mem *m, uint64_t start, uint64_t end,
 				const struct gb_jit_opts *o);
 /* Target address of per-thread area k (a thread's gs base). */
@@ -184,6 +195,12 @@ struct gb_jit_cursor;
 int gb_jit__unwind(struct gb_jit *j, struct user_regs_struct *regs, struct gb_jit_cursor *c,
 		   struct gb_jit_unwound *out);
 
+/* A SIGSEGV stop of a thread at an entry block's owner check (its stores
+ * below the red zone found no stack there): regs (PTRACE_GETREGS) moved
+ * past the check, as the area's owner, and true (the fault is the cache's:
+ * not for the program); false, untouched, for any other rip. */
+bool gb_jit__owner_fault(const struct gb_jit *j, struct user_regs_struct *regs);
+
 /* In-range targets the cache did not have a block for (stop-free mode): a
  * lookup (ret, indirect jmp/call) missing inside the range, or an exit
  * stub to an untranslated direct target of the range.  Both go on
@@ -289,6 +306,9 @@ enum gb_jit_ns_kind {
 	GB_JIT_NS_EXIT,      /* a direct exit: the lock released, then a jump */
 	GB_JIT_NS_LOOKUP,    /* ret / indirect jmp / call: the table lookup */
 	GB_JIT_NS_RING,      /* the ring's slow path (wake, wait, drop) */
+	GB_JIT_NS_NATIVE,    /* an entry's instructions run natively from a copy
+			      * by a thread not its area's owner (owner.c; pc
+			      * the instruction, or where the copy jumps back) */
 };
 
 /* What a target rip in the code region means, for putting the thread back
@@ -319,7 +339,10 @@ int gb_jit__locate(const struct gb_jit *j, uint64_t rip, struct gb_jit_loc *out)
 uint64_t gb_jit__saved(const struct gb_jit *j, unsigned r);
 bool gb_jit__in_code(const struct gb_jit *j, uint64_t rip);
 
-struct gb_jit_stats { uint64_t blocks, insns, stubs, links, flushes, entries; };
+struct gb_jit_stats {
+	uint64_t blocks, insns, stubs, links, flushes, entries;
+	uint64_t owner_checks;   /* entry blocks with the owner check (owner.c) */
+};
 void gb_jit__stats(const struct gb_jit *j, struct gb_jit_stats *s);
 
 #endif

@@ -73,8 +73,11 @@ void ns_syscall(struct gb_jit *j, const struct gb_insn *gi)
 	jit_unit_end(j, u);
 }
 
-uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk)
+uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk, gb_jit_fetch_fn fetch,
+			void *ctx)
 {
+	struct gb_insn in[5];
+	size_t to_native = 0;
 	if (GB_GROW(&j->en, &j->encap, j->nen + 1))
 		return 0;
 	size_t mark_u = j->nu, mark_used = j->em.used, mark_cs = j->ncs;
@@ -83,9 +86,11 @@ uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk)
 	if (!u)
 		return 0;
 	u->ns = GB_JIT_NS_ENTRY;
+	unsigned n = ns_owner_check(j, u, pc, fetch, ctx, in, &to_native);
 	ns_acquire(j);
 	gb_emit_jump(&j->em, ZYDIS_MNEMONIC_JMP, blk);
 	jit_unit_end(j, u);
+	ns_owner_native(j, in, n, to_native);
 	if (j->em.err) {
 		j->nu = mark_u;
 		j->ncs = mark_cs;
@@ -130,8 +135,10 @@ void ns_areas_init(struct gb_jit *j)
 
 void gb_jit__area_fs(struct gb_jit *j, unsigned k, uint64_t fs_base)
 {
-	if (k < GB_JIT_TLS_COUNT)
-		j->fs[k] = fs_base;
+	if (k >= GB_JIT_TLS_COUNT)
+		return;
+	j->fs[k] = fs_base;
+	*area(j, k, T_NEGFS) = -fs_base; /* (owner.c) */
 }
 
 void gb_jit__area_clone(struct gb_jit *j, unsigned child, unsigned parent)

@@ -302,9 +302,16 @@ static int ns_unit(struct uw *w, const struct unit *u, uint32_t off)
 	case GB_JIT_NS_SYSCALL:
 		syscall_unit(w, u, off);
 		return 0;
-	case GB_JIT_NS_ENTRY:
-		c = site_at(j, off);
+	case GB_JIT_NS_NATIVE: /* a copy of an original instruction, run natively */
 		w->pc = u->pc;
+		return 0;
+	case GB_JIT_NS_ENTRY: {
+		int o = ns_owner_unwind(j, u, off - (uint32_t)u->off, (uint64_t *)&w->r->rax,
+					(uint64_t *)&w->r->rcx, (uint64_t *)&w->r->rsp);
+		w->pc = u->pc;
+		if (o <= 0)
+			return o; /* in the check: the stretch not begun */
+		c = site_at(j, off);
 		if (c && off < c->o_ret) {
 			site_regs(w, c, off, false);
 		} else { /* taken, its marker written: the stretch not begun */
@@ -314,6 +321,7 @@ static int ns_unit(struct uw *w, const struct unit *u, uint32_t off)
 			w->drop += 1;
 		}
 		return 0;
+	}
 	case GB_JIT_NS_EXIT:
 		c = site_at(j, off);
 		if (c) {

@@ -210,6 +210,13 @@ uint64_t patch_entry_of(struct patch_trap *pt, uint64_t pc)
 	return gb_jit__entry(pt->j, pc, patch_fetch, pt);
 }
 
+int patch_area_new(struct patch_trap *pt)
+{
+	if (pt->nfreed)
+		return (int)pt->freed[--pt->nfreed];
+	return pt->nareas < GB_JIT_TLS_COUNT ? (int)pt->nareas++ : -1;
+}
+
 /* Thread i gets area k: gs base, fs base registered. */
 static int give_area(struct patch_trap *pt, struct gb_engine *e, size_t i, unsigned k,
 		     struct user_regs_struct *r)
@@ -239,13 +246,14 @@ static void settle_new(struct patch_trap *pt, struct gb_engine *e, size_t i)
 		return;
 	uint64_t a0 = gb_jit__tls(pt->j, 0);
 	unsigned parent = (unsigned)((r.gs_base - a0) / GB_JIT_TLS_SIZE);
-	if (pt->nareas >= GB_JIT_TLS_COUNT) {
-		gb_err("trace: thread %d: more than %u threads for the patch trap", eng_tid(e, i),
-		       GB_JIT_TLS_COUNT);
+	int nk = patch_area_new(pt);
+	if (nk < 0) {
+		gb_err("trace: thread %d: more than %u threads at once for the patch trap",
+		       eng_tid(e, i), GB_JIT_TLS_COUNT);
 		eng_finish(e, GB_END_ERROR);
 		return;
 	}
-	unsigned k = pt->nareas++;
+	unsigned k = (unsigned)nk;
 	if (r.gs_base >= a0 && parent < GB_JIT_TLS_COUNT && r.gs_base == gb_jit__tls(pt->j, parent))
 		gb_jit__area_clone(pt->j, k, parent);
 	if (give_area(pt, e, i, k, &r))
@@ -266,6 +274,8 @@ static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *
 	if (st->kind != GB_STOP_SIGNAL || !pt->j || !pt->written || gb_regs_get(tid, &r) ||
 	    !gb_jit__in_code(pt->j, r.rip))
 		return GB_TRAP_PROGRAM;
+	if (st->sig == SIGSEGV && st->code > 0 && gb_jit__owner_fault(pt->j, &r)) /* jit/owner.c */
+		return gb_regs_set(tid, &r) ? GB_TRAP_PROGRAM : GB_TRAP_SWALLOW;
 	/* In the cache: a handler must see the original instruction. */
 	if (!patch_caught(pt->pid, st->sig))
 		return GB_TRAP_PROGRAM; /* ignored, or the default action: nothing sees it */
@@ -390,7 +400,8 @@ static void patch_start(struct gb_trap *t, struct gb_engine *e)
 				r.rip = at;
 			}
 		}
-		if (give_area(pt, e, i, pt->nareas++, &r))
+		int k = patch_area_new(pt); /* (at most 256 threads: patch_build) */
+		if (k < 0 || give_area(pt, e, i, (unsigned)k, &r))
 			eng_set_state(e, i, T_DYING);
 	}
 	write_patches(pt, pt->pid, false);
@@ -420,12 +431,13 @@ static void vfork_child(struct patch_trap *pt, pid_t child, struct user_regs_str
 {
 	uint64_t a0 = gb_jit__tls(pt->j, 0);
 	unsigned parent = (unsigned)((r->gs_base - a0) / GB_JIT_TLS_SIZE);
-	if (r->gs_base < a0 || parent >= GB_JIT_TLS_COUNT || pt->nareas >= GB_JIT_TLS_COUNT) {
+	int nk = r->gs_base < a0 || parent >= GB_JIT_TLS_COUNT ? -1 : patch_area_new(pt);
+	if (nk < 0) {
 		gb_warn("trace: vfork child %d shares its parent's area of the code cache: what it "
 			"runs in the range is recorded as its parent's", child);
 		return;
 	}
-	unsigned k = pt->nareas++;
+	unsigned k = (unsigned)nk; /* (never given back: the child is let go) */
 	gb_jit__area_clone(pt->j, k, parent);
 	pt->area_of[k] = AREA_UNTRACED;
 	r->gs_base = gb_jit__tls(pt->j, k);
@@ -467,11 +479,23 @@ void patch_flush(struct patch_trap *pt, struct gb_engine *e)
 	gb_guard_undo_clear(); /* the old image's bytes went with it */
 }
 
+/* A thread that exited gives its area back once its records are drained
+ * (a program making threads all the time reuses them: at most 256 at
+ * once, not in all). */
 static void patch_exit(struct gb_trap *t, struct gb_engine *e, size_t i)
 {
-	drain(PT(t), e);
-	if (PT(t)->probes)
-		gb_probes__forget(PT(t)->probes, eng_tid(e, i));
+	struct patch_trap *pt = PT(t);
+	drain(pt, e);
+	if (pt->probes)
+		gb_probes__forget(pt->probes, eng_tid(e, i));
+	struct patch_thread *th = pth(e, i);
+	if (th->known && th->k < GB_JIT_TLS_COUNT && pt->area_of[th->k] == (ssize_t)i) {
+		if (pt->cur_i == (ssize_t)i)
+			pt->cur_i = -1; /* (the next record is a marker) */
+		pt->area_of[th->k] = -1;
+		pt->freed[pt->nfreed++] = th->k;
+		th->known = false;
+	}
 }
 
 

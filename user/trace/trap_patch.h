@@ -59,7 +59,10 @@ struct patch_trap {
 	struct gb_jit_cursor cur;
 	ssize_t area_of[GB_JIT_TLS_COUNT]; /* area k -> thread index (-1: none;
 					     * AREA_UNTRACED: a vfork child's) */
-	unsigned nareas;
+	unsigned nareas;              /* areas handed out so far (area_new) */
+	unsigned freed[GB_JIT_TLS_COUNT]; /* ... and given back by threads that
+					  * exited (their records drained) */
+	unsigned nfreed;
 	ssize_t cur_i;                /* the thread whose stretch the ring is at */
 	uint64_t late;                /* records read before unwinding took them back */
 	uint64_t handled;             /* signals taken at an original boundary */
@@ -84,6 +87,10 @@ struct patch_trap {
 	uint64_t probe_hits;          /* entries through them (statistics) */
 	uint64_t probe_waits;         /* ... that found the lock held (stayed stopped) */
 };
+
+/* An area for a new thread: one an exited thread gave back, else the next
+ * never used; -1 when all GB_JIT_TLS_COUNT are in use. */
+int patch_area_new(struct patch_trap *pt);
 
 /* The instruction at pc, decoded from the range's original bytes. */
 const struct gb_insn *patch_fetch(void *ctx, uint64_t pc);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/user.h>
@@ -28,6 +29,16 @@
 
 /* Why the trap does not apply to t now (NULL: it may), before anything is
  * done to the target. */
+#ifndef HWCAP2_FSGSBASE
+#define HWCAP2_FSGSBASE (1 << 1)
+#endif
+
+/* The target's memory, for the cache's unwinding (jit.h gb_jit_opts.read). */
+static int read_target(void *ctx, uint64_t addr, void *buf, size_t n)
+{
+	return gb_mem_read(((struct patch_trap *)ctx)->pid, addr, buf, n) == (ssize_t)n ? 0 : -1;
+}
+
 static const char *refuse(const struct gb_tracee *t, char *buf, size_t len)
 {
 	size_t live = 0;
@@ -230,12 +241,24 @@ const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *
 	}
 	struct gb_jit_mem m = { pt->map.view, pt->map.view + GB_JIT_CODE_SIZE, pt->map.addr,
 				pt->map.addr + GB_JIT_CODE_SIZE };
-	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = 1000 };
+	/* (the owner check: user/jit/owner.c; rdfsbase needs FSGSBASE) */
+	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = 1000,
+				 .owner_check = getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE,
+				 .read = read_target, .read_ctx = pt };
 	pt->j = gb_jit__new_opts(&m, pt->start, pt->end, &o);
 	if (!pt->j)
 		why = "no translator";
 	else
 		why = plan(pt, path, lo, hi, bias, ins, nins, buf, len);
+	if (!why) {
+		struct gb_jit_stats js;
+		gb_jit__stats(pt->j, &js);
+		if (o.owner_check)
+			gb_info("patch trap: the owner check in %llu of %llu entry blocks",
+				(unsigned long long)js.owner_checks, (unsigned long long)js.entries);
+		else
+			gb_info("patch trap: no owner check in the entry blocks (no FSGSBASE)");
+	}
 	if (why) {
 		gb_jitmap_unmap_safe(t->pid, t->threads[i0].tid, pt->map.addr, &t->threads[i0].pending_sig);
 		goto fail;
@@ -274,7 +297,7 @@ void patch_unbuild(struct patch_trap *pt)
 	pt->code = NULL;
 	pt->written = false;
 	pt->npatched = 0;
-	pt->nareas = 0;
+	pt->nareas = pt->nfreed = 0;
 	pt->cur_i = -1;
 	memset(&pt->cur, 0, sizeof(pt->cur));
 	for (unsigned k = 0; k < GB_JIT_TLS_COUNT; k++)
