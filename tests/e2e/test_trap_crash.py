@@ -216,7 +216,7 @@ def one_run(mode, seed, outdir, prog="pt_crash"):
             res["result"] = "status %d" % p.returncode
             return res
         counts = [ln.split()[0] for ln in out.decode().splitlines()]
-        want = subprocess.run([prog_path("pt_crash"), str(THREADS), fill] + counts,
+        want = subprocess.run([prog_path(prog), str(THREADS), fill] + counts,
                               capture_output=True, timeout=120, check=True).stdout
         res["result"] = "ok" if out == want else "checksum %r, native %r" % (out, want)
         return res
