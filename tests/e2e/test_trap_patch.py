@@ -104,6 +104,31 @@ def test_thread_churn(tmp_path):
     assert sorted(set(map(len, per.values()))) == [100]
 
 
+def test_signal_handlers_entering_the_range(tmp_path):
+    """pt_signest: a SIGPROF handler calls `traced` while its thread is
+    often inside it (or in its nanosleep), and the handler's own call is
+    interrupted by the next SIGPROF: handlers nest, and each one's
+    rt_sigreturn must be seen (a watch that ended at the handler's system
+    call in the cache, or at the inner return, let the outer handler return
+    natively into the range: the tail of a patch's jump, SIGSEGV/SIGILL in
+    about 1 run of 10).  5 runs, each with the native output and no miss."""
+    args = (3, 300, 20000, 20000, 20000)
+    want = native("pt_signest", *args)
+    taken = 0
+    for k in range(5):
+        out = tmp_path / ("signest%d.jsonl" % k)
+        r = trace("pt_signest", "traced", out, *args, trap="patch", timeout=120)
+        assert "entries patched" in r.stderr, r.stderr
+        assert r.stdout.encode() == want if isinstance(r.stdout, str) else r.stdout == want, (
+            r.stdout, want)
+        assert "in-range misses" not in "".join(
+            ln for ln in r.stderr.splitlines() if "warning" in ln), r.stderr
+        m = re.search(r"(\d+) signals taken out of the cache", r.stderr)
+        assert m, r.stderr
+        taken += int(m.group(1))
+    assert taken > 0, "no SIGPROF landed in the cache in 5 runs: the case was not exercised"
+
+
 def test_max_insns(tmp_path):
     """--max-insns ends at the same instruction as under the probe trap."""
     _, lines, summary = patch_vs_probes("pt_hot", "traced", tmp_path, "300", "10",

@@ -271,9 +271,15 @@ static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *
 	settle_new(pt, e, i);
 	if (patch_probe_classify(pt, e, i, st, &v))
 		return v;
-	if (st->kind != GB_STOP_SIGNAL || !pt->j || !pt->written || gb_regs_get(tid, &r) ||
-	    !gb_jit__in_code(pt->j, r.rip))
+	if (st->kind != GB_STOP_SIGNAL || !pt->j || !pt->written || gb_regs_get(tid, &r))
 		return GB_TRAP_PROGRAM;
+	if (!gb_jit__in_code(pt->j, r.rip)) {
+		/* Delivered natively inside a handler being watched: its own
+		 * rt_sigreturn comes first and must not end the watch. */
+		if (pth(e, i)->sigret && patch_caught(pt->pid, st->sig))
+			pth(e, i)->sigret++;
+		return GB_TRAP_PROGRAM;
+	}
 	if (st->sig == SIGSEGV && st->code > 0 && gb_jit__owner_fault(pt->j, &r)) /* jit/owner.c */
 		return gb_regs_set(tid, &r) ? GB_TRAP_PROGRAM : GB_TRAP_SWALLOW;
 	/* In the cache: a handler must see the original instruction. */
@@ -291,6 +297,8 @@ static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *
 	if (u) {
 		gb_warn("trace: thread %d: signal %d in the code cache at 0x%llx: delivered there",
 			tid, st->sig, (unsigned long long)rip);
+		if (pth(e, i)->sigret)
+			pth(e, i)->sigret++;
 		return GB_TRAP_PROGRAM;
 	}
 	if (sync) {
@@ -300,7 +308,7 @@ static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *
 			ptrace(PTRACE_SETSIGINFO, tid, 0, &si);
 		}
 	}
-	pth(e, i)->sigret = true;
+	pth(e, i)->sigret++;
 	pt->handled++;
 	gb_info("trace: thread %d: signal %d taken at 0x%llx, out of the code cache", tid, st->sig,
 		(unsigned long long)r.rip);
@@ -323,8 +331,14 @@ static void watch_fs(struct patch_trap *pt, struct gb_engine *e, size_t i,
 	pth(e, i)->fs_watch = false;
 }
 
-/* After its handler's rt_sigreturn, a thread back in the range (natively:
- * no system call of the handler is made there) goes back into the cache. */
+/* After a watched handler's rt_sigreturn (its exit stop shows orig_rax -1,
+ * the restored context's; any other system call's shows its number), a
+ * thread back in the range goes back into the cache.  Handlers nest: one
+ * that enters the range and is interrupted there (or anywhere) by another
+ * returns to the outer handler, whose own rt_sigreturn must still be seen
+ * (a system call the handler makes in the cache, or the inner return, is no
+ * end of the watch: returning natively into the range would run original
+ * code unrecorded, or the tail of a patch's jump). */
 static void patch_syscall_exit(struct gb_trap *t, struct gb_engine *e, size_t i)
 {
 	struct patch_trap *pt = PT(t);
@@ -334,14 +348,11 @@ static void patch_syscall_exit(struct gb_trap *t, struct gb_engine *e, size_t i)
 	if (gb_regs_get(tid, &r))
 		return;
 	watch_fs(pt, e, i, &r);
-	/* (rt_sigreturn's exit shows orig_rax -1: the restored context's) */
-	if (!pth(e, i)->sigret || !pt->j || !pt->written)
+	if (!pth(e, i)->sigret || !pt->j || !pt->written || r.orig_rax != (unsigned long long)-1)
 		return;
-	if (gb_jit__in_code(pt->j, r.rip))
-		pth(e, i)->sigret = false; /* back through an entry (a longjmp out, then a call) */
+	pth(e, i)->sigret--;
 	if (!in_range(pt, r.rip))
 		return;
-	pth(e, i)->sigret = false;
 	uint64_t blk = patch_entry_of(pt, r.rip);
 	if (!blk) {
 		gb_err("trace: thread %d: no translation for 0x%llx after its signal handler", tid,

@@ -42,7 +42,8 @@ struct patch_thread {
 	uint64_t skip_pc;
 	bool fs_watch;                /* fs base 0 (libc not set up yet): runs with
 				       * PTRACE_SYSCALL until it sets one */
-	bool sigret;                  /* runs with PTRACE_SYSCALL until its rt_sigreturn */
+	unsigned sigret;              /* handlers in flight whose rt_sigreturn it runs
+				       * with PTRACE_SYSCALL for (nested ones too) */
 	struct patch_probe_thread pp;
 };
 

@@ -252,7 +252,7 @@ int patch_probe_enter(struct gb_trap *t, struct gb_engine *e, size_t i)
 	if (handler || faulted) {
 		/* Its signal at the original pc; the handler's return into the
 		 * range goes back into the cache (trap_patch.c). */
-		th->sigret = handler;
+		th->sigret += handler;
 		return go_on(e);
 	}
 	gb_err("trace: thread %d: no translation for 0x%llx after the entry at 0x%llx", tid,
