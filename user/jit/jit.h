@@ -127,6 +127,9 @@ int gb_jit__lock_abandon(struct gb_jit *j, uint32_t t);
 /* Finish a release from outside (its taker unwound after it had served
  * the next ticket: a given-up ticket skipped, the next taker woken). */
 void gb_jit__lock_post(struct gb_jit *j);
+/* Wake ticket t's taker (asleep on its word): for gb_jit__unwind of a
+ * releaser that took the taker's sleep mark but had not woken it yet. */
+void gb_jit__lock_wake(struct gb_jit *j, uint32_t t);
 /* gebpf hands the lock it holds (gb_jit__lock_try) to a thread of area k
  * it is about to resume at the returned address: the translated block at
  * pc (translated if needed, the ring drained), after area k's stretch

@@ -291,6 +291,11 @@ void gb_jit__lock_release(struct gb_jit *j)
 	post(j, s);
 }
 
+void gb_jit__lock_wake(struct gb_jit *j, uint32_t t)
+{
+	syscall(SYS_futex, tslot(j, t), FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
 void gb_jit__lock_post(struct gb_jit *j)
 {
 	post(j, __atomic_load_n(lw(j, NS_TSERV), __ATOMIC_SEQ_CST));

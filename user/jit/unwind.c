@@ -27,6 +27,7 @@ struct uw {
 	bool held, recorded, keep_syscall;
 	bool abandon;            /* it waits with ticket .ticket: given up */
 	bool post;               /* it is in a release past serving the next */
+	bool wake;               /* ... whose taker's sleep mark it took: it owes the wake */
 	uint32_t ticket;
 	uint32_t drop;           /* ring words to take off (held only) */
 };
@@ -192,6 +193,14 @@ static int in_lock(struct uw *w, uint32_t off)
 			    (off >= o->rel_next && off < o->rel_ret2);
 		held = off < o->xr || pass;
 		w->post = !held;
+		/* It took the sleeper's 1 from s's word (rax 1 at rel_xs) and
+		 * has not made the FUTEX_WAKE yet (before its syscall, or at
+		 * its entry stop: rax -ENOSYS): nobody else will wake it. */
+		w->wake = (off >= o->rel_xs && off < o->fsave[1] && (uint32_t)w->r->rax == 1) ||
+			  (off >= o->fsave[1] && off < o->frest[1]) ||
+			  (off == o->frest[1] && (int64_t)w->r->rax == -ENOSYS);
+		if (w->wake)
+			w->ticket = (uint32_t)aslot(w, T_TICKET);
 		five(w, off, o->fsave[1], o->frest[1]);
 		if (off >= o->rel_fl && off < o->rel_sahf)
 			flags_from(w, T_LFLG);
@@ -457,6 +466,8 @@ int gb_jit__unwind(struct gb_jit *j, struct user_regs_struct *regs, struct gb_ji
 		*dword(j, BUDGET) = 1;
 	if (w.held || (w.abandon && gb_jit__lock_abandon(j, w.ticket)))
 		gb_jit__lock_release(j);
+	if (w.wake)
+		gb_jit__lock_wake(j, w.ticket);
 	if (w.post)
 		gb_jit__lock_post(j);
 	return 0;

@@ -369,7 +369,7 @@ static void patch_resuming(struct gb_trap *t, struct gb_engine *e, size_t i, int
 	settle_new(PT(t), e, i);
 }
 
-static void write_patches(struct patch_trap *pt, pid_t pid, bool orig)
+void patch_write(struct patch_trap *pt, pid_t pid, bool orig)
 {
 	for (size_t k = 0; k < pt->plan.n; k++) {
 		const struct gb_patch *p = &pt->plan.v[k];
@@ -415,72 +415,11 @@ static void patch_start(struct gb_trap *t, struct gb_engine *e)
 		if (k < 0 || give_area(pt, e, i, (unsigned)k, &r))
 			eng_set_state(e, i, T_DYING);
 	}
-	write_patches(pt, pt->pid, false);
+	patch_write(pt, pt->pid, false);
 	pt->written = true;
 	patch_probe_redirect(pt, true);
 	gb_info("patch trap: %u entries patched, %u probed, threads run natively", pt->npatched,
 		pt->nprobed);
-}
-
-/* rip is right after the system call of a piece that makes one without
- * the lock: its original instruction (the syscall at *pc). */
-static bool after_ns_syscall(const struct patch_trap *pt, uint64_t rip, uint64_t *pc)
-{
-	struct gb_jit_loc loc;
-	uint64_t off = rip - pt->map.addr;
-	return gb_jit__locate(pt->j, rip, &loc) == 0 && loc.ns == GB_JIT_NS_SYSCALL && loc.pc &&
-	       off >= 2 && off <= GB_JIT_CODE_SIZE && pt->map.view[off - 2] == 0x0f &&
-	       pt->map.view[off - 1] == 0x05 && (*pc = loc.pc, true);
-}
-
-/* A vfork child shares our memory, patches and cache: it gets an area of
- * its own (a copy of its parent's: it may return into the cache from an
- * in-range vfork) whose stretches the drain drops, so what it runs in the
- * range until its exec or exit is not recorded, as under the other traps
- * (a child is let go untraced). */
-static void vfork_child(struct patch_trap *pt, pid_t child, struct user_regs_struct *r)
-{
-	uint64_t a0 = gb_jit__tls(pt->j, 0);
-	unsigned parent = (unsigned)((r->gs_base - a0) / GB_JIT_TLS_SIZE);
-	int nk = r->gs_base < a0 || parent >= GB_JIT_TLS_COUNT ? -1 : patch_area_new(pt);
-	if (nk < 0) {
-		gb_warn("trace: vfork child %d shares its parent's area of the code cache: what it "
-			"runs in the range is recorded as its parent's", child);
-		return;
-	}
-	unsigned k = (unsigned)nk; /* (never given back: the child is let go) */
-	gb_jit__area_clone(pt->j, k, parent);
-	pt->area_of[k] = AREA_UNTRACED;
-	r->gs_base = gb_jit__tls(pt->j, k);
-	gb_regs_set(child, r);
-}
-
-/* A fork child, stopped: out of the cache, the original bytes, gs 0, the
- * cache unmapped (a vfork child: vfork_child). */
-static void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, bool vfork)
-{
-	struct patch_trap *pt = PT(t);
-	struct user_regs_struct r;
-	uint64_t sys;
-	int sig = 0;
-	if (!pt->written || gb_regs_get(child, &r))
-		return;
-	if (vfork) {
-		vfork_child(pt, child, &r);
-		return;
-	}
-	write_patches(pt, child, true); /* (first, as at the end: patch_teardown) */
-	if (gb_jit__in_code(pt->j, r.rip) && after_ns_syscall(pt, r.rip, &sys))
-		r.rip = r.rcx = sys + 2; /* (fork returned 0 in it) */
-	else if (gb_jit__in_code(pt->j, r.rip))
-		gb_warn("trace: forked child %d at 0x%llx in the code cache", child,
-			(unsigned long long)r.rip);
-	r.gs_base = 0;
-	gb_regs_set(child, &r);
-	if (gb_jitmap_unmap_safe(child, child, pt->map.addr, &sig))
-		gb_warn("trace: forked child %d keeps a copy of the code cache", child);
-	if (sig)
-		kill(child, sig);
 }
 
 void patch_flush(struct patch_trap *pt, struct gb_engine *e)
@@ -547,7 +486,7 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 	 * first (a thread left in the cache leaves it by its exits; none is
 	 * ever at a pc inside a patch's bytes while they are written), then
 	 * the threads out of the cache, then gs bases 0 (none enters it). */
-	write_patches(pt, pt->pid, true);
+	patch_write(pt, pt->pid, true);
 	for (size_t i = 0; i < e->t->nthreads; i++) {
 		struct user_regs_struct r;
 		pid_t tid = eng_tid(e, i);

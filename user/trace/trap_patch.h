@@ -149,6 +149,11 @@ void patch_unbuild(struct patch_trap *pt);
 void patch_report(struct patch_trap *pt);
 /* The ring drained to its end, the misses counted (trap_patch.c). */
 void patch_flush(struct patch_trap *pt, struct gb_engine *e);
+/* The entries' bytes in process pid: the patches, or with orig the
+ * original bytes (trap_patch.c). */
+void patch_write(struct patch_trap *pt, pid_t pid, bool orig);
+/* trap_patch_child.c: the child hook (fork, vfork). */
+void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, bool vfork);
 
 /* trap_patch_exec.c: the hooks for exec and for a range whose module is
  * mapped later (docs/trace.md "The patch trap"). */
