@@ -90,9 +90,9 @@ def test_attach_refused_as_root_says_what_refused(gebpf, root):
         assert "yama" not in line, line
 
 
-def spin():
-    return subprocess.Popen([prog_path("spin"), "100000000", "0"], stdout=subprocess.PIPE,
-                            env=stable_env())
+def spin(sleep_us=0):
+    return subprocess.Popen([prog_path("spin"), "100000000", str(sleep_us)],
+                            stdout=subprocess.PIPE, env=stable_env())
 
 
 def trace_spin(out, pid, *extra):
@@ -109,11 +109,14 @@ def stop(p):
 @pytest.mark.parametrize("how", ["duration", "sigterm"])
 def test_stalled_fifo_ends_the_trace(trace_ready, tmp_path, how):
     """-o FIFO whose reader never reads: the trace still ends on --duration
-    or SIGTERM, within seconds, and the target is released and keeps running."""
+    or SIGTERM, within seconds, and the target is released and keeps running
+    (its 20 us sleeps make it outlive the pipe's wait: the target is let go
+    before gebpf's output is finished, and a spin without them ended
+    meanwhile)."""
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)   # holds it open, never reads
-    target = spin()
+    target = spin(20)
     try:
         assert target.stdout.readline() == b"ready\n"
         extra = ["--duration", "1"] if how == "duration" else []

@@ -490,7 +490,7 @@ void gb_tracee_detach(struct gb_tracee *t)
 {
 	if (!t->threads)
 		return;
-	if (t->stopped_at > 0)
+	if (t->stopped_at > 0 && t->say_windows)
 		gb_info("trace: pid %d stopped %.1f ms for the end", t->pid,
 			(gb_mono_s() - t->stopped_at) * 1e3);
 	restore_affinity(t);

@@ -38,6 +38,8 @@ struct gb_tracee {
 	double stopped_at;        /* attached: when gebpf began stopping it (monotonic s) for
 				   * the set-up (until its first resume) or the end (until
 				   * the detach); 0 while it runs */
+	bool say_windows;         /* the detach says (-v) how long the end kept it stopped
+				   * (trace's; snap has its own freeze line) */
 };
 
 struct gb_launch_opts {

@@ -108,6 +108,7 @@ static int start_target(struct session *s)
 		r = gb_resume_start(o->from, &s->t, &s->first_vt);
 	} else if (o->pid) {
 		r = gb_tracee_attach(o->pid, &s->t);
+		s->t.say_windows = true;
 	} else {
 		struct gb_launch_opts lo = { .argv = o->argv, .aslr = o->aslr };
 		r = gb_tracee_launch(&lo, &s->t);
