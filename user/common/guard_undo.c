@@ -35,25 +35,33 @@ void gb_guard__undo_init(void)
 	undo = m == MAP_FAILED ? NULL : m;
 }
 
+/* The fields after "(comm)" of the stat file at path (the state first),
+ * in buf: NULL when it cannot be read, "" when it has no such fields. */
+static const char *stat_fields(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, size - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return NULL;
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p + 2 : "";
+}
+
 static unsigned long long start_time(pid_t pid)
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	char *p = strrchr(buf, ')');
-	unsigned long long v = 0;
-	/* after "(comm)": state is field 3, start time field 22 */
-	for (int f = 2; p && f < 22; f++)
-		p = strchr(p + 1, ' ');
-	if (p)
-		v = strtoull(p + 1, NULL, 10);
-	return v;
+	const char *p = stat_fields(path, buf, sizeof(buf));
+	/* state is field 3, start time field 22 */
+	for (int f = 3; p && f < 22; f++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	return p ? strtoull(p, NULL, 10) : 0;
 }
 
 void gb_guard_undo_add(pid_t pid, uint64_t addr, const uint8_t *bytes, unsigned len)
@@ -112,15 +120,8 @@ static bool exited(pid_t pid, pid_t tid)
 {
 	char path[96], buf[256];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return true;
-	buf[n] = 0;
-	const char *p = strrchr(buf, ')');
-	return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+	const char *p = stat_fields(path, buf, sizeof(buf));
+	return !p || *p == 'Z' || *p == 'X';
 }
 
 /* Every thread of pid held (new ones too, until none appears), the bytes
