@@ -107,6 +107,14 @@ bool gb_trace_range_mapped_exec(pid_t pid, uint64_t start, uint64_t end)
 	return at > end;
 }
 
+/* FNV-1a over n bytes, from h. */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+	for (const unsigned char *b = p; n--; b++)
+		h = (h ^ *b) * 0x100000001b3ull;
+	return h;
+}
+
 uint64_t gb_trace_range_maps_key(pid_t pid, uint64_t start, uint64_t end)
 {
 	struct gb_maps m;
@@ -118,11 +126,7 @@ uint64_t gb_trace_range_maps_key(pid_t pid, uint64_t start, uint64_t end)
 		if (mp->start > end || mp->end <= start)
 			continue;
 		uint64_t f[5] = { mp->start, mp->end, mp->offset, mp->inode, (uint64_t)mp->prot };
-		h = h * 31 + 1;
-		for (const unsigned char *p = (const unsigned char *)f; p < (const unsigned char *)(f + 5); p++)
-			h = (h ^ *p) * 0x100000001b3ull;
-		for (const char *p = mp->path; *p; p++)
-			h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+		h = fnv1a(fnv1a(h * 31 + 1, f, sizeof(f)), mp->path, strlen(mp->path));
 	}
 	gb_maps_free(&m);
 	return h;
