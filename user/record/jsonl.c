@@ -98,7 +98,7 @@ struct gb_jsonl *gb_jsonl__new(int fd, const struct gb_jsonl_opts *o)
 	if (!w)
 		return NULL;
 	w->o = *o;
-	struct gb_lines_opts lo = { .give_up_after = o->duration };
+	struct gb_lines_opts lo = { .give_up_after = o->duration, .direct = o->direct };
 	w->lines = gb_lines__new(fd, &lo);
 	if (!w->lines) {
 		free(w);

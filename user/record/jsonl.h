@@ -39,6 +39,7 @@ struct gb_jsonl_opts {
 	bool faults;                  /* summary gains "faults" */
 	double duration;              /* --duration: after it a stalled output stops
 					 holding the tracer (0 = only on a signal) */
+	bool direct;                  /* the fd is gebpf's own file (gb_lines_opts) */
 };
 
 struct gb_jsonl_counts {

@@ -3,6 +3,7 @@
 
 #include <emmintrin.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -23,6 +24,7 @@
 #define STALL_S 1.0         /* no progress this long = stalled */
 #define NENDS 64            /* line ends remembered to make room for the summary */
 #define SUMMARY_MAX 512
+#define DIO_ALIGN 4096      /* direct writes: file offset, length and buffer aligned */
 
 struct gb_lines {
 	int fd;
@@ -47,6 +49,9 @@ struct gb_lines {
 	off_t ends[NENDS];          /* regular: offsets just past the last line ends */
 	int nends;
 	uint64_t nlines;            /* lines in the file since base */
+	int dfd;                    /* the file opened again with O_DIRECT, or -1 */
+	size_t carry;               /* direct: fill[0..carry) is in the file already
+				       (written buffered), fill[0] at file_off - carry */
 };
 
 /* The clock in signed nanoseconds: progress_ns is written by the writer
@@ -141,18 +146,70 @@ static size_t write_out(struct gb_lines *w, const char *buf, size_t len, int *er
 	return done;
 }
 
-/* After a write of out[0..len) that stopped at done: keep whole lines, count
- * the rest lost.  Called with the lock held. */
-static void settle(struct gb_lines *w, size_t len, size_t done)
+/* Direct mode: out[0..len) at file offset at (aligned), of which out[0..from)
+ * is in the file already.  The aligned part goes with O_DIRECT: no copy into
+ * the page cache, which costs a VM's writer more CPU than the trace's
+ * formatting (fresh page-cache pages fault in the host), and the disk takes
+ * it 3x faster than buffered writes there.  The unaligned end is written
+ * buffered, so that the file ends at a line's end after every round as
+ * before (a SIGKILLed gebpf leaves whole lines); the next round's direct
+ * write covers that block again.  Returns the bytes of out in the file;
+ * *err on failure. */
+static size_t write_direct(struct gb_lines *w, const char *out, size_t len, off_t at, int *err)
 {
-	size_t keep = done;
-	while (keep > 0 && w->out[keep - 1] != '\n')
+	size_t d = len & ~(size_t)(DIO_ALIGN - 1), done = 0;
+	while (done < d) {
+		ssize_t r = pwrite(w->dfd, out + done, d - done, at + (off_t)done);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EINVAL) {
+			close(w->dfd); /* a stricter alignment: buffered from now on */
+			w->dfd = -1;
+			break;
+		}
+		if (r <= 0) {
+			*err = r < 0 ? -errno : -ENOSPC;
+			return done;
+		}
+		done += (size_t)r;
+		atomic_store(&w->progress_ns, mono_ns());
+		if (done % DIO_ALIGN)
+			break; /* (short: the rest buffered) */
+	}
+	if (lseek(w->fd, at + (off_t)done, SEEK_SET) < 0) {
+		*err = -errno;
+		return done;
+	}
+	return done + write_out(w, out + done, len - done, err);
+}
+
+/* One round of the writer: out[0..len) at file offset at, of which
+ * out[0..from) is in the file already (direct mode's carry). */
+static size_t write_round(struct gb_lines *w, const char *out, size_t len, size_t from, off_t at,
+			  int *err)
+{
+	if (w->dfd >= 0)
+		return write_direct(w, out, len, at, err);
+	if (from && lseek(w->fd, at, SEEK_SET) < 0) { /* (direct I/O was just given up) */
+		*err = -errno;
+		return 0;
+	}
+	return write_out(w, out, len, err);
+}
+
+/* After a round of out[0..len) (out[0..from) in the file before it, out[0]
+ * at file offset at) that stopped at done: keep whole lines, count the rest
+ * lost.  Called with the lock held. */
+static void settle(struct gb_lines *w, size_t len, size_t done, size_t from, off_t at)
+{
+	size_t keep = done < from ? from : done;
+	while (keep > from && w->out[keep - 1] != '\n')
 		keep--;
-	if (keep < done && w->regular && ftruncate(w->fd, w->file_off + (off_t)keep) == 0)
-		lseek(w->fd, w->file_off + (off_t)keep, SEEK_SET);
-	else
+	if (keep < done && w->regular && ftruncate(w->fd, at + (off_t)keep) == 0)
+		lseek(w->fd, at + (off_t)keep, SEEK_SET);
+	else if (keep < done)
 		keep = done;
-	note_ends(w, w->out, keep);
+	note_ends(w, w->out + from, keep - from);
 	w->lost += count_lines(w->out + keep, len - keep);
 }
 
@@ -161,7 +218,7 @@ static void *writer_main(void *arg)
 	struct gb_lines *w = arg;
 	pthread_mutex_lock(&w->mu);
 	while (!atomic_load(&w->quit)) {
-		if (!w->fill_len || w->err) {
+		if (w->fill_len <= w->carry || w->err) {
 			struct timespec ts;
 			clock_gettime(CLOCK_MONOTONIC, &ts);
 			ts.tv_nsec += TICK_MS * 1000000l;
@@ -173,20 +230,23 @@ static void *writer_main(void *arg)
 		char *t = w->out;
 		w->out = w->fill;
 		w->fill = t;
-		w->out_len = w->fill_len;
-		w->fill_len = 0;
+		size_t len = w->fill_len, from = w->carry;
+		size_t tail = w->dfd >= 0 ? len % DIO_ALIGN : 0;
+		memcpy(w->fill, w->out + len - tail, tail); /* the next round starts aligned */
+		off_t at = w->file_off - (off_t)from;
+		w->out_len = len;
+		w->fill_len = w->carry = tail;
 		atomic_store(&w->progress_ns, mono_ns());
 		pthread_cond_broadcast(&w->room);
-		size_t len = w->out_len;
 		int err = 0;
 		pthread_mutex_unlock(&w->mu);
-		size_t done = write_out(w, w->out, len, &err);
+		size_t done = write_round(w, w->out, len, from, at, &err);
 		pthread_mutex_lock(&w->mu);
-		settle(w, len, done);
+		settle(w, len, done, from, at);
 		if (err && !w->err) {
 			w->err = err;
-			w->lost += count_lines(w->fill, w->fill_len);
-			w->fill_len = 0;
+			w->lost += count_lines(w->fill + w->carry, w->fill_len - w->carry);
+			w->fill_len = w->carry = 0;
 		}
 		w->out_len = 0;
 		pthread_cond_broadcast(&w->room);
@@ -202,9 +262,16 @@ struct gb_lines *gb_lines__new(int fd, const struct gb_lines_opts *o)
 		return NULL;
 	size_t cap = o && o->capacity ? o->capacity : (2u << 20);
 	w->half = cap / 2 > SUMMARY_MAX ? cap / 2 : SUMMARY_MAX;
-	w->fill = malloc(w->half);
-	w->out = malloc(w->half);
+	w->half = (w->half + DIO_ALIGN - 1) & ~(size_t)(DIO_ALIGN - 1);
+	void *a = NULL, *b = NULL;
+	if (posix_memalign(&a, DIO_ALIGN, w->half) || posix_memalign(&b, DIO_ALIGN, w->half)) {
+		free(a);
+		a = NULL;
+	}
+	w->fill = a;
+	w->out = b;
 	w->fd = fd;
+	w->dfd = -1;
 	struct stat st;
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
 		w->regular = true;
@@ -212,6 +279,11 @@ struct gb_lines *gb_lines__new(int fd, const struct gb_lines_opts *o)
 		if (w->base < 0)
 			w->base = 0;
 		w->file_off = w->base;
+		if (o && o->direct && w->base % DIO_ALIGN == 0) {
+			char p[40];
+			snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+			w->dfd = open(p, O_WRONLY | O_DIRECT | O_CLOEXEC); /* -1: none here */
+		}
 	}
 	w->pipe = fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
 	if (o && o->give_up_after > 0)
@@ -284,7 +356,7 @@ void gb_lines__commit(struct gb_lines *w, size_t len)
 	 * STALL_S" starts when there is something to take (a trace whose first
 	 * lines come seconds after the output was opened, on a loaded machine,
 	 * was given up at once). */
-	if (!w->fill_len && !w->out_len && len)
+	if (w->fill_len <= w->carry && !w->out_len && len)
 		atomic_store(&w->progress_ns, mono_ns());
 	w->fill_len += len;
 	pthread_mutex_unlock(&w->mu);
@@ -293,9 +365,9 @@ void gb_lines__commit(struct gb_lines *w, size_t len)
 int gb_lines__flush(struct gb_lines *w)
 {
 	pthread_mutex_lock(&w->mu);
-	while (!w->err && (w->fill_len || w->out_len) && !w->gave_up && wait_writer(w))
+	while (!w->err && (w->fill_len > w->carry || w->out_len) && !w->gave_up && wait_writer(w))
 		;
-	int r = w->err ? w->err : (w->fill_len || w->out_len) ? -EAGAIN : 0;
+	int r = w->err ? w->err : (w->fill_len > w->carry || w->out_len) ? -EAGAIN : 0;
 	pthread_mutex_unlock(&w->mu);
 	return r;
 }
@@ -353,8 +425,8 @@ int gb_lines__finish(struct gb_lines *w, gb_lines_summary_fn fn, void *ctx)
 		w->stalled_for = (double)(mono_ns() - atomic_load(&w->progress_ns)) / 1e9;
 	stop_writer(w);
 	/* What the writer never took (the output stalled) is lost. */
-	w->lost += count_lines(w->fill, w->fill_len);
-	w->fill_len = 0;
+	w->lost += count_lines(w->fill + w->carry, w->fill_len - w->carry);
+	w->fill_len = w->carry = 0;
 	atomic_store(&w->quit, false); /* put_summary's poll */
 	int first = w->err;
 	char buf[SUMMARY_MAX];
@@ -406,6 +478,8 @@ void gb_lines__free(struct gb_lines *w)
 	pthread_cond_destroy(&w->work);
 	pthread_cond_destroy(&w->room);
 	pthread_mutex_destroy(&w->mu);
+	if (w->dfd >= 0)
+		close(w->dfd);
 	free(w->fill);
 	free(w->out);
 	free(w);

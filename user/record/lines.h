@@ -28,6 +28,9 @@ struct gb_lines_opts {
 	double give_up_after;   /* seconds after __new (e.g. --duration): a stalled
 				   output stops blocking the producer; 0 = never */
 	size_t capacity;        /* bytes buffered at most; 0 = 2 MiB */
+	bool direct;            /* fd is a regular file gebpf opened itself (its
+				   offset shared with nobody): write its aligned
+				   part with O_DIRECT where the file system can */
 };
 
 struct gb_lines;

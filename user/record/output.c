@@ -77,6 +77,7 @@ int gb_output_open(struct gb_output *out, const char *path, mode_t mode)
 	out->created = false;
 	out->path = path;
 	int n = named_fd(path);
+	out->own = n < 0;
 	int fd = n >= 0 ? dup_named(n) : open_once(path, mode, &out->created);
 	if (fd == -ENOENT)
 		fd = open_once(path, mode, &out->created); /* removed between the two opens */

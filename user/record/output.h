@@ -22,6 +22,9 @@ enum { GB_OUTPUT_SHARED = 0644, GB_OUTPUT_PRIVATE = 0600 };
 struct gb_output {
 	int fd;              /* -1 when closed */
 	bool created;        /* the file did not exist before */
+	bool own;            /* opened by its path here, not a descriptor gebpf
+				was given (/dev/stdout...): its offset is shared
+				with nobody */
 	const char *path;
 };
 

@@ -60,6 +60,7 @@ struct session {
 	struct gb_trace_range live;     /* the range as the trace knows it (trace/range.h) */
 	char range_text[600];
 	const char *out_name;
+	bool out_own;                   /* s->fd is a file gebpf opened (record/output.h) */
 };
 
 /* After the checks (target, range): a refused command leaves no file. */
@@ -72,6 +73,7 @@ static int open_output(struct session *s)
 			return -1;
 		s->fd = gb_recording__trace_fd(s->rec);
 		s->out_name = o->out_dir;
+		s->out_own = true;
 		return 0;
 	}
 	if (!o->out_file) {
@@ -83,6 +85,7 @@ static int open_output(struct session *s)
 		return -1;
 	s->fd = s->file.fd;
 	s->out_name = o->out_file;
+	s->out_own = s->file.own;
 	return 0;
 }
 
@@ -510,7 +513,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 
 	struct gb_jsonl_opts jo = {
 		.exec = o->exec, .max_events = o->max_events, .faults = o->faults,
-		.duration = o->duration,
+		.duration = o->duration, .direct = s.out_own,
 		.has_start = s.range.has_start, .has_end = s.range.has_end,
 		.start = s.range.start, .end = s.range.end,
 	};
