@@ -12,7 +12,10 @@ thread waits on the full ring and what gebpf writes per second is gebpf's
 own throughput: the ring drained, each record decoded, its lines made
 (exec, read, write) and written.  FILE is on /tmp (the disk's file system,
 where bench_traps' python row writes) and on /dev/shm (tmpfs), interleaved,
---reps rounds, medians.  Printed per output:
+--reps rounds, medians; and on /tmp once more as `-o /dev/stdout` with the
+shell's stdout redirected to it ("/tmp fd"): a descriptor gebpf was given,
+which it writes buffered, where a file it opens itself gets its whole 4 KiB
+blocks with O_DIRECT (docs/trace-format.md "Writing").  Printed per output:
 
   lines/s       lines written / gebpf's wall time (set-up and teardown in)
   lines/cpu-s   lines written / gebpf's own CPU time (user + system of gebpf
@@ -23,8 +26,9 @@ where bench_traps' python row writes) and on /dev/shm (tmpfs), interleaved,
   share         lines/cpu-s over lines/s: gebpf's CPU per wall second
                 (1.0: one core busy)
 
-The ratio printed is the /tmp file's lines/cpu-s over /dev/shm's (the
-cost of the disk's file system), measured in the same rounds.
+The ratios printed are the /tmp file's lines/cpu-s over /dev/shm's (the
+cost of the disk's file system) and over "/tmp fd"'s (direct over buffered
+writes), and the same of lines/s, measured in the same rounds.
 Needs root (ptrace).
 """
 import argparse
@@ -46,15 +50,21 @@ def cpu_children():
     return r.ru_utime + r.ru_stime
 
 
-def one(run, path, secs):
-    """(lines, wall, cpu) of one attach writing to path."""
+def one(run, path, secs, given_fd=False):
+    """(lines, wall, cpu) of one attach writing to path (given_fd: through
+    `-o /dev/stdout`, the shell's stdout redirected to path)."""
     p = subprocess.Popen([SHORT, "2000000000"], stdout=subprocess.DEVNULL)
     try:
         time.sleep(0.3)
         c0 = cpu_children()
-        wall, _ = run.timed([GEBPF, "trace", "--trap", "patch", "-p", str(p.pid), "--range",
-                             "fnv", "--duration", str(secs), "--max-events", "0", "-o", path],
-                            "gebpf trace --trap patch -p shortcall")
+        cmd = [GEBPF, "trace", "--trap", "patch", "-p", str(p.pid), "--range", "fnv",
+               "--duration", str(secs), "--max-events", "0", "-o"]
+        if given_fd:
+            cmd = ["sh", "-c", 'exec "$@" /dev/stdout > "$GB_DRAIN_OUT"', "sh"] + cmd
+            os.environ["GB_DRAIN_OUT"] = path
+        else:
+            cmd.append(path)
+        wall, _ = run.timed(cmd, "gebpf trace --trap patch -p shortcall")
         cpu = cpu_children() - c0
         lines = last_line(path)["events"]
         os.unlink(path)
@@ -80,6 +90,7 @@ def main():
         if not os.access(x, os.X_OK):
             raise SystemExit("bench_drain: %s not built (make OUTPUT=%s bench)" % (x, OUT))
     dirs = {"/tmp": tempfile.mkdtemp(prefix="gebpf-bench-drain-")}
+    dirs["/tmp fd"] = dirs["/tmp"]
     if os.path.isdir("/dev/shm"):
         dirs["/dev/shm"] = tempfile.mkdtemp(prefix="gebpf-bench-drain-", dir="/dev/shm")
     run = Runner("bench_drain", dirs["/tmp"], a.verbose)
@@ -88,7 +99,7 @@ def main():
     try:
         for rnd in range(a.reps):
             for k, d in dirs.items():
-                lines, wall, cpu = one(run, os.path.join(d, "drain.jsonl"), a.secs)
+                lines, wall, cpu = one(run, os.path.join(d, "drain.jsonl"), a.secs, k == "/tmp fd")
                 if lines == 0:
                     warn.append("%s: no line written" % k)
                 res[k].append((lines, wall, cpu))
@@ -107,9 +118,12 @@ def main():
         print(fmt % (k, "%.0f" % med([n / w for n, w, c in rs]), "%.0f" % med(per_cpu[k]),
                      "%.0f" % (1e9 / med(per_cpu[k])), "%.2f" % med([c / w for n, w, c in rs]),
                      "%.0f" % med([n for n, w, c in rs])))
-    if "/dev/shm" in per_cpu:
-        r = med([x / y for x, y in zip(per_cpu["/tmp"], per_cpu["/dev/shm"])])
-        print("   ratio /tmp / /dev/shm lines per cpu-s: %.3f" % r)
+    per_wall = {k: [n / w for n, w, c in rs] for k, rs in res.items()}
+    for other in ("/dev/shm", "/tmp fd"):
+        if other in per_cpu:
+            print("   ratio /tmp / %s: lines per cpu-s %.3f, lines/s %.3f" % (
+                other, med([x / y for x, y in zip(per_cpu["/tmp"], per_cpu[other])]),
+                med([x / y for x, y in zip(per_wall["/tmp"], per_wall[other])])))
     return finish(warn)
 
 

@@ -170,6 +170,37 @@ def test_sigkill_leaves_what_was_traced(trace_ready, tmp_path):
         stop(target)
 
 
+def test_direct_writes_give_the_same_bytes(trace_ready, tmp_path):
+    """A trace of ~80 MB to a file gebpf opens itself takes both ways of
+    writing (buffered, then direct for a window of 16 MiB at least:
+    docs/trace-format.md "Writing") and equals byte for byte the same trace
+    written through `-o /dev/stdout` (a descriptor gebpf was given: buffered
+    only), and both end at a line's end with the summary."""
+    own, given = tmp_path / "own.jsonl", tmp_path / "given.jsonl"
+    cmd = [gebpf_path(), "trace", "-v", "--engine", "step", "--range", "traced",
+           "--max-events", "0", "-o"]
+    argv = ["--", prog_path("spin"), "20000", "0"]
+    r = subprocess.run(cmd + [str(own)] + argv, capture_output=True, text=True,
+                       env=stable_env(), timeout=600)
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"gebpf: output: ([0-9.]+) MB written, ([0-9]+)% direct \(O_DIRECT\), the way "
+                  r"changed ([0-9]+) times", r.stderr)
+    if m is None and "output:" not in r.stderr:
+        pytest.skip("the file system of %s takes no O_DIRECT (no `output:` line)" % tmp_path)
+    assert m, r.stderr
+    assert float(m.group(1)) > 40 and int(m.group(2)) > 0 and int(m.group(3)) >= 1, m.group(0)
+    with open(given, "wb") as f:
+        r2 = subprocess.run(cmd + ["/dev/stdout"] + argv, stdout=f, stderr=subprocess.PIPE,
+                            text=True, env=stable_env(), timeout=600)
+    assert r2.returncode == 0, r2.stderr
+    assert "gebpf: output:" not in r2.stderr
+    a = own.read_bytes()
+    # (the program's own lines, "ready" and its checksum, share that stdout)
+    b = b"".join(x for x in given.read_bytes().splitlines(True) if x.startswith(b'{"t":'))
+    assert len(a) == len(b) and a == b
+    assert a.endswith(b"\n") and a[a.rindex(b"\n", 0, len(a) - 1) + 1:].startswith(b'{"t":"summary"')
+
+
 def test_out_dir_owned_by_another_user(trace_ready, tmp_path):
     """As root, --out into another user's directory holding a `blobs`
     symlink to a root-only directory: refused, nothing written through it."""

@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/sigflag.h"
+#include "record/wmode.h"
 
 #define TICK_MS 250         /* the writer writes what it holds this often */
 #define SLICE_MS 100        /* waits are sliced to notice signals and quit */
@@ -50,6 +52,9 @@ struct gb_lines {
 	int nends;
 	uint64_t nlines;            /* lines in the file since base */
 	int dfd;                    /* the file opened again with O_DIRECT, or -1 */
+	struct gb_wmode mode;       /* dfd >= 0: buffered or direct, measured */
+	bool could_direct;
+	uint64_t bytes_direct, bytes_all; /* written (new bytes) each way, all */
 	size_t carry;               /* direct: fill[0..carry) is in the file already
 				       (written buffered), fill[0] at file_off - carry */
 };
@@ -146,13 +151,11 @@ static size_t write_out(struct gb_lines *w, const char *buf, size_t len, int *er
 	return done;
 }
 
-/* Direct mode: out[0..len) at file offset at (aligned), of which out[0..from)
- * is in the file already.  The aligned part goes with O_DIRECT: no copy into
- * the page cache, which costs a VM's writer more CPU than the trace's
- * formatting (fresh page-cache pages fault in the host), and the disk takes
- * it 3x faster than buffered writes there.  The unaligned end is written
- * buffered, so that the file ends at a line's end after every round as
- * before (a SIGKILLed gebpf leaves whole lines); the next round's direct
+/* Direct: out[0..len) at file offset at (aligned), of which out[0..from) is
+ * in the file already.  The aligned part goes with O_DIRECT (no copy into
+ * the page cache: record/wmode.h says when that wins).  The unaligned end is
+ * written buffered, so that the file ends at a line's end after every round
+ * as before (a SIGKILLed gebpf leaves whole lines); the next round's direct
  * write covers that block again.  Returns the bytes of out in the file;
  * *err on failure. */
 static size_t write_direct(struct gb_lines *w, const char *out, size_t len, off_t at, int *err)
@@ -165,6 +168,7 @@ static size_t write_direct(struct gb_lines *w, const char *out, size_t len, off_
 		if (r < 0 && errno == EINVAL) {
 			close(w->dfd); /* a stricter alignment: buffered from now on */
 			w->dfd = -1;
+			gb_wmode__no_direct(&w->mode);
 			break;
 		}
 		if (r <= 0) {
@@ -184,17 +188,27 @@ static size_t write_direct(struct gb_lines *w, const char *out, size_t len, off_
 }
 
 /* One round of the writer: out[0..len) at file offset at, of which
- * out[0..from) is in the file already (direct mode's carry). */
+ * out[0..from) is in the file already (the direct way's carry), timed for
+ * the choice of the way.  Buffered when at is not aligned: the round that
+ * turns to direct writes, its carry makes the next one start aligned. */
 static size_t write_round(struct gb_lines *w, const char *out, size_t len, size_t from, off_t at,
 			  int *err)
 {
+	uint64_t t0 = gb_mono_ns();
+	size_t done;
+	if (w->dfd >= 0 && w->mode.direct && at % DIO_ALIGN == 0)
+		done = write_direct(w, out, len, at, err);
+	else if (from && lseek(w->fd, at, SEEK_SET) < 0) /* (after direct writes) */
+		*err = -errno, done = 0;
+	else
+		done = write_out(w, out, len, err);
+	size_t fresh = done - (done < from ? done : from);
+	w->bytes_all += fresh;
+	if (w->dfd >= 0 && w->mode.direct)
+		w->bytes_direct += fresh;
 	if (w->dfd >= 0)
-		return write_direct(w, out, len, at, err);
-	if (from && lseek(w->fd, at, SEEK_SET) < 0) { /* (direct I/O was just given up) */
-		*err = -errno;
-		return 0;
-	}
-	return write_out(w, out, len, err);
+		gb_wmode__round(&w->mode, fresh, gb_mono_ns() - t0);
+	return done;
 }
 
 /* After a round of out[0..len) (out[0..from) in the file before it, out[0]
@@ -231,9 +245,11 @@ static void *writer_main(void *arg)
 		w->out = w->fill;
 		w->fill = t;
 		size_t len = w->fill_len, from = w->carry;
-		size_t tail = w->dfd >= 0 ? len % DIO_ALIGN : 0;
-		memcpy(w->fill, w->out + len - tail, tail); /* the next round starts aligned */
 		off_t at = w->file_off - (off_t)from;
+		size_t tail = w->dfd >= 0 && w->mode.direct ? (size_t)(at + (off_t)len) % DIO_ALIGN : 0;
+		if (tail > len)
+			tail = 0; /* (turning direct: the block began before this round) */
+		memcpy(w->fill, w->out + len - tail, tail); /* the next round starts aligned */
 		w->out_len = len;
 		w->fill_len = w->carry = tail;
 		atomic_store(&w->progress_ns, mono_ns());
@@ -284,6 +300,9 @@ struct gb_lines *gb_lines__new(int fd, const struct gb_lines_opts *o)
 			snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
 			w->dfd = open(p, O_WRONLY | O_DIRECT | O_CLOEXEC); /* -1: none here */
 		}
+		gb_wmode__init(&w->mode, w->dfd >= 0);
+		w->could_direct = w->dfd >= 0;
+		w->mode.direct = w->dfd >= 0 && o->direct_first;
 	}
 	w->pipe = fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
 	if (o && o->give_up_after > 0)
@@ -442,6 +461,12 @@ int gb_lines__finish(struct gb_lines *w, gb_lines_summary_fn fn, void *ctx)
 	if (!first && r == -EAGAIN)
 		first = -EAGAIN;
 	w->err = first;
+	if (w->could_direct)
+		gb_info("output: %.1f MB written, %.0f%% direct (O_DIRECT), the way changed %llu times; "
+			"last measured %.0f MB/s direct, %.0f MB/s buffered", (double)w->bytes_all / 1e6,
+			w->bytes_all ? 100.0 * (double)w->bytes_direct / (double)w->bytes_all : 0.0,
+			(unsigned long long)w->mode.switches, w->mode.rate[1] / 1e6,
+			w->mode.rate[0] / 1e6);
 	return first;
 }
 
@@ -451,6 +476,8 @@ void gb_lines__status(struct gb_lines *w, struct gb_lines_status *st)
 	st->err = w->err;
 	st->stalled = stalled_locked(w);
 	st->lost = w->lost;
+	st->bytes_direct = w->bytes_direct;
+	st->switches = w->mode.switches;
 	pthread_mutex_unlock(&w->mu);
 }
 

@@ -29,8 +29,10 @@ struct gb_lines_opts {
 				   output stops blocking the producer; 0 = never */
 	size_t capacity;        /* bytes buffered at most; 0 = 2 MiB */
 	bool direct;            /* fd is a regular file gebpf opened itself (its
-				   offset shared with nobody): write its aligned
-				   part with O_DIRECT where the file system can */
+				   offset shared with nobody): its aligned part
+				   may go with O_DIRECT where the file system
+				   can, whichever way is faster (record/wmode.h) */
+	bool direct_first;      /* ... starting with O_DIRECT (tests) */
 };
 
 struct gb_lines;
@@ -64,6 +66,7 @@ struct gb_lines_status {
 			     wait, or the producer gave up on it */
 	uint64_t lost;    /* lines committed that are not in the output (write
 			     error, cut for the summary, abandoned on a stall) */
+	uint64_t bytes_direct, switches; /* written with O_DIRECT; changes of way */
 };
 void gb_lines__status(struct gb_lines *w, struct gb_lines_status *st);
 /* After finish() failed: what happened, for a message, in buf: "the reader
