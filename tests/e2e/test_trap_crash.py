@@ -22,6 +22,9 @@ The same campaigns run pt_churn (3 threads at a time, each created, entering
 the patches are in, and after the worker is gone): it must finish by itself
 with its native output (a thread made after the worker died inherits its
 creator's area: the entry blocks' owner check sends it to native copies).
+And pt_relchurn, pt_churn's program whose patched entries begin with a call
+and with jccs: the native copies run them relocated (user/jit/reloc.c), and
+`-v` must say that every entry block has the owner check.
 
 GEBPF_CRASH_RUNS=N runs N per kind (default 20, ~70 s here; the issue's
 50 each is GEBPF_CRASH_RUNS=50, ~3 min on this 2-core VM), three at a time.
@@ -48,10 +51,18 @@ pytestmark = [pytest.mark.probetrap, pytest.mark.usefixtures("probes_ready")]
 RUNS = int(os.environ.get("GEBPF_CRASH_RUNS", "0") or 0) or 20
 THREADS = 3
 PHASES = ("setup", "run", "end")
-PROGS = ("pt_crash", "pt_churn")
+PROGS = ("pt_crash", "pt_churn", "pt_relchurn")
+CHURNS = ("pt_churn", "pt_relchurn")
 
 
 CHURN = ["3", "2000", "300"]      # pt_churn THREADS TOTAL CALLS: ~2 s natively
+
+
+def owner_checks(stderr):
+    """(entry blocks with the owner check, entry blocks), from -v; None
+    when the trace did not get that far."""
+    m = re.search(r"the owner check in (\d+) of (\d+) entry blocks", stderr)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def text_now(pid, prog, names=("traced", "helper")):
@@ -123,7 +134,7 @@ def one_run(mode, seed, outdir, prog="pt_crash"):
     phase = PHASES[seed % 3]
     fill = rnd.choice(["20000", "20000", "300"])   # 300: the ring fills fast
     duration = rnd.uniform(0.2, 0.6)
-    churn = prog == "pt_churn"
+    churn = prog in CHURNS
     if churn:
         fill = "-"
     res = {"mode": mode, "seed": seed, "phase": phase, "fill": fill, "prog": prog}
@@ -183,11 +194,15 @@ def one_run(mode, seed, outdir, prog="pt_crash"):
         if churn and p.poll() is not None:
             res["text_restored"] = res["cache_gone"] = res["gs0"] = res["dropping"] = None
             err.seek(0)
-            res["stderr"] = err.read()[-2000:]
+            res["stderr"] = err.read()
+            res["owner"] = owner_checks(res["stderr"])
+            res["stderr"] = res["stderr"][-2000:]
             out = p.stdout.read()
             return finish_churn(res, p, out, argv)
         err.seek(0)
-        res["stderr"] = err.read()[-2000:]
+        res["stderr"] = err.read()
+        res["owner"] = owner_checks(res["stderr"])
+        res["stderr"] = res["stderr"][-2000:]
         try:
             code = text_now(p.pid, prog)
             res["text_restored"] = all(got == want for got, want in code.values())
@@ -236,11 +251,11 @@ def finish_churn(res, p, out, argv):
     if p.returncode != 0:
         res["result"] = "died: status %d" % p.returncode
         return res
-    if "churn" not in NATIVE:
-        NATIVE["churn"] = subprocess.run(argv, capture_output=True, timeout=120,
+    if argv[0] not in NATIVE:
+        NATIVE[argv[0]] = subprocess.run(argv, capture_output=True, timeout=120,
                                          check=True).stdout
-    res["result"] = "ok" if out == NATIVE["churn"] else "output %r, native %r" % (
-        out, NATIVE["churn"])
+    res["result"] = "ok" if out == NATIVE[argv[0]] else "output %r, native %r" % (
+        out, NATIVE[argv[0]])
     return res
 
 
@@ -259,6 +274,7 @@ def campaign(mode, tmp_path, prog="pt_crash", nruns=RUNS):
         "cache_gone": count(lambda r: r["cache_gone"]),
         "gs0": count(lambda r: r["gs0"]),
         "ring_gave_up": count(lambda r: r.get("dropping")),
+        "all_checked": count(lambda r: r.get("owner") and r["owner"][0] == r["owner"][1]),
         "by_phase": {ph: count(lambda r: r["phase"] == ph) for ph in PHASES},
     }
     print(json.dumps(summary))
@@ -275,8 +291,14 @@ def campaign(mode, tmp_path, prog="pt_crash", nruns=RUNS):
 
 
 def failures(runs, pred):
+    """The runs pred names a failure for; on pt_relchurn also every run whose
+    -v says an entry block without the owner check."""
+    def bad(r):
+        o = r.get("owner")
+        return pred(r) or (r["prog"] == "pt_relchurn" and o and o[0] != o[1] and
+                           "the owner check in %d of %d entry blocks" % o)
     return ["%s %s seed %d (%s, fill %s): %s" % (r["prog"], r["mode"], r["seed"], r["phase"],
-                                                  r["fill"], pred(r)) for r in runs if pred(r)]
+                                                  r["fill"], bad(r)) for r in runs if bad(r)]
 
 
 @pytest.mark.parametrize("prog", PROGS)
@@ -291,6 +313,7 @@ def test_sigkill_gebpf(prog, tmp_path):
                    (r["gs0"] is False and "gs base"))
     assert not bad, "%s\n%s" % (s, "\n".join(bad))
     assert s["attached"] >= RUNS // 3, s
+    assert prog != "pt_relchurn" or s["all_checked"] >= RUNS // 3, s
 
 
 @pytest.mark.parametrize("prog", PROGS)
@@ -303,6 +326,7 @@ def test_sigkill_worker(prog, tmp_path):
                    (r["text_restored"] is False and "text not restored"))
     assert not bad, "%s\n%s" % (s, "\n".join(bad))
     assert s["attached"] >= RUNS // 3, s
+    assert prog != "pt_relchurn" or s["all_checked"] >= RUNS // 3, s
 
 
 @pytest.mark.parametrize("prog", PROGS)
@@ -312,6 +336,7 @@ def test_sigkill_both(prog, tmp_path):
     bad = failures(runs, lambda r: r["result"] != "ok" and r["result"])
     assert not bad, "%s\n%s" % (s, "\n".join(bad))
     assert s["attached"] >= RUNS // 3, s
+    assert prog != "pt_relchurn" or s["all_checked"] >= RUNS // 3, s
 
 
 def test_signal_handlers_entering_the_range_gebpf_killed(tmp_path):

@@ -97,3 +97,6 @@ $(OUTPUT)/progs/tc_except: tests/progs/tc_except.cc
 	$(call msg,PROG,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CXX) -O1 -g -no-pie -fno-pie -fno-omit-frame-pointer -static-libstdc++ -static-libgcc $< -o $@
+
+# pt_relchurn: pt_churn's program with a `traced` of its own (included).
+$(OUTPUT)/progs/pt_relchurn: tests/progs/pt_churn.c

@@ -24,6 +24,7 @@ __attribute__((noinline)) long helper(long x)
 	return x * 7 + 1;
 }
 
+#ifndef PT_CHURN_TRACED /* (pt_relchurn.c brings its own) */
 __attribute__((noinline)) long traced(long *slot, long i)
 {
 	long v = slot[i & 3] * 31 + i;
@@ -40,6 +41,7 @@ __attribute__((noinline)) long traced(long *slot, long i)
 	slot[i & 3] = v & 0xffffff;
 	return v & 0xffff;
 }
+#endif
 
 static void *worker(void *arg)
 {

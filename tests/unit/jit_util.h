@@ -24,6 +24,18 @@ static inline const struct gb_insn *jit_fetch(void *ctx, uint64_t pc)
 	return gb_decode(pc, (const uint8_t *)pc, GB_INSN_MAX_LEN, out) ? NULL : out;
 }
 
+/* The instructions of b[0..n) as if at pc, at most max of them. */
+static inline size_t jit_decode_all(uint64_t pc, const uint8_t *b, size_t n, struct gb_insn *out,
+				    size_t max)
+{
+	size_t k = 0;
+	for (size_t off = 0; off < n && k < max; k++) {
+		cr_assert_eq(gb_decode(pc + off, b + off, n - off, &out[k]), 0, "bytes +%zu", off);
+		off += out[k].len;
+	}
+	return k;
+}
+
 /* A cache (code + data, read/write/exec here) near code at near_code;
  * shared: MAP_SHARED, so that a forked child runs in the same cache. */
 static inline struct gb_jit_mem jit_map_near_as(uint64_t near_code, bool shared)

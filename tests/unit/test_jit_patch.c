@@ -15,16 +15,6 @@
 extern uint8_t ns_f[], ns_f_end[], ns_tail[], ns_ret_site[];   /* test_jit_nostop.c */
 extern uint64_t ns_seen;
 
-static size_t decode_all(uint64_t pc, const uint8_t *b, size_t n, struct gb_insn *out, size_t max)
-{
-	size_t k = 0;
-	for (size_t off = 0; off < n && k < max; k++) {
-		cr_assert_eq(gb_decode(pc + off, b + off, n - off, &out[k]), 0);
-		off += out[k].len;
-	}
-	return k;
-}
-
 /* One entry's decision for code bytes at 0x400000 (the cache at cache). */
 static int why(const uint8_t *b, size_t n, const uint64_t *entries, size_t nent, bool writable,
 	       uint64_t cache, size_t which)
@@ -32,7 +22,7 @@ static int why(const uint8_t *b, size_t n, const uint64_t *entries, size_t nent,
 	struct gb_insn in[16];
 	const uint64_t base = 0x400000;
 	struct gb_patch_map map = { base & ~0xfffull, (base + n + 0xfff) & ~0xfffull, writable };
-	struct gb_patch_in pi = { base, base + n - 1, entries, nent, in, decode_all(base, b, n, in, 16),
+	struct gb_patch_in pi = { base, base + n - 1, entries, nent, in, jit_decode_all(base, b, n, in, 16),
 				  &map, 1, cache, cache + GB_JIT_CODE_SIZE };
 	struct gb_patch_plan pl;
 	cr_assert_eq(gb_patch_plan(&pi, &pl), 0);
@@ -88,7 +78,7 @@ Test(jit_patch, a_patched_function_called_normally_runs_through_the_cache, .fini
 	mem = jit_map_near(f);
 	jit = jit_open_nostop(&mem, ns_f, ns_f_end, 200);
 	struct gb_insn in[64];
-	size_t nin = decode_all(f, ns_f, len, in, 64);
+	size_t nin = jit_decode_all(f, ns_f, len, in, 64);
 	/* the start and the return sites after its three calls */
 	uint64_t entries[] = { f, f + 9, f + 21, (uint64_t)ns_ret_site };
 	struct gb_patch_map map = { pg, pg_end, false }; /* r-x, as the file maps it */

@@ -115,6 +115,49 @@ __asm__(
 	"uw_dst: .fill 48, 1, 0\n"
 	".text\n");
 
+/* Entries whose first 5 bytes hold a call, a jcc taken, a jcc not taken,
+ * a jmp, a loop back into them (the owner check's native path relocates
+ * each: user/jit/reloc.c).  Each returns a value of n only. */
+extern uint8_t uw_br[], uw_bcall[], uw_bjcc[], uw_bjnz[], uw_bjmp[], uw_bloop[], uw_br_end[];
+__asm__(
+	".text\n"
+	".globl uw_br, uw_bcall, uw_bjcc, uw_bjnz, uw_bjmp, uw_bloop, uw_br_end\n"
+	"uw_br:\n"
+	"uw_bcall:\n"
+	"	call uw_btwice\n"            /* call rel32 */
+	"	add $1, %rax\n"
+	"	ret\n"
+	"uw_btwice:\n"
+	"	lea (%rdi,%rdi), %rax\n"
+	"	ret\n"
+	"uw_bjcc:\n"
+	"	cmp $3, %rdi\n"
+	"	je 1f\n"                     /* taken for 3 */
+	"	xor %eax, %eax\n"
+	"	ret\n"
+	"1:	lea 7(%rdi), %rax\n"
+	"	ret\n"
+	"uw_bjnz:\n"
+	"	test %rdi, %rdi\n"
+	"	.byte 0x0f, 0x84\n"          /* jz rel32, not taken */
+	"	.long 1f - . - 4\n"
+	"	lea 9(%rdi), %rax\n"
+	"	ret\n"
+	"1:	xor %eax, %eax\n"
+	"	ret\n"
+	"uw_bjmp:\n"
+	"	jmp 1f\n"
+	"	ud2\n"
+	"	ud2\n"
+	"1:	lea 11(%rdi), %rax\n"
+	"	ret\n"
+	"uw_bloop:\n"
+	"	mov %rdi, %rcx\n"
+	"2:	loop 2b\n"                   /* back to itself: its copy */
+	"	lea 13(%rdi,%rcx), %rax\n"
+	"	ret\n"
+	"uw_br_end:\n");
+
 static struct gb_jit_mem mem;
 static struct gb_jit *jit;
 static long (*uw_fn)(long) = (long (*)(long))(uintptr_t)uw_f; /* what the child runs */
@@ -362,21 +405,26 @@ static int read_child(void *ctx, uint64_t addr, void *buf, size_t n)
 	return process_vm_readv(cur_child, &l, 1, &r, 1, 0) == (ssize_t)n ? 0 : -1;
 }
 
-/* A translator with the owner check, area 0's owner fs base fs_delta off
- * this thread's (the forked child's is the same). */
-static uint64_t open_checked(long fs_delta)
+/* A translator over [lo, end) with the owner check, area 0's owner fs
+ * base fs_delta off this thread's (the forked child's is the same). */
+static void open_checked_over(const void *lo, const void *end, long fs_delta)
 {
 	if (!(getauxval(AT_HWCAP2) & (1 << 1)))
 		cr_skip_test("no FSGSBASE (rdfsbase) here");
-	mem = jit_map_near_as((uint64_t)uw_f, true);
+	mem = jit_map_near_as((uint64_t)lo, true);
 	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = 200, .owner_check = true,
 				 .read = read_child };
-	jit = gb_jit__new_opts(&mem, (uint64_t)uw_f, (uint64_t)uw_f_end - 1, &o);
+	jit = gb_jit__new_opts(&mem, (uint64_t)lo, (uint64_t)end - 1, &o);
 	cr_assert_not_null(jit);
 	cr_assert_eq(syscall(SYS_arch_prctl, ARCH_SET_GS, gb_jit__tls(jit, 0)), 0);
 	unsigned long fs = 0;
 	cr_assert_eq(syscall(SYS_arch_prctl, ARCH_GET_FS, &fs), 0);
 	gb_jit__area_fs(jit, 0, fs + (unsigned long)fs_delta);
+}
+
+static uint64_t open_checked(long fs_delta)
+{
+	open_checked_over(uw_f, uw_f_end, fs_delta);
 	uint64_t e = gb_jit__entry(jit, (uint64_t)uw_f, jit_fetch, NULL);
 	cr_assert_neq(e, 0);
 	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)uw_f, jit_fetch, NULL), 0);
@@ -403,4 +451,30 @@ Test(jit_unwind, a_thread_not_the_areas_owner_runs_the_entry_natively)
 	cr_assert_gt(kinds[GB_JIT_NS_NATIVE], 2, "%d stops in the native copy", kinds[GB_JIT_NS_NATIVE]);
 	cr_assert_lt(k, 40, "%d steps in the cache", k);
 	cr_assert_eq(gb_jit__ring_used(jit), 0, "it wrote records");
+}
+
+Test(jit_unwind, a_thread_not_the_owner_runs_relocated_calls_and_branches_at_every_step)
+{
+	static uint8_t *const f[] = { uw_bcall, uw_bjcc, uw_bjnz, uw_bjmp, uw_bloop };
+	/* its stops in the copy: push + jmp; cmp + jcc + jmp; test + jcc + the jump
+	 * back; jmp; mov + (loop + jmp) x 2 + loop + jmp short + the jump back */
+	static const int native[] = { 2, 3, 3, 1, 8 };
+	open_checked_over(uw_br, uw_br_end, 0x1000);
+	for (unsigned i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		uint64_t e = gb_jit__entry(jit, (uint64_t)f[i], jit_fetch, NULL);
+		cr_assert_neq(e, 0, "function %u: no entry block", i);
+		uw_fn = (long (*)(long))(uintptr_t)f[i];
+		int held = 0, kinds[8] = { 0 };
+		int k = every_step(e, &held, kinds);
+		cr_assert_eq(held, 0, "function %u: it took the lock", i);
+		cr_assert_eq(kinds[GB_JIT_NS_NATIVE], native[i], "function %u: %d stops in the native copy",
+			     i, kinds[GB_JIT_NS_NATIVE]);
+		cr_assert_gt(k, 12, "function %u: %d steps in the cache", i, k);
+		cr_assert_eq(gb_jit__ring_used(jit), 0, "function %u: it wrote records", i);
+	}
+	struct gb_jit_stats js;
+	gb_jit__stats(jit, &js);
+	cr_assert_eq(js.owner_checks, js.entries, "%lu of %lu entries checked",
+		     (unsigned long)js.owner_checks, (unsigned long)js.entries);
+	uw_fn = (long (*)(long))(uintptr_t)uw_f;
 }

@@ -281,21 +281,46 @@ void gb_emit_xchg32(struct gb_emit *m, uint64_t addr, unsigned r)
 	encode(m, &q);
 }
 
+/* o: the target operand of call/jmp in (a register or a memory operand,
+ * RIP-relative ones re-encoded, rsp-based ones rsp_up bytes further: after
+ * a push); false for an fs/gs-based one. */
+static bool target_op(ZydisEncoderOperand *o, const struct gb_insn *in, int64_t rsp_up)
+{
+	const ZydisDecodedOperand *d = &in->ops[0];
+	if (d->type == ZYDIS_OPERAND_TYPE_REGISTER) {
+		op_reg(o, d->reg.value);
+		return true;
+	}
+	if (d->type != ZYDIS_OPERAND_TYPE_MEMORY || d->mem.segment == ZYDIS_REGISTER_FS ||
+	    d->mem.segment == ZYDIS_REGISTER_GS)
+		return false;
+	int64_t disp = d->mem.disp.value;
+	if (d->mem.base == ZYDIS_REGISTER_RIP)
+		disp += (int64_t)(in->pc + in->len);
+	else if (d->mem.base == ZYDIS_REGISTER_RSP)
+		disp += rsp_up;
+	op_mem(o, d->mem.base, d->mem.index, d->mem.scale, disp, 8);
+	return true;
+}
+
 void gb_emit_load_target(struct gb_emit *m, unsigned r, const struct gb_insn *in)
 {
-	const ZydisDecodedOperand *o = &in->ops[0];
 	ZydisEncoderRequest q;
 	req_init(&q, ZYDIS_MNEMONIC_MOV, 2);
 	op_reg(&q.operands[0], gb_emit_reg(r));
-	if (o->type == ZYDIS_OPERAND_TYPE_REGISTER) {
-		op_reg(&q.operands[1], o->reg.value);
-	} else if (o->type == ZYDIS_OPERAND_TYPE_MEMORY && o->mem.segment != ZYDIS_REGISTER_FS &&
-		   o->mem.segment != ZYDIS_REGISTER_GS) {
-		int64_t disp = o->mem.disp.value;
-		if (o->mem.base == ZYDIS_REGISTER_RIP)
-			disp += (int64_t)(in->pc + in->len);
-		op_mem(&q.operands[1], o->mem.base, o->mem.index, o->mem.scale, disp, 8);
-	} else {
+	if (!target_op(&q.operands[1], in, 0)) {
+		m->err = m->err ? m->err : -EINVAL;
+		return;
+	}
+	encode(m, &q);
+}
+
+void gb_emit_jmp_target(struct gb_emit *m, const struct gb_insn *in, int32_t rsp_up)
+{
+	ZydisEncoderRequest q;
+	req_init(&q, ZYDIS_MNEMONIC_JMP, 1);
+	q.branch_type = ZYDIS_BRANCH_TYPE_NEAR;
+	if (!target_op(&q.operands[0], in, rsp_up)) {
 		m->err = m->err ? m->err : -EINVAL;
 		return;
 	}

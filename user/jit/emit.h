@@ -3,6 +3,7 @@
 #ifndef GB_JIT_EMIT_H
 #define GB_JIT_EMIT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,6 +19,13 @@ struct gb_emit {
 };
 
 static inline uint64_t gb_emit_here(const struct gb_emit *m) { return m->base + m->used; }
+
+/* Is to within a rel32's reach (a little to spare) of all of [lo, hi]? */
+static inline bool gb_emit_reach32(uint64_t lo, uint64_t hi, uint64_t to)
+{
+	int64_t a = (int64_t)(to - lo), b = (int64_t)(to - hi);
+	return a > INT32_MIN + 16 && a < INT32_MAX - 16 && b > INT32_MIN + 16 && b < INT32_MAX - 16;
+}
 
 /* The Zydis register of enum gb_reg slot r (64-bit). */
 ZydisRegister gb_emit_reg(unsigned r);
@@ -52,6 +60,8 @@ void gb_emit_xchg32(struct gb_emit *m, uint64_t addr, unsigned r);       /* xchg
 /* mov r, <the target operand of call/jmp in> (a register or a memory
  * operand, RIP-relative ones re-encoded). */
 void gb_emit_load_target(struct gb_emit *m, unsigned r, const struct gb_insn *in);
+/* jmp <the same operand> (reloc.c: rsp-based ones rsp_up bytes further). */
+void gb_emit_jmp_target(struct gb_emit *m, const struct gb_insn *in, int32_t rsp_up);
 /* Re-point the rel32 field at offset off (ending at off + 4) to target. */
 void gb_emit_repoint(struct gb_emit *m, size_t off, uint64_t target);
 

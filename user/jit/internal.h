@@ -50,7 +50,9 @@ struct unit {
 	/* U_NS lookup (unwind.c): the flags in T_FLG over [o_flg, o_sahf1) and
 	 * [o_out, o_sahf2); the hit's final jmp; the out path's release.
 	 * U_NS exit of a direct call: o_insn after its push, tgt its target;
-	 * U_NS lookup of a ret: tgt the bytes it pops. */
+	 * U_NS lookup of a ret: tgt the bytes it pops.
+	 * U_NS native (reloc.h's pieces): tgt the bytes its rsp is below
+	 * the original's (a call's push done, its jump not). */
 	uint32_t o_flg, o_sahf1, o_out, o_sahf2, o_hit, o_rel;
 	uint64_t tgt;
 	uint64_t pc;           /* U_HEAD: block; U_INSN: instruction; U_STUB/U_LINK: target */
@@ -244,9 +246,9 @@ void ns_areas_init(struct gb_jit *j);
 
 /* owner.c: an entry block's owner check, emitted at the start of its unit
  * u when gb_jit_opts.owner_check and the instructions its patch covers at
- * pc can run from a copy (in, their count returned; 0: no check), and the
- * copy a thread that is not the area's owner runs (after the unit's end:
- * to_native is the check's jump to it). */
+ * pc can run from a copy (reloc.h: in, their count returned; 0: no check),
+ * and the copy a thread that is not the area's owner runs (after the
+ * unit's end: to_native is the check's jump to it). */
 unsigned ns_owner_check(struct gb_jit *j, struct unit *u, uint64_t pc, gb_jit_fetch_fn fetch,
 			void *ctx, struct gb_insn in[5], size_t *to_native);
 void ns_owner_native(struct gb_jit *j, const struct gb_insn *in, unsigned n, size_t to_native);

@@ -310,8 +310,9 @@ enum gb_jit_ns_kind {
 	GB_JIT_NS_LOOKUP,    /* ret / indirect jmp / call: the table lookup */
 	GB_JIT_NS_RING,      /* the ring's slow path (wake, wait, drop) */
 	GB_JIT_NS_NATIVE,    /* an entry's instructions run natively from a copy
-			      * by a thread not its area's owner (owner.c; pc
-			      * the instruction, or where the copy jumps back) */
+			      * by a thread not its area's owner (owner.c,
+			      * reloc.h; pc the instruction, a branch's target,
+			      * or where the copy jumps back) */
 };
 
 /* What a target rip in the code region means, for putting the thread back

@@ -3,8 +3,10 @@
  * area's owner, so that a thread made after gebpf's worker died (it
  * inherits its creator's gs base, so its area: nobody gives it one) never
  * writes into another thread's area.  Such a thread runs the instructions
- * under the entry's patch natively from a copy and goes on at the original
- * code after them: unrecorded, and touching no area, lock or ring.
+ * under the entry's patch natively from a copy (reloc.h: branches and calls
+ * relocated, a call pushing its original return address) and goes on at
+ * the original code after them, or at a branch's target: unrecorded, and
+ * touching no area, lock or ring.
  *
  * Before the check no register is free and the area may be another
  * thread's, so the two it needs are saved on the thread's own stack, below
@@ -28,6 +30,7 @@
 
 #include "common/bound.h"
 #include "jit/internal.h"
+#include "jit/reloc.h"
 
 static const uint8_t P_SUB[] = { 0x48, 0x8d, 0xa4, 0x24, 0x00, 0xff, 0xff, 0xff };
 static const uint8_t P_SAVE_RAX[] = { 0x48, 0x89, 0x04, 0x24 };
@@ -52,58 +55,49 @@ static void restore(struct gb_emit *m)
 	gb_emit_raw(m, P_UNSUB, sizeof(P_UNSUB));
 }
 
-/* Can the instruction run natively from a copy (gb_emit_moved: RIP-relative
- * operands re-pointed)?  Not a call (its return address would be the
- * copy's) nor a relative branch. */
-static bool copyable(const struct gb_insn *gi)
-{
-	if (gi->zi.meta.category == ZYDIS_CATEGORY_CALL)
-		return false;
-	for (unsigned k = 0; k < gi->zi.operand_count; k++)
-		if (gi->ops[k].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && gi->ops[k].imm.is_relative)
-			return false;
-	return true;
-}
-
 /* The instructions at pc that an entry's patch covers (at least 5 bytes:
- * jit/patch.h), at most 5; 0 when one cannot be copied. */
-static unsigned covered(uint64_t pc, gb_jit_fetch_fn fetch, void *ctx, struct gb_insn *out)
+ * jit/patch.h), at most 5; 0 when they cannot run from a copy in the code
+ * region (reloc.h). */
+static unsigned covered(const struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, void *ctx,
+			struct gb_insn *out)
 {
 	unsigned n = 0;
 	for (uint64_t a = pc; a < pc + 5; n++) {
-		const struct gb_insn *gi = n < 5 ? fetch(ctx, a) : NULL;
-		if (!gi || !copyable(gi))
+		const struct gb_insn *gi = n < GB_RELOC_MAX ? fetch(ctx, a) : NULL;
+		if (!gi)
 			return 0;
 		out[n] = *gi;
 		a += gi->len;
 	}
-	return n;
+	uint64_t lo = j->m.code_addr, hi = lo + GB_JIT_CODE_SIZE;
+	return gb_reloc_ok(out, n, lo, hi) ? n : 0;
 }
 
-/* The native copy: one unit per instruction (pc: the original it copies),
- * then the jump back (pc: where it goes). */
+/* The native copy (reloc.c): a unit per piece, pc the original
+ * instruction a thread stopped there stands at (tgt: its rsp below the
+ * original's by that much, a call's push done). */
 static uint64_t native_copy(struct gb_jit *j, const struct gb_insn *in, unsigned n)
 {
+	struct gb_reloc rl;
 	uint64_t at = gb_emit_here(&j->em);
-	for (unsigned k = 0; k <= n; k++) {
-		uint64_t pc = k < n ? in[k].pc : in[n - 1].pc + in[n - 1].len;
-		struct unit *u = jit_unit_add(j, U_NS, pc);
+	if (gb_reloc_emit(&j->em, in, n, &rl))
+		return 0;
+	for (unsigned k = 0; k < rl.n; k++) {
+		struct unit *u = jit_unit_add(j, U_NS, rl.p[k].pc);
 		if (!u)
 			return 0;
 		u->ns = GB_JIT_NS_NATIVE;
-		if (k < n)
-			gb_emit_moved(&j->em, &in[k]);
-		else
-			gb_emit_jump(&j->em, ZYDIS_MNEMONIC_JMP, pc);
-		jit_unit_end(j, u);
+		u->off = rl.p[k].off;
+		u->end = k + 1 < rl.n ? rl.p[k + 1].off : (uint32_t)j->em.used;
+		u->tgt = rl.p[k].rsp_up;
 	}
-	return j->em.err ? 0 : at;
+	return at;
 }
 
 unsigned ns_owner_check(struct gb_jit *j, struct unit *u, uint64_t pc, gb_jit_fetch_fn fetch,
 			void *ctx, struct gb_insn in[5], size_t *to_native)
 {
-	unsigned n = j->o.owner_check && fetch ? covered(pc, fetch, ctx, in) : 0;
+	unsigned n = j->o.owner_check && fetch ? covered(j, pc, fetch, ctx, in) : 0;
 	if (!n)
 		return 0;
 	struct gb_emit *m = &j->em;

@@ -7,13 +7,8 @@
 
 #include "common/bound.h"
 #include "decode/plan.h"
+#include "jit/emit.h"
 #include "jit/jit.h"
-
-static bool reach32(uint64_t from_lo, uint64_t from_hi, uint64_t to)
-{
-	int64_t a = (int64_t)(to - from_lo), b = (int64_t)(to - from_hi);
-	return a > INT32_MIN + 16 && a < INT32_MAX - 16 && b > INT32_MIN + 16 && b < INT32_MAX - 16;
-}
 
 /* Can the instruction live only in the cache?  The translator takes it, and
  * what it addresses relative to its own place (RIP-relative operands, branch
@@ -31,7 +26,7 @@ static bool movable(const struct gb_patch_in *in, const struct gb_insn *gi)
 			to = next + (uint64_t)o->imm.value.s;
 		else
 			continue;
-		if (!reach32(in->cache_lo, in->cache_hi, to))
+		if (!gb_emit_reach32(in->cache_lo, in->cache_hi, to))
 			return false;
 	}
 	return true;
@@ -70,7 +65,7 @@ static void plan_one(const struct gb_patch_in *in, size_t e, struct gb_patch *p)
 		p->why = GB_PATCH_WRITABLE;
 		return;
 	}
-	if (!reach32(in->cache_lo, in->cache_hi, a)) {
+	if (!gb_emit_reach32(in->cache_lo, in->cache_hi, a)) {
 		p->why = GB_PATCH_FAR;
 		return;
 	}

@@ -311,8 +311,10 @@ static int ns_unit(struct uw *w, const struct unit *u, uint32_t off)
 	case GB_JIT_NS_SYSCALL:
 		syscall_unit(w, u, off);
 		return 0;
-	case GB_JIT_NS_NATIVE: /* a copy of an original instruction, run natively */
+	case GB_JIT_NS_NATIVE: /* an original instruction's copy, run natively
+				* (reloc.h): at pc, a call's push undone */
 		w->pc = u->pc;
+		w->r->rsp += u->tgt;
 		return 0;
 	case GB_JIT_NS_ENTRY: {
 		int o = ns_owner_unwind(j, u, off - (uint32_t)u->off, (uint64_t *)&w->r->rax,
