@@ -232,6 +232,9 @@ const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *
 		why = "its bytes cannot be read";
 		goto fail;
 	}
+	/* the bytes just past the end: its last instruction may end there
+	 * (what cannot be read stays 0) */
+	gb_mem_read(t->pid, pt->end + 1, pt->code + n, GB_INSN_MAX_LEN - 1);
 	if ((why = sweep(pt, &ins, &nins, buf, len)))
 		goto fail;
 	if (gb_jitmap_map_safe(t->pid, t->threads[i0].tid, pt->start, pt->end, "using the probe trap",
