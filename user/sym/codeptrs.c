@@ -65,10 +65,50 @@ static int scan_relative(Elf *e, uint64_t lo, uint64_t hi, struct found *f)
 	return 0;
 }
 
+/* The file bytes of [va, va+len) in a non-executable loadable segment, or
+ * NULL. */
+static const uint8_t *data_at(Elf *e, const uint8_t *img, size_t size, size_t nph, uint64_t va,
+			      uint64_t len)
+{
+	for (size_t k = 0; k < nph; k++) {
+		GElf_Phdr ph;
+		if (gelf_getphdr(e, (int)k, &ph) && ph.p_type == PT_LOAD && !(ph.p_flags & PF_X) &&
+		    va >= ph.p_vaddr && va - ph.p_vaddr <= ph.p_filesz &&
+		    len <= ph.p_filesz - (va - ph.p_vaddr) && ph.p_offset <= size &&
+		    ph.p_filesz <= size - ph.p_offset)
+			return img + ph.p_offset + (va - ph.p_vaddr);
+	}
+	return NULL;
+}
+
+/* A switch's table of 32-bit offsets from its own start (what GCC makes
+ * for position-independent code: lea rsi, [rip+table]; movsxd rcx,
+ * [rsi+rcx*4]; add rcx, rsi; jmp rcx) at t, if the data there is one: its
+ * entries while they land in [lo, hi]. */
+#define REL_TABLE_MAX 4096
+static int rel_table(Elf *e, const uint8_t *img, size_t size, size_t nph, uint64_t t,
+		     uint64_t lo, uint64_t hi, struct found *f)
+{
+	for (uint64_t k = 0; k < REL_TABLE_MAX; k++) {
+		const uint8_t *p = data_at(e, img, size, nph, t + 4 * k, 4);
+		int32_t v;
+		if (!p)
+			return 0;
+		memcpy(&v, p, 4);
+		uint64_t c = t + (uint64_t)(int64_t)v;
+		if (c < lo || c > hi)
+			return 0;
+		if (add(f, c))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 /* The executable segments: the targets of `lea r64, [rip+disp32]` (how
  * code takes a function's address, PIE or not) and, in a non-PIE file,
  * 4-byte values at any offset (`mov r32, imm32`, `mov qword [m], imm32`,
- * `cmp rax, imm32`: Python's callbacks stored from its code). */
+ * `cmp rax, imm32`: Python's callbacks stored from its code); a lea's
+ * target in the data may be a switch's table of offsets (rel_table). */
 static int scan_code(Elf *e, uint64_t lo, uint64_t hi, struct found *f)
 {
 	size_t nph, size;
@@ -93,6 +133,9 @@ static int scan_code(Elf *e, uint64_t lo, uint64_t hi, struct found *f)
 			    (b[o - 1] & 0xc7) == 0x05) {
 				uint64_t t = ph.p_vaddr + o + 4 + (uint64_t)(int64_t)(int32_t)v;
 				if (t >= lo && t <= hi && add(f, t))
+					return -ENOMEM;
+				if ((t < lo || t > hi) && t % 4 == 0 &&
+				    rel_table(e, img, size, nph, t, lo, hi, f))
 					return -ENOMEM;
 			}
 		}
