@@ -1,6 +1,7 @@
 /* gb_codeptrs_find() (user/sym/codeptrs.c): the addresses of a range that
  * a file's data holds, in a non-PIE program's jump table (its file bytes)
- * and in this PIE test binary's table of function pointers (relocations). */
+ * in this PIE test binary's table of function pointers (relocations), and
+ * the addresses its code takes (lea, a switch's table of offsets). */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
 #include <limits.h>
@@ -85,5 +86,44 @@ Test(codeptrs, function_pointers_of_a_pie_file_from_its_relocations)
 	cr_assert(has(v, n, a) && has(v, n, b) && has(v, n, c), "%zu found", n);
 	free(v);
 	cr_assert_eq(gb_codeptrs_find("/proc/self/exe", hi + 1, hi + 1, &v, &n), 0);
+	free(v);
+}
+
+/* Code addresses only the code names: a lea's target, and the entries of a
+ * switch's table of 32-bit offsets from its start (GCC's PIC jump table)
+ * that a lea names. */
+extern uint8_t cp_sw[], cp_l1[], cp_l2[], cp_l3[], cp_sw_end[];
+__asm__(
+	".text\n"
+	".globl cp_sw, cp_l1, cp_l2, cp_l3, cp_sw_end\n"
+	"cp_sw:\n"
+	"	lea cp_tab(%rip), %rsi\n"
+	"	movslq (%rsi,%rdi,4), %rax\n"
+	"	add %rsi, %rax\n"
+	"	jmp *%rax\n"
+	"cp_l1:	mov $1, %eax\n"
+	"	ret\n"
+	"cp_l2:	lea cp_l3(%rip), %rax\n"
+	"	ret\n"
+	"cp_l3:	mov $3, %eax\n"
+	"	ret\n"
+	"cp_sw_end:\n"
+	".section .rodata\n"
+	".balign 4\n"
+	"cp_tab: .long cp_l1 - cp_tab, cp_l2 - cp_tab\n"
+	".text\n");
+
+Test(codeptrs, lea_targets_and_a_switchs_table_of_offsets_from_the_code)
+{
+	Dl_info di;
+	cr_assert(dladdr((void *)cp_sw, &di) && di.dli_fname);
+	uint64_t base = (uint64_t)di.dli_fbase, lo = (uint64_t)cp_sw - base;
+	uint64_t hi = (uint64_t)cp_sw_end - 1 - base;
+	uint64_t *v;
+	size_t n;
+	cr_assert_eq(gb_codeptrs_find("/proc/self/exe", lo, hi, &v, &n), 0);
+	cr_assert(has(v, n, (uint64_t)cp_l1 - base), "table entry 0 not found (%zu found)", n);
+	cr_assert(has(v, n, (uint64_t)cp_l2 - base), "table entry 1 not found (%zu found)", n);
+	cr_assert(has(v, n, (uint64_t)cp_l3 - base), "the lea's target not found (%zu found)", n);
 	free(v);
 }

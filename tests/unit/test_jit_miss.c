@@ -91,3 +91,49 @@ Test(jit_miss, exits_to_untranslated_blocks_of_the_range_are_logged)
 	}
 	cr_assert_fail("still missing after 20 rounds");
 }
+
+/* Two blocks 64 KiB apart share a home slot of the lookup table (its low
+ * 16 bits): the one translated second goes further along the chain, and
+ * indirect calls to either hit (a range past 64 KiB, such as a Python
+ * binary's hot functions, had lookups miss for ever). */
+extern uint8_t ibl_f[], ibl_g[], ibl_h[], ibl_end[];
+__asm__(
+	".text\n"
+	".globl ibl_f, ibl_g, ibl_h, ibl_end\n"
+	"ibl_f:\n"
+	"	push %rbx\n"
+	"	lea ibl_g(%rip), %rcx\n"
+	"	call *%rcx\n"
+	"	mov %rax, %rdi\n"
+	"	lea ibl_h(%rip), %rcx\n"
+	"	call *%rcx\n"
+	"	pop %rbx\n"
+	"	ret\n"
+	"ibl_g:\n"
+	"	lea 1(%rdi), %rax\n"
+	"	ret\n"
+	"	.org ibl_g + 0x10000, 0xcc\n"
+	"ibl_h:\n"
+	"	lea (%rdi,%rdi), %rax\n"
+	"	ret\n"
+	"ibl_end:\n");
+
+Test(jit_miss, lookups_of_blocks_sharing_a_table_slot_both_hit)
+{
+	cr_assert_eq(((uint64_t)ibl_h - (uint64_t)ibl_g), 0x10000);
+	mem = jit_map_near((uint64_t)ibl_f);
+	jit = jit_open_nostop(&mem, ibl_f, ibl_end, 200);
+	uint64_t e = gb_jit__entry(jit, (uint64_t)ibl_f, jit_fetch, NULL);
+	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)ibl_f, jit_fetch, NULL), 0);
+	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)ibl_g, jit_fetch, NULL), 0);
+	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)ibl_h, jit_fetch, NULL), 0);
+	for (int k = 0; k < 3; k++) {
+		gb_jit__ring_reset(jit);
+		cr_assert_eq(((long (*)(long))e)(20 + k), 2 * (20 + k + 1), "native result");
+		cr_assert_eq(insn_records(), 12, "every instruction recorded");
+	}
+	struct gb_jit_misses ms;
+	gb_jit__misses(jit, &ms, false);
+	cr_assert_eq(ms.count, 0, "no lookup missed (%lu, the first at %#lx)", ms.count,
+		     ms.n ? ms.pc[0] : 0);
+}

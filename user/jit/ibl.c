@@ -15,8 +15,11 @@
  *
  * rax, rcx, rdx are saved in the thread's area (gs-relative), so a thread
  * leaving the range never needs the shared slots after the release.  Only
- * a miss compares (against the range's bounds), with the flags saved the
- * way DynamoRIO saves them: lahf; seto al, restored by add al, 0x7f; sahf.
+ * a miss compares, with the flags saved the way DynamoRIO saves them:
+ * lahf; seto al, restored by add al, 0x7f; sahf.  It first looks in the
+ * next NS_TBL_PROBES slots (a block whose home slot another block holds
+ * is put in the first free one of them: ranges past 64 KiB share slots),
+ * then against the range's bounds.
  * A miss inside the range (a target not translated yet) makes a getpid
  * there for gebpf (gb_jit_loc.lookup_miss); with nobody there it goes on as
  * an exit: the target runs natively.  No path writes the stack except what
@@ -34,7 +37,15 @@ void ns_table_clear(struct gb_jit *j) { memset(tbl_view(j), 0, NS_TBL_BYTES); }
 void ns_table_put(struct gb_jit *j, uint64_t pc, uint64_t blk)
 {
 	uint64_t *t = tbl_view(j);
-	size_t i = pc & (NS_TBL_ENTRIES - 1);
+	size_t home = pc & (NS_TBL_ENTRIES - 1), i = home;
+	/* its own slot, or the first free one of the chain the lookup's miss
+	 * path searches (slots are never freed: the first found is the one);
+	 * the chain full, the home slot (the later wins) */
+	for (unsigned k = 0; k <= NS_TBL_PROBES; k++, i = (i + 1) & (NS_TBL_ENTRIES - 1))
+		if (!t[i] || t[i] == -pc)
+			break;
+	if (t[i] && t[i] != -pc)
+		i = home;
 	t[NS_TBL_ENTRIES + i] = blk;
 	__atomic_store_n(&t[i], -pc, __ATOMIC_RELEASE); /* after its target */
 }
@@ -84,6 +95,58 @@ static void restore3(struct gb_emit *m)
 	gb_emit_tls_load(m, GB_REG_RCX, T_RCX);
 }
 
+/* rel8 of the short branch ending at offset at, to offset to */
+static void rel8_to(struct gb_emit *m, size_t at, size_t to)
+{
+	if (!m->err)
+		m->buf[at - 1] = (uint8_t)(int8_t)((int64_t)to - (int64_t)at);
+}
+
+/* The miss path's search of the NS_TBL_PROBES slots after the home slot
+ * (the flags saved, rax/rcx/rdx free, the target in T_TGT); found, the
+ * flags back and on to the hit path at hit (its T_DST set); else on past
+ * it:
+ *
+ *   mov rax, TBL/8 ; mov ax, gs:[T_TGT] ; mov ecx, NS_TBL_PROBES
+ *   next: inc ax ; mov rdx, [rax*8] ; test rdx, rdx ; jz none
+ *         add rdx, gs:[T_TGT] ; jz found ; loop next ; jmp none
+ *   found: mov rcx, [rax*8 + 512 KiB] ; mov gs:[T_DST], rcx
+ *          mov rax, gs:[T_FLG] ; add al, 0x7f ; sahf ; jmp hit
+ *   none: */
+static void probe_chain(struct gb_jit *j, uint64_t hit)
+{
+	struct gb_emit *m = &j->em;
+	static const uint8_t MOV_AX_TGT[] = { 0x65, 0x66, 0x8b, 0x04, 0x25, T_TGT, 0, 0, 0 };
+	static const uint8_t INC_AX[] = { 0x66, 0xff, 0xc0 };
+	static const uint8_t TEST_RDX[] = { 0x48, 0x85, 0xd2 };
+	static const uint8_t ADD_RDX_TGT[] = { 0x65, 0x48, 0x03, 0x14, 0x25, T_TGT, 0, 0, 0 };
+	static const uint8_t JZ8[] = { 0x74, 0 }, LOOP8[] = { 0xe2, 0 }, JMP8[] = { 0xeb, 0 };
+	gb_emit_mov_imm64(m, GB_REG_RAX, j->tbl / 8);
+	gb_emit_raw(m, MOV_AX_TGT, sizeof(MOV_AX_TGT));
+	gb_emit_mov_imm32(m, GB_REG_RCX, NS_TBL_PROBES);
+	size_t next = m->used;
+	gb_emit_raw(m, INC_AX, sizeof(INC_AX));
+	load_tbl(m, GB_REG_RDX, 0);
+	gb_emit_raw(m, TEST_RDX, sizeof(TEST_RDX));
+	gb_emit_raw(m, JZ8, sizeof(JZ8));
+	size_t to_none1 = m->used;
+	gb_emit_raw(m, ADD_RDX_TGT, sizeof(ADD_RDX_TGT));
+	gb_emit_raw(m, JZ8, sizeof(JZ8));
+	size_t to_found = m->used;
+	gb_emit_raw(m, LOOP8, sizeof(LOOP8));
+	rel8_to(m, m->used, next);
+	gb_emit_raw(m, JMP8, sizeof(JMP8));
+	size_t to_none2 = m->used;
+	rel8_to(m, to_found, m->used);
+	load_tbl(m, GB_REG_RCX, (int32_t)(NS_TBL_ENTRIES * 8));
+	gb_emit_tls_store(m, T_DST, GB_REG_RCX);
+	gb_emit_tls_load(m, GB_REG_RAX, T_FLG);
+	gb_emit_raw(m, LOAD_FLAGS, sizeof(LOAD_FLAGS));
+	gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, hit);
+	rel8_to(m, to_none1, m->used);
+	rel8_to(m, to_none2, m->used);
+}
+
 static void lookup(struct gb_jit *j, const struct gb_insn *gi, enum xfer x, struct unit *u)
 {
 	struct gb_emit *m = &j->em;
@@ -107,6 +170,7 @@ static void lookup(struct gb_jit *j, const struct gb_insn *gi, enum xfer x, stru
 	/* hit: the translated block, the lock kept */
 	load_tbl(m, GB_REG_RCX, (int32_t)(NS_TBL_ENTRIES * 8));
 	gb_emit_tls_store(m, T_DST, GB_REG_RCX);
+	uint64_t hit = gb_emit_here(m); /* (a hit further in the chain too) */
 	restore3(m);
 	if (x == X_RET)
 		gb_emit_lea(m, GB_REG_RSP, GB_REG_RSP, GB_REG_NONE, 0, pop);
@@ -120,6 +184,7 @@ static void lookup(struct gb_jit *j, const struct gb_insn *gi, enum xfer x, stru
 	gb_emit_raw(m, SAVE_FLAGS, sizeof(SAVE_FLAGS));
 	gb_emit_tls_store(m, T_FLG, GB_REG_RAX);
 	u->o_flg = (uint32_t)m->used;
+	probe_chain(j, hit);
 	gb_emit_tls_load(m, GB_REG_RCX, T_TGT);
 	gb_emit_mov_imm64(m, GB_REG_RDX, j->start);
 	gb_emit_raw(m, CMP_RCX_RDX, sizeof(CMP_RCX_RDX));

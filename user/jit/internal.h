@@ -200,6 +200,9 @@ _Static_assert(GB_JIT_MISS_LOG == 256, "the miss log's index is a byte (movzx)")
  * at the top of the code region. */
 #define NS_TBL_ENTRIES 65536u
 #define NS_TBL_BYTES   (2 * NS_TBL_ENTRIES * 8)
+/* A block whose home slot (the low 16 bits) is taken goes in one of the
+ * next NS_TBL_PROBES slots, where a lookup's miss path looks (ibl.c). */
+#define NS_TBL_PROBES  7u
 
 static inline uint64_t *dword(const struct gb_jit *j, size_t off) { return (uint64_t *)(j->m.data + off); }
 static inline uint64_t daddr(const struct gb_jit *j, size_t off) { return j->m.data_addr + off; }

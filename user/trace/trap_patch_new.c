@@ -87,8 +87,8 @@ static const char *sweep(struct patch_trap *pt, struct gb_insn **out, size_t *n,
  * run the jump's tail), and a lookup can reach one (an indirect target): each
  * gets a block (translate: in a range not translated whole, where the
  * entries' closure may not reach it) and is put in the lookup table after
- * every other block, so none sharing its 16-bit slot evicts it (two of them
- * sharing one still do; the later wins).  Again after each translation of
+ * every other block, so none sharing its 16-bit slot's chain evicts it (a
+ * full chain of 8 still does; the later wins).  Again after each translation of
  * missed targets (collect_misses).  0, or -ENOSPC. */
 int patch_guard_inside(struct patch_trap *pt, bool translate)
 {
@@ -232,6 +232,9 @@ const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *
 		why = "its bytes cannot be read";
 		goto fail;
 	}
+	/* the bytes just past the end: its last instruction may end there
+	 * (what cannot be read stays 0) */
+	gb_mem_read(t->pid, pt->end + 1, pt->code + n, GB_INSN_MAX_LEN - 1);
 	if ((why = sweep(pt, &ins, &nins, buf, len)))
 		goto fail;
 	if (gb_jitmap_map_safe(t->pid, t->threads[i0].tid, pt->start, pt->end, "using the probe trap",
