@@ -71,7 +71,12 @@ def main():
     ap.add_argument("--inner", type=int, default=2500,
                     help="entry: loop iterations between calls (default 2500)")
     ap.add_argument("--attach-secs", type=float, default=5, help="python: --duration (default 5)")
+    ap.add_argument("--rows", default="qsort,short,entry,python",
+                    help="the rows to measure, comma-separated (default all: qsort,short,entry,python)")
     a = ap.parse_args()
+    rows = set(a.rows.split(","))
+    if not rows or rows - {"qsort", "short", "entry", "python"}:
+        ap.error("--rows: a comma-separated list of qsort, short, entry, python")
     if a.quick:
         a.reps, a.secs, a.qemu_n, a.calls, a.attach_secs = 1, 0.5, 10000, 2000, 1
     if min(a.reps, a.qsort_n, a.qemu_n, a.calls, a.inner) < 1 or a.secs <= 0 or a.attach_secs <= 0:
@@ -95,6 +100,7 @@ def main():
                       "qemu": [QSORT, str(a.qemu_n)], "total": None},
             "short": {"argv": [SHORT, str(SHORT_CALLS)], "range": "fnv",
                       "qemu": [SHORT, str(SHORT_CALLS)], "total": FNV_INSNS * SHORT_CALLS}}
+    jobs = {k: v for k, v in jobs.items() if k in rows}
     span = {}
     t, r = {}, {}                # medians of t printed; ratios: medians of per-round r
 
@@ -133,13 +139,13 @@ def main():
                     if q:
                         add(r, (job, trap), g / q)
             # entry+exit: the raw step unit, then the two hotcall sizes
-            raw = min(run.raw_cost([LOOP, "2000"]) for _ in range(3))
+            raw = min(run.raw_cost([LOOP, "2000"]) for _ in range(3)) if "entry" in rows else 0
             add(t, "raw", raw)
             small = [HOTCALL, str(max(1, a.calls // 5)), str(a.inner)]
             large = [HOTCALL, str(a.calls), str(a.inner)]
-            ns, nl = run.native(small), run.native(large)
+            ns, nl = (run.native(small), run.native(large)) if "entry" in rows else (0, 0)
             for trap in traps:
-                if trap == "none":
+                if trap == "none" or "entry" not in rows:
                     continue
                 ws, ss = run.gebpf_stats(["--trap", trap, "--range", "hot"], small)
                 wl, sl = run.gebpf_stats(["--trap", trap, "--range", "hot"], large)
@@ -156,7 +162,7 @@ def main():
                 add(r, ("entry", trap), d / raw)
                 add(t, ("entry", trap), d)
             # python attached
-            for trap in traps:
+            for trap in traps if "python" in rows else ():
                 before, during, summary = attach_python(run, trap, a.attach_secs)
                 add(t, ("py_before", trap), before)
                 add(t, ("py_during", trap), during)
@@ -186,7 +192,7 @@ def main():
             print(fmt % ("entry", trap, "%.1f us" % (T[("entry", trap)] * 1e6),
                          "%.1f us/raw step" % (T["raw"] * 1e6), "%.2f st" % R[("entry", trap)],
                          "<= 0.1", verdict(R[("entry", trap)], 0.1, False)))
-    for trap in traps:
+    for trap in traps if "python" in rows else ():
         print(fmt % ("python", trap, "%.0f loops/s" % T[("py_during", trap)],
                      "%.0f/s untraced" % T[("py_before", trap)], "%.3f" % R[("python", trap)],
                      ">= 0.8", verdict(R[("python", trap)], 0.8, True)))
