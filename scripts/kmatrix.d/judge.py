@@ -168,6 +168,7 @@ def first_diff(got, want):
 
 
 OWNER_RE = re.compile(r"the owner check in [1-9]\d* of ")
+DIRECT_RE = re.compile(r"gebpf: output: [0-9.]+ MB written, ([0-9]+)% direct")
 JIT_RE = re.compile(r"jit: (\d+) runs, \d+ stops, (\d+) instructions translated-run")
 
 
@@ -204,12 +205,37 @@ def judge_trace(rdir, exp, env):
         if trap == "patch" and not any(OWNER_RE.search(l) for l in c.err):
             return ("fail", "the patch trap's entry blocks have no owner check: %s" % next(
                 (l for l in c.err if "owner check" in l), c.gebpf_line()))
-    bad = judge_patch_probe(rdir) or judge_exec_thread(rdir, exp)
+    bad = judge_patch_probe(rdir) or judge_exec_thread(rdir, exp) or judge_direct(rdir)
     if bad:
         return bad
     return ("pass", "%d lines exact: probe trap (also after an exec from a second thread), page "
-            "trap, jit, patch trap (across an exec, and with an entry on a uprobe: %s)"
-            % (len(got), patch_probe_way(rdir)))
+            "trap, jit, patch trap (across an exec, and with an entry on a uprobe: %s; written %s)"
+            % (len(got), patch_probe_way(rdir), direct_way(rdir)))
+
+
+def judge_direct(rdir):
+    """The trace written with O_DIRECT (where the guest's tmpfs takes it)
+    equals the same trace written buffered through -o /dev/stdout."""
+    for name in ("trace_direct", "trace_buffered"):
+        bad = Check(rdir, name).failed_run()
+        if bad:
+            return bad
+    got = (read(os.path.join(rdir, "trace_direct.jsonl")) or "").splitlines()
+    want = (read(os.path.join(rdir, "trace_buffered.out")) or "").splitlines()
+    if len(want) < 60000:
+        return ("fail", "trace_buffered: %d lines, expected 60000 and more" % len(want))
+    diff = first_diff(got, want)
+    if diff:
+        return ("fail", "the trace written with O_DIRECT differs from the buffered one: %s" % diff)
+    return None
+
+
+def direct_way(rdir):
+    """How trace_direct's file was written: its -v `output:` line (only where
+    the file system took O_DIRECT)."""
+    m = next((DIRECT_RE.search(l) for l in Check(rdir, "trace_direct").err if DIRECT_RE.search(l)),
+             None)
+    return "%s%% direct" % m.group(1) if m else "buffered: no O_DIRECT on the guest's tmpfs"
 
 
 def judge_exec_thread(rdir, exp):

@@ -74,6 +74,12 @@ run trace_jit 30 "$G" trace -v --trap probes --engine jit --range "$WORK_START-$
 # jumps, the program under PTRACE_CONT, its ring drained while it runs; the
 # cache's mmap/mprotect/munmap made from the vDSO-padding stub of (2))
 run trace_patch 30 "$G" trace -v --trap patch --range "$WORK_START-$WORK_LAST" -o "$O/trace_patch.jsonl" -- "$P/kmtrace"
+# ... written with O_DIRECT from the start where the guest's /tmp (tmpfs)
+# takes it (Linux 6.6 on), else buffered (docs/trace-format.md "Writing"):
+# 60000 instructions of kmbusy's spin loop (~3 MB) to a file gebpf opens,
+# and the same through -o /dev/stdout (a descriptor it was given: buffered)
+run trace_direct 30 env GEBPF_WRITE_DIRECT=1 "$G" trace -v --trap patch --range "$SPIN_START-$SPIN_LAST" --max-insns 60000 -o "$O/trace_direct.jsonl" -- "$P/kmbusy"
+run trace_buffered 30 env GEBPF_WRITE_DIRECT=1 "$G" trace --trap patch --range "$SPIN_START-$SPIN_LAST" --max-insns 60000 -o /dev/stdout -- "$P/kmbusy"
 # ... and across an exec: kmtrace's `work` named by file and symbol, exec'd by
 # a shell (pending until then; at the exec event the patch trap is set up in
 # the new image: PTRACE_EVENT_EXEC, PTRACE_SYSCALL stops at each mmap)
