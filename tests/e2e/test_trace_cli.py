@@ -392,6 +392,78 @@ def test_attach_two_threads_default(spawn, tmp_path):
     assert rest == want, "checksum changed by the trace: %r vs %r" % (rest, want)
 
 
+# ------------------------------------------------------------ a START inside an instruction
+
+def insns_of(prog, func):
+    """[(address, length)] of FUNC's instructions in PROG, by objdump (run-time
+    addresses: PROG must not be position-independent)."""
+    with open(prog, "rb") as f:
+        f.seek(16)
+        if int.from_bytes(f.read(2), "little") != 2:  # ET_EXEC
+            pytest.skip("%s is position-independent: its run-time addresses vary" % prog)
+    dump = subprocess.run(["objdump", "-d", "--no-show-raw-insn", prog], capture_output=True,
+                          text=True, check=True).stdout
+    body = dump.split("<%s>:\n" % func, 1)[1].split("\n\n", 1)[0]
+    addrs = [int(ln.split(":", 1)[0], 16) for ln in body.splitlines() if ln.strip()]
+    assert len(addrs) > 2, body
+    return [(a, b - a) for a, b in zip(addrs, addrs[1:])]
+
+
+def mid_insn_range(prog="spin", func="traced"):
+    """(range, start, insn, next): a range of FUNC starting at the second byte of
+    its first instruction longer than 1 byte (not its first instruction)."""
+    prog = prog_path(prog)
+    fn = insns_of(prog, func)[0][0]
+    a, n = next((a, n) for a, n in insns_of(prog, func)[1:] if n > 1)
+    return "0x%x-0x%x" % (a + 1, a + 32), a + 1, a, a + n, a - fn
+
+
+def test_start_inside_instruction_launch(no_stray_spin):
+    """A START-END range whose START is not an instruction boundary: one line
+    naming the instruction it is inside and the boundaries on either side,
+    exit 2, and the launched target gone."""
+    rng, start, insn, nxt, off = mid_insn_range()
+    r = run_gebpf(["trace", "--range", rng, "--", no_stray_spin, "20", "0"])
+    line = one_error(r, 2, rng, "0x%x is inside the instruction at 0x%x" % (start, insn),
+                     "(traced+0x%x)" % off, "0x%x or 0x%x" % (insn, nxt))
+    assert "start the range at an instruction" in line
+    assert not procs_running(no_stray_spin), "target left running"
+
+
+def test_start_inside_instruction_attach(spawn, tmp_path):
+    """The same refused in attach mode before anything is written into the
+    target: it runs on, untraced, to its native checksum."""
+    want = native_output("spin", 300, 0)
+    target = spawn([prog_path("spin"), 300, 3000], stdout=subprocess.PIPE)
+    ready(target)
+    rng, start, insn, nxt, _ = mid_insn_range()
+    out = tmp_path / "out.jsonl"
+    r = run_gebpf(["trace", "-p", str(target.pid), "--range", rng, "-o", str(out)], timeout=60)
+    one_error(r, 2, rng, "0x%x is inside the instruction at 0x%x" % (start, insn))
+    assert not out.exists(), "nothing traced: no output left behind"
+    with open("/proc/%d/status" % target.pid) as f:
+        assert "TracerPid:\t0\n" in f.read(), "still traced"
+    assert state(target.pid) in "SR", "target not running: %s" % state(target.pid)
+    rest, _ = target.communicate(timeout=60)
+    assert target.returncode == 0
+    assert b"ready\n" + rest == want, "the target's result changed"
+
+
+def test_start_and_end_at_boundaries_mid_function(no_stray_spin, tmp_path):
+    """START at an instruction inside the function is taken; an END inside an
+    instruction takes that instruction whole (it starts in the range)."""
+    insns = insns_of(prog_path("spin"), "traced")
+    k = next(k for k in range(1, len(insns) - 1) if insns[k + 1][1] > 1)
+    (insn, _), (last, _) = insns[k], insns[k + 1]
+    out = tmp_path / "out.jsonl"
+    r = run_gebpf(["trace", "--range", "0x%x-0x%x" % (insn, last + 1), "-o", str(out), "--",
+                   no_stray_spin, "20", "0"])
+    assert r.returncode == 0, r.stderr
+    lines, summary = read_trace(out)
+    pcs = {int(ln["pc"], 16) for ln in lines if ln["t"] == "exec"}
+    assert pcs == {insn, last}, ["0x%x" % p for p in sorted(pcs)]
+
+
 # ------------------------------------------------------------ outputs and budgets
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 /* Range parsing (common/parse.c) and description (common/parse.c): every form
  * of --range/--start/--end, every malformed one (one "gebpf:" line each),
- * and --duration's decimal seconds. */
+ * --duration's decimal seconds, and the instruction-boundary check of a
+ * range's START (decode/flow.c gb_flow_boundary). */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <criterion/redirect.h>
@@ -9,7 +10,7 @@
 #include <string.h>
 
 #include "common/parse.h"
-#include "common/parse.h"
+#include "decode/flow.h"
 
 /* Parameters are copied into each test's process: arrays, not pointers. */
 struct addr_case {
@@ -243,4 +244,33 @@ Test(range, sym_spec_other_option, .init = cr_redirect_stderr)
 	cr_assert_eq(gb_sym_spec_parse("snap", "--at", "a b", &r), -EINVAL);
 	fflush(stderr);
 	cr_assert_stderr_eq_str("gebpf: snap: --at a b: not a symbol name or an address\n");
+}
+
+/* The head of python3.11's PyLong_AsSsize_t: sub rsp,8 (4 bytes); test
+ * rdi,rdi (3); je rel32 (6); ret. */
+static const uint8_t fn_head[] = { 0x48, 0x83, 0xec, 0x08, 0x48, 0x85, 0xff,
+				   0x0f, 0x84, 0xdf, 0x97, 0xf1, 0xff, 0xc3 };
+
+Test(range, start_boundary)
+{
+	uint64_t prev, next;
+	static const uint64_t at[] = { 0x1000, 0x1004, 0x1007, 0x100d };
+	for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
+		cr_assert_eq(gb_flow_boundary(0x1000, fn_head, sizeof(fn_head), at[k], &prev, &next), 0,
+			     "%#lx", (unsigned long)at[k]);
+		cr_assert(prev == at[k] && next == at[k]);
+	}
+	cr_assert_eq(gb_flow_boundary(0x1000, fn_head, sizeof(fn_head), 0x1005, &prev, &next), 1);
+	cr_assert(prev == 0x1004 && next == 0x1007, "%#lx %#lx", (unsigned long)prev,
+		  (unsigned long)next);
+	cr_assert_eq(gb_flow_boundary(0x1000, fn_head, sizeof(fn_head), 0x100c, &prev, &next), 1);
+	cr_assert(prev == 0x1007 && next == 0x100d);
+	/* The instruction holding addr may be cut short by n: its length is
+	 * still known only from whole bytes, so a truncated one is refused. */
+	cr_assert_eq(gb_flow_boundary(0x1000, fn_head, 9, 0x1008, &prev, &next), -EINVAL);
+	cr_assert_eq(prev, 0x1007);
+	/* 0x06 (push es) is not an instruction in 64-bit mode. */
+	static const uint8_t bad[] = { 0x06, 0x90, 0x90 };
+	cr_assert_eq(gb_flow_boundary(0x2000, bad, sizeof(bad), 0x2001, &prev, &next), -EINVAL);
+	cr_assert_eq(prev, 0x2000);
 }

@@ -37,6 +37,23 @@ int gb_flow_decode(uint64_t pc, const uint8_t *bytes, size_t n, struct gb_flow *
 	return 0;
 }
 
+int gb_flow_boundary(uint64_t va, const uint8_t *p, size_t n, uint64_t addr, uint64_t *prev,
+		     uint64_t *next)
+{
+	uint64_t pc = va;
+	while (pc < addr) {
+		struct gb_flow f;
+		*prev = pc;
+		if (gb_flow_decode(pc, p + (pc - va), n - (pc - va), &f))
+			return -EINVAL;
+		pc += f.len;
+	}
+	*next = pc;
+	if (pc == addr)
+		*prev = addr;
+	return pc == addr ? 0 : 1;
+}
+
 static int32_t rd32(const uint8_t *b)
 {
 	int32_t v;

@@ -20,6 +20,15 @@ struct gb_flow {
  * valid instruction (or n is too short for it). */
 int gb_flow_decode(uint64_t pc, const uint8_t *bytes, size_t n, struct gb_flow *out);
 
+/* Is addr an instruction boundary of the linear decode of code
+ * [va, va + n) from va (a function's first byte)?  0 when an instruction
+ * starts at addr (*prev = *next = addr); 1 when addr lies inside the
+ * instruction at *prev, whose end *next is the next boundary; -EINVAL
+ * when the bytes before addr do not decode (*prev: the undecodable
+ * address).  addr must lie in [va, va + n). */
+int gb_flow_boundary(uint64_t va, const uint8_t *p, size_t n, uint64_t addr, uint64_t *prev,
+		     uint64_t *next);
+
 /* Byte-level prefilter over code at va: call cb(ctx, src, target) for
  * every offset whose bytes read as a direct relative branch (E8, E9, EB,
  * 70-7F, E0-E3, 0F 80-8F, C7 F8: src is the opcode byte's address) with a

@@ -264,34 +264,58 @@ int gb_syms__resolve(struct gb_syms *s, const char *module, const char *name,
 	return -ENOENT;
 }
 
+/* The symbol containing addr (*off into it) and the mapping of addr
+ * (*mp, NULL when none), or NULL. */
+static const struct gb_elfsym *sym_at(struct gb_syms *s, uint64_t addr, const struct gb_map **mp,
+				      uint64_t *off)
+{
+	*mp = gb_maps_find(&s->maps, addr);
+	if (!*mp || (*mp)->path[0] != '/')
+		return NULL;
+	for (size_t i = 0; i < s->nmods; i++) {
+		struct module *m = &s->mods[i];
+		if (strcmp(m->path, (*mp)->path))
+			continue;
+		module_load(m);
+		/* Run-time -> file vaddr through the mapping and the PT_LOADs. */
+		uint64_t va;
+		if (gb_elfsyms_to_vaddr(&m->es, addr - (*mp)->start + (*mp)->offset, &va))
+			return NULL;
+		return gb_elfsyms_at(&m->es, va, off);
+	}
+	return NULL;
+}
+
 int gb_syms__lookup(struct gb_syms *s, uint64_t addr, char *name, size_t len, uint64_t *off)
 {
-	const struct gb_map *mp = gb_maps_find(&s->maps, addr);
+	const struct gb_map *mp;
+	const struct gb_elfsym *y = sym_at(s, addr, &mp, off);
+	if (y) {
+		snprintf(name, len, "%s", y->name);
+		return 0;
+	}
 	if (!mp || mp->path[0] != '/') {
 		snprintf(name, len, "%s", mp && mp->path[0] ? mp->path : "??");
 		*off = mp ? addr - mp->start : addr;
 		return -ENOENT;
 	}
-	struct module *m = NULL;
-	for (size_t i = 0; i < s->nmods && !m; i++)
-		if (!strcmp(s->mods[i].path, mp->path))
-			m = &s->mods[i];
-	const char *base = strrchr(mp->path, '/') + 1;
-	if (m) {
-		module_load(m);
-		/* Run-time -> file vaddr through the mapping and the PT_LOADs. */
-		uint64_t va, o;
-		const struct gb_elfsym *y;
-		if (!gb_elfsyms_to_vaddr(&m->es, addr - mp->start + mp->offset, &va) &&
-		    (y = gb_elfsyms_at(&m->es, va, &o))) {
-			snprintf(name, len, "%s", y->name);
-			*off = o;
-			return 0;
-		}
-	}
-	snprintf(name, len, "%s", base);
+	snprintf(name, len, "%s", strrchr(mp->path, '/') + 1);
 	*off = addr - mp->start + mp->offset;
 	return -ENOENT;
+}
+
+int gb_syms__func_at(struct gb_syms *s, uint64_t addr, char *name, size_t len, uint64_t *start,
+		     uint64_t *size)
+{
+	const struct gb_map *mp;
+	uint64_t off;
+	const struct gb_elfsym *y = sym_at(s, addr, &mp, &off);
+	if (!y || !y->func || !y->size || off >= y->size)
+		return -ENOENT;
+	snprintf(name, len, "%s", y->name);
+	*start = addr - off;
+	*size = y->size;
+	return 0;
 }
 
 int gb_syms__to_file(struct gb_syms *s, uint64_t addr, char *path, size_t len,

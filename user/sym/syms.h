@@ -33,6 +33,12 @@ int gb_syms__resolve(struct gb_syms *s, const char *module, const char *name,
  * (name then holds "module+0xoff" when addr is in a mapped file). */
 int gb_syms__lookup(struct gb_syms *s, uint64_t addr, char *name, size_t len, uint64_t *off);
 
+/* The sized function symbol containing addr: its name, run-time start and
+ * size.  0, or -ENOENT when no sized function symbol of a mapped file
+ * covers addr. */
+int gb_syms__func_at(struct gb_syms *s, uint64_t addr, char *name, size_t len, uint64_t *start,
+		     uint64_t *size);
+
 /* Run-time address -> the file mapped there, its link-time virtual
  * address and file offset (for a uprobe) through /proc/PID/maps and the
  * file's PT_LOADs.  0, or -ENOENT when addr is not in file-backed code or

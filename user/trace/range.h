@@ -61,4 +61,13 @@ uint64_t gb_trace_range_maps_key(pid_t pid, uint64_t start, uint64_t end);
 struct gb_range_spec;
 uint64_t gb_trace_range_early(pid_t pid, const struct gb_range_spec *r, bool entries);
 
+/* Is start, the first address of an address range (text: its spelling for
+ * messages), an instruction boundary?  Where a sized function symbol covers
+ * start, the function is decoded linearly from its first byte: 0 when an
+ * instruction starts at start, else -EINVAL with one "gebpf: trace: range
+ * TEXT: ... is inside the instruction at ..." line naming the nearest
+ * boundaries.  Where none does (or its bytes do not decode), 0 and -v says
+ * the boundary could not be checked.  Only reads the target. */
+int gb_trace_range_check_start(pid_t pid, const char *text, uint64_t start);
+
 #endif

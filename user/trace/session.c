@@ -181,6 +181,11 @@ static int resolve_range(struct session *s)
 	if (spec->kind == GB_RANGE_SYM)
 		gb_info("range %s = 0x%llx-0x%llx", s->range_text, (unsigned long long)s->range.start,
 			(unsigned long long)s->range.end);
+	/* An address range starting mid-instruction would be decoded (and
+	 * probed, patched) from a wrong alignment (docs/trace.md "Range"). */
+	else if (spec->kind == GB_RANGE_ADDR && spec->has_start &&
+		 gb_trace_range_check_start(s->t.pid, s->range_text, s->range.start))
+		return -1;
 	return 0;
 }
 
