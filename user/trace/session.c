@@ -30,38 +30,10 @@
 #include "trace/probes.h"
 #include "trace/report.h"
 #include "trace/seccomp_fit.h"
+#include "trace/session_int.h"
 #include "trace/range.h"
 #include "trace/trap.h"
 
-struct session {
-	const struct gb_trace_opts *o;
-	struct gb_tracee t;
-	bool have_target;
-	uint64_t first_vt;              /* --from: the snapshot's vt */
-	int fd;
-	struct gb_output file;          /* -o FILE */
-	struct gb_recording *rec;
-	struct gb_jsonl *out;
-	struct gb_engine *eng;
-	struct gb_faults *faults;       /* --faults */
-	uint32_t fault_vcpu;            /* the instruction being merged */
-	uint64_t fault_pc, fault_vt;
-	pid_t fault_tid;
-	struct gb_range_spec range;     /* resolved */
-	bool range_pending;             /* MODULE:SYMBOL of a module not mapped yet */
-	uint64_t early_key;             /* resolved before the attach (early), its maps' key */
-	char pending_path[4096];        /* its file, and the symbol's link-time range */
-	uint64_t pending_lo, pending_hi;
-	struct gb_probes *probes;       /* the probe trap's probes, when it is used */
-	char file_path[4096];           /* the range's file (--trap patch), link-time */
-	uint64_t file_lo, file_hi, file_bias;
-	enum gb_trap_kind trap;         /* the trap used */
-	struct gb_trap *entry_trap;     /* ... made for the engine (trace/trap.h) */
-	struct gb_trace_range live;     /* the range as the trace knows it (trace/range.h) */
-	char range_text[600];
-	const char *out_name;
-	bool out_own;                   /* s->fd is a file gebpf opened (record/output.h) */
-};
 
 /* After the checks (target, range): a refused command leaves no file. */
 static int open_output(struct session *s)
@@ -191,121 +163,6 @@ static int resolve_range(struct session *s)
 
 /* The range in one file's code: its file, link-time bounds and bias (0), or
  * why not (code on writable pages, anonymous memory, several mappings). */
-static const char *range_file(struct session *s, char *path, size_t len, uint64_t *lo,
-			      uint64_t *hi, uint64_t *bias)
-{
-	return gb_trace_range_file(s->t.pid, s->range.start, s->range.end, path, len, lo, hi, bias);
-}
-
-/* The probe trap for the range, or NULL (with the reason said when it
- * was asked for) when the page trap must do: the range must lie in one
- * file's code. */
-static struct gb_probes *setup_probes(struct session *s)
-{
-	struct gb_probes_opts po = { .tgid = s->t.pid, .quiet = false };
-	char path[4096];
-	if (s->range_pending) {
-		po.path = s->pending_path;
-		po.lo = s->pending_lo;
-		po.hi = s->pending_hi;
-		return gb_probes__new(&po);
-	}
-	const char *why = range_file(s, path, sizeof(path), &po.lo, &po.hi, &po.bias);
-	if (why) {
-		gb_info("range %s: %s: page trap", s->range_text, why);
-		return NULL;
-	}
-	po.path = path;
-	po.mapped = true;
-	return gb_probes__new(&po);
-}
-
-/* The probe trap for the range (s->trap GB_TRAP_PROBES or GB_TRAP_AUTO),
- * else the page trap. */
-static int probes_or_pages(struct session *s)
-{
-	s->probes = setup_probes(s);
-	if (s->probes) {
-		s->trap = GB_TRAP_PROBES;
-		return 0;
-	}
-	if (s->range_pending) {
-		gb_err("range %s: a module that is not mapped yet needs the probe trap (or "
-		       "--trap none)", s->range_text);
-		return -1;
-	}
-	if (s->trap == GB_TRAP_PROBES)
-		gb_warn("range %s: the probe trap cannot be used; using the page trap", s->range_text);
-	s->trap = GB_TRAP_PAGES;
-	return 0;
-}
-
-/* Whether the patch trap may apply (the rest is checked with the trap made,
- * gb_trap_patch_new); else the probe trap, said in one line: a warning when
- * --trap patch asked for it, under -v when it was only the default's first
- * choice (the default then goes on as without it). */
-static void check_patch(struct session *s)
-{
-	const struct gb_trace_opts *o = s->o;
-	const char *why = NULL;
-	if (o->engine == GB_ENGINE_STEP)
-		why = "it runs the range translated, --engine step single-steps it";
-	else if (o->nsnap_pcs || o->nsnap_vts)
-		why = "--snap-at stops at an instruction";
-	else if (o->faults)
-		why = "--faults merges faults with stepped instructions";
-	else if (s->range_pending)
-		why = NULL; /* set up once it is (trap_patch_exec.c) */
-	else
-		why = range_file(s, s->file_path, sizeof(s->file_path), &s->file_lo, &s->file_hi,
-				 &s->file_bias);
-	if (!why) {
-		s->trap = GB_TRAP_PATCH;
-		return;
-	}
-	(o->trap == GB_TRAP_PATCH ? gb_warn : gb_info)("range %s: the patch trap does not apply "
-						       "(%s): using the %s", s->range_text, why,
-						       o->trap == GB_TRAP_PATCH ? "probe trap"
-						       : "probe trap (else the page trap)");
-	s->trap = o->trap == GB_TRAP_PATCH ? GB_TRAP_PROBES : GB_TRAP_AUTO;
-}
-
-/* The patch trap refused after all (said why): the probe trap for --trap
- * patch, the default's next choice (probes, else pages) for the default. */
-static int patch_refused(struct session *s)
-{
-	s->trap = s->o->trap == GB_TRAP_PATCH ? GB_TRAP_PROBES : GB_TRAP_AUTO;
-	return probes_or_pages(s);
-}
-
-/* Which trap stops threads at the range's entry (docs/trace.md "Entry
- * traps"): by default the patch trap where it applies, else the probe trap
- * where the range is code of a file, else the page trap (unless --trap says
- * otherwise); none without a bounded range. */
-static int choose_trap(struct session *s)
-{
-	const struct gb_trace_opts *o = s->o;
-	bool bounded = s->range.has_start && s->range.has_end;
-	s->trap = o->trap;
-	if (s->trap == GB_TRAP_NONE || !bounded) {
-		/* A pending range is looked for after each mmap (engine). */
-		s->trap = GB_TRAP_NONE;
-		return 0;
-	}
-	/* --snap-at vt=N must stop before instruction N; a probe reports an
-	 * entry instruction after it ran. */
-	if (s->trap == GB_TRAP_AUTO && o->nsnap_vts)
-		s->trap = GB_TRAP_PAGES;
-	if (s->trap == GB_TRAP_PATCH || s->trap == GB_TRAP_AUTO)
-		check_patch(s);
-	if (s->trap == GB_TRAP_PATCH)
-		return 0;
-	if (s->trap == GB_TRAP_AUTO || s->trap == GB_TRAP_PROBES)
-		return probes_or_pages(s);
-	s->trap = GB_TRAP_PAGES;
-	return 0;
-}
-
 static int rerange(void *ctx, pid_t pid, uint64_t *start, uint64_t *end)
 {
 	struct session *s = ctx;
@@ -429,7 +286,7 @@ static int report_end(struct session *s, enum gb_end why, const struct gb_jsonl_
 	}
 }
 
-/* The entry trap chosen (choose_trap), made for the engine.  A page trap
+/* The entry trap chosen (gb_session__choose_trap), made for the engine.  A page trap
  * with nothing to trap leaves the null trap (the trace is the same). */
 static int make_trap(struct session *s)
 {
@@ -451,7 +308,7 @@ static int make_trap(struct session *s)
 			gb_trap_patch_asked(s->entry_trap, s->o->trap == GB_TRAP_PATCH);
 			return 0;
 		}
-		if (patch_refused(s)) /* (said why) */
+		if (gb_session__patch_refused(s)) /* (said why) */
 			return -1;
 	}
 	if (s->trap == GB_TRAP_PROBES) {
@@ -495,7 +352,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	if (!pre && open_output(&s))
 		goto cleanup;
 
-	if (choose_trap(&s))
+	if (gb_session__choose_trap(&s))
 		goto cleanup;
 	if (s.trap != GB_TRAP_NONE) {
 		for (size_t k = 0; k < o->nsnap_pcs; k++)
@@ -511,7 +368,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	bool jit = o->engine != GB_ENGINE_STEP && s.trap != GB_TRAP_NONE;
 	bool patch = s.trap == GB_TRAP_PATCH;
 	gb_trace_seccomp_fit(&s.t, s.range.start, &s.trap, &jit); /* before anything is injected */
-	if (patch && s.trap != GB_TRAP_PATCH && patch_refused(&s)) /* (said why) */
+	if (patch && s.trap != GB_TRAP_PATCH && gb_session__patch_refused(&s)) /* (said why) */
 		goto cleanup;
 	if (o->faults && start_faults(&s))
 		goto cleanup;
