@@ -147,7 +147,7 @@ Test(lines_direct, turning_between_the_ways_keeps_every_byte)
 	cr_assert(n > (64u << 20), "%zu bytes", n);
 	struct gb_lines_status st;
 	gb_lines__status(w, &st);
-	cr_assert(st.switches >= 2 && st.bytes_direct > (8u << 20), "%llu changes, %llu bytes direct",
+	cr_assert(st.switches >= 2 && st.bytes_direct > (1u << 20), "%llu changes, %llu bytes direct",
 		  (unsigned long long)st.switches, (unsigned long long)st.bytes_direct);
 	cr_assert_eq(n, m);
 	for (size_t k = 0; k < n; k++)
@@ -273,4 +273,32 @@ Test(lines_direct, the_faster_way_is_kept)
 	gb_wmode__no_direct(&m);
 	window(&m, 10, &ch);
 	cr_assert(!ch && !m.direct);
+}
+
+/* A way tried again that loses is tried twice as late the next time, and
+ * its window ends at a quarter when it is far behind by then. */
+Test(lines_direct, a_losing_way_is_tried_less_often)
+{
+	struct gb_wmode m;
+	bool ch;
+	gb_wmode__init(&m, true);
+	window(&m, 1000, &ch); /* buffered 1 GB/s: try direct */
+	cr_assert(ch && m.direct);
+	/* direct at 100 MB/s: far behind at a quarter of its window */
+	uint64_t q = GB_WMODE_WINDOW / 4;
+	cr_assert(gb_wmode__round(&m, q, (uint64_t)((double)q / 100e6 * 1e9)));
+	cr_assert(!m.direct);
+	uint64_t wait = 2 * GB_WMODE_RETRY; /* (the first try lost too) */
+	for (int k = 0; k < 3; k++, wait *= 2) {
+		uint64_t b = 0;
+		do {
+			window(&m, 1000, &ch);
+			b += GB_WMODE_WINDOW;
+		} while (!ch && b < 4 * wait);
+		cr_assert(ch && m.direct, "direct not tried again");
+		cr_assert(b >= wait && b <= wait + GB_WMODE_WINDOW, "tried after %llu MiB, want %llu",
+			  (unsigned long long)(b >> 20), (unsigned long long)(wait >> 20));
+		cr_assert(gb_wmode__round(&m, q, (uint64_t)((double)q / 100e6 * 1e9)));
+		cr_assert(!m.direct);
+	}
 }

@@ -7,7 +7,9 @@
  * direct writes wait for it while buffered ones return at memory speed.
  * So the writer measures both on the trace itself: it starts buffered,
  * tries direct for one window, keeps the faster (bytes per second of its
- * write calls, a window each), and tries the other again now and then. */
+ * write calls, a window each), and tries the other again after
+ * GB_WMODE_RETRY, twice as late each time it loses, its window cut to a
+ * quarter when it is far behind by then. */
 #ifndef GB_RECORD_WMODE_H
 #define GB_RECORD_WMODE_H
 
@@ -16,6 +18,7 @@
 
 #define GB_WMODE_WINDOW  (16ull << 20)  /* bytes a measurement takes */
 #define GB_WMODE_RETRY   (512ull << 20) /* the other way is measured again after */
+#define GB_WMODE_RETRY_MAX (16ull << 30) /* ... twice as late each time it loses */
 #define GB_WMODE_MARGIN  1.25           /* ... and taken when this much faster */
 
 struct gb_wmode {
@@ -23,6 +26,8 @@ struct gb_wmode {
 	bool direct;            /* the way in use */
 	double rate[2];         /* [direct] bytes/s of its last window; 0 = never */
 	uint64_t age[2];        /* bytes written since that window */
+	uint64_t retry[2];      /* ... after which it is tried again */
+	bool trying;            /* the way in use is being tried again */
 	uint64_t win_bytes, win_ns;
 	uint64_t switches;
 };
