@@ -20,9 +20,9 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/page.h"
+#include "ptrace/regs.h"
 #include "ptrace/maps.h"
 #include "ptrace/procfs.h"
-#include "ptrace/regs.h"
 #include "ptrace/wait.h"
 
 #ifndef TRAP_BRKPT
@@ -508,6 +508,11 @@ void gb_tracee_detach(struct gb_tracee *t)
 		drop_stale(t, th);
 		if (th->exited)
 			continue;
+		struct user_regs_struct r;
+		if (t->zero_gs && gb_regs_get(th->tid, &r) == 0 && r.gs_base) {
+			r.gs_base = 0;
+			gb_regs_set(th->tid, &r);
+		}
 		ptrace(PTRACE_DETACH, th->tid, 0, th->pending_sig);
 		th->stopped = false;
 	}

@@ -40,6 +40,9 @@ struct gb_tracee {
 				   * the detach); 0 while it runs */
 	bool say_windows;         /* the detach says (-v) how long the end kept it stopped
 				   * (trace's; snap has its own freeze line) */
+	bool zero_gs;             /* the detach sets every thread's gs base 0 first (the
+				   * patch trap's end: a thread made while it ended copied
+				   * its creator's, which gebpf had set) */
 };
 
 struct gb_launch_opts {

@@ -501,6 +501,7 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 	/* What the end stepped through is the trace's too, up to --max-insns. */
 	drain(pt, e);
 	ssize_t via = patch_gs_zero(e);
+	e->t->zero_gs = true; /* (and a thread made since, at the detach) */
 	pt->written = false;
 	patch_report(pt);
 	if (pt->late)
