@@ -202,7 +202,7 @@ PY_SCRIPT = "s = 0\nfor i in range(20):\n    s += i * i % 7\nprint(s)\n"
 @pytest.mark.skipif(not os.path.exists(PYTHON), reason="no /usr/bin/python3")
 def test_python_eval_loop(tmp_path):
     """Python's bytecode loop (_PyEval_EvalFrameDefault: ~14k instructions,
-    620 entries, one of them refused by the planner and kept on a uprobe,
+    620 entries, two of them refused by the planner and kept on a uprobe,
     computed-goto handlers found in the file's data) traced in launch mode:
     the patch trap's file is byte-identical to the probe trap's, with no
     in-range miss."""
