@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/bound.h"
+#include "common/sort.h"
 #include "decode/plan.h"
 #include "jit/emit.h"
 #include "jit/jit.h"
@@ -43,12 +44,6 @@ static bool writable(const struct gb_patch_in *in, uint64_t lo, uint64_t hi)
 	return false;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* Where code of the range running natively from its original bytes may
  * go: the in-range targets of its direct branches and calls (one pass over
  * the decode) and the known code addresses; ascending, *n of them. */
@@ -71,7 +66,7 @@ static uint64_t *native_targets(const struct gb_patch_in *in, size_t *n)
 	}
 	for (size_t i = 0; i < in->ncodeptrs; i++)
 		v[(*n)++] = in->codeptrs[i];
-	qsort(v, *n, sizeof(*v), cmp_u64);
+	qsort(v, *n, sizeof(*v), gb_cmp_u64);
 	return v;
 }
 
