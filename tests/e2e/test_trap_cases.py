@@ -212,7 +212,11 @@ def test_case_equals_reference(case, trap, engine, tmp_path_factory):
 # except: a landing pad on the range's last byte (its `ret`); short-fault:
 # its first instruction, which faults; short-threads: as short-entry, 8
 # threads (a hit may find the lock held by another thread's stretch).
-PATCH_PROBED = {"short-entry": 2, "except": 1, "short-fault": 1, "short-threads": 2}
+# except: also an entry whose 5 bytes hold a branch target of the range
+# (the planner's refusal for native runs).  short-fault is not here since
+# that refusal: ts_in2's 5 bytes hold ts_mid, a code address its data
+# holds, so no entry can be patched and the probe trap traces it.
+PATCH_PROBED = {"short-entry": 2, "except": 2, "short-threads": 2}
 
 
 @pytest.mark.parametrize("cid", sorted(PATCH_PROBED))

@@ -34,8 +34,9 @@ APPLIES = {"mem_sizes", "atomics", "syscall_write", "rep_string", "stack_ops", "
            "exit_mid", "page_cross", "simd",
            "hot_loop", "tls", "switch", "recursion", "qsort_cb", "signal", "setjmp"}
 # ... of which entries keep a uprobe (the planner refused their patch):
-# setjmp's range ends inside the 5 bytes of its last entry.
-PROBED = {"setjmp": 1}
+# setjmp's range ends inside the 5 bytes of its last entry, and its
+# recursive call's return site (leave; ret) covers a `je` target.
+PROBED = {"setjmp": 2}
 REFUSED = "the patch trap does not apply"
 
 
@@ -180,6 +181,20 @@ def test_target_under_a_patch(name, insns, misses, tmp_path):
     assert read_trace(a)[1]["insns"] == insns
 
 
+def test_internal_target_under_an_entry(tmp_path):
+    """pt_intarget: a loop head reached only from inside the range lies in
+    the 5 bytes of an entry (a return site): that entry keeps a uprobe (code
+    running natively from the original bytes would branch into the jump's
+    middle), the start is patched, and the trace is exactly the probe
+    trap's."""
+    r, lines, summary = patch_vs_probes("pt_intarget", "traced", tmp_path)
+    refused = [ln for ln in r.stderr.splitlines() if "keeps a uprobe" in ln]
+    assert len(refused) == 1 and "a branch target or code address of the range inside its 5 bytes" \
+        in refused[0], r.stderr
+    assert "1 entries patched, 1 probed" in r.stderr, r.stderr
+    assert summary["insns"] == 36
+
+
 PYTHON = "/usr/bin/python3"
 PY_SCRIPT = "s = 0\nfor i in range(20):\n    s += i * i % 7\nprint(s)\n"
 
@@ -187,7 +202,7 @@ PY_SCRIPT = "s = 0\nfor i in range(20):\n    s += i * i % 7\nprint(s)\n"
 @pytest.mark.skipif(not os.path.exists(PYTHON), reason="no /usr/bin/python3")
 def test_python_eval_loop(tmp_path):
     """Python's bytecode loop (_PyEval_EvalFrameDefault: ~14k instructions,
-    620 entries, one of them refused by the planner and kept on a uprobe,
+    620 entries, two of them refused by the planner and kept on a uprobe,
     computed-goto handlers found in the file's data) traced in launch mode:
     the patch trap's file is byte-identical to the probe trap's, with no
     in-range miss."""

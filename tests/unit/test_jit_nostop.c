@@ -46,6 +46,7 @@ __asm__(
 	"ns_ret_site:\n"
 	"	pop %rbx\n"
 	"	ret\n"
+	"	nop; nop; nop\n" /* ns_dbl, a call's target, not in ns_ret_site's 5 bytes */
 	"ns_dbl:\n"
 	"	lea (%rdi,%rdi), %rax\n"
 	"	ret\n"

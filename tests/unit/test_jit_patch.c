@@ -15,21 +15,28 @@
 extern uint8_t ns_f[], ns_f_end[], ns_tail[], ns_ret_site[];   /* test_jit_nostop.c */
 extern uint64_t ns_seen;
 
-/* One entry's decision for code bytes at 0x400000 (the cache at cache). */
-static int why(const uint8_t *b, size_t n, const uint64_t *entries, size_t nent, bool writable,
-	       uint64_t cache, size_t which)
+/* One entry's decision for code bytes at 0x400000 (the cache at cache),
+ * with ncp known code addresses cp. */
+static int why_cp(const uint8_t *b, size_t n, const uint64_t *entries, size_t nent, bool writable,
+		  uint64_t cache, size_t which, const uint64_t *cp, size_t ncp)
 {
 	struct gb_insn in[16];
 	const uint64_t base = 0x400000;
 	struct gb_patch_map map = { base & ~0xfffull, (base + n + 0xfff) & ~0xfffull, writable };
 	struct gb_patch_in pi = { base, base + n - 1, entries, nent, in, jit_decode_all(base, b, n, in, 16),
-				  &map, 1, cache, cache + GB_JIT_CODE_SIZE };
+				  &map, 1, cache, cache + GB_JIT_CODE_SIZE, cp, ncp };
 	struct gb_patch_plan pl;
 	cr_assert_eq(gb_patch_plan(&pi, &pl), 0);
 	cr_assert_eq(pl.n, nent);
 	int w = pl.v[which].why;
 	gb_patch_plan_free(&pl);
 	return w;
+}
+
+static int why(const uint8_t *b, size_t n, const uint64_t *entries, size_t nent, bool writable,
+	       uint64_t cache, size_t which)
+{
+	return why_cp(b, n, entries, nent, writable, cache, which, NULL, 0);
 }
 
 Test(jit_patch, each_entry_gets_a_decision_and_its_reason)
@@ -55,6 +62,23 @@ Test(jit_patch, each_entry_gets_a_decision_and_its_reason)
 	cr_assert_eq(why(fr, sizeof(fr), e0, 1, false, 0x400000 + (1500ull << 20), 0),
 		     GB_PATCH_CANNOT_MOVE, "its operand out of reach of the cache at +1.5 GiB");
 	cr_assert_str_eq(gb_patch_why_str(GB_PATCH_WRITABLE), "writable code");
+}
+
+Test(jit_patch, no_patch_over_an_internal_target_or_a_code_address)
+{
+	/* push; mov ebp, esp; L: dec ecx; jnz L; ret: L (+4) is in the
+	 * entry's 5 bytes, reached only from inside the range */
+	static const uint8_t loop[] = { 0x55, 0x89, 0xe5, 0x90, 0xff, 0xc9, 0x75, 0xfc, 0xc3 };
+	static const uint8_t f[] = { 0x55, 0x48, 0x89, 0xe5, 0x90, 0x90, 0xc3 };
+	const uint64_t near = 0x400000 + (256ull << 20);
+	uint64_t e0[] = { 0x400000 }, at1[] = { 0x400001 }, at0[] = { 0x400000 }, at5[] = { 0x400005 };
+	cr_assert_eq(why(loop, sizeof(loop), e0, 1, false, near, 0), GB_PATCH_TARGET_INSIDE);
+	cr_assert_eq(why_cp(f, sizeof(f), e0, 1, false, near, 0, at1, 1), GB_PATCH_TARGET_INSIDE,
+		     "a code address of the data at +1");
+	cr_assert_eq(why_cp(f, sizeof(f), e0, 1, false, near, 0, at0, 1), GB_PATCH_OK,
+		     "the entry itself may be a target");
+	cr_assert_eq(why_cp(f, sizeof(f), e0, 1, false, near, 0, at5, 1), GB_PATCH_OK,
+		     "past the 5 bytes");
 }
 
 static struct gb_jit_mem mem;

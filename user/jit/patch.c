@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/bound.h"
+#include "common/sort.h"
 #include "decode/plan.h"
 #include "jit/emit.h"
 #include "jit/jit.h"
@@ -43,7 +44,40 @@ static bool writable(const struct gb_patch_in *in, uint64_t lo, uint64_t hi)
 	return false;
 }
 
-static void plan_one(const struct gb_patch_in *in, size_t e, struct gb_patch *p)
+/* Where code of the range running natively from its original bytes may
+ * go: the in-range targets of its direct branches and calls (one pass over
+ * the decode) and the known code addresses; ascending, *n of them. */
+static uint64_t *native_targets(const struct gb_patch_in *in, size_t *n)
+{
+	uint64_t *v = malloc((in->ninsns + in->ncodeptrs + 1) * sizeof(*v));
+	*n = 0;
+	if (!v)
+		return NULL;
+	for (size_t i = 0; i < in->ninsns; i++) {
+		const struct gb_insn *gi = &in->insns[i];
+		for (unsigned k = 0; k < gi->zi.operand_count; k++) {
+			const ZydisDecodedOperand *o = &gi->ops[k];
+			if (o->type != ZYDIS_OPERAND_TYPE_IMMEDIATE || !o->imm.is_relative)
+				continue;
+			uint64_t to = gi->pc + gi->len + (uint64_t)o->imm.value.s;
+			if (to >= in->start && to <= in->end)
+				v[(*n)++] = to;
+		}
+	}
+	for (size_t i = 0; i < in->ncodeptrs; i++)
+		v[(*n)++] = in->codeptrs[i];
+	qsort(v, *n, sizeof(*v), gb_cmp_u64);
+	return v;
+}
+
+static bool target_inside(const uint64_t *t, size_t nt, uint64_t a)
+{
+	size_t i = GB_UPPER_U64(t, nt, a); /* the first > a */
+	return i < nt && t[i] < a + GB_PATCH_LEN;
+}
+
+static void plan_one(const struct gb_patch_in *in, size_t e, const uint64_t *t, size_t nt,
+		     struct gb_patch *p)
 {
 	uint64_t a = in->entries[e], hi = a + GB_PATCH_LEN;
 	memset(p, 0, sizeof(*p));
@@ -59,6 +93,10 @@ static void plan_one(const struct gb_patch_in *in, size_t e, struct gb_patch *p)
 	}
 	if (e + 1 < in->nentries && in->entries[e + 1] < hi) {
 		p->why = GB_PATCH_ENTRY_INSIDE;
+		return;
+	}
+	if (target_inside(t, nt, a)) {
+		p->why = GB_PATCH_TARGET_INSIDE;
 		return;
 	}
 	if (writable(in, a, hi)) {
@@ -87,12 +125,19 @@ static void plan_one(const struct gb_patch_in *in, size_t e, struct gb_patch *p)
 
 int gb_patch_plan(const struct gb_patch_in *in, struct gb_patch_plan *out)
 {
+	size_t nt;
+	uint64_t *t = native_targets(in, &nt);
 	out->n = 0;
 	out->v = calloc(in->nentries ? in->nentries : 1, sizeof(*out->v));
-	if (!out->v)
+	if (!out->v || !t) {
+		free(out->v);
+		out->v = NULL;
+		free(t);
 		return -ENOMEM;
+	}
 	for (size_t e = 0; e < in->nentries; e++)
-		plan_one(in, e, &out->v[out->n++]);
+		plan_one(in, e, t, nt, &out->v[out->n++]);
+	free(t);
 	return 0;
 }
 
@@ -153,6 +198,7 @@ const char *gb_patch_why_str(int why)
 		[GB_PATCH_SHORT] = "the range ends inside its 5 bytes",
 		[GB_PATCH_FAR] = "the cache is out of reach",
 		[GB_PATCH_NOT_INSN] = "not an instruction start of the range",
+		[GB_PATCH_TARGET_INSIDE] = "a branch target or code address of the range inside its 5 bytes",
 	};
 	return why >= 0 && why < (int)(sizeof(s) / sizeof(s[0])) ? s[why] : "?";
 }

@@ -3,7 +3,8 @@
  * addresses (sym/entries.c), its instructions (decoded in order, from the
  * file's bytes) and the permissions of its pages, decide for each entry
  * whether a 5-byte `jmp rel32` to its entry block may replace its first
- * bytes (the instructions it covers then run only as their translated
+ * bytes (never where another entry, an internal branch target or a known
+ * code address falls in bytes 1..4) (the instructions it covers then run only as their translated
  * copies in the cache) or whether it keeps a uprobe, and why.
  *
  *   struct gb_patch_plan pl;
@@ -34,6 +35,11 @@ enum gb_patch_why {
 	GB_PATCH_SHORT,         /* the range ends inside the 5 bytes */
 	GB_PATCH_FAR,           /* the cache is out of a rel32's reach */
 	GB_PATCH_NOT_INSN,      /* the entry is not an instruction start of the range */
+	GB_PATCH_TARGET_INSIDE, /* bytes 1..4 hold the target of a direct branch or
+				 * call of the range, or a known code address of it
+				 * (gb_patch_in.codeptrs): code running natively from
+				 * the original bytes (an in-range miss, a thread not
+				 * its area's owner) would land inside the jmp */
 };
 
 /* Permissions of [lo, hi) (the maps of the range's pages). */
@@ -45,6 +51,8 @@ struct gb_patch_in {
 	const struct gb_insn *insns; size_t ninsns; /* ascending, from start */
 	const struct gb_patch_map *maps; size_t nmaps;
 	uint64_t cache_lo, cache_hi;          /* the cache's code region */
+	const uint64_t *codeptrs; size_t ncodeptrs; /* code addresses of the range
+						     * (sym/codeptrs.h), any order; may be 0 */
 };
 
 struct gb_patch {

@@ -109,31 +109,34 @@ static bool insn_start(const struct gb_insn *ins, size_t n, uint64_t pc)
 	return i < n && ins[i].pc == pc;
 }
 
-/* A block from each instruction start of the range whose address the
- * module's data holds (sym/codeptrs.h): the up-front translation's
- * closure does not reach indirect targets, which would miss. */
-static const char *from_code_pointers(struct patch_trap *pt, const char *path, uint64_t lo,
-				      uint64_t hi, uint64_t bias, const struct gb_insn *ins,
-				      size_t nins)
+/* The instruction starts of the range whose address the module's data
+ * holds (sym/codeptrs.h), run-time addresses in *v (ascending; *n 0 when
+ * there are none or they cannot be read). */
+static void code_pointers(const char *path, uint64_t lo, uint64_t hi, uint64_t bias,
+			  const struct gb_insn *ins, size_t nins, uint64_t **v, size_t *n)
 {
-	uint64_t *v;
-	size_t n, used = 0;
-	int r = gb_codeptrs_find(path, lo, hi, &v, &n);
+	size_t m = 0;
+	int r = gb_codeptrs_find(path, lo, hi, v, n);
 	if (r) {
 		gb_info("patch trap: %s: no code addresses from its data: %s", path, strerror(-r));
-		return NULL;
+		*v = NULL;
+		*n = 0;
+		return;
 	}
-	for (size_t k = 0; k < n; k++) {
-		if (!insn_start(ins, nins, v[k] + bias))
-			continue;
-		if (gb_jit__translate_from(pt->j, v[k] + bias, patch_fetch, pt) == -ENOSPC) {
-			free(v);
+	for (size_t k = 0; k < *n; k++)
+		if (insn_start(ins, nins, (*v)[k] + bias))
+			(*v)[m++] = (*v)[k] + bias;
+	*n = m;
+	gb_info("patch trap: %zu addresses of the range in %s's data", m, path);
+}
+
+/* A block from each of them: the up-front translation's closure does not
+ * reach indirect targets, which would miss. */
+static const char *from_code_pointers(struct patch_trap *pt, const uint64_t *v, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		if (gb_jit__translate_from(pt->j, v[k], patch_fetch, pt) == -ENOSPC)
 			return "the code cache is full";
-		}
-		used++;
-	}
-	gb_info("patch trap: %zu blocks from addresses of the range in %s's data", used, path);
-	free(v);
 	return NULL;
 }
 
@@ -145,7 +148,8 @@ static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, ui
 	struct gb_entries en = { 0 };
 	struct gb_maps m;
 	struct gb_patch_map *pm = NULL;
-	uint64_t *ev = NULL;
+	uint64_t *ev = NULL, *cp = NULL;
+	size_t ncp = 0;
 	const char *why = NULL;
 	if (gb_entries_find(path, lo, hi, &en, NULL)) {
 		why = "the range's entries cannot be found";
@@ -155,13 +159,16 @@ static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, ui
 		why = "no memory map";
 		goto out;
 	}
+	/* Code addresses of the range: no patch over one (the planner), and
+	 * in a large range a block from each (below). */
+	code_pointers(path, lo, hi, bias, ins, nins, &cp, &ncp);
 	pm = calloc(m.n + 1, sizeof(*pm));
 	ev = calloc(en.n + 1, sizeof(*ev));
 	for (size_t k = 0; pm && k < m.n; k++)
 		pm[k] = (struct gb_patch_map){ m.v[k].start, m.v[k].end,
 					       (m.v[k].prot & PROT_WRITE) != 0 };
 	struct gb_patch_in in = { pt->start, pt->end, ev, en.n, ins, nins, pm, m.n, pt->map.addr,
-				  pt->map.addr + GB_JIT_CODE_SIZE };
+				  pt->map.addr + GB_JIT_CODE_SIZE, cp, ncp };
 	for (size_t k = 0; ev && k < en.n; k++)
 		ev[k] = en.v[k].vaddr + bias;
 	if (!pm || !ev || gb_patch_plan(&in, &pt->plan))
@@ -177,7 +184,7 @@ static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, ui
 	/* Larger: from the addresses of the range the file's data holds (a
 	 * computed goto's table of labels: Python's bytecode loop). */
 	if (!why && nins > PATCH_EVERY)
-		why = from_code_pointers(pt, path, lo, hi, bias, ins, nins);
+		why = from_code_pointers(pt, cp, ncp);
 	/* An entry the planner refuses keeps a uprobe (trap_patch_probe.c). */
 	size_t nref = 0;
 	for (size_t k = 0; !why && k < pt->plan.n; k++) {
@@ -208,6 +215,7 @@ static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, ui
 out:
 	free(pm);
 	free(ev);
+	free(cp);
 	gb_entries_free(&en);
 	return why;
 }
