@@ -57,6 +57,10 @@ def faults_output(faults=((1, "0x405000", "0x6"), (14, "0x402010", "0x7"), (18, 
 
 # The range ending at kmtrace's return site (the judge compares the two runs).
 SHORT = "\n".join(EXPECT.splitlines()[:5]) + "\n"
+# trace_direct / trace_buffered: 60000 exec lines of kmbusy's loop and the summary
+BUSY = "".join('{"t":"exec","vcpu":0,"pc":"0x%x","vt":%d}\n' % (0x401000 + i % 3 * 4, i)
+               for i in range(60000)) + '{"t":"summary","insns":60000}\n'
+
 
 
 def write_good(d):
@@ -79,6 +83,10 @@ def write_good(d):
         "trace_patch_exec.rc": "0\n", "trace_patch_exec.jsonl": EXPECT,
         "trace_patch_exec.err": "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\n"
                                 "gebpf: patch trap: the owner check in 2 of 2 entry blocks\n",
+        "trace_direct.rc": "0\n", "trace_direct.jsonl": BUSY,
+        "trace_direct.err": "gebpf: output: 2.9 MB written, 100% direct (O_DIRECT), the way changed 0 "
+                            "times; last measured 0 MB/s direct, 0 MB/s buffered\n",
+        "trace_buffered.rc": "0\n", "trace_buffered.out": BUSY, "trace_buffered.err": "",
         "trace_exec_thread.rc": "0\n", "trace_exec_thread.jsonl": EXPECT.replace('"vcpu":0,', '"vcpu":1,'),
         "trace_exec_thread.err": "gebpf: probe trap: 2 probes attached again for pid 9 (an exec from "
                                  "another thread than the main one) in 20.0 ms\n",
@@ -339,7 +347,10 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
                                           "trace_short.err", "trace_short.jsonl",
                                           "trace_patch_exec.rc", "trace_patch_exec.err", "trace_patch_exec.jsonl",
                                           "trace_exec_thread.rc", "trace_exec_thread.err",
-                                          "trace_exec_thread.jsonl"],
+                                          "trace_exec_thread.jsonl", "trace_direct.rc",
+                                          "trace_direct.err", "trace_direct.jsonl",
+                                          "trace_buffered.rc", "trace_buffered.err",
+                                          "trace_buffered.out"],
                                   done=False))
     res = verdicts(vm)
     assert res["trace"][0] == "pass"
@@ -419,3 +430,10 @@ def test_strict_needs_the_warning_and_tick_only(good):
     put(good, "strict.jsonl", STRICT.replace("0x40108b", "0x40108c", 1))
     v = verdicts(good)["strict"]
     assert v[0] == "fail" and "outside tick" in v[1], v
+
+
+def test_direct_trace_that_differs_fails(good):
+    """trace_direct's file (written with O_DIRECT) must equal trace_buffered's."""
+    put(good, "trace_direct.jsonl", BUSY.replace('"vt":59990}', '"vt":5999}'))
+    res = verdicts(good)
+    assert res["trace"][0] == "fail" and "O_DIRECT differs" in res["trace"][1], res["trace"]
