@@ -52,6 +52,20 @@ static char *slurp(int fd, size_t *n)
 	return s;
 }
 
+/* The file of fd holds the bytes of ref's (when: for the message); its size. */
+static size_t expect_same(int fd, int ref, const char *when)
+{
+	size_t n, m;
+	char *a = slurp(fd, &n), *b = slurp(ref, &m);
+	cr_assert_eq(n, m, "%s: %zu bytes, want %zu", when, n, m);
+	for (size_t k = 0; k < n; k++)
+		if (a[k] != b[k])
+			cr_assert_fail("%s: byte %zu (block %zu + %zu) differs", when, k, k / 4096, k % 4096);
+	free(a);
+	free(b);
+	return n;
+}
+
 /* Descriptors of this process open with O_DIRECT on the file of fd. */
 static int direct_fds(int fd)
 {
@@ -106,16 +120,11 @@ Test(lines_direct, same_bytes_as_the_buffered_writer)
 	cr_assert(produce(w, 0, 400000) && produce(r, 0, 400000)); /* ~20 MB: many rounds */
 	cr_assert_eq(gb_lines__finish(w, summary, NULL), 0);
 	cr_assert_eq(gb_lines__finish(r, summary, NULL), 0);
-	size_t n, m;
-	char *a = slurp(fd, &n), *b = slurp(ref, &m);
+	size_t n = expect_same(fd, ref, "the direct writer's file");
 	cr_assert(n > (16u << 20), "%zu bytes", n);
-	cr_assert_eq(n, m);
-	cr_assert(!memcmp(a, b, n), "the direct writer's bytes differ");
 	gb_lines__free(w);
 	gb_lines__free(r);
 	cr_assert_eq(direct_fds(fd), 0, "the O_DIRECT descriptor outlives the writer");
-	free(a);
-	free(b);
 }
 
 /* Chosen by speed (not direct first): ~80 MB take both ways, turning at
@@ -142,19 +151,12 @@ Test(lines_direct, turning_between_the_ways_keeps_every_byte)
 	}
 	cr_assert_eq(gb_lines__finish(w, summary, NULL), 0);
 	cr_assert_eq(gb_lines__finish(r, summary, NULL), 0);
-	size_t n, m;
-	char *a = slurp(fd, &n), *b = slurp(ref, &m);
+	size_t n = expect_same(fd, ref, "turning between the ways");
 	cr_assert(n > (64u << 20), "%zu bytes", n);
 	struct gb_lines_status st;
 	gb_lines__status(w, &st);
 	cr_assert(st.switches >= 2 && st.bytes_direct > (1u << 20), "%llu changes, %llu bytes direct",
 		  (unsigned long long)st.switches, (unsigned long long)st.bytes_direct);
-	cr_assert_eq(n, m);
-	for (size_t k = 0; k < n; k++)
-		if (a[k] != b[k])
-			cr_assert_fail("byte %zu (block %zu + %zu) differs", k, k / 4096, k % 4096);
-	free(a);
-	free(b);
 	gb_lines__free(w);
 	gb_lines__free(r);
 }
@@ -176,22 +178,15 @@ Test(lines_direct, flushed_file_ends_at_a_line_end)
 		at = cuts[k];
 		cr_assert_eq(gb_lines__flush(w), 0);
 		cr_assert_eq(gb_lines__flush(r), 0);
-		size_t n, m;
-		char *a = slurp(fd, &n), *b = slurp(ref, &m);
-		cr_assert(n > 0 && a[n - 1] == '\n', "after %llu: ends mid-line (%zu bytes)",
-			  (unsigned long long)at, n);
-		cr_assert(n == m && !memcmp(a, b, n), "after %llu: %zu bytes, want %zu",
-			  (unsigned long long)at, n, m);
-		free(a);
-		free(b);
+		char when[64], last = 0;
+		snprintf(when, sizeof(when), "after %llu lines", (unsigned long long)at);
+		size_t n = expect_same(fd, ref, when);
+		cr_assert(n > 0 && pread(fd, &last, 1, (off_t)n - 1) == 1 && last == '\n',
+			  "%s: ends mid-line (%zu bytes)", when, n);
 	}
 	cr_assert_eq(gb_lines__finish(w, summary, NULL), 0);
 	cr_assert_eq(gb_lines__finish(r, summary, NULL), 0);
-	size_t n, m;
-	char *a = slurp(fd, &n), *b = slurp(ref, &m);
-	cr_assert(n == m && !memcmp(a, b, n));
-	free(a);
-	free(b);
+	expect_same(fd, ref, "at the end");
 	gb_lines__free(w);
 	gb_lines__free(r);
 }
