@@ -236,6 +236,41 @@ def test_sub_range_of_step_all_is_its_filter(reference, tmp_path):
     assert lines == sub_trace(ref_lines, lo, hi)
 
 
+# ------------------------------------------------------------ (1) a fault at the end of a long stretch
+
+SPIN_ROUNDS, SPIN_N = 30, 20000
+
+
+@pytest.mark.parametrize("trap", ("pages", "probes", "patch", "default"))
+def test_fault_after_a_long_stretch(trap, tmp_path):
+    """tests/progs/spin_fault.c: 60,000 in-range instructions, then a write
+    to a read-only page, 30 times.  The patch trap drains the cache's ring
+    while the stretch runs, so it is often reading records when the mov's
+    record arrives (written before the mov runs): the faulting execution
+    must still give no write line (here 5 to 17 of 30 rounds got one before
+    the drain held the ring's last record back).  --exec off: each round is
+    the re-run's write and the ret's read, in order."""
+    p = lackey.Program(prog_path("spin_fault"))
+    lo, hi = p.span(["sp_run"])
+    write_pc = next(pc for pc, text in p.insns(lo, hi).items() if text.startswith("mov") and "(%rsi)" in text)
+    out = tmp_path / "t.jsonl"
+    r = trace("spin_fault", "sp_run", out, SPIN_ROUNDS, SPIN_N, trap=trap, extra=("--exec", "off"))
+    check_run(r, "spin_fault --trap %s" % trap)
+    assert "faults %d" % SPIN_ROUNDS in r.stdout, r.stdout
+    ro = int(re.search(r"addr ro (0x[0-9a-f]+)", r.stdout).group(1), 16)
+    lines, summary = read_trace(out)
+    assert summary["dropped"] == 0
+    vts = [ln["vt"] for ln in lines]
+    assert vts == sorted(vts), "vt goes back"   # (check_vt_order needs exec lines)
+    got = [(ln["t"], int(ln["pc"], 16), ln["size"]) + ((int(ln["addr"], 16),) if ln["t"] == "write" else ())
+           for ln in lines]
+    want = [("write", write_pc, 8, ro), ("read", write_pc + 3, 8)] * SPIN_ROUNDS
+    n = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    assert got == want, "spin_fault --trap %s: line %d of %d (want %d): got %s, want %s" % (
+        trap, n + 1, len(got), len(want), got[n] if n < len(got) else "<end>",
+        want[n] if n < len(want) else "<end>")
+
+
 # ------------------------------------------------------------ (1) int3
 
 INT3_NONE = pytest.mark.xfail(strict=True, reason=(

@@ -71,14 +71,37 @@ const struct gb_insn *patch_fetch(void *ctx, uint64_t pc)
 
 static bool in_range(const struct patch_trap *pt, uint64_t pc) { return patch_in_range(pt, pc); }
 
-/* The ring's records become lines (each stretch its thread's), up to
- * --max-insns.
- * fault: the last record's instruction raised this signal (its completed
- * accesses only). */
-static void drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct gb_stop *fault)
+/* pt->held becomes a line (fault: its instruction raised that signal, its
+ * completed accesses only), up to --max-insns. */
+static void commit_held(struct patch_trap *pt, struct gb_engine *e, const struct gb_stop *fault)
 {
-	struct gb_jit_rec rec, held;
-	ssize_t held_i = -1;          /* fault: the last record, its thread */
+	struct gb_jit_rec *h = &pt->held;
+	if (!pt->has_held)
+		return;
+	pt->has_held = false;
+	if (eng_max_insns_done(e)) {
+		eng_finish(e, GB_END_MAX_INSNS);
+		return;
+	}
+	int n = h->nacc;
+	if (fault) {
+		int d = eng_fault_done(h->pc, h->len, h->acc, h->nacc, fault, h->pc);
+		n = d >= 0 ? d : h->nacc;
+	}
+	eng_commit(e, (size_t)pt->held_i, h->pc, h->acc, n);
+	pt->records++;
+}
+
+/* The ring's records become lines (each stretch its thread's), the last
+ * one held back unless settled (trap_patch.h): the writer puts an
+ * instruction's record in the ring before running it, so while a thread may
+ * be in a stretch the last record can still fault (its faulting access
+ * must not be a line) or be taken back.  fault: the last record's
+ * instruction raised this signal, its thread is stopped at it. */
+static void drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct gb_stop *fault,
+			bool settled)
+{
+	struct gb_jit_rec rec;
 	int r;
 	size_t n = 0;
 	if (!pt->j)
@@ -102,28 +125,17 @@ static void drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct
 			th->skip = false; /* (recorded before a restart) */
 			continue;
 		}
-		if (held_i >= 0 || !fault) {
-			const struct gb_jit_rec *x = fault ? &held : &rec;
-			if (eng_max_insns_done(e)) {
-				eng_finish(e, GB_END_MAX_INSNS);
-				held_i = -1;
-				break;
-			}
-			eng_commit(e, (size_t)(fault ? held_i : pt->cur_i), x->pc, x->acc, x->nacc);
-			pt->records++;
-		}
-		if (fault) {
-			held = rec;
-			held_i = pt->cur_i;
-		}
+		commit_held(pt, e, NULL);
+		if (e->ended && eng_max_insns_done(e))
+			break;
+		pt->held = rec;
+		pt->held_i = pt->cur_i;
+		pt->has_held = true;
 		if (++n % 4096 == 0)
 			gb_jit__ring_commit(pt->j, &pt->cur);
 	}
-	if (held_i >= 0 && !eng_max_insns_done(e)) {
-		int d = eng_fault_done(held.pc, held.len, held.acc, held.nacc, fault, held.pc);
-		eng_commit(e, (size_t)held_i, held.pc, held.acc, d >= 0 ? d : held.nacc);
-		pt->records++;
-	}
+	if (fault || settled)
+		commit_held(pt, e, fault);
 	gb_jit__ring_commit(pt->j, &pt->cur);
 	gb_jsonl__batch(e->out, false);
 	if (r < 0) {
@@ -132,9 +144,12 @@ static void drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct
 	}
 }
 
-void patch_drain(struct patch_trap *pt, struct gb_engine *e) { drain_fault(pt, e, NULL); }
+void patch_drain(struct patch_trap *pt, struct gb_engine *e, bool settled)
+{
+	drain_fault(pt, e, NULL, settled);
+}
 
-static void drain(struct patch_trap *pt, struct gb_engine *e) { patch_drain(pt, e); }
+static void drain(struct patch_trap *pt, struct gb_engine *e) { patch_drain(pt, e, false); }
 
 /* In-range misses (a lookup, or an exit to a target not translated up
  * front): counted, and their targets translated so the next ones are
@@ -190,6 +205,10 @@ static int unwind(struct patch_trap *pt, struct gb_engine *e, size_t i,
 	}
 	if (gb_jit__unwind(pt->j, r, &pt->cur, &u))
 		return -EAGAIN;
+	if (u.late_recs && pt->has_held) {
+		pt->has_held = false; /* the record it took back (the ring's last) */
+		u.late_recs--;
+	}
 	pt->late += u.late_recs;
 	if (u.recorded) {
 		pth(e, i)->skip = true;
@@ -293,7 +312,7 @@ static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *
 		eng_set_state(e, i, T_DYING);
 		return GB_TRAP_SWALLOW;
 	}
-	drain_fault(pt, e, sync ? st : NULL);
+	drain_fault(pt, e, sync ? st : NULL, false);
 	if (u) {
 		gb_warn("trace: thread %d: signal %d in the code cache at 0x%llx: delivered there",
 			tid, st->sig, (unsigned long long)rip);
@@ -424,7 +443,7 @@ static void patch_start(struct gb_trap *t, struct gb_engine *e)
 
 void patch_flush(struct patch_trap *pt, struct gb_engine *e)
 {
-	drain(pt, e);
+	patch_drain(pt, e, true); /* (an exec: no other thread) */
 	collect_misses(pt, true);
 	gb_guard_undo_clear(); /* the old image's bytes went with it */
 }
@@ -435,7 +454,8 @@ void patch_flush(struct patch_trap *pt, struct gb_engine *e)
 static void patch_exit(struct gb_trap *t, struct gb_engine *e, size_t i)
 {
 	struct patch_trap *pt = PT(t);
-	drain(pt, e);
+	/* (its own last record ran: it is gone; another thread's may not) */
+	patch_drain(pt, e, pt->has_held && pt->held_i == (ssize_t)i);
 	if (pt->probes)
 		gb_probes__forget(pt->probes, eng_tid(e, i));
 	struct patch_thread *th = pth(e, i);
@@ -475,8 +495,9 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 	patch_probe_teardown(pt, e);
 	if (!pt->written)
 		return;
-	drain(pt, e);
+	drain(pt, e); /* (every thread stopped, but perhaps in a stretch) */
 	if (!eng_live(e)) {
+		patch_drain(pt, e, true);
 		pt->written = false;
 		patch_report(pt);
 		return;
@@ -498,8 +519,9 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 			continue;
 		}
 	}
-	/* What the end stepped through is the trace's too, up to --max-insns. */
-	drain(pt, e);
+	/* What the end stepped through is the trace's too, up to --max-insns
+	 * (no thread in the cache now). */
+	patch_drain(pt, e, true);
 	ssize_t via = patch_gs_zero(e);
 	e->t->zero_gs = true; /* (and a thread made since, at the detach) */
 	pt->written = false;

@@ -65,6 +65,13 @@ struct patch_trap {
 					  * exited (their records drained) */
 	unsigned nfreed;
 	ssize_t cur_i;                /* the thread whose stretch the ring is at */
+	/* The ring's last instruction record, read but not yet a line: its
+	 * instruction may not have run (written before it runs, it may still
+	 * fault, or be taken back by unwinding); a later record, or a drain
+	 * with no thread in a stretch, makes it a line. */
+	struct gb_jit_rec held;
+	ssize_t held_i;               /* its thread; held is valid when has_held */
+	bool has_held;
 	uint64_t late;                /* records read before unwinding took them back */
 	uint64_t handled;             /* signals taken at an original boundary */
 	uint64_t marks;               /* stretch markers drained: entries (statistics) */
@@ -107,7 +114,10 @@ int patch_guard_inside(struct patch_trap *pt, bool translate);
 struct gb_engine;
 ssize_t patch_gs_zero(struct gb_engine *e);
 extern const struct gb_trap_ops patch_ops;
-void patch_drain(struct patch_trap *pt, struct gb_engine *e);
+/* The ring's records become lines; the last is held back (pt->held)
+ * unless settled: no thread can be running an instruction of the cache
+ * (the lock is gebpf's, or every thread is stopped out of a stretch). */
+void patch_drain(struct patch_trap *pt, struct gb_engine *e, bool settled);
 /* Does the process catch sig (a handler will run)? */
 bool patch_caught(pid_t pid, int sig);
 static inline bool patch_in_range(const struct patch_trap *pt, uint64_t pc)

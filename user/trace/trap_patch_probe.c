@@ -190,7 +190,7 @@ static bool take_lock(struct patch_trap *pt, struct gb_engine *e)
 	for (unsigned k = 0; k < 10; k++) {
 		if (gb_jit__lock_try_for(pt->j, PATCH_LOCK_US / 10))
 			return true;
-		patch_drain(pt, e);
+		patch_drain(pt, e, false);
 	}
 	return false;
 }
@@ -219,7 +219,7 @@ int patch_probe_enter(struct gb_trap *t, struct gb_engine *e, size_t i)
 		pt->probe_waits++;
 		return 1;
 	}
-	patch_drain(pt, e); /* everything before it */
+	patch_drain(pt, e, true); /* everything before it (the lock is gebpf's) */
 	th->pp.has_hit = false;
 	if (gb_regs_get(tid, &now)) {
 		gb_jit__lock_release(pt->j);
