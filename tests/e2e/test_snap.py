@@ -228,6 +228,33 @@ def test_bad_inputs(gebpf, root, tmp_path):
     assert r.returncode == 1 and "nodir" in r.stderr
 
 
+def test_at_inside_an_instruction_is_refused(gebpf, root, tmp_path):
+    """--at ADDR inside an instruction: a breakpoint there would corrupt it
+    (and never be hit).  One line naming the instruction and the two
+    addresses to use, exit 1, no file, and an attached target runs on to its
+    own end (tests/progs/spin_fault.c: sp_run starts with a 3-byte mov)."""
+    sp_run = int(subprocess.run(["nm", prog_path("spin_fault")], capture_output=True, text=True,
+                                check=True).stdout.split(" T sp_run\n")[0].rsplit("\n", 1)[-1], 16)
+    inside = "%#x" % (sp_run + 2)
+    out = tmp_path / "x.core"
+    r = run_gebpf(["snap", "--at", inside, "-o", str(out), "--", prog_path("spin_fault"), "2", "10"])
+    assert r.returncode == 1, r.stderr
+    want = ("gebpf: snap: --at %s: %s is inside the instruction at %#x (sp_run+0x0); run to an "
+            "instruction: %#x or %#x" % (inside, inside, sp_run, sp_run, sp_run + 3))
+    assert want in r.stderr.splitlines(), r.stderr
+    assert not out.exists()
+    p = subprocess.Popen([prog_path("spin_fault"), "400", "20000000"], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.3)
+        r = run_gebpf(["snap", "-p", str(p.pid), "--at", inside, "-o", str(out)])
+        assert r.returncode == 1 and "is inside the instruction" in r.stderr, r.stderr
+        assert not out.exists()
+        stdout, _ = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert p.returncode == 0 and "faults 400" in stdout, (p.returncode, stdout)
+
+
 def test_pid_gone_during_capture(gebpf, root, tmp_path):
     """Kill the target while gebpf captures 256 MiB of it: either the capture
     finished first (a valid file) or it fails clearly and leaves no file."""

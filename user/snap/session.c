@@ -25,7 +25,21 @@
 #include "snap/launch.h"
 #include "snap/point.h"
 #include "snap/snapshot.h"
+#include "sym/boundary.h"
 #include "sym/syms.h"
+
+/* A breakpoint planted inside an instruction would corrupt it and never
+ * be reached: such an --at is refused. */
+static bool inside_insn(pid_t pid, const char *at, uint64_t addr)
+{
+	struct gb_boundary b;
+	if (gb_boundary_check(pid, addr, &b) || b.kind != GB_BOUNDARY_INSIDE)
+		return false;
+	gb_err("snap: --at %s: 0x%" PRIx64 " is inside the instruction at 0x%" PRIx64 " (%s+0x%" PRIx64
+	       "); run to an instruction: 0x%" PRIx64 " or 0x%" PRIx64, at, addr, b.prev, b.func,
+	       b.prev - b.fn, b.prev, b.next);
+	return true;
+}
 
 /* The address of --at in pid (sym/syms.h resolves the symbol); a bare-hex
  * name that no symbol has is an address. */
@@ -51,6 +65,8 @@ static int resolve_at(struct gb_tracee *t, pid_t tid, struct gb_snap_rng *det,
 		r.start = hex;
 	}
 	*addr = r.start;
+	if ((!sym || strchr(o->at, '+')) && inside_insn(pid, o->at, *addr))
+		return -1;
 	if (sym)
 		snprintf(point, plen, "at 0x%" PRIx64 " (%s)", *addr, o->at);
 	else

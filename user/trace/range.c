@@ -9,11 +9,10 @@
 #include <sys/user.h>
 
 #include "common/log.h"
-#include "decode/flow.h"
 #include "ptrace/maps.h"
-#include "ptrace/mem.h"
 #include "ptrace/regs.h"
 #include "record/jsonl.h"
+#include "sym/boundary.h"
 #include "sym/entries.h"
 #include "sym/syms.h"
 
@@ -148,38 +147,21 @@ uint64_t gb_trace_range_early(pid_t pid, const struct gb_range_spec *r, bool ent
 
 int gb_trace_range_check_start(pid_t pid, const char *text, uint64_t start)
 {
-	struct gb_syms *sy = gb_syms__new(pid);
-	char name[256];
-	uint64_t fn = 0, size = 0, prev = 0, next = 0;
-	int r = sy ? gb_syms__func_at(sy, start, name, sizeof(name), &fn, &size) : -ENOENT;
-	gb_syms__free(sy);
-	if (r) {
-		gb_info("range %s: 0x%llx is in no sized function symbol: not checked that an "
-			"instruction starts there", text, (unsigned long long)start);
-		return 0;
-	}
-	if (fn == start)
-		return 0;
-	/* Up to start and the whole instruction there. */
-	size_t n = (size_t)(start - fn) + 15;
-	if (n > size)
-		n = size;
-	uint8_t *buf = malloc(n);
-	ssize_t got = buf ? gb_mem_read(pid, fn, buf, n) : -ENOMEM;
-	r = got > (ssize_t)(start - fn) ? gb_flow_boundary(fn, buf, (size_t)got, start, &prev, &next)
-					 : -EIO;
-	free(buf);
-	if (r < 0) {
+	struct gb_boundary b;
+	if (gb_boundary_check(pid, start, &b))
+		return 0; /* (out of memory: not checked) */
+	if (b.kind == GB_BOUNDARY_UNKNOWN && !b.func[0])
+		gb_info("range %s: 0x%llx %s: not checked that an instruction starts there", text,
+			(unsigned long long)start, b.why);
+	else if (b.kind == GB_BOUNDARY_UNKNOWN)
 		gb_info("range %s: 0x%llx (%s+0x%llx): %s: not checked that an instruction starts "
-			"there", text, (unsigned long long)start, name, (unsigned long long)(start - fn),
-			r == -EIO ? "its function's bytes are unreadable" : "its function does not decode");
-		return 0;
-	}
-	if (r == 0)
+			"there", text, (unsigned long long)start, b.func,
+			(unsigned long long)(start - b.fn), b.why);
+	if (b.kind != GB_BOUNDARY_INSIDE)
 		return 0;
 	gb_err("trace: range %s: 0x%llx is inside the instruction at 0x%llx (%s+0x%llx); start the "
 	       "range at an instruction: 0x%llx or 0x%llx", text, (unsigned long long)start,
-	       (unsigned long long)prev, name, (unsigned long long)(prev - fn),
-	       (unsigned long long)prev, (unsigned long long)next);
+	       (unsigned long long)b.prev, b.func, (unsigned long long)(b.prev - b.fn),
+	       (unsigned long long)b.prev, (unsigned long long)b.next);
 	return -EINVAL;
 }
