@@ -122,6 +122,10 @@ CASES = [
     # ... and one of them faults, its handler resuming at another address
     # (not lackey: a fault, as for sigret)
     Case("short-fault", "tc_shortfault", "traced", (20,), lackey=False),
+    # ... the same fault at an entry that keeps a uprobe while the patch trap
+    # patches the other (the handler resumes by RIP += 4: no code address in
+    # the data)
+    Case("probed-fault", "tc_probedfault", "traced", (20,), lackey=False),
     # ... entered by 8 threads at once
     Case("short-threads", "tc_shortmt", "traced", (50, 8), lackey=False, threads=True),
 ]
@@ -215,8 +219,9 @@ def test_case_equals_reference(case, trap, engine, tmp_path_factory):
 # except: also an entry whose 5 bytes hold a branch target of the range
 # (the planner's refusal for native runs).  short-fault is not here since
 # that refusal: ts_in2's 5 bytes hold ts_mid, a code address its data
-# holds, so no entry can be patched and the probe trap traces it.
-PATCH_PROBED = {"short-entry": 2, "except": 2, "short-threads": 2}
+# holds, so no entry can be patched and the probe trap traces it;
+# probed-fault is that case with ts_in2 patchable.
+PATCH_PROBED = {"short-entry": 2, "except": 2, "short-threads": 2, "probed-fault": 1}
 
 
 @pytest.mark.parametrize("cid", sorted(PATCH_PROBED))
