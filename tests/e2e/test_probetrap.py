@@ -389,6 +389,46 @@ def test_attach_hot_program(tmp_path):
     check_hot_runs(out, 10)
 
 
+URG_COUNTER = r"""
+import signal, sys, time
+n = [0]
+signal.signal(signal.SIGURG, lambda s, f: n.__setitem__(0, n[0] + 1))
+print("ready", flush=True)
+end = time.monotonic() + float(sys.argv[1])
+loops = 0
+while time.monotonic() < end:
+    b = [bytes(k % 300 + 1) for k in range(200)]
+    loops += 1
+print("sigurg %d loops %d" % (n[0], loops), flush=True)
+"""
+
+
+@pytest.mark.parametrize("trap", ("probes", "patch"))
+def test_no_stop_signal_after_the_detach(trap, tmp_path):
+    """The uprobes go after the detach (their removal waits for the
+    kernel's grace periods: the program runs meanwhile), disarmed at the
+    teardown: Debian's python3, counting the SIGURGs it gets (the probe
+    trap's stop signal), malloc-heavy for 1 s after a 1 s trace of
+    libc:malloc, must get none.  (It checks the order of the end, not the
+    disarm alone: built without the disarm, it passed too, the removal
+    following the detach too closely for a hit in between.)"""
+    p = subprocess.Popen(["/usr/bin/python3", "-c", URG_COUNTER, "4"], stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        r = subprocess.run([gebpf_path(), "trace", "-v", "-p", str(p.pid), "--range", "libc:malloc",
+                            "--trap", trap, "--duration", "1", "-o", str(tmp_path / "t.jsonl")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert "probes detached" in r.stderr, r.stderr
+        out, _ = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0 and out.startswith("sigurg 0 "), out
+
+
 def tracefs_uprobes():
     for d in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
         path = os.path.join(d, "uprobe_events")

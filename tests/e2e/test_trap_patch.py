@@ -360,6 +360,15 @@ def python_as_found(pid, lo, hi, maps_before):
 
 
 @pytest.mark.skipif(not os.path.exists(PYTHON), reason="no /usr/bin/python3")
+def alive(pid):
+    """pid exists and is no zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def test_python_attached(tmp_path):
     """A Python loop attached with -p for 2 s, range _PyEval_EvalFrameDefault:
     the patch trap traces it with its refused entries on uprobes and no
@@ -393,13 +402,18 @@ def test_python_attached(tmp_path):
             if os.path.exists(tmp_path / "k.jsonl") and os.path.getsize(tmp_path / "k.jsonl") > 4096:
                 break
             time.sleep(0.05)
+        worker = tracer_of(p.pid)
         g.send_signal(signal.SIGKILL)
         g.wait(timeout=30)
+        # The worker detaches, then removes the disarmed uprobes (their
+        # removal waits for grace periods while python runs): as found
+        # once it is gone.
         for _ in range(300):
-            if tracer_of(p.pid) == 0:
+            if tracer_of(p.pid) == 0 and not (worker and alive(worker)):
                 break
             time.sleep(0.05)
         assert tracer_of(p.pid) == 0, "python still traced 15 s after gebpf was SIGKILLed"
+        assert not (worker and alive(worker)), "gebpf's worker still there 15 s after the kill"
         python_as_found(p.pid, lo, hi, before)
         assert p.poll() is None, "python died"
     finally:

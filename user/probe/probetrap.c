@@ -45,7 +45,47 @@ static int on_record(void *ctx, void *data, size_t len)
 	return 0;
 }
 
+/* One trap loaded ahead (gb_probetrap__prepare), for these options. */
+static struct gb_probetrap *prepared;
+static struct gb_probetrap_opts prepared_o;
+static double prepared_ms;
+
+static struct gb_probetrap *load(const struct gb_probetrap_opts *o);
+
+void gb_probetrap__prepare(const struct gb_probetrap_opts *o)
+{
+	if (prepared)
+		return;
+	struct gb_probetrap_opts q = *o;
+	q.quiet = q.silent = true; /* (said when it is used; failing, new says why) */
+	double t0 = gb_mono_s();
+	prepared = load(&q);
+	prepared_ms = (gb_mono_s() - t0) * 1e3;
+	prepared_o = *o;
+}
+
+void gb_probetrap__unprepare(void)
+{
+	gb_probetrap__free(prepared);
+	prepared = NULL;
+}
+
 struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o)
+{
+	struct gb_probetrap *p = prepared;
+	if (p && prepared_o.tgid == o->tgid && prepared_o.signo == o->signo &&
+	    prepared_o.redirect == o->redirect) {
+		prepared = NULL;
+		p->silent = o->silent;
+		if (!p->silent)
+			gb_info("probe trap: BPF program loaded in %.1f ms, before the target was "
+				"stopped", prepared_ms);
+		return p;
+	}
+	return load(o);
+}
+
+static struct gb_probetrap *load(const struct gb_probetrap_opts *o)
 {
 	struct gb_probetrap *p = NULL;
 	int err;

@@ -139,6 +139,11 @@ struct gb_probetrap;
  * unavailable; a "gebpf: warning: probe trap: ..." line says why unless
  * quiet. */
 struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o);
+/* Load a trap for o now (before the target is stopped: the load and its
+ * feature checks take tens of ms): the next gb_probetrap__new with the same
+ * tgid, signo and redirect gets it.  unprepare frees one not taken. */
+void gb_probetrap__prepare(const struct gb_probetrap_opts *o);
+void gb_probetrap__unprepare(void);
 /* Probe the instruction at file_offset of the file at path (for the
  * process's threads only).  The file need not be mapped yet.  0, -EEXIST
  * (already probed), or -errno from the kernel; -EMFILE raises the soft

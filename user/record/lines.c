@@ -23,7 +23,9 @@
 
 #define TICK_MS 250         /* the writer writes what it holds this often */
 #define SLICE_MS 100        /* waits are sliced to notice signals and quit */
-#define STALL_S 1.0         /* no progress this long = stalled */
+#define STALL_S 1.0         /* no progress this long = stalled (a pipe, a tty) */
+#define STALL_FILE_S 10.0   /* ... a regular file: a loaded VM's disk can hold
+			     * one 1 MiB write for over a second */
 #define NENDS 64            /* line ends remembered to make room for the summary */
 #define SUMMARY_MAX 512
 #define DIO_ALIGN 4096      /* direct writes: file offset, length and buffer aligned */
@@ -335,10 +337,12 @@ struct gb_lines *gb_lines__new(int fd, const struct gb_lines_opts *o)
 	return w;
 }
 
+static double stall_s(const struct gb_lines *w) { return w->regular ? STALL_FILE_S : STALL_S; }
+
 static bool stalled_locked(struct gb_lines *w)
 {
 	return w->gave_up ||
-	       (w->out_len && (double)(mono_ns() - atomic_load(&w->progress_ns)) / 1e9 >= STALL_S);
+	       (w->out_len && (double)(mono_ns() - atomic_load(&w->progress_ns)) / 1e9 >= stall_s(w));
 }
 
 /* One slice of waiting for the writer (lock held).  False when the producer
@@ -354,7 +358,7 @@ static bool wait_writer(struct gb_lines *w)
 	ts.tv_nsec %= 1000000000l;
 	pthread_cond_timedwait(&w->room, &w->mu, &ts);
 	bool stop = gb_sigflag_stop() || (w->give_up_at && gb_mono_s() >= w->give_up_at);
-	if (stop && (double)(mono_ns() - atomic_load(&w->progress_ns)) / 1e9 >= STALL_S)
+	if (stop && (double)(mono_ns() - atomic_load(&w->progress_ns)) / 1e9 >= stall_s(w))
 		w->gave_up = true;
 	return !w->gave_up;
 }

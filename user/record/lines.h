@@ -11,7 +11,8 @@
  *    gebpf leaves what was produced up to ~0.25 s before);
  *  - a stalled output (a FIFO or pipe nobody reads) blocks the producer only
  *    while the buffer is full and only until SIGINT/SIGTERM (common/sigflag)
- *    or the give-up time: then lines are refused (the caller counts them
+ *    or the give-up time, once it has taken nothing for a second (ten for a
+ *    regular file): then lines are refused (the caller counts them
  *    dropped), the status says stalled, and finish() writes the
  *    summary if the output takes it within a second.
  *

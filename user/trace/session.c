@@ -18,6 +18,7 @@
 #include "record/output.h"
 #include "record/recording.h"
 #include "probe/faults.h"
+#include "probe/probetrap.h"
 #include "ptrace/maps.h"
 #include "ptrace/runto.h"
 #include "ptrace/tracee.h"
@@ -72,6 +73,11 @@ static int early(struct session *s)
 	    gb_sym_range_resolve(&o->range, o->pid, &s->range, NULL))
 		return 0;
 	s->early_key = gb_trace_range_early(o->pid, &s->range, o->trap != GB_TRAP_NONE);
+	/* The uprobe program the probe trap, or the patch trap's refused
+	 * entries, would load while the target is stopped (~20 ms). */
+	if (o->trap == GB_TRAP_AUTO || o->trap == GB_TRAP_PATCH || o->trap == GB_TRAP_PROBES)
+		gb_probetrap__prepare(&(struct gb_probetrap_opts){
+			.tgid = o->pid, .redirect = o->trap != GB_TRAP_PROBES });
 	return open_output(s) ? -1 : 1;
 }
 
@@ -475,6 +481,7 @@ cleanup:
 	gb_engine__free(s.eng);
 	gb_trap_free(s.entry_trap);
 	gb_probes__free(s.probes);
+	gb_probetrap__unprepare(); /* (one not taken) */
 	gb_jsonl__free(s.out);
 	gb_recording__free(s.rec); /* removes the temporary trace if not finished */
 	gb_output_close(&s.file, !s.eng); /* nothing was traced: leave nothing behind */

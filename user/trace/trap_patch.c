@@ -547,11 +547,12 @@ static bool patch_covers(const struct gb_trap *t, uint64_t pc) { return false; }
 static uint64_t patch_entries(const struct gb_trap *t) { return PT(t)->marks; }
 
 /* After teardown: the cache unmapped, the bytes back; only gebpf's view of
- * the cache (its munmap, the waker's join: tens of ms under load) is left,
- * unless uprobes (its refused entries', an exec's probe trap) are. */
+ * the cache (its munmap, the waker's join: tens of ms under load) and the
+ * refused entries' uprobes, disarmed (patch_probe_teardown), are left;
+ * not with an exec's probe trap (pt->instead). */
 static bool patch_free_later(const struct gb_trap *t)
 {
-	return !PT(t)->probes && !PT(t)->instead && !PT(t)->written;
+	return !PT(t)->instead && !PT(t)->written;
 }
 
 void patch_free(struct gb_trap *t)

@@ -271,6 +271,10 @@ void patch_probe_teardown(struct patch_trap *pt, struct gb_engine *e)
 		ppt(e, i)->has_hit = false;
 	}
 	struct gb_probetrap_stats s;
+	/* Hits do nothing from now on: the uprobes can go after the detach
+	 * (their removal waits for the kernel's grace periods, tens of ms the
+	 * program would spend stopped; patch_free_later). */
+	gb_probetrap__disarm(gb_probes__trap(pt->probes));
 	gb_probetrap__stats(gb_probes__trap(pt->probes), &s);
 	gb_info("trace: the patch trap: %llu entries through its %u uprobes (%llu waited for the "
 		"cache's lock), %llu sent straight into the cache", (unsigned long long)pt->probe_hits,

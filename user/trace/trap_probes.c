@@ -296,7 +296,14 @@ static void probes_teardown(struct gb_trap *t, struct gb_engine *e)
 		eng_th(e, i)->want_entry = false;
 		pth(e, i)->has_hit = false;
 	}
+	/* Every thread held: from now on a hit does nothing, so the uprobes
+	 * can go after the detach (probes_free_later). */
+	gb_probetrap__disarm(gb_probes__trap(PR(t)->p));
 }
+
+/* Their removal waits for the kernel's grace periods (tens of ms): an
+ * attached program runs on meanwhile, its hits disarmed. */
+static bool probes_free_later(const struct gb_trap *t) { return true; }
 
 static uint64_t probes_entries(const struct gb_trap *t) { return PR(t)->entries; }
 
@@ -326,6 +333,7 @@ static const struct gb_trap_ops probes_ops = {
 	.exit = probes_exit,
 	.teardown = probes_teardown,
 	.entries = probes_entries,
+	.free_later = probes_free_later,
 	.free = probes_free,
 };
 
