@@ -100,3 +100,6 @@ $(OUTPUT)/progs/tc_except: tests/progs/tc_except.cc
 
 # pt_relchurn: pt_churn's program with a `traced` of its own (included).
 $(OUTPUT)/progs/pt_relchurn: tests/progs/pt_churn.c
+
+# tc_probedfault.c is tc_shortfault.c built with TC_RESUME_BY_LENGTH.
+$(OUTPUT)/progs/tc_probedfault: tests/progs/tc_shortfault.c

@@ -7,56 +7,5 @@
  * Every third call passes a bad pointer: the probed load faults.  Usage:
  * tc_probedfault [N] (default 20).  Prints a checksum; exit 0.  Range:
  * `traced`. */
-#define _GNU_SOURCE
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <ucontext.h>
-
-long traced(const int *p, long x), via_in2(long x);
-
-__asm__(".text\n"
-	".globl traced\n.type traced,@function\n"
-	"traced:\n"
-	"	mov (%rdi), %eax\n"        /* 8b 07 */
-	".globl ts_in2\nts_in2:\n"
-	"	add %esi, %eax\n"          /* 01 f0 */
-	"ts_mid:\n"
-	"	lea 1(%rax,%rax,2), %rax\n"
-	"	xor $0x5a, %rax\n"
-	"	ret\n"
-	".size traced,.-traced\n"
-	".globl via_in2\n.type via_in2,@function\n"
-	"via_in2:\n"
-	"	mov %rdi, %rsi\n"
-	"	mov $7, %eax\n"
-	"	jmp ts_in2\n"
-	".size via_in2,.-via_in2\n");
-
-static void on_segv(int sig, siginfo_t *si, void *ctx)
-{
-	ucontext_t *uc = ctx;
-	(void)sig;
-	(void)si;
-	uc->uc_mcontext.gregs[REG_RAX] = 100;
-	uc->uc_mcontext.gregs[REG_RIP] += 4; /* at ts_mid */
-}
-
-int main(int argc, char **argv)
-{
-	long n = argc > 1 ? atol(argv[1]) : 20;
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_segv;
-	sa.sa_flags = SA_SIGINFO;
-	sigaction(SIGSEGV, &sa, NULL);
-	static const int good = 5;
-	unsigned long sum = 0;
-	for (long i = 0; i < n; i++) {
-		const int *p = i % 3 == 2 ? (const int *)16 : &good;
-		sum = sum * 7 + (unsigned long)(traced(p, i) + via_in2(i) * 3);
-	}
-	printf("checksum %lx\n", sum);
-	return 0;
-}
+#define TC_RESUME_BY_LENGTH
+#include "tc_shortfault.c"

@@ -5,7 +5,10 @@
  * and the SA_SIGINFO SIGSEGV handler (outside) resumes at `ts_mid`, an
  * address of the range that is no entry (rax = 100).  Assembly in C (the
  * exact bytes matter).  Usage: tc_shortfault [N] (default 20).  Prints a
- * checksum; exit 0.  Range: `traced`. */
+ * checksum; exit 0.  Range: `traced`.
+ * With TC_RESUME_BY_LENGTH defined (tc_probedfault.c) the handler resumes
+ * by RIP += 4 instead, and ts_mid is a local label: no code address of the
+ * range is in the program's data. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
@@ -14,7 +17,12 @@
 #include <ucontext.h>
 
 long traced(const int *p, long x), via_in2(long x);
+#ifndef TC_RESUME_BY_LENGTH
 extern char ts_mid[];
+#define TS_MID_GLOBL ".globl ts_mid\n"
+#else
+#define TS_MID_GLOBL ""
+#endif
 
 __asm__(".text\n"
 	".globl traced\n.type traced,@function\n"
@@ -22,7 +30,7 @@ __asm__(".text\n"
 	"	mov (%rdi), %eax\n"        /* 8b 07 */
 	".globl ts_in2\nts_in2:\n"
 	"	add %esi, %eax\n"          /* 01 f0 */
-	".globl ts_mid\nts_mid:\n"
+	TS_MID_GLOBL "ts_mid:\n"
 	"	lea 1(%rax,%rax,2), %rax\n"
 	"	xor $0x5a, %rax\n"
 	"	ret\n"
@@ -40,7 +48,11 @@ static void on_segv(int sig, siginfo_t *si, void *ctx)
 	(void)sig;
 	(void)si;
 	uc->uc_mcontext.gregs[REG_RAX] = 100;
+#ifdef TC_RESUME_BY_LENGTH
+	uc->uc_mcontext.gregs[REG_RIP] += 4; /* at ts_mid, past the load and the add */
+#else
 	uc->uc_mcontext.gregs[REG_RIP] = (greg_t)ts_mid;
+#endif
 }
 
 int main(int argc, char **argv)
