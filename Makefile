@@ -38,7 +38,7 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-USER_SRCS := $(sort $(shell find user -name '*.c'))
+USER_SRCS := $(sort $(shell find user -name '*.c' -not -path 'user/qemu/*'))
 USER_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(USER_SRCS)) $(OUTPUT)/proto/profile.pb-c.o
 LIB_OBJS  := $(filter-out $(OUTPUT)/user/cli/%,$(USER_OBJS))
 BPF_SRCS  := $(sort $(wildcard bpf/*.bpf.c))
@@ -54,7 +54,7 @@ UNIT_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(UNIT_SRCS))
 
 BIN       := $(OUTPUT)/gebpf
 
-all: gebpf progs $(OUTPUT)/probecheck
+all: gebpf progs $(OUTPUT)/probecheck $(OUTPUT)/gebpf-qemu.so
 
 # ./gebpf is a link to the binary of the default output directory; a build
 # with OUTPUT=.output-x (used to build side by side) leaves it alone.
@@ -148,18 +148,28 @@ e2e: gebpf progs
 
 test: unit e2e
 
-# bench_engines.py's QEMU plugin needs qemu-plugin.h, which no Debian binary
-# package ships: bench/qemu-plugin-h.sh takes it from Debian's qemu source
-# package.  Without it the QEMU rows are left out (the benchmark says why).
-QEMU_PLUGIN := $(OUTPUT)/bench/qemu_trace_plugin.so
-
-bench: gebpf progs $(BENCH_BINS)
-	-$(Q)bench/qemu-plugin-h.sh $(OUTPUT)/bench/include && \
-		$(CC) -O2 -Wall -shared -fPIC -I$(OUTPUT)/bench/include bench/qemu_trace_plugin.c -o $(QEMU_PLUGIN)
+bench: gebpf progs $(BENCH_BINS) $(OUTPUT)/gebpf-qemu.so
 	GEBPF_OUTPUT=$(abspath $(OUTPUT)) $(PYTHON) bench/run.py
 
 kmatrix: gebpf progs $(OUTPUT)/probecheck
 	scripts/kmatrix
+
+# The QEMU TCG plugin (user/qemu/, docs/qemu.md), beside gebpf.  It needs
+# QEMU's qemu-plugin.h, which no Debian binary package ships:
+# scripts/qemu-plugin-h takes it from Debian's qemu source package (once,
+# cached in $(OUTPUT)/qemu-include).  Where that fails (no network, no
+# qemu-user) the plugin is left out with one line, and its tests skip.
+QEMU_PLUGIN_SRCS := $(sort $(wildcard user/qemu/*.c)) user/record/zframes.c
+QEMU_PLUGIN_CFLAGS := -g -O2 -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -fPIC -shared \
+                      -fvisibility=hidden -Iuser -I$(OUTPUT)/qemu-include
+
+$(OUTPUT)/gebpf-qemu.so: $(QEMU_PLUGIN_SRCS) $(wildcard user/qemu/*.h) user/record/zframes.h \
+                         scripts/qemu-plugin-h
+	$(call msg,PLUGIN,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)if scripts/qemu-plugin-h $(OUTPUT)/qemu-include; then \
+		$(CC) $(QEMU_PLUGIN_CFLAGS) $(QEMU_PLUGIN_SRCS) -lelf -lzstd -lpthread -o $@; \
+	else echo "  SKIP     $@: no qemu-plugin.h (scripts/qemu-plugin-h failed; docs/qemu.md)"; fi
 
 # Static test programs (rules and flags live with the programs).
 include tests/progs/progs.mk

@@ -1,0 +1,279 @@
+/* gebpf's QEMU TCG plugin: the trace lines of docs/trace-format.md from
+ * QEMU user mode, for comparing an emulated run with gebpf's native trace
+ * (docs/qemu.md).  Built as .output/gebpf-qemu.so beside gebpf; `gebpf qemu`
+ * runs qemu-x86_64 with it.  Knobs: user/qemu/knobs.h; output: sink.h.
+ *
+ * Every vCPU (QEMU user mode: one per guest thread, their callbacks running
+ * concurrently on as many host threads).  Each vCPU keeps its current
+ * instruction (pc and accesses, inline per-vCPU state, no allocation per
+ * instruction) and hands it to the sink, under one lock, when its next
+ * in-range instruction starts, when it exits, or at the end: the exec line
+ * of an instruction is followed by its own accesses, each vCPU's
+ * instructions come in its own order, and vt numbers them in the order
+ * they were handed over.  `vcpu` is QEMU's vCPU index.
+ *
+ * QEMU's plugin API has no context pointer for translation callbacks, so
+ * the plugin's state is one static struct (QEMU loads a plugin once per
+ * -plugin). */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <qemu-plugin.h>
+
+#include "qemu/guest.h"
+#include "qemu/knobs.h"
+#include "qemu/sink.h"
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
+
+#define INLINE_ACC 32          /* accesses kept inline; more grow a heap array */
+#define OUT_FD_MIN 900         /* the trace's fd sits above the guest's (see below) */
+
+struct vcpu {
+	unsigned index;
+	bool pending;                  /* an instruction is held (pc, acc) */
+	uint64_t pc;
+	uint32_t nacc, cap;
+	struct gb_qacc *acc;           /* inl, or a heap array once grown */
+	struct gb_qacc inl[INLINE_ACC];
+};
+
+static struct {
+	pthread_mutex_t lock;          /* the sink, the vCPU table, resolution, done */
+	struct gb_qknobs k;
+	struct gb_qsink *sink;
+	const char *out_name;
+	bool resolved;                 /* lo..hi is the range */
+	uint64_t lo, hi;
+	bool done;                     /* the summary is written: nothing more */
+	struct vcpu **vcpus;           /* by index */
+	size_t nvcpus;
+} P = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static __thread struct vcpu *me;   /* this host thread's vCPU (user mode: one) */
+
+static void say(const char *what, const char *why)
+{
+	fprintf(stderr, "gebpf: qemu plugin: %s: %s\n", what, why);
+}
+
+/* The vCPU state of index idx (created on first use).  Under P.lock. */
+static struct vcpu *vcpu_locked(unsigned idx)
+{
+	if (idx >= P.nvcpus) {
+		size_t n = P.nvcpus ? P.nvcpus : 8;
+		while (n <= idx)
+			n *= 2;
+		struct vcpu **t = realloc(P.vcpus, n * sizeof(*t));
+		if (!t)
+			return NULL;
+		memset(t + P.nvcpus, 0, (n - P.nvcpus) * sizeof(*t));
+		P.vcpus = t;
+		P.nvcpus = n;
+	}
+	if (!P.vcpus[idx]) {
+		struct vcpu *v = calloc(1, sizeof(*v));
+		if (!v)
+			return NULL;
+		v->index = idx;
+		v->acc = v->inl;
+		v->cap = INLINE_ACC;
+		P.vcpus[idx] = v;
+	}
+	return P.vcpus[idx];
+}
+
+static void commit(struct vcpu *v)
+{
+	gb_qsink__insn(P.sink, v->index, v->pc, v->acc, v->nacc);
+	v->pending = false;
+}
+
+static void on_exec(unsigned int idx, void *udata)
+{
+	struct vcpu *v = me;
+	pthread_mutex_lock(&P.lock);
+	if (__builtin_expect(!v || v->index != idx, 0)) {
+		v = vcpu_locked(idx);
+		if (!v) {
+			pthread_mutex_unlock(&P.lock);
+			say("vCPU state", strerror(ENOMEM));
+			_exit(1);
+		}
+		me = v;
+	}
+	if (v->pending)
+		commit(v);
+	v->pending = !P.done;
+	v->pc = (uint64_t)(uintptr_t)udata;
+	v->nacc = 0;
+	pthread_mutex_unlock(&P.lock);
+}
+
+static void on_mem(unsigned int idx, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
+{
+	struct vcpu *v = me;
+	(void)udata;
+	if (!v || v->index != idx || !v->pending)
+		return;
+	if (__builtin_expect(v->nacc == v->cap, 0)) {
+		uint32_t cap = v->cap * 2;
+		struct gb_qacc *a = malloc(cap * sizeof(*a));
+		if (!a) {
+			say("vCPU state", strerror(ENOMEM));
+			_exit(1);
+		}
+		memcpy(a, v->acc, v->nacc * sizeof(*a));
+		if (v->acc != v->inl)
+			free(v->acc);
+		v->acc = a;
+		v->cap = cap;
+	}
+	struct gb_qacc *a = &v->acc[v->nacc];
+	a->addr = vaddr;
+	a->size = 1u << qemu_plugin_mem_size_shift(info);
+	a->write = qemu_plugin_mem_is_store(info);
+	v->nacc++;
+}
+
+/* A symbol range, once QEMU has loaded the guest (the first translation:
+ * no guest instruction has run yet).  A symbol that does not resolve ends
+ * QEMU here with the one error line. */
+static void resolve(void)
+{
+	const struct gb_qknobs *k = &P.k;
+	char err[512];
+	P.resolved = true;
+	if (!k->symbol) {
+		P.lo = k->has_start ? k->start : 0;
+		P.hi = k->has_end ? k->end : UINT64_MAX;
+		return;
+	}
+	const char *path = qemu_plugin_path_to_binary();
+	struct gb_qguest_load load = { qemu_plugin_entry_code(), qemu_plugin_start_code() };
+	char what[300];
+	snprintf(what, sizeof(what), "range=%s%s%s", k->module ? k->module : "",
+		 k->module ? ":" : "", k->symbol);
+	if (!path) {
+		say(what, "QEMU does not name the guest binary (system emulation?)");
+		_exit(1);
+	}
+	if (gb_qguest_symbol(path, &load, k->module, k->symbol, &P.lo, &P.hi, err, sizeof(err))) {
+		say(what, err);
+		_exit(1);
+	}
+	gb_qsink__set_range(P.sink, true, P.lo, true, P.hi);
+}
+
+static void on_tb(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+	(void)id;
+	if (__builtin_expect(!P.resolved, 0)) {
+		pthread_mutex_lock(&P.lock);
+		if (!P.resolved)
+			resolve();
+		pthread_mutex_unlock(&P.lock);
+	}
+	size_t n = qemu_plugin_tb_n_insns(tb);
+	for (size_t i = 0; i < n; i++) {
+		struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+		uint64_t pc = qemu_plugin_insn_vaddr(insn);
+		if (pc < P.lo || pc > P.hi)
+			continue;
+		void *u = (void *)(uintptr_t)pc;
+		qemu_plugin_register_vcpu_insn_exec_cb(insn, on_exec, QEMU_PLUGIN_CB_NO_REGS, u);
+		qemu_plugin_register_vcpu_mem_cb(insn, on_mem, QEMU_PLUGIN_CB_NO_REGS,
+						 QEMU_PLUGIN_MEM_RW, u);
+	}
+}
+
+/* A guest thread ended: its last instruction is complete. */
+static void on_vcpu_exit(qemu_plugin_id_t id, unsigned int idx)
+{
+	(void)id;
+	pthread_mutex_lock(&P.lock);
+	if (idx < P.nvcpus && P.vcpus[idx] && P.vcpus[idx]->pending && !P.done)
+		commit(P.vcpus[idx]);
+	pthread_mutex_unlock(&P.lock);
+}
+
+/* The guest exited (exit_group, or a fatal signal): the instructions still
+ * held, by vCPU index, then the summary. */
+static void on_guest_exit(qemu_plugin_id_t id, void *p)
+{
+	(void)id;
+	(void)p;
+	pthread_mutex_lock(&P.lock);
+	if (!P.done) {
+		for (size_t i = 0; i < P.nvcpus; i++)
+			if (P.vcpus[i] && P.vcpus[i]->pending)
+				commit(P.vcpus[i]);
+		P.done = true;
+		int err = gb_qsink__finish(P.sink);
+		if (err) {
+			struct gb_qsink_counts c;
+			char why[160];
+			gb_qsink__counts(P.sink, &c);
+			snprintf(why, sizeof(why), "writing the trace failed: %s: %llu lines dropped",
+				 strerror(-err), (unsigned long long)c.dropped);
+			say(P.out_name, why);
+		}
+	}
+	pthread_mutex_unlock(&P.lock);
+}
+
+/* The trace file, or stdout.  The plugin's descriptor is moved above the
+ * guest's usual ones: QEMU user mode shares the fd table with the guest,
+ * and a low fd would shift the numbers the guest's own open() returns. */
+static int open_out(const char *path)
+{
+	int fd = path ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+		      : fcntl(1, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	int hi = fcntl(fd, F_DUPFD_CLOEXEC, OUT_FD_MIN);
+	if (hi >= 0) {
+		close(fd);
+		fd = hi;
+	}
+	return fd;
+}
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info,
+					   int argc, char **argv)
+{
+	char err[512];
+	if (info->system_emulation) {
+		say("QEMU system emulation", "the plugin traces QEMU user mode (qemu-x86_64) only");
+		return -1;
+	}
+	if (gb_qknobs_parse(&P.k, argc, argv, err, sizeof(err))) {
+		fprintf(stderr, "gebpf: qemu plugin: %s\n", err);
+		return -1;
+	}
+	P.out_name = P.k.out ? P.k.out : "stdout";
+	int fd = open_out(P.k.out);
+	if (fd < 0) {
+		say(P.out_name, strerror(errno));
+		return -1;
+	}
+	struct gb_qsink_opts so = { .exec = P.k.exec, .max_events = P.k.max_events,
+				    .zstd = gb_qknobs_zstd(P.k.out) };
+	P.sink = gb_qsink__new(fd, &so);
+	if (!P.sink) {
+		say(P.out_name, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (!P.k.symbol)
+		gb_qsink__set_range(P.sink, P.k.has_start, P.k.start, P.k.has_end, P.k.end);
+	qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb);
+	qemu_plugin_register_vcpu_exit_cb(id, on_vcpu_exit);
+	qemu_plugin_register_atexit_cb(id, on_guest_exit, NULL);
+	return 0;
+}

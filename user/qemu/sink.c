@@ -1,0 +1,287 @@
+/* The plugin's trace output (sink.h). */
+#include "qemu/sink.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "record/zframes.h"
+
+#define BUF_BYTES (8u << 20)
+#define LINE_MAX_LEN 192     /* the longest line, the summary included, fits */
+
+struct gb_qsink {
+	struct gb_qsink_opts o;
+	int fd;
+	bool has_start, has_end;
+	uint64_t start, end;
+	uint64_t vt;                  /* the next instruction's */
+	uint64_t written;             /* lines admitted (the budget) */
+	struct gb_qsink_counts c;
+	int err;                      /* sticky -errno */
+	off_t good;                   /* bytes of the file that are whole lines */
+	bool regular;
+	struct gb_zframes *z;         /* zstd: the frames (NULL: plain lines) */
+	char *buf;
+	size_t used;
+	uint64_t buf_lines;           /* lines in buf */
+};
+
+static const char pairs[] =
+	"000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+	"202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+	"404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+	"606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+	"808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+	"a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+	"c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+	"e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+
+/* "0x1f": lower case, no leading zeros. */
+static inline char *put_hex(char *p, uint64_t v)
+{
+	int n = v ? (67 - __builtin_clzll(v)) / 4 : 1;
+	char *q = p + 2 + n;
+	p[0] = '0';
+	p[1] = 'x';
+	for (; v >= 16; v >>= 8) {
+		q -= 2;
+		memcpy(q, pairs + (v & 255) * 2, 2);
+	}
+	if (q > p + 2)
+		*--q = "0123456789abcdef"[v];
+	return p + 2 + n;
+}
+
+static inline char *put_dec(char *p, uint64_t v)
+{
+	char t[24];
+	int n = 0;
+	do {
+		t[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		*p++ = t[--n];
+	return p;
+}
+
+#define PUT(p, lit) (memcpy((p), (lit), sizeof(lit) - 1), (p) + sizeof(lit) - 1)
+
+/* data[0..len) whole into the output.  0, or -errno (then a regular file
+ * is cut back to its last whole line or frame). */
+static int write_all(struct gb_qsink *s, const void *data, size_t len)
+{
+	size_t off = 0;
+	while (off < len) {
+		ssize_t n = write(s->fd, (const char *)data + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int err = n < 0 ? -errno : -EIO;
+			if (s->regular && ftruncate(s->fd, s->good) == 0)
+				lseek(s->fd, s->good, SEEK_SET);
+			return err;
+		}
+		off += (size_t)n;
+	}
+	s->good += (off_t)len;
+	return 0;
+}
+
+/* zstd: one complete frame (user/record/zframes.h).  Its lines are dropped
+ * when it does not make it. */
+static int emit_frame(void *ctx, const struct gb_zframe *f)
+{
+	struct gb_qsink *s = ctx;
+	if (!s->err)
+		s->err = write_all(s, f->data, f->size);
+	if (s->err)
+		s->c.dropped += f->lines;
+	return s->err;
+}
+
+/* Hand the buffer to the output.  Lines that do not make it are dropped. */
+static void flush(struct gb_qsink *s)
+{
+	if (s->z) {
+		/* emit_frame() counts the lines of a frame that fails */
+		if (gb_zframes__write(s->z, s->buf, s->used) && !s->err)
+			s->err = -EIO;
+	} else if (s->err || (s->err = write_all(s, s->buf, s->used))) {
+		s->c.dropped += s->buf_lines;
+	}
+	s->used = 0;
+	s->buf_lines = 0;
+}
+
+/* Account one generated line: where to format it, or NULL when dropped. */
+static inline char *admit(struct gb_qsink *s)
+{
+	s->c.events++;
+	if (s->err || (s->o.max_events && s->written >= s->o.max_events)) {
+		s->c.dropped++;
+		return NULL;
+	}
+	if (BUF_BYTES - s->used < LINE_MAX_LEN)
+		flush(s);
+	if (s->err) {
+		s->c.dropped++;
+		return NULL;
+	}
+	s->written++;
+	s->buf_lines++;
+	return s->buf + s->used;
+}
+
+struct gb_qsink *gb_qsink__new(int fd, const struct gb_qsink_opts *o)
+{
+	struct gb_qsink *s = calloc(1, sizeof(*s));
+	struct stat st;
+	if (!s || !(s->buf = malloc(BUF_BYTES))) {
+		free(s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	s->o = *o;
+	s->fd = fd;
+	if (o->zstd) {
+		struct gb_zframes_opts zo = { 0 };
+		s->z = gb_zframes__new(&zo, emit_frame, s);
+		if (!s->z) {
+			int e = errno;
+			free(s->buf);
+			free(s);
+			errno = e;
+			return NULL;
+		}
+	}
+	s->regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+	if (s->regular)
+		s->good = lseek(fd, 0, SEEK_CUR);
+	if (s->good < 0)
+		s->good = 0;
+	return s;
+}
+
+void gb_qsink__set_range(struct gb_qsink *s, bool has_start, uint64_t start, bool has_end,
+			 uint64_t end)
+{
+	s->has_start = has_start;
+	s->start = start;
+	s->has_end = has_end;
+	s->end = end;
+}
+
+void gb_qsink__insn(struct gb_qsink *s, uint32_t vcpu, uint64_t pc, const struct gb_qacc *acc,
+		    uint32_t n)
+{
+	uint64_t vt = s->vt++;
+	/* `,"pc":"0x..","vt":N}\n`, the end of every line of this instruction */
+	char tail[64], *t = tail;
+	t = PUT(t, ",\"pc\":\"");
+	t = put_hex(t, pc);
+	t = PUT(t, "\",\"vt\":");
+	t = put_dec(t, vt);
+	t = PUT(t, "}\n");
+	size_t tail_n = (size_t)(t - tail);
+	char vc[16], *v = put_dec(vc, vcpu);
+	size_t vc_n = (size_t)(v - vc);
+	char *p;
+
+	if (s->o.exec) {
+		s->c.insns++;
+		if ((p = admit(s))) {
+			char *p0 = p;
+			p = PUT(p, "{\"t\":\"exec\",\"vcpu\":");
+			memcpy(p, vc, vc_n);
+			p += vc_n;
+			memcpy(p, tail, tail_n);
+			p += tail_n;
+			s->used += (size_t)(p - p0);
+		}
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		s->c.mem++;
+		if (!(p = admit(s)))
+			continue;
+		char *p0 = p;
+		if (acc[i].write)
+			p = PUT(p, "{\"t\":\"write\",\"vcpu\":");
+		else
+			p = PUT(p, "{\"t\":\"read\",\"vcpu\":");
+		memcpy(p, vc, vc_n);
+		p += vc_n;
+		p = PUT(p, ",\"addr\":\"");
+		p = put_hex(p, acc[i].addr);
+		p = PUT(p, "\",\"size\":");
+		p = put_dec(p, acc[i].size);
+		memcpy(p, tail, tail_n);
+		p += tail_n;
+		s->used += (size_t)(p - p0);
+	}
+}
+
+int gb_qsink__finish(struct gb_qsink *s)
+{
+	flush(s);
+	if (s->z && gb_zframes__end_frame(s->z) && !s->err)   /* the summary: a frame of its own */
+		s->err = -EIO;
+	/* after a write error the summary is still tried (it says what was
+	 * dropped), as gebpf does */
+	int err = s->err;
+	s->err = 0;
+	char *p0 = s->buf + s->used, *p = p0;
+	p = PUT(p, "{\"t\":\"summary\",\"insns\":");
+	p = put_dec(p, s->c.insns);
+	p = PUT(p, ",\"mem\":");
+	p = put_dec(p, s->c.mem);
+	p = PUT(p, ",\"events\":");
+	p = put_dec(p, s->c.events);
+	p = PUT(p, ",\"dropped\":");
+	p = put_dec(p, s->c.dropped);
+	p = s->o.exec ? PUT(p, ",\"exec\":true,\"start\":") : PUT(p, ",\"exec\":false,\"start\":");
+	if (s->has_start) {
+		*p++ = '"';
+		p = put_hex(p, s->start);
+		*p++ = '"';
+	} else {
+		p = PUT(p, "null");
+	}
+	p = PUT(p, ",\"end\":");
+	if (s->has_end) {
+		*p++ = '"';
+		p = put_hex(p, s->end);
+		*p++ = '"';
+	} else {
+		p = PUT(p, "null");
+	}
+	p = PUT(p, "}\n");
+	s->used += (size_t)(p - p0);
+	s->buf_lines = 0;   /* the summary is not a counted line */
+	flush(s);
+	if (s->z && gb_zframes__finish(s->z) && !s->err)
+		s->err = -EIO;
+	if (!err)
+		err = s->err;
+	s->err = err;
+	return err;
+}
+
+void gb_qsink__counts(const struct gb_qsink *s, struct gb_qsink_counts *c)
+{
+	*c = s->c;
+}
+
+void gb_qsink__free(struct gb_qsink *s)
+{
+	if (!s)
+		return;
+	gb_zframes__free(s->z);
+	if (s->fd > 2)
+		close(s->fd);
+	free(s->buf);
+	free(s);
+}
