@@ -11,5 +11,6 @@ int cmd_show(int argc, char **argv);
 int cmd_read(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_resume(int argc, char **argv);
+int cmd_qemu(int argc, char **argv);
 
 #endif

@@ -18,6 +18,7 @@ static const struct cmd {
 	{ "read",   cmd_read,   "print bytes of a snapshot's memory" },
 	{ "diff",   cmd_diff,   "compare two snapshots or two JSONL traces" },
 	{ "resume", cmd_resume, "recreate a snapshot's process and let it run on" },
+	{ "qemu",   cmd_qemu,   "run a program under qemu-x86_64 with gebpf's trace plugin" },
 };
 
 static void usage(FILE *f)

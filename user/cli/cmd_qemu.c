@@ -1,0 +1,155 @@
+/* gebpf qemu: argv -> a qemu-x86_64 command line with gebpf's plugin
+ * (user/qemu/, docs/qemu.md), then exec. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/cmds.h"
+#include "common/log.h"
+
+#define PLUGIN_NAME "gebpf-qemu.so"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: gebpf qemu [options] -- PROG [ARG...]\n"
+"\n"
+"Run PROG under QEMU user mode (qemu-x86_64) with gebpf's TCG plugin, which\n"
+"writes the trace lines of `gebpf trace` (docs/trace-format.md) for every vCPU\n"
+"(docs/qemu.md).  The plugin is " PLUGIN_NAME " beside the gebpf binary.  Compare\n"
+"with a native trace: gebpf diff --normalise qemu native.jsonl qemu.jsonl\n"
+"\n"
+"  -r, --range R          START-END (hex, inclusive), SYMBOL or PROG:SYMBOL of\n"
+"                         the guest binary (a PIE at QEMU's load address)\n"
+"      --start ADDR       lower bound (hex); --end ADDR: upper bound (inclusive)\n"
+"      --exec on|off      exec lines (default on); memory lines are always written\n"
+"      --max-events N     lines written at most (default 1000000, 0 = unlimited);\n"
+"                         further lines are counted as dropped\n"
+"  -o, --output FILE      write the trace to FILE (default: stdout); FILE.zst:\n"
+"                         zstd\n"
+"      --qemu PATH        the QEMU to run (default: qemu-x86_64 from PATH)\n"
+"  -h, --help             this text\n"
+"\n"
+"The exit status is QEMU's (the guest's, or 1 when the plugin refuses its\n"
+"arguments, with one line).  The same plugin arguments by hand:\n"
+"  qemu-x86_64 -plugin .output/" PLUGIN_NAME ",range=R,exec=on,max_events=N,out=FILE PROG\n");
+}
+
+enum { O_START = 256, O_END, O_EXEC, O_MAX_EVENTS, O_QEMU };
+
+static const struct option longopts[] = {
+	{ "range", required_argument, NULL, 'r' },
+	{ "start", required_argument, NULL, O_START },
+	{ "end", required_argument, NULL, O_END },
+	{ "exec", required_argument, NULL, O_EXEC },
+	{ "max-events", required_argument, NULL, O_MAX_EVENTS },
+	{ "output", required_argument, NULL, 'o' },
+	{ "qemu", required_argument, NULL, O_QEMU },
+	{ "help", no_argument, NULL, 'h' },
+	{ 0 },
+};
+
+/* ",NAME=VALUE" onto the -plugin argument; QEMU's option syntax takes a
+ * comma inside a value doubled. */
+static int add(char *buf, size_t len, const char *name, const char *value)
+{
+	size_t n = strlen(buf);
+	int w = snprintf(buf + n, len - n, ",%s=", name);
+	if (w < 0 || (size_t)w >= len - n)
+		return -1;
+	n += (size_t)w;
+	for (const char *c = value; *c; c++) {
+		if (n + 3 >= len)
+			return -1;
+		buf[n++] = *c;
+		if (*c == ',')
+			buf[n++] = ',';
+	}
+	buf[n] = 0;
+	return 0;
+}
+
+/* PLUGIN_NAME in the directory of this gebpf binary. */
+static int plugin_path(char *buf, size_t len)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n < 0)
+		return -errno;
+	exe[n] = 0;
+	char *slash = strrchr(exe, '/');
+	if (slash)
+		*slash = 0;
+	if ((size_t)snprintf(buf, len, "%s/%s", exe, PLUGIN_NAME) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int cmd_qemu(int argc, char **argv)
+{
+	const char *qemu = "qemu-x86_64";
+	char plugin[PATH_MAX], arg[2 * PATH_MAX + 512];
+	const char *knob[][2] = { { "range", NULL }, { "start", NULL }, { "end", NULL },
+				  { "exec", NULL }, { "max_events", NULL }, { "out", NULL } };
+	int c;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+r:o:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'r': knob[0][1] = optarg; break;
+		case O_START: knob[1][1] = optarg; break;
+		case O_END: knob[2][1] = optarg; break;
+		case O_EXEC: knob[3][1] = optarg; break;
+		case O_MAX_EVENTS: knob[4][1] = optarg; break;
+		case 'o': knob[5][1] = optarg; break;
+		case O_QEMU: qemu = optarg; break;
+		case 'h': usage(stdout); return GB_EXIT_OK;
+		default: return cli_bad_option("qemu", argv, "+r:o:h");
+		}
+	}
+	if (optind >= argc) {
+		gb_err("qemu: no program: give -- PROG [ARG...] (see gebpf qemu --help)");
+		return GB_EXIT_USAGE;
+	}
+	int err = plugin_path(plugin, sizeof(plugin));
+	if (err) {
+		gb_err("qemu: /proc/self/exe: %s", strerror(-err));
+		return GB_EXIT_FAIL;
+	}
+	if (access(plugin, R_OK)) {
+		gb_err("qemu: %s: %s (make builds it beside gebpf; docs/qemu.md)", plugin,
+		       strerror(errno));
+		return GB_EXIT_FAIL;
+	}
+	arg[0] = 0;
+	if (add(arg, sizeof(arg), "file", plugin))
+		goto too_long;
+	memmove(arg, arg + strlen(",file="), strlen(arg + strlen(",file=")) + 1);
+	for (size_t i = 0; i < sizeof(knob) / sizeof(knob[0]); i++)
+		if (knob[i][1] && add(arg, sizeof(arg), knob[i][0], knob[i][1]))
+			goto too_long;
+
+	int n = argc - optind;
+	char **qargv = calloc((size_t)n + 4, sizeof(*qargv));
+	if (!qargv) {
+		gb_err("qemu: %s", strerror(ENOMEM));
+		return GB_EXIT_FAIL;
+	}
+	qargv[0] = (char *)qemu;
+	qargv[1] = "-plugin";
+	qargv[2] = arg;
+	memcpy(qargv + 3, argv + optind, (size_t)n * sizeof(*qargv));
+	fflush(stdout);
+	execvp(qemu, qargv);
+	gb_err("qemu: %s: %s (Debian: apt-get install qemu-user)", qemu, strerror(errno));
+	free(qargv);
+	return GB_EXIT_FAIL;
+too_long:
+	gb_err("qemu: the plugin's arguments are too long");
+	return GB_EXIT_USAGE;
+}
