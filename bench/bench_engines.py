@@ -25,10 +25,10 @@ a second or more, rates are what is compared):
   lackey  valgrind --tool=lackey --trace-mem=yes --vex-iropt-level=0 writing
           its log to a file (whole program traced: lackey has no range);
           in-range count taken from the log
-  qemu    qemu-x86_64 -plugin bench/qemu_trace_plugin.so (the same JSONL lines
+  qemu    qemu-x86_64 -plugin .output/gebpf-qemu.so (gebpf's plugin, user/qemu/: the same JSONL lines
           for the range); skipped with the reason when the plugin is not built
-          (make bench builds it; it needs qemu-plugin.h, see
-          bench/qemu-plugin-h.sh)
+          (make builds it; it needs qemu-plugin.h, see
+          scripts/qemu-plugin-h; max_events=0 so that it writes every line)
 
 Rounds are interleaved (every row once a round, --reps rounds); each rate is
 the median over rounds, each ratio the median of the per-round ratios.  Checks: gebpf's and the plugin's in-range counts
@@ -50,8 +50,15 @@ from benchlib import GEBPF, OUT, Runner, add_common_args, last_line, med, verdic
 
 LOOP = os.path.join(OUT, "bench", "loop")
 QSORT = os.path.join(OUT, "bench", "qsortjob")
-PLUGIN = os.path.join(OUT, "bench", "qemu_trace_plugin.so")
+PLUGIN = os.path.join(OUT, "gebpf-qemu.so")
 QEMU = "qemu-x86_64"
+
+
+def qemu_plugin(lo, hi, out):
+    """The -plugin argument: gebpf's plugin on [lo, hi] (hex strings or
+    ints), every line written (no budget) to out."""
+    hx = lambda v: v if isinstance(v, str) else "%#x" % v
+    return "%s,start=%s,end=%s,max_events=0,out=%s" % (PLUGIN, hx(lo), hx(hi), out)
 ROWS = ("step", "jit", "lackey", "qemu")
 
 
@@ -132,7 +139,7 @@ def main():
     elif not os.path.exists(PLUGIN):
         notes.append("qemu: skipped: %s not built: it needs QEMU's qemu-plugin.h, which no Debian "
                      "binary package ships; `make bench` fetches it from Debian's qemu source "
-                     "package (bench/qemu-plugin-h.sh), which failed or was not run" % PLUGIN)
+                     "package (scripts/qemu-plugin-h), which failed or was not run" % PLUGIN)
     else:
         rows.append("qemu")
 
@@ -172,8 +179,7 @@ def main():
         if "qemu" in rows:
             g, q = os.path.join(tmp, "check-g.jsonl"), os.path.join(tmp, "check-q.jsonl")
             _, s = run.gebpf(opts["step"] + ["--range", "hot"], [LOOP, "300"], keep=g)
-            run.timed([QEMU, "-plugin", "%s,start=%s,end=%s,out=%s" % (PLUGIN, s["start"], s["end"], q),
-                       LOOP, "300"], "qemu check")
+            run.timed([QEMU, "-plugin", qemu_plugin(s["start"], s["end"], q), LOOP, "300"], "qemu check")
             if mask_stack(g) != mask_stack(q):
                 warn.append("the QEMU plugin's trace of `loop 300` differs from gebpf's "
                             "(beyond the stack address): %s %s" % (g, q))
@@ -181,8 +187,8 @@ def main():
             path = os.path.join(tmp, "qemu.jsonl")
             s = run.gebpf(opts["step"] + ["--range", "cmp_int", "--max-insns", "1"],
                           [QSORT, "1"], keep=path)[1]
-            run.timed([QEMU, "-plugin", "%s,start=%s,end=%s,out=%s" % (PLUGIN, s["start"], s["end"],
-                       path), QSORT, str(a.lackey_n)], "qemu")
+            run.timed([QEMU, "-plugin", qemu_plugin(s["start"], s["end"], path), QSORT,
+                       str(a.lackey_n)], "qemu")
             counts[("qsort", "qemu", a.lackey_n)] = {last_line(path)["insns"]}
         for rnd in range(a.reps):
             for job, spec in jobs.items():
@@ -204,8 +210,8 @@ def main():
                 if "qemu" in rows:
                     path = os.path.join(tmp, "qemu.jsonl")
                     n = spec["args"]["qemu"]
-                    wall, _ = run.timed([QEMU, "-plugin", "%s,start=%#x,end=%#x,out=%s"
-                                         % (PLUGIN, lo, hi, path), spec["bin"], str(n)], "qemu")
+                    wall, _ = run.timed([QEMU, "-plugin", qemu_plugin(lo, hi, path), spec["bin"],
+                                         str(n)], "qemu")
                     cnt = last_line(path)["insns"]
                     os.unlink(path)
                     counts.setdefault((job, "qemu", n), set()).add(cnt)

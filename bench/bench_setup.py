@@ -12,7 +12,7 @@ once, not once per entry.  Rows (docs/benchmarks.md "bench_setup.py"):
                 the bytecode loop); set-up = loading the BPF program +
                 attaching the entries, teardown = detaching them (gebpf -v's
                 own timings); the whole run's wall beside the same run under
-                qemu-x86_64 with bench/qemu_trace_plugin.so for the same range
+                qemu-x86_64 with gebpf's QEMU plugin (.output/gebpf-qemu.so) for the same range
                 (start=/end= from gebpf's summary: python3.11 is not PIE)
   py            the s620 run's wall, target <= 5 s; set-up + teardown <= 1 s
   idle          gebpf trace -p PID --range libc:malloc --duration D on a
@@ -40,8 +40,7 @@ PY = "/usr/bin/python3"
 PROG = "pass"
 # the same instructions in every run (str hashes are salted per process)
 os.environ["PYTHONHASHSEED"] = "0"
-PLUGIN = os.path.join(OUT, "bench", "qemu_trace_plugin.so")
-QEMU = "qemu-x86_64"
+from bench_engines import PLUGIN, QEMU, qemu_plugin
 RANGES = (("s5", "PyObject_Malloc"), ("s100", "PyUnicode_Format"),
           ("s620", "_PyEval_EvalFrameDefault"))
 
@@ -82,7 +81,7 @@ def main():
     warn, notes = [], []
     qemu = shutil.which(QEMU) and os.path.exists(PLUGIN)
     if not qemu:
-        notes.append("qemu rows skipped: %s or %s missing (make bench builds the plugin)"
+        notes.append("qemu rows skipped: %s or %s missing (make builds the plugin)"
                      % (QEMU, PLUGIN))
     tmp = tempfile.mkdtemp(prefix="gebpf-bench-setup-")
     run = Runner("bench_setup", tmp, a.verbose)
@@ -123,8 +122,8 @@ def main():
                 if qemu:
                     q = os.path.join(tmp, "q.jsonl")
                     lo, hi = span[row]
-                    wq, _ = run.timed([QEMU, "-plugin", "%s,start=%s,end=%s,out=%s"
-                                       % (PLUGIN, lo, hi, q), PY, "-S", "-c", PROG], "qemu")
+                    wq, _ = run.timed([QEMU, "-plugin", qemu_plugin(lo, hi, q), PY, "-S", "-c",
+                                        PROG], "qemu")
                     qi = last_line(q)["insns"]
                     os.unlink(q)
                     # python's own start-up differs a little under QEMU

@@ -11,7 +11,7 @@ Rows, per trap:
 
   qsort   in-range instructions/s on bench/qsortjob N, --range cmp_int (8
           instructions a call, entered from libc's qsort), against the QEMU
-          TCG plugin (bench/qemu_trace_plugin.so) on qsortjob --qemu-n: both
+          TCG plugin (gebpf's, .output/gebpf-qemu.so) on qsortjob --qemu-n: both
           write the trace to a file, startup included; ratio trap / qemu.
   short   the same on bench/shortcall (`fnv`, 40 instructions a call, 200k
           calls), --range fnv; QEMU runs the whole job.
@@ -48,7 +48,7 @@ import time
 
 from benchlib import (GEBPF, OUT, RAWSTEP, Runner, add_common_args, available_traps, finish,
                       last_line, med, verdict)
-from bench_engines import PLUGIN, QEMU, QSORT
+from bench_engines import PLUGIN, QEMU, QSORT, qemu_plugin
 from bench_probe import PYLOOP, PYTHON, loops_between
 
 HOTCALL = os.path.join(OUT, "bench", "hotcall")
@@ -92,7 +92,7 @@ def main():
     warn = []
     qemu = shutil.which(QEMU) and os.path.exists(PLUGIN)
     if not qemu:
-        notes.append("qemu: skipped: %s or %s missing (qemu-user; make bench builds the plugin)"
+        notes.append("qemu: skipped: %s or %s missing (qemu-user; make builds the plugin)"
                      % (QEMU, PLUGIN))
     tmp = tempfile.mkdtemp(prefix="gebpf-bench-traps-")
     run = Runner("bench_traps", tmp, a.verbose)
@@ -127,8 +127,7 @@ def main():
                 q = None
                 if qemu:
                     path = os.path.join(tmp, "qemu.jsonl")
-                    wall, _ = run.timed([QEMU, "-plugin", "%s,start=%s,end=%s,out=%s"
-                                         % (PLUGIN, span[job][0], span[job][1], path)]
+                    wall, _ = run.timed([QEMU, "-plugin", qemu_plugin(span[job][0], span[job][1], path)]
                                         + spec["qemu"], "qemu " + job)
                     q = last_line(path)["insns"] / wall
                     os.unlink(path)
