@@ -9,8 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The load bias: 0 for ET_EXEC, entry - e_entry for ET_DYN, checked
- * against start_code. */
+/* The load bias: 0 for ET_EXEC; for ET_DYN start_code minus the lowest
+ * p_vaddr of the executable PT_LOADs, checked against the entry when the
+ * binary has no interpreter (with one, QEMU's entry is the interpreter's). */
 static int load_bias(Elf *e, const char *path, const struct gb_qguest_load *load, uint64_t *bias,
 		     char *err, size_t len)
 {
@@ -29,17 +30,21 @@ static int load_bias(Elf *e, const char *path, const struct gb_qguest_load *load
 		return -1;
 	}
 	uint64_t low = UINT64_MAX;
+	bool interp = false;
 	for (size_t i = 0; i < nph; i++) {
 		GElf_Phdr ph;
-		if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && (ph.p_flags & PF_X) &&
-		    ph.p_vaddr < low)
+		if (!gelf_getphdr(e, (int)i, &ph))
+			continue;
+		if (ph.p_type == PT_INTERP)
+			interp = true;
+		if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) && ph.p_vaddr < low)
 			low = ph.p_vaddr;
 	}
-	*bias = load->entry - eh.e_entry;
-	if (low == UINT64_MAX || low + *bias != load->start_code) {
-		snprintf(err, len, "%s: PIE load bias unknown: QEMU's entry 0x%llx and start of code "
+	*bias = load->start_code - low;
+	if (low == UINT64_MAX || (!interp && eh.e_entry + *bias != load->entry)) {
+		snprintf(err, len, "%s: PIE load bias unknown: QEMU's start of code 0x%llx and entry "
 			 "0x%llx do not match the file's (give the range as START-END)", path,
-			 (unsigned long long)load->entry, (unsigned long long)load->start_code);
+			 (unsigned long long)load->start_code, (unsigned long long)load->entry);
 		return -1;
 	}
 	return 0;

@@ -2,11 +2,11 @@
  *
  * QEMU user mode loads the binary itself: a non-PIE (ET_EXEC) binary at its
  * own addresses, a PIE (ET_DYN) one at a load bias QEMU chose.  The bias is
- * exact from two numbers QEMU gives a plugin once the binary is loaded:
- * qemu_plugin_entry_code() is the bias plus e_entry, and
- * qemu_plugin_start_code() the bias plus the lowest p_vaddr of the
- * executable PT_LOADs (linux-user/elfload.c); the two must agree, or the
- * range is refused. */
+ * exact from what QEMU gives a plugin once the binary is loaded:
+ * qemu_plugin_start_code() is the bias plus the lowest p_vaddr of the
+ * executable PT_LOADs (linux-user/elfload.c).  Without an interpreter
+ * qemu_plugin_entry_code() must also be the bias plus e_entry (with one it
+ * is the interpreter's entry), or the range is refused. */
 #ifndef GB_QEMU_GUEST_H
 #define GB_QEMU_GUEST_H
 

@@ -170,6 +170,25 @@ static void resolve(void)
 	gb_qsink__set_range(P.sink, true, P.lo, true, P.hi);
 }
 
+/* The vCPU left the range: its held instruction is complete.  QEMU 7.2
+ * keeps an instruction's memory callbacks armed after it ends when it
+ * ends its block, and calls them for the accesses that later
+ * helper-emulated instructions make (xsave/xrstor in ld.so's lazy binding
+ * after a `ret`): they would land on the held instruction.  A callback on
+ * the first instruction of each stretch outside the range closes it
+ * first (docs/qemu.md "QEMU 7.2"). */
+static void on_leave(unsigned int idx, void *udata)
+{
+	struct vcpu *v = me;
+	(void)udata;
+	if (!v || v->index != idx || !v->pending)
+		return;
+	pthread_mutex_lock(&P.lock);
+	if (v->pending)
+		commit(v);
+	pthread_mutex_unlock(&P.lock);
+}
+
 static void on_tb(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
 	(void)id;
@@ -180,11 +199,19 @@ static void on_tb(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 		pthread_mutex_unlock(&P.lock);
 	}
 	size_t n = qemu_plugin_tb_n_insns(tb);
+	bool prev_in = false;
 	for (size_t i = 0; i < n; i++) {
 		struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
 		uint64_t pc = qemu_plugin_insn_vaddr(insn);
-		if (pc < P.lo || pc > P.hi)
+		bool in = pc >= P.lo && pc <= P.hi;
+		if (!in) {
+			if (i == 0 || prev_in)
+				qemu_plugin_register_vcpu_insn_exec_cb(insn, on_leave,
+								       QEMU_PLUGIN_CB_NO_REGS, NULL);
+			prev_in = false;
 			continue;
+		}
+		prev_in = true;
 		void *u = (void *)(uintptr_t)pc;
 		qemu_plugin_register_vcpu_insn_exec_cb(insn, on_exec, QEMU_PLUGIN_CB_NO_REGS, u);
 		qemu_plugin_register_vcpu_mem_cb(insn, on_mem, QEMU_PLUGIN_CB_NO_REGS,
