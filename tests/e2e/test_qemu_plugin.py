@@ -80,6 +80,14 @@ def test_same_as_native(qemu, trace_ready, name, tmp_path):
     spec = PROGS[name]
     rng = range_arg(name)
     n, q = tmp_path / "n.jsonl", tmp_path / "q.jsonl"
+    plain = subprocess.run([QEMU, prog_path(name)], capture_output=True, text=True, timeout=120,
+                           env=stable_env())
+    if plain.returncode != spec.get("exit", 0):
+        # measured with Debian's 7.2: `signal` gets SIGSEGV (si_code SI_KERNEL)
+        # from QEMU right after its SIGUSR1, with or without a plugin
+        pytest.xfail("%s runs %s to exit status %d without any plugin (want %d): %s"
+                     % (QEMU, name, plain.returncode, spec.get("exit", 0),
+                        plain.stderr.strip().splitlines()[-1:] or ""))
     native(rng, [prog_path(name)], n, expect=spec.get("exit", 0))
     under_qemu(["--range", rng], [prog_path(name)], q, expect=spec.get("exit", 0))
     qlines, qsum = read_trace(q)
