@@ -1,6 +1,7 @@
-/* gebpf diff A B: two snapshots (ELF cores) or two JSONL traces.
- * Exit 0 equal, 1 different, 2 usage or an input that cannot be read (as
- * diff(1) and cmp(1) do: "different" never means "broken"). */
+/* gebpf diff A B: two snapshots (ELF cores) or two traces (JSONL, zstd, a
+ * recording directory, `-`).  Exit 0 equal, 1 different, 2 usage or an
+ * input that cannot be read (as diff(1) and cmp(1) do: "different" never
+ * means "broken"). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -10,37 +11,60 @@
 #include "cli/args.h"
 #include "cli/cmds.h"
 #include "common/log.h"
-#include "record/trace_diff.h"
+#include "record/treader.h"
 #include "snap/diff.h"
 #include "snap/snapshot.h"
+#include "tdiff/tdiff.h"
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: gebpf diff A B [--ignore-vt] [--ignore-vcpu] [--normalise qemu|lackey]\n"
-		   "                      [--context N]\n"
+	fprintf(f, "usage: gebpf diff A B [--normalise qemu|lackey] [--no-rebase] [--binary FILE]\n"
+		   "                      [--maps A.maps,B.maps] [--max-diffs N] [--json] [--context N]\n"
+		   "                      [--ignore-vt] [--ignore-vcpu] [--window N] [--sync K]\n"
 		   "Snapshots: registers per thread (matched by index), maps added/removed,\n"
 		   "  address ranges of pages whose bytes differ.\n"
-		   "Traces (JSONL): the first diverging record with context, and counts per type.\n"
+		   "Traces (JSONL, .zst, a recording directory, or - for stdin): every divergence,\n"
+		   "  with symbol+offset, disassembly and emulator-quirk hints, then a summary.\n"
 		   "  --normalise qemu|lackey  undo the emulator's known quirks (docs/diff.md)\n"
+		   "  --no-rebase              compare raw addresses (default: rebased per region)\n"
+		   "  --binary FILE            symbols and instructions (default: a recording's meta.json)\n"
+		   "  --maps A,B               /proc/PID/maps files naming each trace's regions\n"
+		   "  --max-diffs N            divergences shown in detail (default 20; all are counted)\n"
+		   "  --json                   one JSON document\n"
+		   "  --context N              records of A shown before each divergence (default 3)\n"
+		   "  --window N, --sync K     resynchronise within N groups on K agreeing ones (4096, 3)\n"
 		   "Exit status: 0 equal, 1 different, 2 usage or unreadable input.\n");
 }
 
-/* 1 an ELF file, 0 not, -1 unreadable (printed with the real reason). */
-static int is_elf(const char *path)
+static int number(const char *opt, const char *arg, long lo, long hi, long *out)
 {
-	char m[4];
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		gb_err("diff: %s: %s", path, strerror(errno));
+	char *end;
+	errno = 0;
+	long v = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || v < lo || v > hi) {
+		gb_err("diff: %s expects %ld..%ld, got '%s'", opt, lo, hi, arg);
 		return -1;
 	}
-	int elf = fread(m, 1, 4, f) == 4 && !memcmp(m, "\177ELF", 4);
-	if (ferror(f)) {
-		gb_err("diff: %s: %s", path, strerror(errno));
-		elf = -1;
-	}
-	fclose(f);
-	return elf;
+	*out = v;
+	return 0;
+}
+
+static int diff_snapshots(struct gb_treader *ra, struct gb_treader *rb)
+{
+	struct gb_treader *rd[2] = { ra, rb };
+	for (int s = 0; s < 2; s++)
+		if (!gb_treader__reopenable(rd[s])) {
+			gb_err("diff: %s: a snapshot must be given as a file path (it is read by path, not "
+			       "from a pipe)", gb_treader__name(rd[s]));
+			return GB_EXIT_USAGE;
+		}
+	struct gb_snapshot *a = NULL, *b = NULL;
+	int ret = GB_EXIT_USAGE;
+	if (!gb_snapshot_load(gb_treader__name(ra), &a, "diff") && !gb_snapshot_load(gb_treader__name(rb), &b, "diff"))
+		ret = gb_snap_diff(a, b, stdout) ? 1 : GB_EXIT_OK;
+	gb_snapshot_free(a);
+	gb_snapshot_free(b);
+	return ret;
 }
 
 int cmd_diff(int argc, char **argv)
@@ -48,8 +72,14 @@ int cmd_diff(int argc, char **argv)
 	static const struct option lo[] = {
 		{ "ignore-vt", no_argument, NULL, 't' }, { "ignore-vcpu", no_argument, NULL, 'c' },
 		{ "normalise", required_argument, NULL, 'n' }, { "normalize", required_argument, NULL, 'n' },
-		{ "context", required_argument, NULL, 'C' }, { "help", no_argument, NULL, 'h' }, { 0 } };
-	struct gb_trace_diff_opts o = { .context = 3 };
+		{ "context", required_argument, NULL, 'C' }, { "no-rebase", no_argument, NULL, 'R' },
+		{ "binary", required_argument, NULL, 'b' }, { "maps", required_argument, NULL, 'm' },
+		{ "max-diffs", required_argument, NULL, 'M' }, { "json", no_argument, NULL, 'j' },
+		{ "window", required_argument, NULL, 'w' }, { "sync", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' }, { 0 } };
+	struct gb_tdiff_opts o = { .context = 3, .max_diffs = 20, .window = 4096, .sync = 3 };
+	char *maps = NULL;
+	long v;
 	int c;
 	optind = 1;
 	opterr = 0;
@@ -57,6 +87,9 @@ int cmd_diff(int argc, char **argv)
 		switch (c) {
 		case 't': o.ignore_vt = true; break;
 		case 'c': o.ignore_vcpu = true; break;
+		case 'R': o.no_rebase = true; break;
+		case 'j': o.json = true; break;
+		case 'b': o.binary = optarg; break;
 		case 'n':
 			if (!strcmp(optarg, "qemu"))
 				o.norm = GB_NORM_QEMU;
@@ -67,12 +100,26 @@ int cmd_diff(int argc, char **argv)
 				return GB_EXIT_USAGE;
 			}
 			break;
+		case 'm':
+			maps = optarg;
+			break;
 		case 'C':
-			o.context = atoi(optarg);
-			if (o.context < 0 || o.context > 1000) {
-				gb_err("diff: --context expects 0..1000, got '%s'", optarg);
+			if (number("--context", optarg, 0, 1000, &v))
 				return GB_EXIT_USAGE;
-			}
+			o.context = (int)v;
+			break;
+		case 'M':
+			if (number("--max-diffs", optarg, 0, 1L << 40, &o.max_diffs))
+				return GB_EXIT_USAGE;
+			break;
+		case 'w':
+			if (number("--window", optarg, 1, 1L << 20, &o.window))
+				return GB_EXIT_USAGE;
+			break;
+		case 's':
+			if (number("--sync", optarg, 1, 1000, &v))
+				return GB_EXIT_USAGE;
+			o.sync = (int)v;
 			break;
 		case 'h': usage(stdout); return GB_EXIT_OK;
 		default: return cli_bad_option("diff", argv, "hC:");
@@ -83,25 +130,36 @@ int cmd_diff(int argc, char **argv)
 		return GB_EXIT_USAGE;
 	}
 	const char *pa = argv[optind], *pb = argv[optind + 1];
-	int ea = is_elf(pa), eb = ea < 0 ? -1 : is_elf(pb);
-	if (ea < 0 || eb < 0)
+	if (!strcmp(pa, "-") && !strcmp(pb, "-")) {
+		gb_err("diff: - (stdin) given for both A and B: one of them must be a file");
 		return GB_EXIT_USAGE;
+	}
+	char *comma = maps ? strchr(maps, ',') : NULL;
+	if (maps && (!comma || comma == maps || !comma[1])) {
+		gb_err("diff: --maps expects A.maps,B.maps, got '%s'", maps);
+		return GB_EXIT_USAGE;
+	}
+	char *maps_a = maps ? strndup(maps, (size_t)(comma - maps)) : NULL;
+	o.maps[0] = maps_a;
+	o.maps[1] = comma ? comma + 1 : NULL;
+	struct gb_treader *ra = NULL, *rb = NULL;
+	unsigned fl = o.no_rebase ? 0 : GB_TREADER_REWIND;
+	int ret = GB_EXIT_USAGE;
+	if (gb_treader__open(pa, fl, "diff", &ra) || gb_treader__open(pb, fl, "diff", &rb))
+		goto out;
+	bool ea = gb_treader__format(ra) == GB_TFORMAT_ELF, eb = gb_treader__format(rb) == GB_TFORMAT_ELF;
 	if (ea != eb) {
 		gb_err("diff: %s is %s but %s is not: compare two snapshots or two traces", ea ? pa : pb,
 		       "an ELF snapshot", ea ? pb : pa);
-		return GB_EXIT_USAGE;
+	} else if (ea) {
+		ret = diff_snapshots(ra, rb);
+	} else {
+		int r = gb_tdiff(ra, rb, &o, stdout);
+		ret = r < 0 ? GB_EXIT_USAGE : r ? 1 : GB_EXIT_OK;
 	}
-	if (!ea) {
-		int r = gb_trace_diff(pa, pb, &o, stdout);
-		if (r < 0)
-			return GB_EXIT_USAGE;
-		return r ? 1 : GB_EXIT_OK;
-	}
-	struct gb_snapshot *a = NULL, *b = NULL;
-	int ret = GB_EXIT_USAGE;
-	if (!gb_snapshot_load(pa, &a, "diff") && !gb_snapshot_load(pb, &b, "diff"))
-		ret = gb_snap_diff(a, b, stdout) ? 1 : GB_EXIT_OK;
-	gb_snapshot_free(a);
-	gb_snapshot_free(b);
+out:
+	gb_treader__free(ra);
+	gb_treader__free(rb);
+	free(maps_a);
 	return ret;
 }

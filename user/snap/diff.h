@@ -1,4 +1,4 @@
-/* gebpf diff of two snapshots (snap_diff.c); two traces: record/trace_diff.h. */
+/* gebpf diff of two snapshots (snap_diff.c); two traces: tdiff/tdiff.h. */
 #ifndef GB_SNAP_DIFF_H
 #define GB_SNAP_DIFF_H
 

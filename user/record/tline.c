@@ -1,0 +1,148 @@
+/* Trace lines read back: a hand parser for the writer's flat shape, cJSON
+ * for anything else (tline.h). */
+#include "record/tline.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+const char *const gb_tline_names[GB_TL_NTYPES] = { "other", "exec", "read", "write", "fault", "summary" };
+
+static uint8_t type_of(const char *s, size_t n)
+{
+	for (int t = GB_TL_EXEC; t < GB_TL_NTYPES; t++)
+		if (strlen(gb_tline_names[t]) == n && !memcmp(gb_tline_names[t], s, n))
+			return (uint8_t)t;
+	return GB_TL_OTHER;
+}
+
+static uint64_t hex(const char *s, size_t n)
+{
+	uint64_t v = 0;
+	size_t i = n >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 2 : 0;
+	for (; i < n; i++) {
+		char c = s[i];
+		unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0') :
+			     c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10) :
+			     c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10) : 16;
+		if (d == 16)
+			break;
+		v = v << 4 | d;
+	}
+	return v;
+}
+
+static void set_str(struct gb_tline *o, const char *k, size_t kn, const char *v, size_t vn, bool *has_t)
+{
+	if (kn == 1 && k[0] == 't') {
+		o->type = type_of(v, vn);
+		*has_t = true;
+	} else if (kn == 4 && !memcmp(k, "addr", 4)) {
+		o->addr = hex(v, vn);
+	} else if (kn == 2 && !memcmp(k, "pc", 2)) {
+		o->pc = hex(v, vn);
+	} else if (kn == 3 && !memcmp(k, "err", 3)) {
+		o->err = hex(v, vn);
+		o->has_err = true;
+	}
+}
+
+static void set_num(struct gb_tline *o, const char *k, size_t kn, int64_t v)
+{
+	if (kn == 4 && !memcmp(k, "vcpu", 4))
+		o->vcpu = v;
+	else if (kn == 4 && !memcmp(k, "size", 4))
+		o->size = v;
+	else if (kn == 2 && !memcmp(k, "vt", 2))
+		o->vt = v;
+	else if (kn == 3 && !memcmp(k, "err", 3))
+		o->has_err = true;   /* a number: present, not hex */
+}
+
+static int slow(const char *s, size_t len, struct gb_tline *o)
+{
+	cJSON *j = cJSON_ParseWithLength(s, len);
+	const char *t = j ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "t")) : NULL;
+	if (!t) {
+		cJSON_Delete(j);
+		return -EINVAL;
+	}
+	bool has_t = false;
+	memset(o, 0, sizeof(*o));
+	o->vcpu = o->size = o->vt = -1;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, j) {
+		size_t kn = strlen(it->string);
+		if (cJSON_IsString(it))
+			set_str(o, it->string, kn, it->valuestring, strlen(it->valuestring), &has_t);
+		else if (cJSON_IsNumber(it))
+			set_num(o, it->string, kn, (int64_t)it->valuedouble);
+		else if (kn == 3 && !strcmp(it->string, "err"))
+			o->has_err = true;
+	}
+	cJSON_Delete(j);
+	return 0;
+}
+
+int gb_tline_parse(const char *s, size_t len, struct gb_tline *o)
+{
+	const char *p = s, *e = s + len;
+	bool has_t = false;
+	memset(o, 0, sizeof(*o));
+	o->vcpu = o->size = o->vt = -1;
+	while (p < e && (*p == ' ' || *p == '\t'))
+		p++;
+	if (p == e || *p++ != '{')
+		return -EINVAL;
+	for (;;) {
+		if (p == e || *p != '"')
+			return slow(s, len, o);
+		const char *k = ++p;
+		while (p < e && *p != '"' && *p != '\\')
+			p++;
+		if (p + 1 >= e || *p != '"' || p[1] != ':')
+			return slow(s, len, o);
+		size_t kn = (size_t)(p - k);
+		p += 2;
+		if (p < e && *p == '"') {
+			const char *v = ++p;
+			while (p < e && *p != '"' && *p != '\\')
+				p++;
+			if (p == e || *p != '"')
+				return slow(s, len, o);
+			set_str(o, k, kn, v, (size_t)(p - v), &has_t);
+			p++;
+		} else if (p < e && (*p == '-' || (*p >= '0' && *p <= '9'))) {
+			bool neg = *p == '-';
+			int64_t v = 0;
+			p += neg;
+			const char *d = p;
+			while (p < e && *p >= '0' && *p <= '9')
+				v = v * 10 + (*p++ - '0');
+			if (p == d || p - d > 18 || (p < e && (*p == '.' || *p == 'e' || *p == 'E')))
+				return slow(s, len, o);
+			set_num(o, k, kn, neg ? -v : v);
+		} else if (p + 4 <= e && (!memcmp(p, "true", 4) || !memcmp(p, "null", 4))) {
+			if (kn == 3 && !memcmp(k, "err", 3))
+				o->has_err = true;
+			p += 4;
+		} else if (p + 5 <= e && !memcmp(p, "false", 5)) {
+			p += 5;
+		} else {
+			return slow(s, len, o);
+		}
+		if (p < e && *p == ',') {
+			p++;
+			continue;
+		}
+		if (p < e && *p == '}')
+			break;
+		return slow(s, len, o);
+	}
+	for (p++; p < e; p++)
+		if (*p != ' ' && *p != '\t')
+			return slow(s, len, o);
+	return has_t ? 0 : -EINVAL;
+}

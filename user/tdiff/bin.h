@@ -1,0 +1,26 @@
+/* The traced binary as gebpf diff reads it: its ELF symbols and the bytes
+ * of its loadable segments, from the file (no process, no ptrace), at
+ * link-time addresses.  A pc becomes "symbol+0xoff" and its instruction's
+ * Intel-syntax disassembly (Zydis, through user/decode). */
+#ifndef GB_TDIFF_BIN_H
+#define GB_TDIFF_BIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct gb_tbin;
+
+/* NULL with one "gebpf: diff: FILE: <why>" line printed. */
+struct gb_tbin *gb_tbin__open(const char *path);
+/* "name+0xoff" (or "name") into buf; false (buf = "0x<pc>") when no
+ * symbol holds pc.  bin may be NULL. */
+bool gb_tbin__symbol(const struct gb_tbin *bin, uint64_t pc, char *buf, size_t len);
+/* The instruction at pc ("movdqu xmm0, xmmword ptr [rsp+0x10]"); false
+ * (buf = "") when the file holds no valid instruction there.  mnem gets
+ * the bare mnemonic ("movdqu") when not NULL. */
+bool gb_tbin__disasm(const struct gb_tbin *bin, uint64_t pc, char *buf, size_t len, char *mnem, size_t mlen);
+const char *gb_tbin__path(const struct gb_tbin *bin);
+void gb_tbin__free(struct gb_tbin *bin);
+
+#endif
