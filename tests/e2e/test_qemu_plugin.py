@@ -37,10 +37,11 @@ def under_qemu(args, prog_args, out=None, expect=0):
     return r
 
 
-def native(rng, prog_args, out, expect=0, extra=()):
+def native(rng, prog_args, out, extra=()):
+    """gebpf trace (whose exit status does not carry the target's)."""
     r = run_gebpf(["trace", "--range", rng, "-o", str(out)] + list(extra) + ["--"] + list(prog_args),
                   timeout=300)
-    assert r.returncode == expect, r.stderr
+    assert r.returncode == 0, r.stderr
     return r
 
 
@@ -88,7 +89,7 @@ def test_same_as_native(qemu, trace_ready, name, tmp_path):
         pytest.xfail("%s runs %s to exit status %d without any plugin (want %d): %s"
                      % (QEMU, name, plain.returncode, spec.get("exit", 0),
                         plain.stderr.strip().splitlines()[-1:] or ""))
-    native(rng, [prog_path(name)], n, expect=spec.get("exit", 0))
+    native(rng, [prog_path(name)], n)
     under_qemu(["--range", rng], [prog_path(name)], q, expect=spec.get("exit", 0))
     qlines, qsum = read_trace(q)
     nlines, nsum = read_trace(n)
