@@ -229,6 +229,8 @@ def test_zstd_output(qemu, tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout == plain.read_bytes()
     assert z.stat().st_size * 10 < plain.stat().st_size
+    r = run_gebpf(["diff", str(plain), str(z)])
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 @pytest.mark.parametrize("args,what", [
