@@ -178,8 +178,9 @@ static int compare(struct gb_tside *a, struct gb_tside *b, const struct gb_tdiff
 			d.na = a->count < window ? a->count : window;
 			d.nb = b->count < window ? b->count : window;
 		}
-		if (!d.no_resync && d.na == d.nb && same_pcs(a, b, d.na, co)) {
-			/* The same instructions: each pair that differs is one divergence. */
+		if (d.na == d.nb && same_pcs(a, b, d.na, co)) {
+			/* The same instructions (also when no resynchronisation was found
+			 * in the window): each pair that differs is one divergence. */
 			for (size_t i = 0; i < d.na; i++) {
 				struct gb_div p = { .a = a, .b = b, .na = 1, .nb = 1 };
 				if (gb_tside_hash(a, 0) == gb_tside_hash(b, 0) &&
