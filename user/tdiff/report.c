@@ -187,7 +187,7 @@ static const struct gb_trec *first_rec(struct gb_tside *s, size_t n, size_t rec)
 void gb_treport__divergence(struct gb_treport *r, const struct gb_div *d)
 {
 	const struct gb_trec *xa = first_rec(d->a, d->na, d->rec), *xb = first_rec(d->b, d->nb, d->rec);
-	const struct gb_trec *x = xa ? xa : xb;
+	const struct gb_trec *x = d->kind == GB_D_INSN_EXTRA && xb ? xb : xa ? xa : xb;
 	bool line = !x || x->raw;   /* a summary or other line: no pc */
 	uint64_t pc = line ? NO_PC : x->l.pc;
 	char sym[256], dis[160], mnem[32];
