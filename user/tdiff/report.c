@@ -247,8 +247,13 @@ void gb_treport__divergence(struct gb_treport *r, const struct gb_div *d)
 	char pcs[32] = "";
 	if (!line && strncmp(sym, "0x", 2))
 		snprintf(pcs, sizeof(pcs), " (0x%" PRIx64 ")", pc);
-	fprintf(r->out, "[%lu] %s at %s%s, record %" PRIu64 " (A line %ld, B line %ld)%s\n", idx + 1,
-		kind_names[d->kind], sym, pcs, recno, la, lb,
+	char las[24] = "end", lbs[24] = "end";
+	if (la >= 0)
+		snprintf(las, sizeof(las), "%ld", la);
+	if (lb >= 0)
+		snprintf(lbs, sizeof(lbs), "%ld", lb);
+	fprintf(r->out, "[%lu] %s at %s%s, record %" PRIu64 " (A line %s, B line %s)%s\n", idx + 1,
+		kind_names[d->kind], sym, pcs, recno, las, lbs,
 		d->no_resync ? ": no resynchronisation within the window" : "");
 	if (dis[0])
 		fprintf(r->out, "    %s\n", dis);
