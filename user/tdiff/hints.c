@@ -6,8 +6,9 @@
 static const struct gb_quirk_info quirks[GB_QUIRK_N] = {
 	[GB_QUIRK_SPLIT] = { "qemu-split", "QEMU splits accesses wider than 8 bytes into 8-byte pieces", "qemu" },
 	[GB_QUIRK_SMC] = { "qemu-smc-store", "QEMU logs a store that modifies code twice", "qemu" },
-	[GB_QUIRK_REP_EXEC] = { "lackey-rep-exec",
-				"lackey reports an extra exec without accesses when a REP loop ends", "lackey" },
+	[GB_QUIRK_REP_EXEC] = { "rep-exec",
+				"QEMU and lackey report an extra exec without accesses when a REP loop ends on RCX=0",
+				"qemu or lackey" },
 	[GB_QUIRK_LOCK_READ] = { "lackey-lock-read",
 				 "lackey reads twice on a locked read-modify-write and on xchg", "lackey" },
 	[GB_QUIRK_CMPS] = { "cmps-order",
