@@ -61,6 +61,8 @@ static void set_num(struct gb_tline *o, const char *k, size_t kn, int64_t v)
 		o->has_err = true;   /* a number: present, not hex */
 }
 
+static int general(const char *s, size_t len, struct gb_tline *o);
+
 static int slow(const char *s, size_t len, struct gb_tline *o)
 {
 	cJSON *j = cJSON_ParseWithLength(s, len);
@@ -86,7 +88,86 @@ static int slow(const char *s, size_t len, struct gb_tline *o)
 	return 0;
 }
 
+/* The writer's own shape (docs/trace-format.md "Lines"), field by field:
+ * most lines are read here.  false: some other shape (the general parser
+ * then reads it). */
+static bool lit(const char **p, const char *e, const char *w, size_t n)
+{
+	if ((size_t)(e - *p) < n || memcmp(*p, w, n))
+		return false;
+	*p += n;
+	return true;
+}
+
+static bool dec(const char **p, const char *e, int64_t *v)
+{
+	const char *d = *p;
+	int64_t x = 0;
+	while (*p < e && **p >= '0' && **p <= '9' && *p - d < 18)
+		x = x * 10 + (*(*p)++ - '0');
+	*v = x;
+	return *p > d && *p < e && **p != '.' && **p != 'e' && **p != 'E' && !(**p >= '0' && **p <= '9');
+}
+
+static bool hexq(const char **p, const char *e, uint64_t *v)
+{
+	if (!lit(p, e, "\"0x", 3))
+		return false;
+	uint64_t x = 0;
+	const char *d = *p;
+	for (; *p < e && *p - d < 16; (*p)++) {
+		char c = **p;
+		unsigned k = c >= '0' && c <= '9' ? (unsigned)(c - '0') : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10) : 16;
+		if (k == 16)
+			break;
+		x = x << 4 | k;
+	}
+	*v = x;
+	return *p > d && lit(p, e, "\"", 1);
+}
+
+static bool canonical(const char *s, size_t len, struct gb_tline *o)
+{
+	const char *p = s, *e = s + len;
+	if (!lit(&p, e, "{\"t\":\"", 6))
+		return false;
+	if (lit(&p, e, "exec\"", 5))
+		o->type = GB_TL_EXEC;
+	else if (lit(&p, e, "read\"", 5))
+		o->type = GB_TL_READ;
+	else if (lit(&p, e, "write\"", 6))
+		o->type = GB_TL_WRITE;
+	else if (lit(&p, e, "fault\"", 6))
+		o->type = GB_TL_FAULT;
+	else
+		return false;
+	if (!lit(&p, e, ",\"vcpu\":", 8) || !dec(&p, e, &o->vcpu))
+		return false;
+	if (o->type != GB_TL_EXEC && (!lit(&p, e, ",\"addr\":", 8) || !hexq(&p, e, &o->addr)))
+		return false;
+	if ((o->type == GB_TL_READ || o->type == GB_TL_WRITE) &&
+	    (!lit(&p, e, ",\"size\":", 8) || !dec(&p, e, &o->size)))
+		return false;
+	if (!lit(&p, e, ",\"pc\":", 6) || !hexq(&p, e, &o->pc))
+		return false;
+	if (o->type == GB_TL_FAULT && lit(&p, e, ",\"err\":", 7)) {
+		if (!hexq(&p, e, &o->err))
+			return false;
+		o->has_err = true;
+	}
+	return lit(&p, e, ",\"vt\":", 6) && dec(&p, e, &o->vt) && lit(&p, e, "}", 1) && p == e;
+}
+
 int gb_tline_parse(const char *s, size_t len, struct gb_tline *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->vcpu = o->size = o->vt = -1;
+	if (canonical(s, len, o))
+		return 0;
+	return general(s, len, o);
+}
+
+static int general(const char *s, size_t len, struct gb_tline *o)
 {
 	const char *p = s, *e = s + len;
 	bool has_t = false;

@@ -337,7 +337,7 @@ int gb_treader__open(const char *path, unsigned flags, const char *who, struct g
 	struct stat sb;
 	if (!strcmp(path, "-")) {
 		r->fd = STDIN_FILENO;
-		if (!(r->name = strdup("-")))
+		if (!(r->name = strdup("(stdin)")))
 			goto fail;
 	} else if (!stat(path, &sb) && S_ISDIR(sb.st_mode)) {
 		if ((err = open_recording(r, path)))

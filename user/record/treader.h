@@ -45,7 +45,7 @@ enum {
 /* 0, or -errno with one "gebpf: <who>: PATH: <why>" line printed. */
 int gb_treader__open(const char *path, unsigned flags, const char *who, struct gb_treader **out);
 enum gb_tformat gb_treader__format(const struct gb_treader *r);
-/* The name to print: the path as given ("-" for stdin), or DIR/<blob>. */
+/* The name to print: the path as given ("(stdin)" for -), or DIR/<blob>. */
 const char *gb_treader__name(const struct gb_treader *r);
 /* True when the input is a file that can be opened again by its path (an
  * ELF snapshot then loads through that path). */

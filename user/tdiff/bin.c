@@ -19,7 +19,7 @@ struct gb_tbin {
 	struct gb_elfsyms syms;
 };
 
-struct gb_tbin *gb_tbin__open(const char *path)
+struct gb_tbin *gb_tbin__open(const char *path, bool required)
 {
 	struct gb_tbin *b = calloc(1, sizeof(*b));
 	if (!b || !(b->path = strdup(path))) {
@@ -30,7 +30,11 @@ struct gb_tbin *gb_tbin__open(const char *path)
 	b->fd = open(path, O_RDONLY | O_CLOEXEC);
 	int e = b->fd < 0 ? -errno : gb_elfsyms_load(path, &b->syms);
 	if (e) {
-		gb_err("diff: %s: %s", path, e == -ENOEXEC ? "not an ELF file" : strerror(-e));
+		if (required)
+			gb_err("diff: %s: %s", path, e == -ENOEXEC ? "not an ELF file" : strerror(-e));
+		else
+			gb_warn("diff: %s (the binary the recording names): %s: pcs shown without symbols", path,
+				e == -ENOEXEC ? "not an ELF file" : strerror(-e));
 		gb_tbin__free(b);
 		return NULL;
 	}

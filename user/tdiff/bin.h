@@ -11,8 +11,9 @@
 
 struct gb_tbin;
 
-/* NULL with one "gebpf: diff: FILE: <why>" line printed. */
-struct gb_tbin *gb_tbin__open(const char *path);
+/* NULL with one "gebpf: diff: FILE: <why>" line printed (a warning when
+ * not required: the binary a recording names may have moved). */
+struct gb_tbin *gb_tbin__open(const char *path, bool required);
 /* "name+0xoff" (or "name") into buf; false (buf = "0x<pc>") when no
  * symbol holds pc.  bin may be NULL. */
 bool gb_tbin__symbol(const struct gb_tbin *bin, uint64_t pc, char *buf, size_t len);

@@ -143,9 +143,11 @@ static bool rep_extra(const struct gb_tgroup *extra, const struct gb_tgroup *pre
 
 enum gb_quirk gb_hint_find(const struct gb_hint_in *in)
 {
-	if (in->na == 0 && in->nb == 1 && rep_extra(in->b[0], in->prev_b))
+	/* An access-less exec of the pc whose exec with accesses came just
+	 * before, where the other side goes on elsewhere. */
+	if (rep_extra(in->b[0], in->prev_b) && (!in->na || in->a[0]->r[0].l.pc != in->b[0]->r[0].l.pc))
 		return GB_QUIRK_REP_EXEC;
-	if (in->nb == 0 && in->na == 1 && rep_extra(in->a[0], in->prev_a))
+	if (rep_extra(in->a[0], in->prev_a) && (!in->nb || in->b[0]->r[0].l.pc != in->a[0]->r[0].l.pc))
 		return GB_QUIRK_REP_EXEC;
 	if (in->na != 1 || in->nb != 1 || !in->a[0]->n || !in->b[0]->n ||
 	    !gb_tgroup_is_insn(in->a[0]) || !gb_tgroup_is_insn(in->b[0]))

@@ -187,7 +187,7 @@ static const struct gb_trec *first_rec(struct gb_tside *s, size_t n, size_t rec)
 void gb_treport__divergence(struct gb_treport *r, const struct gb_div *d)
 {
 	const struct gb_trec *xa = first_rec(d->a, d->na, d->rec), *xb = first_rec(d->b, d->nb, d->rec);
-	const struct gb_trec *x = xa ? xa : xb;
+	const struct gb_trec *x = d->kind == GB_D_INSN_EXTRA && xb ? xb : xa ? xa : xb;
 	bool line = !x || x->raw;   /* a summary or other line: no pc */
 	uint64_t pc = line ? NO_PC : x->l.pc;
 	char sym[256], dis[160], mnem[32];
@@ -247,8 +247,13 @@ void gb_treport__divergence(struct gb_treport *r, const struct gb_div *d)
 	char pcs[32] = "";
 	if (!line && strncmp(sym, "0x", 2))
 		snprintf(pcs, sizeof(pcs), " (0x%" PRIx64 ")", pc);
-	fprintf(r->out, "[%lu] %s at %s%s, record %" PRIu64 " (A line %ld, B line %ld)%s\n", idx + 1,
-		kind_names[d->kind], sym, pcs, recno, la, lb,
+	char las[24] = "end", lbs[24] = "end";
+	if (la >= 0)
+		snprintf(las, sizeof(las), "%ld", la);
+	if (lb >= 0)
+		snprintf(lbs, sizeof(lbs), "%ld", lb);
+	fprintf(r->out, "[%lu] %s at %s%s, record %" PRIu64 " (A line %s, B line %s)%s\n", idx + 1,
+		kind_names[d->kind], sym, pcs, recno, las, lbs,
 		d->no_resync ? ": no resynchronisation within the window" : "");
 	if (dis[0])
 		fprintf(r->out, "    %s\n", dis);

@@ -97,8 +97,18 @@ static enum gb_dkind classify(struct gb_tside *a, struct gb_tside *b, size_t da,
 		return GB_D_LINE;
 	struct gb_raddr pa = gb_rebase(o->rebase ? a->rs : NULL, x->r[0].l.pc);
 	struct gb_raddr pb = gb_rebase(o->rebase ? b->rs : NULL, y->r[0].l.pc);
-	if (pa.region != pb.region || pa.off != pb.off)
+	if (pa.region != pb.region || pa.off != pb.off) {
+		/* Instructions added at the start of one side's span, then the
+		 * same pc again on both. */
+		size_t k = da < db ? db - da : da - db;
+		const struct gb_tgroup *z = da < db ? gb_tside_at(b, k) : gb_tside_at(a, k);
+		const struct gb_tgroup *w = da < db ? x : y;
+		struct gb_raddr pz = gb_rebase(o->rebase ? (da < db ? b->rs : a->rs) : NULL, z->r[0].l.pc);
+		struct gb_raddr pw = gb_rebase(o->rebase ? (da < db ? a->rs : b->rs) : NULL, w->r[0].l.pc);
+		if (da != db && gb_tgroup_is_insn(z) && pz.region == pw.region && pz.off == pw.off)
+			return da < db ? GB_D_INSN_EXTRA : GB_D_INSN_MISSING;
 		return GB_D_FLOW;
+	}
 	if (da != db)
 		return da < db ? GB_D_INSN_EXTRA : GB_D_INSN_MISSING;
 	int sub;
@@ -178,8 +188,9 @@ static int compare(struct gb_tside *a, struct gb_tside *b, const struct gb_tdiff
 			d.na = a->count < window ? a->count : window;
 			d.nb = b->count < window ? b->count : window;
 		}
-		if (!d.no_resync && d.na == d.nb && same_pcs(a, b, d.na, co)) {
-			/* The same instructions: each pair that differs is one divergence. */
+		if (d.na == d.nb && same_pcs(a, b, d.na, co)) {
+			/* The same instructions (also when no resynchronisation was found
+			 * in the window): each pair that differs is one divergence. */
 			for (size_t i = 0; i < d.na; i++) {
 				struct gb_div p = { .a = a, .b = b, .na = 1, .nb = 1 };
 				if (gb_tside_hash(a, 0) == gb_tside_hash(b, 0) &&
@@ -250,7 +261,7 @@ int gb_tdiff(struct gb_treader *ra, struct gb_treader *rb, const struct gb_tdiff
 		snprintf(note, sizeof(note), "raw addresses (--no-rebase)");
 	const char *binpath = o->binary ? o->binary : gb_treader__binary(ra) ? gb_treader__binary(ra)
 									  : gb_treader__binary(rb);
-	if (binpath && !(bin = gb_tbin__open(binpath)) && o->binary) {
+	if (binpath && !(bin = gb_tbin__open(binpath, o->binary != NULL)) && o->binary) {
 		r = -EINVAL;
 		goto cleanup;
 	}
