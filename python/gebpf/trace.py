@@ -1,9 +1,13 @@
-"""A gebpf JSONL trace (docs/trace-format.md): a plain ``.jsonl`` file or a
-recording directory (``meta.json`` + ``blobs/trace.jsonl``, from
-``gebpf trace --out DIR``).
+"""A gebpf JSONL trace (docs/trace-format.md): a plain ``.jsonl`` file, a
+zstd one (``.jsonl.zst``, recognised by its first bytes, whatever its name),
+or a recording directory (``meta.json`` + ``blobs/trace.jsonl.zst`` or
+``blobs/trace.jsonl``, from ``gebpf trace --out DIR``).
 
-Records are read one line at a time, so a trace larger than memory can be
-walked; the summary (the last line) is read from the end of the file::
+Records are read one line at a time (a zstd trace decompressed as it is
+read, through libzstd.so.1), so a trace larger than memory can be walked; a
+zstd trace cut short (a killed gebpf) gives its whole lines and sets
+``truncated``.  The summary (the last line) is read from the end of the file
+(a zstd trace: its last frame, found by the seek table)::
 
     tr = gebpf.Trace.open("rec")
     for rec in tr:                 # {"t": "exec", "vcpu": 0, "pc": "0x401000", "vt": 0}, ...
@@ -16,6 +20,7 @@ import json
 import os
 from typing import Any, Dict, Iterator, List, Optional
 
+from . import _zstd
 from .snapshot import Snapshot
 
 
@@ -27,6 +32,9 @@ class Trace:
         self.jsonl = jsonl
         self.meta = meta
         self._summary: Optional[Dict[str, Any]] = None
+        with open(jsonl, "rb") as f:
+            self.compressed = _zstd.is_zstd(f.read(4))
+        self.truncated = False  # a zstd trace whose last frame is cut (after iterating)
 
     @classmethod
     def open(cls, path: str) -> "Trace":
@@ -42,6 +50,14 @@ class Trace:
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:
         """Every record in file order, the summary line last."""
+        if self.compressed:
+            with open(self.jsonl, "rb") as f:
+                s = _zstd.Stream(f)
+                for line in _zstd.lines(f, s):
+                    if line.strip():
+                        yield json.loads(line)
+                self.truncated = s.truncated
+            return
         with open(self.jsonl, encoding="utf-8") as f:
             for line in f:
                 if line.strip():
@@ -55,7 +71,19 @@ class Trace:
     def summary(self) -> Optional[Dict[str, Any]]:
         """The summary line (``{"t": "summary", "insns", "mem", ...}``), or
         None when the trace has none (cut short)."""
-        if self._summary is None:
+        if self._summary is None and self.compressed:
+            with open(self.jsonl, "rb") as f:
+                frame = _zstd.last_frame(f)
+                if frame is None:  # no seek table (cut short): read it all
+                    f.seek(0)
+                    for frame in _zstd.lines(f):
+                        pass
+            last = frame.rstrip(b"\n").split(b"\n")[-1] if frame else b""
+            if last.strip():
+                rec = json.loads(last)
+                if rec.get("t") == "summary":
+                    self._summary = rec
+        elif self._summary is None:
             with open(self.jsonl, "rb") as f:
                 f.seek(0, os.SEEK_END)
                 end = f.tell()

@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -180,11 +181,24 @@ def check_line(raw):
     return obj
 
 
-def read_trace(path):
-    """Parse and check a trace file: every line well formed, the summary
-    last and consistent with the lines.  Returns (lines, summary)."""
+def trace_bytes(path):
+    """The bytes of a trace file, decompressed by the zstd CLI when it is
+    zstd (a .zst trace, a recording's blobs/trace.jsonl.zst)."""
     with open(path, "rb") as f:
         data = f.read()
+    if data[:4] == b"\x28\xb5\x2f\xfd":
+        if not shutil.which("zstd"):
+            pytest.skip("zstd (the CLI) is not installed: scripts/packages.txt")
+        r = subprocess.run(["zstd", "-dc", "--", str(path)], capture_output=True, timeout=120)
+        assert r.returncode == 0, "zstd -d %s: %s" % (path, r.stderr.decode())
+        data = r.stdout
+    return data
+
+
+def read_trace(path):
+    """Parse and check a trace file (plain or zstd): every line well formed,
+    the summary last and consistent with the lines.  Returns (lines, summary)."""
+    data = trace_bytes(path)
     assert data.endswith(b"\n"), "%s does not end with a newline" % path
     raws = data.decode().split("\n")[:-1]
     assert raws, "%s is empty" % path

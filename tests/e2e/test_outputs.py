@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import gebpf_path, prog_path, run_gebpf, stable_env
+from conftest import gebpf_path, prog_path, run_gebpf, stable_env, trace_bytes
 
 
 def one_gebpf_line(stderr):
@@ -243,7 +243,8 @@ def test_out_dir_force_replaces_the_recording(trace_ready, tmp_path):
     assert r.returncode == 0, r.stderr
     assert not (d / "blobs" / "snap-10.core").exists()
     json.loads((d / "meta.json").read_text())
-    assert (d / "blobs" / "trace.jsonl").read_text().splitlines()[-1].startswith('{"t":"summary"')
+    assert trace_bytes(d / "blobs" / "trace.jsonl.zst").decode().splitlines()[-1].startswith(
+        '{"t":"summary"')
     (d / "mine.txt").write_text("not gebpf's")
     r = run_gebpf(["trace", "--force", "--range", "traced", "--out", d, "--",
                    prog_path("mem_sizes")])

@@ -12,7 +12,7 @@ import tracemalloc
 
 import pytest
 
-from conftest import gebpf_path, prog_path, run_gebpf, threads_running
+from conftest import gebpf_path, prog_path, run_gebpf, threads_running, trace_bytes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
@@ -170,12 +170,13 @@ def test_trace_api(gebpf, root, tmp_path):
     tr = gp.Trace.open(str(rec))
     with open(rec / "meta.json") as f:
         assert tr.meta == json.load(f)
-    lines = (rec / "blobs" / "trace.jsonl").read_text().splitlines()
+    assert tr.meta["trace_blob"] == "blobs/trace.jsonl.zst" and tr.compressed
+    lines = trace_bytes(rec / "blobs" / "trace.jsonl.zst").decode().splitlines()
     assert list(tr) == [json.loads(line) for line in lines]
     recs = list(tr.records())
     assert tr.summary == json.loads(lines[-1]) and len(recs) == len(lines) - 1
     assert sum(1 for x in recs if x["t"] == "exec") == tr.summary["insns"] == tr.meta["trace"]["insns"]
-    plain = gp.Trace.open(str(rec / "blobs" / "trace.jsonl"))
+    plain = gp.Trace.open(str(rec / "blobs" / "trace.jsonl.zst"))
     assert plain.meta is None and plain.summary == tr.summary and plain.snapshots() == []
     snap = tr.loadSnapshot(100)
     assert snap.getMeta("vt") == 100

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import gebpf_path, prog_path, run_gebpf
+from conftest import gebpf_path, prog_path, run_gebpf, trace_bytes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
@@ -204,7 +204,7 @@ def test_trace_from_is_the_tail_of_the_full_trace(gebpf, root, tmp_path):
                         "--snap-at", "vt=500", "--", prog_path("snap_det")],
                        stdin=subprocess.DEVNULL, capture_output=True, text=True, env=DET_ENV, timeout=300)
     assert r.returncode == 0, r.stderr
-    full = trace_lines(rec / "blobs" / "trace.jsonl")
+    full = trace_bytes(rec / "blobs" / "trace.jsonl.zst").decode().splitlines()
     start = next(i for i, line in enumerate(full) if json.loads(line).get("vt") == 500)
     core = rec / "blobs" / "snap-500.core"
     outs = []

@@ -15,7 +15,7 @@ import pytest
 
 import lackey
 from conftest import (check_vt_order, gebpf_path, prog_path, read_trace, run_gebpf,
-                      stable_env)
+                      stable_env, trace_bytes)
 
 pytestmark = pytest.mark.usefixtures("trace_ready")
 
@@ -515,9 +515,9 @@ def test_out_dir(tmp_path):
     r = run_gebpf(["trace", "--range", "traced", "--out", str(d), "--", prog_path("atomics")])
     assert r.returncode == 0, r.stderr
     meta = json.loads((d / "meta.json").read_text())
-    assert meta["trace_blob"] == "blobs/trace.jsonl"
-    blob = d / "blobs" / "trace.jsonl"
-    assert blob.read_bytes() == one.read_bytes()
+    assert meta["trace_blob"] == "blobs/trace.jsonl.zst"
+    blob = d / "blobs" / "trace.jsonl.zst"
+    assert trace_bytes(blob) == one.read_bytes()
     lines, summary = read_trace(blob)
     tm = meta["trace"]          # the config and its counts (as in the seed's recorder)
     assert (tm["exec"], tm["start"], tm["end"]) == (True, summary["start"], summary["end"]), tm
@@ -526,5 +526,13 @@ def test_out_dir(tmp_path):
     assert tm["read"] + tm["write"] == summary["mem"], (tm, summary)
     assert tm["read"] == sum(ln["t"] == "read" for ln in lines), tm
     leftovers = [p.name for p in d.rglob("*") if p.is_file()
-                 and p.name not in ("meta.json", "trace.jsonl")]
+                 and p.name not in ("meta.json", "trace.jsonl.zst")]
     assert not leftovers, "temporary files left: %s" % leftovers
+    # --compress none: the plain lines, as blobs/trace.jsonl
+    d2 = tmp_path / "rec2"
+    r = run_gebpf(["trace", "--compress", "none", "--range", "traced", "--out", str(d2), "--",
+                   prog_path("atomics")])
+    assert r.returncode == 0, r.stderr
+    assert json.loads((d2 / "meta.json").read_text())["trace_blob"] == "blobs/trace.jsonl"
+    assert (d2 / "blobs" / "trace.jsonl").read_bytes() == one.read_bytes()
+    assert not (d2 / "blobs" / "trace.jsonl.zst").exists()

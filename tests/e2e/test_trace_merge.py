@@ -88,7 +88,7 @@ def test_snap_at_vt_matches_trace(trace_ready, tmp_path):
     assert r.returncode == 0, r.stderr
     meta = json.loads((rec / "meta.json").read_text())
     assert [s["vt"] for s in meta["snapshots"]] == [7, 40]
-    lines, _ = read_trace(rec / "blobs" / "trace.jsonl")
+    lines, _ = read_trace(rec / "blobs" / "trace.jsonl.zst")
     pcs = {ln["vt"]: ln["pc"] for ln in lines if ln["t"] == "exec"}
     for s in meta["snapshots"]:
         core = rec / s["blob"]

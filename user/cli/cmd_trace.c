@@ -28,11 +28,17 @@ static void usage(FILE *f)
 "      --start ADDR       lower bound (hex); --end ADDR: upper bound (inclusive)\n"
 "      --exec on|off      exec lines (default on); memory lines are always written\n"
 "      --max-events N     lines written at most (default 1000000, 0 = unlimited);\n"
-"                         further lines are counted as dropped\n"
+"                         further lines are counted as dropped (said once on\n"
+"                         stderr when it happens)\n"
 "      --max-insns N      stop after N in-range instructions\n"
 "      --duration S       stop after S seconds\n"
-"  -o, --output FILE      write the trace to FILE (default: stdout)\n"
-"      --out DIR          recording directory: DIR/meta.json, DIR/blobs/trace.jsonl\n"
+"  -o, --output FILE      write the trace to FILE (default: stdout); a FILE\n"
+"                         ending in .zst is written zstd-compressed\n"
+"      --out DIR          recording directory: DIR/meta.json,\n"
+"                         DIR/blobs/trace.jsonl.zst (zstd)\n"
+"      --compress zstd|none  zstd frames with a seek table (zstdcat reads\n"
+"                         them), or plain lines, whatever -o or --out says\n"
+"                         (default: zstd for --out and -o FILE.zst)\n"
 "      --force            with --out: replace an earlier recording in DIR\n"
 "      --snap-at pc=ADDR|vt=N  snapshot into DIR/blobs/snap-<vt>.core (repeatable;\n"
 "                         needs --out)\n"
@@ -70,7 +76,7 @@ static void usage(FILE *f)
 }
 
 enum { O_START = 256, O_END, O_EXEC, O_MAX_EVENTS, O_MAX_INSNS, O_DURATION, O_OUT, O_SNAP_AT,
-       O_FAULTS, O_STEP_ALL, O_TRAP, O_ASLR, O_NO_PIN, O_FROM, O_FORCE, O_ENGINE };
+       O_FAULTS, O_STEP_ALL, O_TRAP, O_ASLR, O_NO_PIN, O_FROM, O_FORCE, O_ENGINE, O_COMPRESS };
 
 static const struct option longopts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -92,6 +98,7 @@ static const struct option longopts[] = {
 	{ "no-pin", no_argument, NULL, O_NO_PIN },
 	{ "from", required_argument, NULL, O_FROM },
 	{ "force", no_argument, NULL, O_FORCE },
+	{ "compress", required_argument, NULL, O_COMPRESS },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
@@ -125,6 +132,7 @@ int cmd_trace(int argc, char **argv)
 {
 	struct gb_trace_opts o;
 	const char *range_arg = NULL, *start_arg = NULL, *end_arg = NULL;
+	int compress = -1; /* --compress: 1 zstd, 0 none, -1 by the output's name */
 	memset(&o, 0, sizeof(o));
 	o.exec = true;
 	o.max_events = GB_DEFAULT_MAX_EVENTS;
@@ -196,6 +204,14 @@ int cmd_trace(int argc, char **argv)
 		case O_NO_PIN: o.pin = false; break;
 		case O_FROM: o.from = optarg; break;
 		case O_FORCE: o.force = true; break;
+		case O_COMPRESS:
+			if (!strcmp(optarg, "zstd"))
+				compress = 1;
+			else if (!strcmp(optarg, "none"))
+				compress = 0;
+			else
+				return bad("--compress", "expected zstd or none");
+			break;
 		case 'v': gb_log_set_verbose(true); break;
 		case 'h': usage(stdout); return GB_EXIT_OK;
 		default: return cli_bad_option("trace", argv, "+p:r:o:vh");
@@ -208,6 +224,11 @@ int cmd_trace(int argc, char **argv)
 					   : "give -p PID, --from SNAP or -- CMD (see gebpf trace --help)");
 	if (o.out_file && o.out_dir)
 		return bad("output", "give -o FILE or --out DIR, not both");
+	if (compress < 0) {
+		size_t n = o.out_file ? strlen(o.out_file) : 0;
+		compress = o.out_dir || (n > 4 && !strcmp(o.out_file + n - 4, ".zst"));
+	}
+	o.zstd = compress == 1;
 	if ((o.nsnap_pcs || o.nsnap_vts) && !o.out_dir)
 		return bad("--snap-at", "needs --out DIR (snapshots go to DIR/blobs/)");
 	if ((range_arg && gb_range_parse("trace", range_arg, &o.range)) ||

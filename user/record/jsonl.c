@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "record/lines.h"
 
 #define LINE_MAX_LEN 160
@@ -34,6 +35,7 @@ struct gb_jsonl {
 	bool batch;         /* gb_jsonl__batch: lines go into chunk */
 	char *chunk;        /* room reserved from the writer (lock held), or NULL */
 	size_t chunk_used;
+	bool budget_said;   /* the budget's warning was printed */
 };
 
 int gb_fmt_hex(char *buf, uint64_t v)
@@ -98,7 +100,8 @@ struct gb_jsonl *gb_jsonl__new(int fd, const struct gb_jsonl_opts *o)
 	if (!w)
 		return NULL;
 	w->o = *o;
-	struct gb_lines_opts lo = { .give_up_after = o->duration, .direct = o->direct };
+	struct gb_lines_opts lo = { .give_up_after = o->duration, .direct = o->direct,
+				    .zstd = o->zstd };
 	w->lines = gb_lines__new(fd, &lo);
 	if (!w->lines) {
 		free(w);
@@ -124,10 +127,17 @@ void gb_jsonl__batch(struct gb_jsonl *w, bool on)
 
 /* Account one generated line; where to format it, or NULL when it is
  * dropped (budget spent, write error, stalled output). */
-static inline char *admit(struct gb_jsonl *w)
+static inline char *admit(struct gb_jsonl *w, uint64_t vt)
 {
 	w->c.events++;
 	char *p = NULL;
+	if (w->o.max_events && w->written >= w->o.max_events && !w->budget_said) {
+		/* once, when the first line is dropped for the budget */
+		w->budget_said = true;
+		gb_warn("trace: --max-events %llu reached at vt %llu: further lines are counted "
+			"as dropped (--max-events 0 for no limit)",
+			(unsigned long long)w->o.max_events, (unsigned long long)vt);
+	}
 	if (!w->o.max_events || w->written < w->o.max_events) {
 		if (!w->batch) {
 			p = gb_lines__reserve(w->lines, LINE_MAX_LEN);
@@ -230,7 +240,7 @@ void gb_jsonl__exec(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, uint64_t vt)
 	if (!w->o.exec)
 		return;
 	w->c.insns++;
-	char *p0 = admit(w), *p = p0;
+	char *p0 = admit(w, vt), *p = p0;
 	if (!p)
 		return;
 	PUT("{\"t\":\"exec\",\"vcpu\":");
@@ -245,7 +255,7 @@ void gb_jsonl__mem(struct gb_jsonl *w, bool write, uint32_t vcpu, uint64_t addr,
 		w->c.writes++;
 	else
 		w->c.reads++;
-	char *p0 = admit(w), *p = p0;
+	char *p0 = admit(w, vt), *p = p0;
 	if (!p)
 		return;
 	if (write)
@@ -264,7 +274,7 @@ void gb_jsonl__fault(struct gb_jsonl *w, uint32_t vcpu, uint64_t addr, uint64_t 
 		     uint64_t vt)
 {
 	w->c.faults++;
-	char *p0 = admit(w), *p = p0;
+	char *p0 = admit(w, vt), *p = p0;
 	if (!p)
 		return;
 	PUT("{\"t\":\"fault\",\"vcpu\":");

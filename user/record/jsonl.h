@@ -10,8 +10,10 @@
  *
  * Budget (the seed's semantics): every line generated counts in "events";
  * once max_events lines are written, further lines are counted in "dropped"
- * instead.  "insns" counts exec lines generated (0 with exec off), "mem"
- * reads + writes generated.  With faults on the summary gains ,"faults":N.
+ * instead, and one warning on stderr says so (the vt of the first line
+ * dropped, and --max-events 0).  "insns" counts exec lines generated (0 with
+ * exec off), "mem" reads + writes generated.  With faults on the summary
+ * gains ,"faults":N.
  *
  * Lines go out through record/lines.h (whole lines only, summary last, a
  * writer thread so the tracer never blocks in write(), at least every
@@ -40,6 +42,7 @@ struct gb_jsonl_opts {
 	double duration;              /* --duration: after it a stalled output stops
 					 holding the tracer (0 = only on a signal) */
 	bool direct;                  /* the fd is gebpf's own file (gb_lines_opts) */
+	bool zstd;                    /* zstd frames (gb_lines_opts, record/zframes.h) */
 };
 
 struct gb_jsonl_counts {

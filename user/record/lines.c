@@ -19,51 +19,12 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/sigflag.h"
+#include "record/lines_int.h"
 #include "record/wmode.h"
-
-#define TICK_MS 250         /* the writer writes what it holds this often */
-#define SLICE_MS 100        /* waits are sliced to notice signals and quit */
-#define STALL_S 1.0         /* no progress this long = stalled (a pipe, a tty) */
-#define STALL_FILE_S 10.0   /* ... a regular file: a loaded VM's disk can hold
-			     * one 1 MiB write for over a second */
-#define NENDS 64            /* line ends remembered to make room for the summary */
-#define SUMMARY_MAX 512
-#define DIO_ALIGN 4096      /* direct writes: file offset, length and buffer aligned */
-
-struct gb_lines {
-	int fd;
-	bool regular;               /* can be cut back with ftruncate */
-	bool pipe;                  /* a pipe or FIFO (for the stall message) */
-	double stalled_for;         /* seconds the output had taken nothing when
-				       finish() gave up on it (0: it did not) */
-	size_t half;                /* size of each of the two buffers */
-	char *fill, *out;           /* the producer's and the writer's buffer */
-	size_t fill_len, out_len;   /* out_len != 0: the writer is writing */
-	pthread_mutex_t mu;
-	pthread_cond_t work, room;  /* wake the writer / wake the producer */
-	pthread_t thread;
-	bool running;
-	atomic_bool quit;
-	atomic_llong progress_ns;   /* last time the output took bytes */
-	int err;                    /* sticky -errno */
-	bool gave_up;
-	double give_up_at;          /* monotonic seconds, 0 = never */
-	uint64_t lost;
-	off_t base, file_off;       /* regular: where we began, end of whole lines written */
-	off_t ends[NENDS];          /* regular: offsets just past the last line ends */
-	int nends;
-	uint64_t nlines;            /* lines in the file since base */
-	int dfd;                    /* the file opened again with O_DIRECT, or -1 */
-	struct gb_wmode mode;       /* dfd >= 0: buffered or direct, measured */
-	bool could_direct;
-	uint64_t bytes_direct, bytes_all; /* written (new bytes) each way, all */
-	size_t carry;               /* direct: fill[0..carry) is in the file already
-				       (written buffered), fill[0] at file_off - carry */
-};
 
 /* The clock in signed nanoseconds: progress_ns is written by the writer
  * thread between our reads, so a difference may be (slightly) negative. */
-static long long mono_ns(void)
+long long gb_lines_mono_ns(void)
 {
 	return (long long)gb_mono_ns();
 }
@@ -113,7 +74,7 @@ static void note_ends(struct gb_lines *w, const char *buf, size_t len)
 static bool wait_writable(struct gb_lines *w)
 {
 	struct pollfd p = { .fd = w->fd, .events = POLLOUT };
-	while (!atomic_load(&w->quit)) {
+	while (!atomic_load(&w->quit) && !(w->until_ns && gb_lines_mono_ns() >= w->until_ns)) {
 		int r = poll(&p, 1, SLICE_MS);
 		if (r > 0 || (r < 0 && errno != EINTR))
 			return true;
@@ -123,8 +84,9 @@ static bool wait_writable(struct gb_lines *w)
 
 /* Write buf without the lock.  A pipe gets writes of whole lines of at most
  * PIPE_BUF bytes after poll() said it has room, so a write never blocks and
- * never tears a line.  Returns the bytes written; *err on failure. */
-static size_t write_out(struct gb_lines *w, const char *buf, size_t len, int *err)
+ * never tears a line (zstd: writes of PIPE_BUF bytes until the frame is
+ * whole).  Returns the bytes written; *err on failure. */
+size_t gb_lines_write_out(struct gb_lines *w, const char *buf, size_t len, int *err)
 {
 	size_t done = 0;
 	while (done < len) {
@@ -132,7 +94,7 @@ static size_t write_out(struct gb_lines *w, const char *buf, size_t len, int *er
 		if (!w->regular) {
 			if (n > PIPE_BUF) {
 				n = PIPE_BUF;
-				while (n > 0 && buf[done + n - 1] != '\n')
+				while (!w->z && n > 0 && buf[done + n - 1] != '\n')
 					n--;
 				if (!n)
 					n = PIPE_BUF; /* a line longer than PIPE_BUF */
@@ -148,7 +110,7 @@ static size_t write_out(struct gb_lines *w, const char *buf, size_t len, int *er
 			return done;
 		}
 		done += (size_t)r;
-		atomic_store(&w->progress_ns, mono_ns());
+		atomic_store(&w->progress_ns, gb_lines_mono_ns());
 	}
 	return done;
 }
@@ -179,7 +141,7 @@ static size_t write_direct(struct gb_lines *w, const char *out, size_t len, size
 			return done;
 		}
 		done += (size_t)r;
-		atomic_store(&w->progress_ns, mono_ns());
+		atomic_store(&w->progress_ns, gb_lines_mono_ns());
 		if (done % DIO_ALIGN)
 			break; /* (short: the rest buffered) */
 	}
@@ -188,7 +150,7 @@ static size_t write_direct(struct gb_lines *w, const char *out, size_t len, size
 		*err = -errno;
 		return done;
 	}
-	return done + write_out(w, out + done, len - done, err);
+	return done + gb_lines_write_out(w, out + done, len - done, err);
 }
 
 /* One round of the writer: out[0..len) at file offset at, of which
@@ -205,7 +167,7 @@ static size_t write_round(struct gb_lines *w, const char *out, size_t len, size_
 	else if (from && lseek(w->fd, at, SEEK_SET) < 0) /* (after direct writes) */
 		*err = -errno, done = 0;
 	else
-		done = write_out(w, out, len, err);
+		done = gb_lines_write_out(w, out, len, err);
 	size_t fresh = done - (done < from ? done : from);
 	w->bytes_all += fresh;
 	if (w->dfd >= 0)
@@ -234,6 +196,8 @@ static void *writer_main(void *arg)
 	struct gb_lines *w = arg;
 	pthread_mutex_lock(&w->mu);
 	while (!atomic_load(&w->quit)) {
+		if (w->z && gb_lines_z__tick(w))
+			continue;
 		if (w->fill_len <= w->carry || w->err) {
 			struct timespec ts;
 			clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -254,13 +218,19 @@ static void *writer_main(void *arg)
 		memcpy(w->fill, w->out + len - tail, tail); /* the next round starts aligned */
 		w->out_len = len;
 		w->fill_len = w->carry = tail;
-		atomic_store(&w->progress_ns, mono_ns());
+		atomic_store(&w->progress_ns, gb_lines_mono_ns());
 		pthread_cond_broadcast(&w->room);
 		int err = 0;
-		pthread_mutex_unlock(&w->mu);
-		size_t done = write_round(w, w->out, len, from, at, &err);
-		pthread_mutex_lock(&w->mu);
-		settle(w, len, done, from, at);
+		if (w->z) {
+			gb_lines_z__round(w, w->out, len); /* (unlocks meanwhile) */
+			if (w->z_err != -EAGAIN) /* (not an error: given up on a stall) */
+				err = w->z_err;
+		} else {
+			pthread_mutex_unlock(&w->mu);
+			size_t done = write_round(w, w->out, len, from, at, &err);
+			pthread_mutex_lock(&w->mu);
+			settle(w, len, done, from, at);
+		}
 		if (err && !w->err) {
 			w->err = err;
 			w->lost += count_lines(w->fill + w->carry, w->fill_len - w->carry);
@@ -297,7 +267,7 @@ struct gb_lines *gb_lines__new(int fd, const struct gb_lines_opts *o)
 		if (w->base < 0)
 			w->base = 0;
 		w->file_off = w->base;
-		if (o && o->direct && w->base % DIO_ALIGN == 0) {
+		if (o && o->direct && !o->zstd && w->base % DIO_ALIGN == 0) {
 			char p[40];
 			snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
 			w->dfd = open(p, O_WRONLY | O_DIRECT | O_CLOEXEC); /* -1: none here */
@@ -310,9 +280,17 @@ struct gb_lines *gb_lines__new(int fd, const struct gb_lines_opts *o)
 		w->mode.direct = w->dfd >= 0 && (o->direct_first || (e && !strcmp(e, "1")));
 	}
 	w->pipe = fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+	if (o && o->zstd) {
+		int ze = gb_lines_z__init(w, o->zstd_level, 0);
+		if (ze) {
+			gb_lines__free(w);
+			errno = -ze;
+			return NULL;
+		}
+	}
 	if (o && o->give_up_after > 0)
 		w->give_up_at = gb_mono_s() + o->give_up_after;
-	atomic_store(&w->progress_ns, mono_ns());
+	atomic_store(&w->progress_ns, gb_lines_mono_ns());
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -341,8 +319,8 @@ static double stall_s(const struct gb_lines *w) { return w->regular ? STALL_FILE
 
 static bool stalled_locked(struct gb_lines *w)
 {
-	return w->gave_up ||
-	       (w->out_len && (double)(mono_ns() - atomic_load(&w->progress_ns)) / 1e9 >= stall_s(w));
+	double idle = (double)(gb_lines_mono_ns() - atomic_load(&w->progress_ns)) / 1e9;
+	return w->gave_up || (w->out_len && idle >= stall_s(w));
 }
 
 /* One slice of waiting for the writer (lock held).  False when the producer
@@ -358,7 +336,7 @@ static bool wait_writer(struct gb_lines *w)
 	ts.tv_nsec %= 1000000000l;
 	pthread_cond_timedwait(&w->room, &w->mu, &ts);
 	bool stop = gb_sigflag_stop() || (w->give_up_at && gb_mono_s() >= w->give_up_at);
-	if (stop && (double)(mono_ns() - atomic_load(&w->progress_ns)) / 1e9 >= stall_s(w))
+	if (stop && (double)(gb_lines_mono_ns() - atomic_load(&w->progress_ns)) / 1e9 >= stall_s(w))
 		w->gave_up = true;
 	return !w->gave_up;
 }
@@ -383,7 +361,7 @@ void gb_lines__commit(struct gb_lines *w, size_t len)
 	 * lines come seconds after the output was opened, on a loaded machine,
 	 * was given up at once). */
 	if (w->fill_len <= w->carry && !w->out_len && len)
-		atomic_store(&w->progress_ns, mono_ns());
+		atomic_store(&w->progress_ns, gb_lines_mono_ns());
 	w->fill_len += len;
 	pthread_mutex_unlock(&w->mu);
 }
@@ -391,9 +369,12 @@ void gb_lines__commit(struct gb_lines *w, size_t len)
 int gb_lines__flush(struct gb_lines *w)
 {
 	pthread_mutex_lock(&w->mu);
-	while (!w->err && (w->fill_len > w->carry || w->out_len) && !w->gave_up && wait_writer(w))
+	w->z_flush = true; /* zstd: the frame in progress ends too */
+	while (!w->err && (w->fill_len > w->carry || w->out_len || w->z_pending) && !w->gave_up &&
+	       wait_writer(w))
 		;
-	int r = w->err ? w->err : (w->fill_len > w->carry || w->out_len) ? -EAGAIN : 0;
+	int r = w->err ? w->err : (w->fill_len > w->carry || w->out_len || w->z_pending) ? -EAGAIN : 0;
+	w->z_flush = false;
 	pthread_mutex_unlock(&w->mu);
 	return r;
 }
@@ -419,7 +400,7 @@ static int put_summary(struct gb_lines *w, const char *buf, size_t n)
 			return -EAGAIN;
 	}
 	int err = 0;
-	size_t done = write_out(w, buf, n, &err);
+	size_t done = gb_lines_write_out(w, buf, n, &err);
 	if (done == n) {
 		note_ends(w, buf, n);
 		return 0;
@@ -448,22 +429,27 @@ int gb_lines__finish(struct gb_lines *w, gb_lines_summary_fn fn, void *ctx)
 {
 	int r = gb_lines__flush(w);
 	if (r == -EAGAIN)
-		w->stalled_for = (double)(mono_ns() - atomic_load(&w->progress_ns)) / 1e9;
+		w->stalled_for = (double)(gb_lines_mono_ns() - atomic_load(&w->progress_ns)) / 1e9;
 	stop_writer(w);
 	/* What the writer never took (the output stalled) is lost. */
 	w->lost += count_lines(w->fill + w->carry, w->fill_len - w->carry);
 	w->fill_len = w->carry = 0;
 	atomic_store(&w->quit, false); /* put_summary's poll */
 	int first = w->err;
-	char buf[SUMMARY_MAX];
-	for (int tries = 0; tries < NENDS; tries++) {
-		int e = put_summary(w, buf, fn(ctx, buf));
-		if (!e)
-			break;
-		if (!first)
-			first = e;
-		if (e == -EAGAIN || !drop_last_line(w))
-			break;
+	if (w->z) {
+		w->until_ns = gb_lines_mono_ns() + 2000000000ll; /* a pipe: frames whole or given up */
+		first = gb_lines_z__finish(w, fn, ctx, r);
+	} else {
+		char buf[SUMMARY_MAX];
+		for (int tries = 0; tries < NENDS; tries++) {
+			int e = put_summary(w, buf, fn(ctx, buf));
+			if (!e)
+				break;
+			if (!first)
+				first = e;
+			if (e == -EAGAIN || !drop_last_line(w))
+				break;
+		}
 	}
 	if (!first && r == -EAGAIN)
 		first = -EAGAIN;
@@ -509,6 +495,8 @@ void gb_lines__free(struct gb_lines *w)
 	if (!w)
 		return;
 	stop_writer(w);
+	if (w->z)
+		gb_lines_z__free(w);
 	pthread_cond_destroy(&w->work);
 	pthread_cond_destroy(&w->room);
 	pthread_mutex_destroy(&w->mu);

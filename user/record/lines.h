@@ -34,6 +34,10 @@ struct gb_lines_opts {
 				   may go with O_DIRECT where the file system
 				   can, whichever way is faster (record/wmode.h) */
 	bool direct_first;      /* ... starting with O_DIRECT (tests) */
+	bool zstd;              /* the output is zstd frames of whole lines with a
+				   seek table (record/zframes.h; lines_zstd.c:
+				   the same discipline, frames instead of lines) */
+	int zstd_level;         /* 0 = GB_ZFRAMES_LEVEL */
 };
 
 struct gb_lines;

@@ -28,6 +28,7 @@ struct gb_recording {
 	char dir[4096];             /* for messages */
 	int dfd, bfd;               /* DIR, DIR/blobs */
 	int trace_fd;
+	const char *trace_name;     /* blobs/<this> once finished */
 	struct snap_ref *snaps;
 	size_t nsnaps, cap;
 };
@@ -57,7 +58,7 @@ static bool ours_top(const char *n)
 static bool ours_blob(const char *n)
 {
 	size_t l = strlen(n);
-	if (!strcmp(n, "trace.jsonl") || !strcmp(n, TRACE_TMP))
+	if (!strcmp(n, "trace.jsonl") || !strcmp(n, "trace.jsonl.zst") || !strcmp(n, TRACE_TMP))
 		return true;
 	/* snap-<vt>.core, and the snapshot writer's snap-<vt>.core.tmp.XXXXXX */
 	if (strncmp(n, "snap-", 5) || l < 10)
@@ -197,6 +198,7 @@ struct gb_recording *gb_recording__open(const char *dir, bool force)
 	if (!r)
 		return NULL;
 	r->dfd = r->bfd = r->trace_fd = -1;
+	r->trace_name = "trace.jsonl";
 	snprintf(r->dir, sizeof(r->dir), "%s", dir);
 	if (open_dirs(r, force))
 		goto fail;
@@ -278,7 +280,7 @@ int gb_recording__finish(struct gb_recording *r, const struct gb_recording_meta 
 			err = -errno;
 		close(r->trace_fd);
 		r->trace_fd = -1;
-		if (renameat(r->bfd, TRACE_TMP, r->bfd, "trace.jsonl") && !err)
+		if (renameat(r->bfd, TRACE_TMP, r->bfd, r->trace_name) && !err)
 			err = -errno;
 	}
 	cJSON *root = cJSON_CreateObject();
@@ -309,7 +311,9 @@ int gb_recording__finish(struct gb_recording *r, const struct gb_recording_meta 
 	cJSON_AddStringToObject(tr, "end_reason", m->end_reason ? m->end_reason : "");
 	if (m->exit_status >= 0)
 		cJSON_AddNumberToObject(root, "exit_status", m->exit_status);
-	cJSON_AddStringToObject(root, "trace_blob", "blobs/trace.jsonl");
+	char blob[64];
+	snprintf(blob, sizeof(blob), "blobs/%s", r->trace_name);
+	cJSON_AddStringToObject(root, "trace_blob", blob);
 	cJSON *snaps = cJSON_AddArrayToObject(root, "snapshots");
 	for (size_t i = 0; i < r->nsnaps; i++) {
 		cJSON *s = cJSON_CreateObject();
@@ -330,6 +334,11 @@ int gb_recording__finish(struct gb_recording *r, const struct gb_recording_meta 
 	int e = write_meta(r, text, len + 1);
 	free(text);
 	return err ? err : e;
+}
+
+void gb_recording__set_zstd(struct gb_recording *r, bool zstd)
+{
+	r->trace_name = zstd ? "trace.jsonl.zst" : "trace.jsonl";
 }
 
 void gb_recording__free(struct gb_recording *r)

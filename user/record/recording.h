@@ -2,7 +2,8 @@
  *
  *   DIR/meta.json          command, pid, kernel, gebpf version, "trace"
  *                          (config + counts), "trace_blob", "snapshots"
- *   DIR/blobs/trace.jsonl  the trace
+ *   DIR/blobs/trace.jsonl.zst  the trace (zstd frames, record/zframes.h;
+ *                          blobs/trace.jsonl uncompressed: --compress none)
  *   DIR/blobs/snap-<vt>.core
  *
  * Every file is written under a temporary name and renamed when complete,
@@ -13,7 +14,7 @@
  * O_NOFOLLOW and O_EXCL, so a symlink or a planted file never redirects a
  * write.  DIR itself must not be a symlink.  A DIR owned by another user is
  * refused unless it is empty; a non-empty DIR is refused unless force, which
- * removes gebpf's own files first (meta.json, blobs/trace.jsonl,
+ * removes gebpf's own files first (meta.json, blobs/trace.jsonl[.zst],
  * blobs/snap-*.core and their temporaries) and refuses anything else.
  */
 #ifndef GB_RECORD_RECORDING_H
@@ -43,6 +44,9 @@ struct gb_recording_meta {
 struct gb_recording *gb_recording__open(const char *dir, bool force);
 /* fd of blobs/trace.jsonl while it is written (under a temporary name). */
 int gb_recording__trace_fd(struct gb_recording *r);
+/* The trace is zstd: it is named blobs/trace.jsonl.zst (meta.json's
+ * "trace_blob"); else blobs/trace.jsonl (the default here). */
+void gb_recording__set_zstd(struct gb_recording *r, bool zstd);
 /* A path of blobs/<name> that goes through the descriptor of DIR/blobs
  * ("/proc/self/fd/N/<name>"), so a renamed or replaced DIR/blobs cannot
  * redirect the file; into buf; returns buf. */

@@ -44,6 +44,7 @@ static int open_output(struct session *s)
 		s->rec = gb_recording__open(o->out_dir, o->force);
 		if (!s->rec)
 			return -1;
+		gb_recording__set_zstd(s->rec, o->zstd);
 		s->fd = gb_recording__trace_fd(s->rec);
 		s->out_name = o->out_dir;
 		s->out_own = true;
@@ -381,7 +382,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 
 	struct gb_jsonl_opts jo = {
 		.exec = o->exec, .max_events = o->max_events, .faults = o->faults,
-		.duration = o->duration, .direct = s.out_own,
+		.duration = o->duration, .direct = s.out_own, .zstd = o->zstd,
 		.has_start = s.range.has_start, .has_end = s.range.has_end,
 		.start = s.range.start, .end = s.range.end,
 	};

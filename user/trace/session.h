@@ -29,6 +29,9 @@ struct gb_trace_opts {
 	bool pin;
 	const char *out_file;       /* -o FILE, or NULL for stdout */
 	const char *out_dir;        /* --out DIR, or NULL */
+	bool zstd;                  /* the trace in zstd frames (docs/trace-format.md
+				       "Compressed traces"): -o FILE.zst, --out, or
+				       --compress zstd */
 	bool force;                 /* --force: replace an earlier recording in DIR */
 	uint64_t snap_pcs[GB_MAX_SNAP_POINTS];
 	size_t nsnap_pcs;
