@@ -114,8 +114,13 @@ def test_budget_and_summary_shape(qemu, trace_ready, tmp_path):
     summary has gebpf's fields in gebpf's order with the same counts."""
     n, q = tmp_path / "n.jsonl", tmp_path / "q.jsonl"
     prog = prog_path("hot_loop")
-    native("hot_loop:hot", [prog], n, extra=["--max-events", "25"])
-    under_qemu(["--range", "hot_loop:hot", "--max-events", "25"], [prog], q)
+    rn = native("hot_loop:hot", [prog], n, extra=["--max-events", "25"])
+    rq = under_qemu(["--range", "hot_loop:hot", "--max-events", "25"], [prog], q)
+    # said once on stderr, at the same vt as gebpf trace says it
+    said = [ln for ln in rq.stderr.splitlines() if "max_events=25 reached at vt" in ln]
+    assert len(said) == 1, rq.stderr
+    vt = said[0].split(" reached at vt ")[1].split(":")[0]
+    assert "--max-events 25 reached at vt %s:" % vt in rn.stderr, (rn.stderr, said)
     for path in (n, q):
         with open(path) as f:
             raws = f.read().splitlines()

@@ -2,6 +2,7 @@
 #include "qemu/sink.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,6 +22,7 @@ struct gb_qsink {
 	uint64_t written;             /* lines admitted (the budget) */
 	struct gb_qsink_counts c;
 	int err;                      /* sticky -errno */
+	bool budget_said;             /* the budget's one stderr line is out */
 	off_t good;                   /* bytes of the file that are whole lines */
 	bool regular;
 	struct gb_zframes *z;         /* zstd: the frames (NULL: plain lines) */
@@ -121,6 +123,13 @@ static void flush(struct gb_qsink *s)
 static inline char *admit(struct gb_qsink *s)
 {
 	s->c.events++;
+	if (s->o.max_events && s->written >= s->o.max_events && !s->budget_said) {
+		/* once, as gebpf trace says it */
+		s->budget_said = true;
+		fprintf(stderr, "gebpf: warning: qemu plugin: max_events=%llu reached at vt %llu: "
+			"further lines are counted as dropped (max_events=0 for no limit)\n",
+			(unsigned long long)s->o.max_events, (unsigned long long)(s->vt - 1));
+	}
 	if (s->err || (s->o.max_events && s->written >= s->o.max_events)) {
 		s->c.dropped++;
 		return NULL;

@@ -4,7 +4,8 @@
  *
  * One instruction at a time is handed over whole (its exec line and its
  * accesses), numbered with the next vt.  Every line generated counts in
- * "events"; once max_events lines are written the rest count in "dropped".
+ * "events"; once max_events lines are written the rest count in "dropped",
+ * and one line on stderr says so (as gebpf trace's).
  * "insns" counts exec lines generated (0 with exec off), "mem" reads +
  * writes generated.
  *
