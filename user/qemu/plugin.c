@@ -107,7 +107,7 @@ static void on_exec(unsigned int idx, void *udata)
 		}
 		me = v;
 	}
-	if (v->pending)
+	if (v->pending && !P.done)
 		commit(v);
 	v->pending = !P.done;
 	v->pc = (uint64_t)(uintptr_t)udata;
@@ -184,7 +184,7 @@ static void on_leave(unsigned int idx, void *udata)
 	if (!v || v->index != idx || !v->pending)
 		return;
 	pthread_mutex_lock(&P.lock);
-	if (v->pending)
+	if (v->pending && !P.done)
 		commit(v);
 	pthread_mutex_unlock(&P.lock);
 }
