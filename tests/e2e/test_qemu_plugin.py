@@ -6,6 +6,7 @@ arguments.  Skipped without qemu-x86_64 (Debian's qemu-user) or without the
 plugin (make builds it when scripts/qemu-plugin-h can fetch qemu-plugin.h)."""
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -288,3 +289,27 @@ def test_cli_usage(qemu):
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "/nonexistent/qemu" in r.stderr
     r = run_gebpf(["qemu", "--help"])
     assert r.returncode == 0 and "-plugin" in r.stdout
+
+
+def test_changed_access_named(qemu, trace_ready, tmp_path):
+    """One access of the plugin's trace moved by 8 bytes: gebpf diff
+    --normalise qemu names that instruction (symbol+offset, disassembly)
+    and nothing else."""
+    prog = prog_path("recursion")
+    n, q, q2 = tmp_path / "n.jsonl", tmp_path / "q.jsonl", tmp_path / "q2.jsonl"
+    native("traced", [prog], n)
+    under_qemu(["--range", "traced"], [prog], q)
+    raws = q.read_text().splitlines()
+    i = next(i for i, r in enumerate(raws) if i > 40 and json.loads(r)["t"] == "read")
+    o = json.loads(raws[i])
+    o["addr"] = hex(int(o["addr"], 16) + 8)
+    raws[i] = lackey.dumps(o)
+    q2.write_text("\n".join(raws) + "\n")
+    r = diff(n, q2, "--binary", prog)
+    assert r.returncode == 1, r.stdout + r.stderr
+    lo, _ = lackey.Program(prog).span(["traced"])
+    head = "[1] access differs at traced+%#x (%s)" % (int(o["pc"], 16) - lo, o["pc"])
+    assert head in r.stdout, r.stdout
+    insn = r.stdout.split(head)[1].splitlines()[1]
+    assert re.match(r"    [a-z]+ ", insn), "no disassembly after %r: %r" % (head, insn)
+    assert "[2]" not in r.stdout, r.stdout
