@@ -222,3 +222,21 @@ def test_snapshot_from_a_pipe_refused(gebpf):
     r = subprocess.run([gebpf_path(), "diff", "-", prog_path("mem_sizes")], input=elf, capture_output=True,
                        text=False, timeout=60)
     assert r.returncode == 2 and b"must be given as a file path" in r.stderr, r.stderr
+
+
+def test_maps_name_the_regions(traces, tmp_path):
+    recs = lines_of(traces["stack_ops"])
+    a_maps, b_maps = tmp_path / "a.maps", tmp_path / "b.maps"
+    a_maps.write_text("00400000-00500000 r-xp 00000000 08:01 1 /x/stack_ops\n"
+                      "7ffffffde000-7ffffffff000 rw-p 00000000 00:00 0          [stack]\n")
+    b_maps.write_text("00400000-00500000 r-xp 00000000 08:01 1 /x/stack_ops\n"
+                      "4000000000-4000801000 rw-p 00000000 00:00 0          [stack]\n")
+    moved_recs = stack_like_qemu(recs)
+    acc = [i for i, r in enumerate(moved_recs) if r["t"] == "write"]
+    moved_recs[acc[3]] = dict(moved_recs[acc[3]], size=4)
+    b = write(tmp_path / "b.jsonl", moved_recs)
+    r = run_gebpf(["diff", "--maps", "%s,%s" % (a_maps, b_maps), traces["stack_ops"], b])
+    assert r.returncode == 1, r.stderr
+    assert "anchor 0x7fff" in r.stdout and "[stack], B 0x4000" in r.stdout and "stack_ops" in r.stdout, r.stdout
+    r = run_gebpf(["diff", "--maps", "%s,%s" % (a_maps, tmp_path / "none.maps"), traces["stack_ops"], b])
+    assert r.returncode == 2 and "none.maps: No such file" in r.stderr
