@@ -222,3 +222,57 @@ def test_snapshot_from_a_pipe_refused(gebpf):
     r = subprocess.run([gebpf_path(), "diff", "-", prog_path("mem_sizes")], input=elf, capture_output=True,
                        text=False, timeout=60)
     assert r.returncode == 2 and b"must be given as a file path" in r.stderr, r.stderr
+
+
+def test_maps_name_the_regions(traces, tmp_path):
+    recs = lines_of(traces["stack_ops"])
+    a_maps, b_maps = tmp_path / "a.maps", tmp_path / "b.maps"
+    a_maps.write_text("00400000-00500000 r-xp 00000000 08:01 1 /x/stack_ops\n"
+                      "7ffffffde000-7ffffffff000 rw-p 00000000 00:00 0          [stack]\n")
+    b_maps.write_text("00400000-00500000 r-xp 00000000 08:01 1 /x/stack_ops\n"
+                      "4000000000-4000801000 rw-p 00000000 00:00 0          [stack]\n")
+    moved_recs = stack_like_qemu(recs)
+    acc = [i for i, r in enumerate(moved_recs) if r["t"] == "write"]
+    moved_recs[acc[3]] = dict(moved_recs[acc[3]], size=4)
+    b = write(tmp_path / "b.jsonl", moved_recs)
+    r = run_gebpf(["diff", "--maps", "%s,%s" % (a_maps, b_maps), traces["stack_ops"], b])
+    assert r.returncode == 1, r.stderr
+    assert "anchor 0x7fff" in r.stdout and "[stack], B 0x4000" in r.stdout and "stack_ops" in r.stdout, r.stdout
+    r = run_gebpf(["diff", "--maps", "%s,%s" % (a_maps, tmp_path / "none.maps"), traces["stack_ops"], b])
+    assert r.returncode == 2 and "none.maps: No such file" in r.stderr
+
+
+def test_lackey_shapes_on_real_traces(gebpf, root, tmp_path):
+    """lackey's extra exec at a REP loop's end (undone by --normalise lackey)
+    and its 1-byte bit-test read (not normalised), made on real traces."""
+    rep = lines_of(trace("rep_string", str(tmp_path / "rep.jsonl")))
+    execs = [i for i, r in enumerate(rep) if r["t"] == "exec"]
+    # The last iteration of a REP loop: an exec with accesses whose pc ran
+    # just before and is followed by another pc.
+    last = next(i for k, i in enumerate(execs[1:-1], 1)
+                if rep[execs[k - 1]]["pc"] == rep[i]["pc"] != rep[execs[k + 1]]["pc"]
+                and rep[i + 1]["t"] in ("read", "write"))
+    nxt = execs[execs.index(last) + 1]
+    extra = dict(rep[last])
+    b = write(tmp_path / "b.jsonl", rep[:nxt] + [extra] + rep[nxt:])
+    r = run_gebpf(["diff", "--ignore-vt", "--binary", prog_path("rep_string"), str(tmp_path / "rep.jsonl"), b])
+    assert r.returncode == 1 and "instructions extra in B" in r.stdout, r.stdout
+    assert "hint: has the shape of rep-exec" in r.stdout and "rep " in r.stdout, r.stdout
+    r = run_gebpf(["diff", "--normalise", "lackey", str(tmp_path / "rep.jsonl"), b])
+    assert r.returncode == 0, r.stdout
+    assert "rep-exec 1" in r.stderr, r.stderr
+
+    bt = lines_of(trace("bittest", str(tmp_path / "bt.jsonl")))
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", prog_path("bittest")], capture_output=True,
+                         text=True).stdout if shutil.which("objdump") else ""
+    if not out:
+        pytest.skip("objdump (binutils) is not installed: the bit-test pcs are not known")
+    bt_pcs = {int(l.split(":")[0], 16) for l in out.splitlines()
+              if l.strip() and ":" in l and l.split("\t")[-1].startswith("bt")
+              and l.split(":")[0].strip().isalnum()}
+    i = next(i for i, r in enumerate(bt) if r["t"] == "read" and int(r["pc"], 16) in bt_pcs and r["size"] == 4)
+    bt[i] = dict(bt[i], size=1, addr=hex(int(bt[i]["addr"], 16) + 1))
+    b = write(tmp_path / "bt_b.jsonl", bt)
+    r = run_gebpf(["diff", "--binary", prog_path("bittest"), str(tmp_path / "bt.jsonl"), b])
+    assert r.returncode == 1 and "hint: has the shape of lackey-bittest" in r.stdout, r.stdout
+    assert "not normalised" in r.stdout and "\n    bt" in r.stdout, r.stdout

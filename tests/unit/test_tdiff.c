@@ -259,6 +259,20 @@ Test(tdiff_hints, lackey_lock_read_and_cmps_order)
 		     GB_QUIRK_CMPS);
 }
 
+#define WR(addr, size, pc, vt) \
+	"{\"t\":\"write\",\"vcpu\":0,\"addr\":\"" addr "\",\"size\":" #size ",\"pc\":\"" pc "\",\"vt\":" #vt "}\n"
+
+Test(tdiff_hints, qemu_smc_store_twice)
+{
+	cr_assert_eq(hint_pair(EX("0x10", 0) WR("0x12", 1, "0x10", 0),
+			       EX("0x10", 0) WR("0x12", 1, "0x10", 0) WR("0x12", 1, "0x10", 0), ""),
+		     GB_QUIRK_SMC);
+	/* Two reads the same: lackey's locked read, not QEMU's store. */
+	cr_assert_eq(hint_pair(EX("0x10", 0) WR("0x12", 1, "0x10", 0),
+			       EX("0x10", 0) WR("0x12", 1, "0x10", 0) WR("0x13", 1, "0x10", 0), ""),
+		     GB_QUIRK_NONE);
+}
+
 Test(tdiff_hints, lackey_bittest_byte_not_normalised)
 {
 	const char *a = EX("0x10", 0) RD("0x100", 4, "0x10", 0), *b = EX("0x10", 0) RD("0x102", 1, "0x10", 0);

@@ -3,6 +3,7 @@
 #include "tdiff/tdiff.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,23 +41,30 @@ static int find_regions(struct gb_treader *rd, enum gb_norm norm, struct gb_regi
 	return r;
 }
 
-static void name_regions(struct gb_regions *rs, const char *file, const char *meta_maps)
+/* 0, or -errno when the --maps file cannot be read (printed). */
+static int name_regions(struct gb_regions *rs, const char *file, const char *meta_maps)
 {
 	char *text = NULL;
 	if (file) {
 		FILE *f = fopen(file, "re");
 		size_t cap = 0;
-		if (f) {
-			ssize_t n = getdelim(&text, &cap, '\0', f);
-			if (n < 0) {
-				free(text);
-				text = NULL;
-			}
-			fclose(f);
+		if (!f)
+			return gb_fail(-errno, "diff: %s: %s", file, strerror(errno));
+		errno = 0;
+		ssize_t n = getdelim(&text, &cap, '\0', f);
+		bool bad = n < 0 && ferror(f);
+		int e = errno ? errno : EIO;
+		fclose(f);
+		if (n < 0) {
+			free(text);
+			text = NULL;   /* an empty file: no names */
 		}
+		if (bad)
+			return gb_fail(-e, "diff: %s: %s", file, strerror(e));
 	}
 	gb_regions_name(rs, text ? text : meta_maps);
 	free(text);
+	return 0;
 }
 
 /* The first record where the pair differs, and whether one's list is the
@@ -250,7 +258,8 @@ int gb_tdiff(struct gb_treader *ra, struct gb_treader *rb, const struct gb_tdiff
 		gb_regions_init(&reg[s], GB_REGION_GAP);
 	for (int s = 0; s < 2 && co.rebase && !r; s++) {
 		r = find_regions(rd[s], o->norm, &reg[s]);
-		name_regions(&reg[s], o->maps[s], gb_treader__maps(rd[s]));
+		if (!r)
+			r = name_regions(&reg[s], o->maps[s], gb_treader__maps(rd[s]));
 	}
 	if (r)
 		goto cleanup;
