@@ -73,11 +73,14 @@ def main():
     ap.add_argument("--iter", type=int, default=1000000,
                     help="loop iterations (default 1e6: 9e6 lines, ~510 MB plain)")
     ap.add_argument("--dir", default="/tmp", help="where the traces go (default /tmp)")
+    ap.add_argument("--rows", default=",".join(r[0] for r in ROWS),
+                    help="rows to run, comma-separated (default: all; plain and zstd always)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("bench_zstd: skipped: needs root")
         return 0
-    rows = ROWS
+    want_rows = set(a.rows.split(",")) | {"plain", "zstd"}
+    rows = [r for r in ROWS if r[0] in want_rows]
     if a.quick:
         a.reps, a.iter, rows = 1, 100000, ROWS[:2]
     tmp = tempfile.mkdtemp(prefix="gebpf-bench-zstd-", dir=a.dir)

@@ -47,6 +47,8 @@ ARGS = {
                        "quick": (["--quick"], {})},
     "bench_trace.py": {"full": (["--reps", "7"], {}),
                        "quick": (["--quick"], {})},
+    "bench_zstd.py": {"full": (["--reps", "3"], {}),
+                      "quick": (["--quick"], {})},
 }
 TIMEOUT = 1500   # seconds, per benchmark
 
