@@ -32,8 +32,11 @@ class Trace:
         self.jsonl = jsonl
         self.meta = meta
         self._summary: Optional[Dict[str, Any]] = None
-        with open(jsonl, "rb") as f:
-            self.compressed = _zstd.is_zstd(f.read(4))
+        try:
+            with open(jsonl, "rb") as f:
+                self.compressed = _zstd.is_zstd(f.read(4))
+        except FileNotFoundError:  # (a recording whose trace is missing fails when read)
+            self.compressed = jsonl.endswith(".zst")
         self.truncated = False  # a zstd trace whose last frame is cut (after iterating)
 
     @classmethod

@@ -207,6 +207,31 @@ Test(recording, foreign_empty_dir_is_used_safely)
 	cr_assert(access(join(d, "blobs/trace.jsonl"), F_OK) == 0);
 }
 
+/* A zstd trace is blobs/trace.jsonl.zst, which meta.json's trace_blob
+ * names; --force removes it as gebpf's own. */
+Test(recording, zstd_trace_blob_is_named_and_forced_away)
+{
+	char *d = tmpdir();
+	struct gb_recording *r = gb_recording__open(d, false);
+	cr_assert(r);
+	gb_recording__set_zstd(r, true);
+	struct gb_recording_meta m = meta();
+	cr_assert_eq(gb_recording__finish(r, &m), 0);
+	gb_recording__free(r);
+	cr_assert(access(join(d, "blobs/trace.jsonl.zst"), F_OK) == 0);
+	cr_assert(access(join(d, "blobs/trace.jsonl"), F_OK) != 0);
+	FILE *f = fopen(join(d, "meta.json"), "r");
+	char buf[4096] = { 0 };
+	cr_assert(fread(buf, 1, sizeof(buf) - 1, f) > 0);
+	fclose(f);
+	cr_assert(strstr(buf, "\"trace_blob\":\t\"blobs/trace.jsonl.zst\"") ||
+		  strstr(buf, "\"trace_blob\": \"blobs/trace.jsonl.zst\""), "%s", buf);
+	r = gb_recording__open(d, true);
+	cr_assert(r);
+	cr_assert(access(join(d, "blobs/trace.jsonl.zst"), F_OK) != 0);
+	gb_recording__free(r);
+}
+
 Test(recording, symlink_dir_is_refused, .init = cr_redirect_stderr)
 {
 	char *d = tmpdir();

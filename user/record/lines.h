@@ -16,6 +16,12 @@
  *    dropped), the status says stalled, and finish() writes the
  *    summary if the output takes it within a second.
  *
+ * A zstd output (opts.zstd: record/zframes.h) keeps these rules with whole
+ * frames for whole lines (lines_zstd.c): the writer thread compresses, a
+ * frame ends every 4 MiB of lines or every second, a write error cuts a
+ * regular file back to its last whole frame, the summary is a frame of its
+ * own (whole frames removed to make room), then the seek table.
+ *
  * Concurrency: one producer thread; the writer thread is internal.
  */
 #ifndef GB_RECORD_LINES_H
