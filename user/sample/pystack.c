@@ -24,7 +24,7 @@ enum pstate { P_NEW, P_CHECKING, P_PYTHON, P_OFF };
 struct pyproc {
 	pid_t pid;
 	enum pstate state;
-	double first_try, last_try;
+	double first_try, last_try, wait;
 	struct gb_pyruntime rt;
 };
 
@@ -63,7 +63,8 @@ static void turn_off(struct gb_pystacks *ps, struct pyproc *p, const char *why)
 
 /* Find the runtime and register it (P_NEW), then check it (P_CHECKING):
  * at most every RETRY_S, giving up after GIVE_UP_S of an interpreter that
- * is not initialized. */
+ * is not initialized; a process with no runtime is looked at again with a
+ * doubling wait for GIVE_UP_S (a library mapped after the exec). */
 static void advance(struct gb_pystacks *ps, struct pyproc *p)
 {
 	char why[512];
@@ -71,7 +72,7 @@ static void advance(struct gb_pystacks *ps, struct pyproc *p)
 	enum gb_pyrt_result r;
 	int err;
 
-	if (p->last_try && now - p->last_try < RETRY_S)
+	if (p->last_try && now - p->last_try < (p->wait > RETRY_S ? p->wait : RETRY_S))
 		return;
 	if (!p->first_try)
 		p->first_try = now;
@@ -79,6 +80,11 @@ static void advance(struct gb_pystacks *ps, struct pyproc *p)
 	if (p->state == P_NEW) {
 		r = gb_pyruntime_find(p->pid, &p->rt, why, sizeof(why));
 		if (r == GB_PYRT_NOT_PYTHON) {
+			/* Maybe not yet: ld.so maps libpython after the exec.
+			 * Looked at again after 20, 40, 80 ... ms, for 5 s. */
+			p->wait = p->wait ? 2 * p->wait : RETRY_S;
+			if (now - p->first_try + p->wait < GIVE_UP_S)
+				return;
 			gb_info("sample: pid %d: not Python: %s", p->pid, why);
 			p->state = P_OFF;
 			return;

@@ -5,7 +5,9 @@
  *
  * A process is looked at on its first sample (or before sampling starts,
  * gb_pystacks__look(): -p targets): pyruntime.h finds and checks its
- * runtime.  Not Python: nothing more (said under -v).  An interpreter not
+ * runtime.  Not Python: looked at again after 20, 40, 80 ... ms for 5 s
+ * (ld.so maps libpython after the exec), then nothing more (said under
+ * -v); a libpython dlopen'ed later than that is not seen.  An interpreter not
  * initialized yet (a command just launched): looked at again on its
  * samples, every 20 ms, for up to 5 s.  A Python gebpf cannot read (another
  * version, a failed check, still not initialized after 5 s): one warning
