@@ -2,6 +2,7 @@
 frames (tests/e2e/test_sample_python.py, bench/bench_sample.py).
 
     python3 py_callmix.py SECONDS [REF.json] [--fork]
+    python3 py_callmix.py --rounds N
 
 main() calls three functions in rounds: spin() (integer arithmetic in the
 interpreter), build() (dicts and str(): the interpreter and its C
@@ -11,7 +12,9 @@ about 50%, 30% and 20% of the CPU time; the shares the run actually had,
 measured by the program itself (time.thread_time() around each call), are
 written to REF.json: {"spin": share, "build": share, "digest": share,
 "cpu_s": total}.  With --fork the work runs in a forked child (the parent
-waits), which writes REF.json.
+waits), which writes REF.json.  With --rounds N (bench/bench_sample.py) it
+runs N rounds of fixed loop counts instead and prints its own wall and CPU
+time, {"ns": ..., "cpu_ns": ...}, as its last line.
 """
 import hashlib
 import json
@@ -81,7 +84,19 @@ def run(seconds, ref):
             json.dump(out, fh)
 
 
+def fixed(rounds):
+    t, c = time.monotonic_ns(), time.process_time_ns()
+    for _ in range(rounds):
+        spin(40000)
+        build(12000)
+        digest(1)
+    print(json.dumps({"ns": time.monotonic_ns() - t, "cpu_ns": time.process_time_ns() - c}))
+
+
 def main():
+    if sys.argv[1:2] == ["--rounds"]:
+        fixed(int(sys.argv[2]))
+        return
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 3.0
     ref = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] != "--fork" else None
     if "--fork" in sys.argv:
