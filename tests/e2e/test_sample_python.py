@@ -110,6 +110,29 @@ def test_forked_python_child_gets_python_frames(python, tmp_path):
         assert abs(got[f] - want[f.split(".")[1]]) <= 0.05, (f, got, want)
 
 
+def test_threads_each_get_their_python_frames(python, tmp_path):
+    """Two threads (spin, and digest with the GIL released in sha256): each
+    thread's samples show its own function below threading's frames, under
+    the thread's native start (clone3/start_thread), found through the
+    interpreter's thread list when the thread does not hold the GIL."""
+    out = tmp_path / "t.folded"
+    r = sample(["--folded", "-o", str(out), "--", PY, CALLMIX, "--threads", "3"])
+    assert r.returncode == 0, r.stderr
+    rows = parse_folded(out.read_text())
+    seen = dict.fromkeys(["py_callmix.spin", "py_callmix.digest"], 0)
+    for s, c in rows:
+        for f in seen:
+            if f in s:
+                assert "threading.Thread.run" in s and s.index("threading.Thread.run") < \
+                    s.index(f), s
+                assert not ("py_callmix.spin" in s and "py_callmix.digest" in s), s
+                seen[f] += c
+    assert all(v > 30 for v in seen.values()), (seen, rows[:5])
+    crypto_under_digest = sum(c for s, c in rows if "py_callmix.digest" in s and
+                              any("libcrypto" in x for x in s))
+    assert crypto_under_digest > 20, rows[:5]
+
+
 def test_embedded_libpython(python, tmp_path):
     """gdb runs the program in its embedded libpython3.11.so (mapped by
     ld.so after the exec): the same Python functions appear, under gdb's

@@ -3,6 +3,7 @@ frames (tests/e2e/test_sample_python.py, bench/bench_sample.py).
 
     python3 py_callmix.py SECONDS [REF.json] [--fork]
     python3 py_callmix.py --rounds N
+    python3 py_callmix.py --threads SECONDS
 
 main() calls three functions in rounds: spin() (integer arithmetic in the
 interpreter), build() (dicts and str(): the interpreter and its C
@@ -14,7 +15,9 @@ written to REF.json: {"spin": share, "build": share, "digest": share,
 "cpu_s": total}.  With --fork the work runs in a forked child (the parent
 waits), which writes REF.json.  With --rounds N (bench/bench_sample.py) it
 runs N rounds of fixed loop counts instead and prints its own wall and CPU
-time, {"ns": ..., "cpu_ns": ...}, as its last line.
+time, {"ns": ..., "cpu_ns": ...}, as its last line.  With --threads,
+spin() and digest() run in two threads of their own for SECONDS while the
+main thread waits in join().
 """
 import hashlib
 import json
@@ -93,7 +96,26 @@ def fixed(rounds):
     print(json.dumps({"ns": time.monotonic_ns() - t, "cpu_ns": time.process_time_ns() - c}))
 
 
+def threads(seconds):
+    import threading
+    end = time.monotonic() + seconds
+
+    def loop(f, n):
+        while time.monotonic() < end:
+            f(n)
+
+    ts = [threading.Thread(target=loop, args=(spin, 20000), name="spinner"),
+          threading.Thread(target=loop, args=(digest, 1), name="digester")]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+
 def main():
+    if sys.argv[1:2] == ["--threads"]:
+        threads(float(sys.argv[2]))
+        return
     if sys.argv[1:2] == ["--rounds"]:
         fixed(int(sys.argv[2]))
         return
