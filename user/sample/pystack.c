@@ -177,13 +177,16 @@ size_t gb_pystacks__merge(struct gb_pystacks *ps, const struct gb_sample *s,
 	for (size_t i = 0; i < n && k < max; i++) {
 		uint64_t a = i ? pcs[i] - 1 : pcs[i];   /* a return address: its call */
 		if (j < npy && a >= p->rt.eval_start && a <= p->rt.eval_end) {
+			size_t k0 = k;
 			while (j < npy) {
 				bool entry = s->py[j].flags & GB_PYFRAME_F_ENTRY;
 				put_py(ps, p, &s->py[j++], s->ns, out, &k, max);
 				if (entry)
 					break;
 			}
-			continue;
+			if (k > k0)
+				continue;
+			/* none could be named: the interpreter's frame stays */
 		}
 		out[k++] = (struct gb_profile_frame){ .addr = pcs[i], .ret = i > 0 };
 	}
