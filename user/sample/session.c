@@ -414,7 +414,7 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 		struct gb_pystacks_stats ps;
 		gb_pystacks__stats(S.py, &ps);
 		gb_info("sample: Python: %" PRIu64 " processes, %" PRIu64 " samples with %" PRIu64
-			" Python frames (%" PRIu64 " code objects unreadable)", ps.procs, ps.samples,
+			" Python frames (%" PRIu64 " left out: code object unreadable)", ps.procs, ps.samples,
 			ps.frames, ps.unnamed);
 	}
 	if (st.lost || st.faults_lost)
