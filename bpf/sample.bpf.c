@@ -9,6 +9,8 @@
  *   DWARF           the user registers and the top stack_size bytes of the
  *                   user stack, unwound in user space (user/unwind/)
  *   kernel          bpf_get_stack() of the kernel stack
+ *   Python          the frame chain of a registered CPython process
+ *                   (pyframes.bpf.h), named in user space
  * Every decision is counted (see enum gb_counter), so nothing is hidden.
  */
 #include "vmlinux.h"
@@ -16,6 +18,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "gb_maps.bpf.h"
+#include "pyframes.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -125,6 +128,7 @@ static __always_inline int emit_stack(struct bpf_perf_event_data *ctx, __u64 pid
 	e->nuser = 0;
 	e->nkernel = 0;
 	e->stack_len = 0;
+	py_frames(e, pid_tgid);
 	if (want_kernel && (flags & GB_SAMPLE_F_KERNEL)) {
 		n = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
 		e->nkernel = n > 0 ? (__u32)((__u64)n / 8) : 0;
@@ -213,7 +217,14 @@ int BPF_PROG(gb_follow_fork, struct task_struct *parent, struct task_struct *chi
 	__u32 ptgid = BPF_CORE_READ(parent, tgid), ctgid = BPF_CORE_READ(child, tgid);
 	__u8 one = 1;
 
-	if (ptgid != ctgid && bpf_map_lookup_elem(&targets, &ptgid))
+	if (ptgid != ctgid && bpf_map_lookup_elem(&targets, &ptgid)) {
 		bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
+		/* A forked copy of a Python process has its runtime at the
+		 * same address: its frames are read from its first sample
+		 * (user space still checks it before naming them). */
+		struct gb_py_layout *py = want_python ? bpf_map_lookup_elem(&py_procs, &ptgid) : NULL;
+		if (py)
+			bpf_map_update_elem(&py_procs, &ctgid, py, BPF_ANY);
+	}
 	return 0;
 }
