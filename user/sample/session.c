@@ -329,6 +329,7 @@ static int write_profile(struct session *S, const struct gb_sampler_stats *st, d
 			.period_ns = 1000000000ull / gb_sampler__hz(S->smp),
 			.time_ns = wall0,
 			.duration_ns = (int64_t)((gb_mono_s() - t0) * 1e9),
+			.main_pid = S->ntargets ? gb_target__pid(S->targets[0]) : 0,
 		};
 		err = gb_pprof_write(S->prof, &info, S->pprof_fd, o->pprof);
 	}

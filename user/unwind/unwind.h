@@ -119,6 +119,10 @@ int gb_unwinder__walk(struct gb_unwinder *u, pid_t pid, pid_t tid, const struct 
  * the last read of the maps.  Call before unwind/describe. */
 void gb_unwinder__sample_time(struct gb_unwinder *u, pid_t pid, uint64_t ns);
 
+/* The executable of pid (/proc/PID/exe) when its maps were last read, as
+ * its maps name it; NULL if pid is unknown or its maps were never read. */
+const char *gb_unwinder__exe(struct gb_unwinder *u, pid_t pid);
+
 /* Read the modules of pid now (e.g. right after a launched command's exec)
  * so that its samples can be named even if it exits soon. */
 void gb_unwinder__prepare(struct gb_unwinder *u, pid_t pid);
