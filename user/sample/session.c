@@ -18,6 +18,7 @@
 #include "common/sigflag.h"
 #include "sample/jsonl.h"
 #include "sample/pprof.h"
+#include "sample/pprof_dir.h"
 #include "sample/profile.h"
 #include "sample/target.h"
 #include "sym/syms.h"
@@ -26,6 +27,7 @@
 
 #define CGROUP2_MAGIC 0x63677270
 #define MAX_FRAMES 256
+#define REORDER_NS 10000000ull   /* see on_sample */
 
 struct session {
 	const struct gb_sample_session_opts *o;
@@ -34,6 +36,13 @@ struct session {
 	struct gb_sampler *smp;
 	struct gb_sample_out *lines;
 	struct gb_profile *prof;
+	/* Continuous mode: prof holds the samples of [period_start,
+	 * period_end), next those taken after period_end until prof is
+	 * written (CLOCK_MONOTONIC ns, the samples' clock). */
+	struct gb_pprof_dir *dir;
+	struct gb_profile *next;
+	uint64_t period_start, period_end, every_ns, mono0;
+	int64_t wall0;             /* CLOCK_REALTIME ns at mono0 */
 	struct gb_unwinder *unw;
 	struct gb_kallsyms *ksyms;
 	uint64_t pcs[MAX_FRAMES];
@@ -124,6 +133,38 @@ static int open_output(const char *path)
 	return fd;
 }
 
+static struct gb_profile *new_profile(const struct session *S)
+{
+	const struct gb_sample_session_opts *o = S->o;
+	return gb_profile__new(S->unw, S->ksyms, o->all || o->cgroup || o->npids > 1);
+}
+
+/* Write the current period's profile (ended at end_ns), free it, and start
+ * the next period.  The unwinder (files, modules, symbol tables) lives on;
+ * processes gone without a sample in the period written are forgotten. */
+static int close_period(struct session *S, uint64_t end_ns)
+{
+	struct gb_pprof_info info = {
+		.period_ns = 1000000000ull / gb_sampler__hz(S->smp),
+		.time_ns = S->wall0 + (int64_t)(S->period_start - S->mono0),
+		.duration_ns = (int64_t)(end_ns - S->period_start),
+		.main_pid = S->ntargets ? gb_target__pid(S->targets[0]) : 0,
+	};
+	int err = gb_pprof_dir__write(S->dir, S->prof, &info);
+
+	gb_profile__free(S->prof);
+	S->prof = S->next;
+	S->next = new_profile(S);
+	if (!S->next && !err) {
+		gb_err("sample: %s", strerror(ENOMEM));
+		err = -ENOMEM;
+	}
+	gb_unwinder__forget(S->unw, S->period_start);
+	S->period_start = S->period_end;
+	S->period_end += S->every_ns;
+	return err;
+}
+
 static int on_sample(void *ctx, const struct gb_sample *s)
 {
 	struct session *S = ctx;
@@ -151,7 +192,21 @@ static int on_sample(void *ctx, const struct gb_sample *s)
 		u = s->ustack;
 		nu = s->nuser;
 	}
-	return gb_profile__add(S->prof, s->pid, s->comm, s->kstack, s->nkernel, u, nu, true);
+	struct gb_profile *prof = S->prof;
+	if (S->dir && s->ns >= S->period_end) {
+		int err;
+		/* The ring buffer holds samples in the order they were written,
+		 * which is their time order but for CPUs writing at the same
+		 * instant (microseconds apart): a sample taken 10 ms after the
+		 * period's end means every sample of that period has been read.
+		 * (This closes periods while a drain that never finds the ring
+		 * empty goes on.) */
+		while (s->ns >= S->period_end + REORDER_NS)
+			if ((err = close_period(S, S->period_end)))
+				return err;
+		prof = s->ns >= S->period_end ? S->next : S->prof;
+	}
+	return gb_profile__add(prof, s->pid, s->comm, s->kstack, s->nkernel, u, nu, true);
 }
 
 static int on_fault(void *ctx, const struct gb_fault *x)
@@ -255,6 +310,12 @@ static int loop(struct session *S, const struct gb_sampler_cbs *cbs)
 							    .events = POLLIN };
 	while (!gb_sigflag_stop()) {
 		int timeout = 100;
+		if (S->dir) {   /* wake at the period's end */
+			uint64_t now = gb_mono_ns();
+			uint64_t left = now >= S->period_end ? 0 : (S->period_end - now) / 1000000 + 1;
+			if (left < (uint64_t)timeout)
+				timeout = (int)left;
+		}
 		if (deadline) {
 			double left = deadline - gb_mono_s();
 			if (left <= 0)
@@ -266,7 +327,14 @@ static int loop(struct session *S, const struct gb_sampler_cbs *cbs)
 			gb_err("sample: poll: %s", strerror(errno));
 			return -errno;
 		}
+		uint64_t drained_at = gb_mono_ns();
 		if ((err = drain(S, cbs)))
+			return err;
+		/* A drain that began after the period's end has read every sample
+		 * of it (each is in the ring buffer microseconds after it was
+		 * taken): write it. */
+		if (S->dir && drained_at >= S->period_end &&
+		    (err = close_period(S, S->period_end)))
 			return err;
 		if (S->lines && gb_mono_s() - flushed >= 1.0) {
 			gb_sample_out__flush(S->lines);
@@ -363,14 +431,23 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 			gb_warn("sample: /proc/kallsyms: %s: kernel frames stay unnamed",
 				strerror(errno));
 		S.unw = gb_unwinder__new();   /* after launching: its first read raises our fd limit */
-		S.prof = gb_profile__new(S.unw, S.ksyms, o->all || o->cgroup || o->npids > 1);
-		if (!S.unw || !S.prof) {
+		S.prof = new_profile(&S);
+		if (o->pprof_dir) {
+			if (!(S.dir = gb_pprof_dir__new(o->pprof_dir, o->keep, o->max_age)))
+				goto cleanup;
+			S.next = new_profile(&S);
+			S.every_ns = (uint64_t)(o->every * 1e9);
+		}
+		if (!S.unw || !S.prof || (o->pprof_dir && !S.next)) {
 			gb_err("sample: %s", strerror(ENOMEM));
 			goto cleanup;
 		}
 	}
 	clock_gettime(CLOCK_REALTIME, &wall);
 	t0 = gb_mono_s();
+	S.mono0 = S.period_start = gb_mono_ns();
+	S.wall0 = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec;
+	S.period_end = S.period_start + S.every_ns;
 	for (size_t i = 0; i < S.ntargets; i++)
 		if (gb_target__release(S.targets[i]))
 			goto cleanup;
@@ -391,7 +468,13 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 		goto cleanup;
 	/* Detach first, then read what is left: nothing arrives after this. */
 	gb_sampler__stop(S.smp);
+	uint64_t stopped = gb_mono_ns();
 	if (drain(&S, &cbs))
+		goto cleanup;
+	/* Continuous mode: the period under way, and the last, partial one. */
+	if (S.dir && stopped > S.period_end && close_period(&S, S.period_end))
+		goto cleanup;
+	if (S.dir && close_period(&S, stopped))
 		goto cleanup;
 	gb_sampler__stats(S.smp, &st);
 	gb_info("sample: user side: %.3f s of CPU for %" PRIu64 " samples", S.drain_cpu, st.kept);
@@ -419,6 +502,8 @@ cleanup:
 		gb_target__free(S.targets[i]);   /* kills a launched command still running */
 	gb_sample_out__free(S.lines);
 	gb_profile__free(S.prof);
+	gb_profile__free(S.next);
+	gb_pprof_dir__free(S.dir);
 	gb_unwinder__free(S.unw);
 	gb_kallsyms__free(S.ksyms);
 	if (S.out_fd >= 0 && S.out_fd != STDOUT_FILENO && close(S.out_fd) && ret == GB_EXIT_OK) {

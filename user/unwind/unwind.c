@@ -569,6 +569,47 @@ const char *gb_unwinder__exe(struct gb_unwinder *u, pid_t pid)
 	return slot ? (*slot)->exe : NULL;
 }
 
+static void free_proc(void *x);
+
+struct forget {
+	uint64_t before_ns;
+	struct proc **gone;
+	size_t n, cap;
+};
+
+static void collect_gone(const void *node, VISIT which, void *arg)
+{
+	struct proc *p = *(struct proc *const *)node;
+	struct forget *f = arg;
+	char path[32];
+
+	if ((which != postorder && which != leaf) || p->image || p->newest_ns >= f->before_ns)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d", p->pid);
+	if (!access(path, F_OK))
+		return;
+	if (f->n == f->cap) {
+		struct proc **v = realloc(f->gone, (f->cap = f->cap ? 2 * f->cap : 64) * sizeof(*v));
+		if (!v)
+			return;
+		f->gone = v;
+	}
+	f->gone[f->n++] = p;
+}
+
+size_t gb_unwinder__forget(struct gb_unwinder *u, uint64_t before_ns)
+{
+	struct forget f = { .before_ns = before_ns };
+
+	twalk_r(u->procs, collect_gone, &f);
+	for (size_t i = 0; i < f.n; i++) {
+		tdelete(f.gone[i], &u->procs, cmp_proc);
+		free_proc(f.gone[i]);
+	}
+	free(f.gone);
+	return f.n;
+}
+
 static void free_proc(void *x)
 {
 	struct proc *p = x;
