@@ -48,6 +48,8 @@ struct session {
 	uint64_t pcs[MAX_FRAMES];
 	uint64_t unwound, truncated;
 	double drain_cpu;          /* CPU seconds spent reading and unwinding */
+	uint64_t drain_until;      /* a drain in the loop returns by then (0: no bound) */
+	bool drain_cut;            /* the last drain returned on that bound */
 	int out_fd, pprof_fd;
 };
 
@@ -159,7 +161,9 @@ static int close_period(struct session *S, uint64_t end_ns)
 		gb_err("sample: %s", strerror(ENOMEM));
 		err = -ENOMEM;
 	}
-	gb_unwinder__forget(S->unw, S->period_start);
+	size_t gone = gb_unwinder__forget(S->unw, S->period_start);
+	if (gone)
+		gb_info("sample: %zu exited processes forgotten", gone);
 	S->period_start = S->period_end;
 	S->period_end += S->every_ns;
 	return err;
@@ -206,7 +210,13 @@ static int on_sample(void *ctx, const struct gb_sample *s)
 				return err;
 		prof = s->ns >= S->period_end ? S->next : S->prof;
 	}
-	return gb_profile__add(prof, s->pid, s->comm, s->kstack, s->nkernel, u, nu, true);
+	int err = gb_profile__add(prof, s->pid, s->comm, s->kstack, s->nkernel, u, nu, true);
+	/* The ring buffer refills as fast as a slow user side reads it: stop
+	 * this drain (the sample is consumed) so that the loop sees the
+	 * deadline, a signal and the period's end. */
+	if (!err && S->drain_until && gb_mono_ns() >= S->drain_until)
+		err = -EAGAIN;
+	return err;
 }
 
 static int on_fault(void *ctx, const struct gb_fault *x)
@@ -282,12 +292,18 @@ static double thread_cpu_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Deliver what is pending, timing the user side's work. */
-static int drain(struct session *S, const struct gb_sampler_cbs *cbs)
+/* Deliver what is pending (within budget_ns, 0: all), timing the user
+ * side's work. */
+static int drain(struct session *S, const struct gb_sampler_cbs *cbs, uint64_t budget_ns)
 {
 	double t = thread_cpu_s();
-	int err = gb_sampler__drain(S->smp, cbs);
+	int err;
 
+	S->drain_until = budget_ns ? gb_mono_ns() + budget_ns : 0;
+	err = gb_sampler__drain(S->smp, cbs);
+	S->drain_cut = err == -EAGAIN;
+	if (S->drain_cut)
+		err = 0;   /* on_sample: budget spent */
 	S->drain_cpu += thread_cpu_s() - t;
 	if (err < 0)
 		gb_err("sample: reading samples: %s", strerror(-err));
@@ -328,12 +344,12 @@ static int loop(struct session *S, const struct gb_sampler_cbs *cbs)
 			return -errno;
 		}
 		uint64_t drained_at = gb_mono_ns();
-		if ((err = drain(S, cbs)))
+		if ((err = drain(S, cbs, 100000000ull)))
 			return err;
-		/* A drain that began after the period's end has read every sample
-		 * of it (each is in the ring buffer microseconds after it was
-		 * taken): write it. */
-		if (S->dir && drained_at >= S->period_end &&
+		/* A drain that began after the period's end and emptied the ring
+		 * buffer has read every sample of it (each is in the ring buffer
+		 * microseconds after it was taken): write it. */
+		if (S->dir && !S->drain_cut && drained_at >= S->period_end &&
 		    (err = close_period(S, S->period_end)))
 			return err;
 		if (S->lines && gb_mono_s() - flushed >= 1.0) {
@@ -469,7 +485,7 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 	/* Detach first, then read what is left: nothing arrives after this. */
 	gb_sampler__stop(S.smp);
 	uint64_t stopped = gb_mono_ns();
-	if (drain(&S, &cbs))
+	if (drain(&S, &cbs, 0))
 		goto cleanup;
 	/* Continuous mode: the period under way, and the last, partial one. */
 	if (S.dir && stopped > S.period_end && close_period(&S, S.period_end))
