@@ -371,6 +371,33 @@ def test_forgets_exited_processes(gebpf, tmp_path):
         assert check_build_ids(read_profile(d / n)) >= 1
 
 
+def test_full_disk_drops_periods_goes_on_and_fails(gebpf, tmp_path):
+    """A profile that cannot be written (a 16 KiB tmpfs; -a profiles are
+    mostly larger) is reported, sampling goes on to the next period, no
+    temporary file stays, and the run exits 1 saying how many were not
+    written."""
+    need_bpf()
+    d = tmp_path / "small"
+    d.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(d)],
+                       capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip("cannot mount a small tmpfs: " + r.stderr.strip())
+    try:
+        r = sample(["-a", "--every", "1", "--duration", "3.5", "--pprof-dir", d])
+        listing = os.listdir(str(d))
+    finally:
+        subprocess.run(["umount", str(d)])
+    assert r.returncode == 1, r.stderr
+    failed = [ln for ln in r.stderr.splitlines() if "No space left on device" in ln]
+    m = re.search(r"gebpf: sample: --pprof-dir \S+: (\d+) of (\d+) profiles not written",
+                  r.stderr)
+    assert m and int(m.group(1)) == len(failed) >= 1 and int(m.group(2)) >= 3, r.stderr
+    # Only whole profiles under their final names (those that fitted).
+    assert sorted(listing) == sorted(f for f in listing if NAME.match(f)), listing
+    assert len(listing) == int(m.group(2)) - int(m.group(1)), (listing, r.stderr)
+
+
 @pytest.mark.parametrize("args, why", [
     (["--every", "0"], "--every 0"),
     (["--every", "x"], "--every x"),

@@ -43,6 +43,7 @@ struct session {
 	struct gb_profile *next;
 	uint64_t period_start, period_end, every_ns, mono0;
 	int64_t wall0;             /* CLOCK_REALTIME ns at mono0 */
+	uint64_t unwritten;        /* profiles that could not be written */
 	struct gb_unwinder *unw;
 	struct gb_kallsyms *ksyms;
 	uint64_t pcs[MAX_FRAMES];
@@ -152,12 +153,16 @@ static int close_period(struct session *S, uint64_t end_ns)
 		.duration_ns = (int64_t)(end_ns - S->period_start),
 		.main_pid = S->ntargets ? gb_target__pid(S->targets[0]) : 0,
 	};
-	int err = gb_pprof_dir__write(S->dir, S->prof, &info);
+	int err = 0;
 
+	/* A profile that cannot be written (a full disk) is reported and
+	 * counted, and sampling goes on: the exit status says it at the end. */
+	if (gb_pprof_dir__write(S->dir, S->prof, &info))
+		S->unwritten++;
 	gb_profile__free(S->prof);
 	S->prof = S->next;
 	S->next = new_profile(S);
-	if (!S->next && !err) {
+	if (!S->next) {
 		gb_err("sample: %s", strerror(ENOMEM));
 		err = -ENOMEM;
 	}
@@ -488,8 +493,9 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 	if (drain(&S, &cbs, 0))
 		goto cleanup;
 	/* Continuous mode: the period under way, and the last, partial one. */
-	if (S.dir && stopped > S.period_end && close_period(&S, S.period_end))
-		goto cleanup;
+	while (S.dir && stopped > S.period_end)
+		if (close_period(&S, S.period_end))
+			goto cleanup;
 	if (S.dir && close_period(&S, stopped))
 		goto cleanup;
 	gb_sampler__stats(S.smp, &st);
@@ -509,6 +515,11 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 			goto cleanup;
 		}
 	} else if (write_profile(&S, &st, t0, (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec)) {
+		goto cleanup;
+	}
+	if (S.unwritten) {
+		gb_err("sample: --pprof-dir %s: %" PRIu64 " of %" PRIu64 " profiles not written",
+		       o->pprof_dir, S.unwritten, S.unwritten + gb_pprof_dir__count(S.dir));
 		goto cleanup;
 	}
 	ret = GB_EXIT_OK;
