@@ -28,6 +28,7 @@
 #define CGROUP2_MAGIC 0x63677270
 #define MAX_FRAMES 256
 #define REORDER_NS 10000000ull   /* see on_sample */
+#define FORGET_NS 2000000000ull  /* see loop */
 
 struct session {
 	const struct gb_sample_session_opts *o;
@@ -143,8 +144,7 @@ static struct gb_profile *new_profile(const struct session *S)
 }
 
 /* Write the current period's profile (ended at end_ns), free it, and start
- * the next period.  The unwinder (files, modules, symbol tables) lives on;
- * processes gone without a sample in the period written are forgotten. */
+ * the next period.  The unwinder (files, modules, symbol tables) lives on. */
 static int close_period(struct session *S, uint64_t end_ns)
 {
 	struct gb_pprof_info info = {
@@ -166,9 +166,6 @@ static int close_period(struct session *S, uint64_t end_ns)
 		gb_err("sample: %s", strerror(ENOMEM));
 		err = -ENOMEM;
 	}
-	size_t gone = gb_unwinder__forget(S->unw, S->period_start);
-	if (gone)
-		gb_info("sample: %zu exited processes forgotten", gone);
 	S->period_start = S->period_end;
 	S->period_end += S->every_ns;
 	return err;
@@ -319,6 +316,7 @@ static int loop(struct session *S, const struct gb_sampler_cbs *cbs)
 {
 	const struct gb_sample_session_opts *o = S->o;
 	double deadline = o->duration > 0 ? gb_mono_s() + o->duration : 0, flushed = gb_mono_s();
+	uint64_t forgot = gb_mono_ns();
 	struct pollfd pfd[1 + GB_SAMPLE_MAX_PIDS];
 	size_t n = 0;
 	int err;
@@ -357,6 +355,16 @@ static int loop(struct session *S, const struct gb_sampler_cbs *cbs)
 		if (S->dir && !S->drain_cut && drained_at >= S->period_end &&
 		    (err = close_period(S, S->period_end)))
 			return err;
+		/* Continuous mode runs for hours over processes that come and
+		 * go: once a second, forget those that exited and have had no
+		 * sample for FORGET_NS (libdw's state of a process's modules is
+		 * megabytes when separate debug info is installed). */
+		if (S->dir && gb_mono_ns() - forgot >= 1000000000ull) {
+			forgot = gb_mono_ns();
+			size_t gone = gb_unwinder__forget(S->unw, forgot - FORGET_NS);
+			if (gone)
+				gb_info("sample: %zu exited processes forgotten", gone);
+		}
 		if (S->lines && gb_mono_s() - flushed >= 1.0) {
 			gb_sample_out__flush(S->lines);
 			flushed = gb_mono_s();
