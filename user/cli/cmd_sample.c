@@ -1,9 +1,11 @@
 /* gebpf sample: argv -> struct gb_sample_session_opts -> the sampling run
  * (user/sample/session.c).  Command page: docs/sample.md. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cmds.h"
@@ -38,6 +40,12 @@ static const char usage_text[] =
 "  --report             print a table of the top pcs and functions instead\n"
 "  --folded             print folded stacks (flamegraph.pl input) instead\n"
 "  --pprof FILE         also write a gzipped pprof profile (profile.proto)\n"
+"  --every T            continuous mode: one pprof profile per period T (as\n"
+"                       10s, 1m, 1h or seconds; at least 1s) into --pprof-dir\n"
+"  --pprof-dir DIR      where --every writes HOST-YYYYMMDDTHHMMSSZ.pb.gz (UTC\n"
+"                       start of the period), each renamed into place whole\n"
+"  --keep N             keep at most the N newest profiles of this host in DIR\n"
+"  --max-age T          remove this host's profiles older than T from DIR\n"
 "  --call-graph M       user stacks for a profile: dwarf (default: registers and\n"
 "                       the stack top, unwound with DWARF CFI) or fp (frame\n"
 "                       pointers, walked in the kernel)\n"
@@ -55,12 +63,40 @@ static const char usage_text[] =
 "\n"
 "Stops when the targets exit (a launched command: when it exits), after\n"
 "--duration, or on Ctrl-C/SIGTERM (a launched command is then killed); the\n"
-"summary is always written and the BPF programs are always unloaded.  Needs\n"
-"root (CAP_BPF, CAP_PERFMON).\n";
+"summary is always written and the BPF programs are always unloaded (with\n"
+"--every, the last partial period's profile too).  Needs root (CAP_BPF,\n"
+"CAP_PERFMON).\n";
 
 enum { OPT_RANGE = 256, OPT_START, OPT_END, OPT_DURATION, OPT_EVENT, OPT_FAULTS, OPT_REPORT,
        OPT_FOLDED, OPT_TOP, OPT_ASLR, OPT_CGROUP, OPT_PPROF, OPT_CALL_GRAPH, OPT_STACK_SIZE,
-       OPT_KERNEL, OPT_NO_PYTHON };
+       OPT_KERNEL, OPT_NO_PYTHON, OPT_EVERY, OPT_PPROF_DIR, OPT_KEEP, OPT_MAX_AGE };
+
+/* A period for --every and --max-age: seconds, or a number with a unit s, m,
+ * h or d ("10s", "1.5m", "30"). */
+static int parse_period(const char *opt, const char *arg, double *out)
+{
+	static const struct { char unit; double s; } units[] = {
+		{ 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 },
+	};
+	char num[64];
+	size_t n = strlen(arg);
+	double mult = 1;
+
+	snprintf(num, sizeof(num), "%s", arg);
+	for (size_t i = 0; n && n < sizeof(num) && i < sizeof(units) / sizeof(units[0]); i++)
+		if (num[n - 1] == units[i].unit) {
+			num[n - 1] = 0;
+			mult = units[i].s;
+			break;
+		}
+	if (gb_parse_seconds(num, out) || *out <= 0 || *out * mult > GB_MAX_SECONDS) {
+		gb_err("sample: %s %s: expected a positive period (as 10s, 1m, 1h, 1d or seconds)",
+		       opt, arg);
+		return -1;
+	}
+	*out *= mult;
+	return 0;
+}
 
 /* "1,2,3" appended to o->pids. */
 static int parse_pids(const char *arg, struct gb_sample_session_opts *o)
@@ -87,6 +123,36 @@ static int parse_pids(const char *arg, struct gb_sample_session_opts *o)
 	return 0;
 }
 
+/* --every, --pprof-dir, --keep and --max-age go together, alone among the
+ * outputs. */
+static int continuous_checks(const struct gb_sample_session_opts *o, bool report_or_folded)
+{
+	struct stat st;
+
+	if (!o->every && !o->pprof_dir && !o->keep && !o->max_age)
+		return 0;
+	if (!o->every || !o->pprof_dir) {
+		gb_err("sample: %s: continuous mode needs both --every T and --pprof-dir DIR",
+		       o->every ? "--every" : o->pprof_dir ? "--pprof-dir" :
+		       o->keep ? "--keep" : "--max-age");
+		return -1;
+	}
+	if (o->pprof || report_or_folded || o->faults) {
+		gb_err("sample: --pprof-dir: not with --pprof, --report, --folded or --faults "
+		       "(one profile per period is the output)");
+		return -1;
+	}
+	if (stat(o->pprof_dir, &st)) {
+		gb_err("sample: --pprof-dir %s: %s", o->pprof_dir, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		gb_err("sample: --pprof-dir %s: not a directory", o->pprof_dir);
+		return -1;
+	}
+	return 0;
+}
+
 static int parse(int argc, char **argv, struct gb_sample_session_opts *o)
 {
 	static const struct option longopts[] = {
@@ -94,6 +160,10 @@ static int parse(int argc, char **argv, struct gb_sample_session_opts *o)
 		{ "all", no_argument, NULL, 'a' },
 		{ "cgroup", required_argument, NULL, OPT_CGROUP },
 		{ "pprof", required_argument, NULL, OPT_PPROF },
+		{ "every", required_argument, NULL, OPT_EVERY },
+		{ "pprof-dir", required_argument, NULL, OPT_PPROF_DIR },
+		{ "keep", required_argument, NULL, OPT_KEEP },
+		{ "max-age", required_argument, NULL, OPT_MAX_AGE },
 		{ "call-graph", required_argument, NULL, OPT_CALL_GRAPH },
 		{ "stack-size", required_argument, NULL, OPT_STACK_SIZE },
 		{ "kernel", no_argument, NULL, OPT_KERNEL },
@@ -129,6 +199,24 @@ static int parse(int argc, char **argv, struct gb_sample_session_opts *o)
 		case 'a': o->all = true; break;
 		case OPT_CGROUP: o->cgroup = optarg; break;
 		case OPT_PPROF: o->pprof = optarg; break;
+		case OPT_EVERY:
+			if (parse_period("--every", optarg, &o->every))
+				return -1;
+			if (o->every < 1) {
+				gb_err("sample: --every %s: at least 1s (profiles are named by the "
+				       "second)", optarg);
+				return -1;
+			}
+			break;
+		case OPT_PPROF_DIR: o->pprof_dir = optarg; break;
+		case OPT_KEEP:
+			if (gb_parse_count_opt("sample", "--keep", optarg, true, &o->keep))
+				return -1;
+			break;
+		case OPT_MAX_AGE:
+			if (parse_period("--max-age", optarg, &o->max_age))
+				return -1;
+			break;
 		case OPT_CALL_GRAPH:
 			if (!strcmp(optarg, "fp")) {
 				o->stacks = GB_STACK_FP;
@@ -207,8 +295,10 @@ static int parse(int argc, char **argv, struct gb_sample_session_opts *o)
 		gb_err("sample: --report and --folded: give one of them");
 		return -1;
 	}
+	if (continuous_checks(o, report || folded))
+		return -1;
 	o->mode = report ? GB_SAMPLE_REPORT : folded ? GB_SAMPLE_FOLDED :
-		  o->pprof ? GB_SAMPLE_PPROF_ONLY : GB_SAMPLE_LINES;
+		  o->pprof || o->pprof_dir ? GB_SAMPLE_PPROF_ONLY : GB_SAMPLE_LINES;
 	if (o->mode == GB_SAMPLE_LINES && (call_graph || o->kernel || o->stack_size)) {
 		gb_err("sample: --call-graph, --kernel and --stack-size need --report, --folded "
 		       "or --pprof");

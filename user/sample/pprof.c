@@ -131,8 +131,16 @@ static uint64_t mapping_of(struct enc *e, const struct gb_profile_loc *l)
 	if (!l->module)
 		return 0;
 	id = intern(e, &e->mappings, &key, e->prof.n_mapping, &fresh);
-	if (!fresh || e->err)
+	if (!fresh || e->err) {
+		/* The same mapping named from another read of the maps: keep
+		 * what any of them knew. */
+		PbMapping *m = id ? e->prof.mapping[id - 1] : NULL;
+		if (m && !l->kernel && l->mod_end > m->memory_limit)
+			m->memory_limit = l->mod_end;
+		if (m && !m->build_id && l->build_id)
+			m->build_id = str(e, l->build_id);
 		return id;
+	}
 	PbMapping *m = append(e, (void ***)&e->prof.mapping, &e->prof.n_mapping, &e->cap_map,
 			      sizeof(*m));
 	if (!m)
@@ -170,6 +178,114 @@ static uint64_t function_of(struct enc *e, const char *name, const struct gb_pro
 	return id;
 }
 
+/* pprof shows the first mapping as the profile's "File:": the main
+ * executable of the main process first, then the other mappings by
+ * process, then address, the kernel last, the same order in every run. */
+struct order {
+	pid_t main_pid;
+	const char *exe;
+};
+
+static bool is_main(const struct order *o, const struct gb_profile_loc *l)
+{
+	return o->exe && l->pid == o->main_pid && !l->kernel && !strcmp(l->module, o->exe);
+}
+
+static int cmp_map_order(const void *a, const void *b, void *ctx)
+{
+	const struct gb_profile_loc *x = *(const struct gb_profile_loc *const *)a;
+	const struct gb_profile_loc *y = *(const struct gb_profile_loc *const *)b;
+	bool mx = is_main(ctx, x), my = is_main(ctx, y);
+
+	if (mx != my)
+		return mx ? -1 : 1;
+	if (x->kernel != y->kernel)
+		return x->kernel ? 1 : -1;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->mod_start != y->mod_start)
+		return x->mod_start < y->mod_start ? -1 : 1;
+	return strcmp(x->module, y->module);
+}
+
+struct pid_count {
+	pid_t pid;
+	uint64_t n;
+};
+
+struct pid_counts {
+	void *tree;                /* tsearch tree of struct pid_count */
+	struct pid_count best;
+	int err;
+};
+
+static int cmp_pid(const void *a, const void *b)
+{
+	pid_t x = ((const struct pid_count *)a)->pid, y = ((const struct pid_count *)b)->pid;
+	return (x > y) - (x < y);
+}
+
+static int count_pid(void *ctx, const uint64_t *ids, size_t n, pid_t pid, const char *comm,
+		     uint64_t count)
+{
+	struct pid_counts *c = ctx;
+	struct pid_count key = { .pid = pid }, *t, **slot = tfind(&key, &c->tree, cmp_pid);
+
+	(void)ids;
+	(void)n;
+	(void)comm;
+	if (!slot) {
+		t = calloc(1, sizeof(*t));
+		if (!t || !tsearch(t, &c->tree, cmp_pid)) {
+			free(t);
+			return -ENOMEM;
+		}
+		t->pid = pid;
+	} else {
+		t = *slot;
+	}
+	t->n += count;
+	if (t->n > c->best.n || (t->n == c->best.n && pid < c->best.pid))
+		c->best = *t;
+	return 0;
+}
+
+/* The process whose executable is the profile's first mapping: the given
+ * one, else the one with the most samples (ties: the lowest pid); 0 when
+ * the stacks carry no pid. */
+static pid_t main_pid(const struct gb_profile *p, pid_t given)
+{
+	struct pid_counts c = { 0 };
+
+	if (given)
+		return given;
+	if (gb_profile__each_stack(p, count_pid, &c))
+		c.best.pid = 0;
+	tdestroy(c.tree, free);
+	return c.best.pid;
+}
+
+static void order_mappings(struct enc *e, const struct gb_profile *p, pid_t given)
+{
+	size_t n = gb_profile__nlocs(p), k = 0;
+	const struct gb_profile_loc **v = calloc(n + 1, sizeof(*v));
+	struct order o;
+
+	if (!v)
+		return;    /* then in order of first use */
+	o.main_pid = main_pid(p, given);
+	o.exe = o.main_pid ? gb_profile__exe(p, o.main_pid) : NULL;
+	for (size_t id = 1; id <= n; id++) {
+		const struct gb_profile_loc *l = gb_profile__loc(p, id);
+		if (l->module)
+			v[k++] = l;
+	}
+	qsort_r(v, k, sizeof(*v), cmp_map_order, &o);
+	for (size_t i = 0; i < k && !e->err; i++)
+		mapping_of(e, v[i]);
+	free(v);
+}
+
 static int add_locations(struct enc *e, const struct gb_profile *p)
 {
 	size_t n = gb_profile__nlocs(p);
@@ -188,7 +304,9 @@ static int add_locations(struct enc *e, const struct gb_profile *p)
 		perftools__profiles__location__init(loc);
 		perftools__profiles__line__init(line);
 		loc->id = id;
-		loc->address = l->addr;
+		/* A caller's frame is the call instruction, as perf shows it:
+		 * return address - 1, the address its line was looked up at. */
+		loc->address = l->ret ? l->addr - 1 : l->addr;
 		loc->mapping_id = mapping_of(e, l);
 		/* The same names as --report and --folded. */
 		gb_profile__loc_name(l, name, sizeof(name));
@@ -327,7 +445,8 @@ int gb_pprof_write(const struct gb_profile *p, const struct gb_pprof_info *info,
 	e.prof.time_nanos = info->time_ns;
 	e.prof.duration_nanos = info->duration_ns;
 
-	err = add_locations(&e, p);
+	order_mappings(&e, p, info->main_pid);
+	err = e.err ? e.err : add_locations(&e, p);
 	if (!err)
 		err = gb_profile__each_stack(p, add_sample, &e);
 	if (!err)

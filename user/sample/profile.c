@@ -318,6 +318,11 @@ uint64_t gb_profile__total(const struct gb_profile *p)
 	return p->total;
 }
 
+const char *gb_profile__exe(const struct gb_profile *p, pid_t pid)
+{
+	return p->u ? gb_unwinder__exe(p->u, pid) : NULL;
+}
+
 int gb_profile__each_stack(const struct gb_profile *p, gb_profile_stack_cb cb, void *ctx)
 {
 	struct ent *v = tab_sorted(&p->stacks);

@@ -18,6 +18,7 @@
 #include "common/sigflag.h"
 #include "sample/jsonl.h"
 #include "sample/pprof.h"
+#include "sample/pprof_dir.h"
 #include "sample/profile.h"
 #include "sample/pystack.h"
 #include "sample/target.h"
@@ -27,6 +28,8 @@
 
 #define CGROUP2_MAGIC 0x63677270
 #define MAX_FRAMES 256
+#define REORDER_NS 10000000ull   /* see on_sample */
+#define FORGET_NS 2000000000ull  /* see loop */
 
 struct session {
 	const struct gb_sample_session_opts *o;
@@ -35,6 +38,14 @@ struct session {
 	struct gb_sampler *smp;
 	struct gb_sample_out *lines;
 	struct gb_profile *prof;
+	/* Continuous mode: prof holds the samples of [period_start,
+	 * period_end), next those taken after period_end until prof is
+	 * written (CLOCK_MONOTONIC ns, the samples' clock). */
+	struct gb_pprof_dir *dir;
+	struct gb_profile *next;
+	uint64_t period_start, period_end, every_ns, mono0;
+	int64_t wall0;             /* CLOCK_REALTIME ns at mono0 */
+	uint64_t unwritten;        /* profiles that could not be written */
 	struct gb_unwinder *unw;
 	struct gb_kallsyms *ksyms;
 	struct gb_pystacks *py;    /* Python frames (not --no-python) */
@@ -42,6 +53,8 @@ struct session {
 	struct gb_profile_frame frames[MAX_FRAMES + GB_MAX_PYFRAMES];
 	uint64_t unwound, truncated;
 	double drain_cpu;          /* CPU seconds spent reading and unwinding */
+	uint64_t drain_until;      /* a drain in the loop returns by then (0: no bound) */
+	bool drain_cut;            /* the last drain returned on that bound */
 	int out_fd, pprof_fd;
 };
 
@@ -127,6 +140,40 @@ static int open_output(const char *path)
 	return fd;
 }
 
+static struct gb_profile *new_profile(const struct session *S)
+{
+	const struct gb_sample_session_opts *o = S->o;
+	return gb_profile__new(S->unw, S->ksyms, o->all || o->cgroup || o->npids > 1);
+}
+
+/* Write the current period's profile (ended at end_ns), free it, and start
+ * the next period.  The unwinder (files, modules, symbol tables) lives on. */
+static int close_period(struct session *S, uint64_t end_ns)
+{
+	struct gb_pprof_info info = {
+		.period_ns = 1000000000ull / gb_sampler__hz(S->smp),
+		.time_ns = S->wall0 + (int64_t)(S->period_start - S->mono0),
+		.duration_ns = (int64_t)(end_ns - S->period_start),
+		.main_pid = S->ntargets ? gb_target__pid(S->targets[0]) : 0,
+	};
+	int err = 0;
+
+	/* A profile that cannot be written (a full disk) is reported and
+	 * counted, and sampling goes on: the exit status says it at the end. */
+	if (gb_pprof_dir__write(S->dir, S->prof, &info))
+		S->unwritten++;
+	gb_profile__free(S->prof);
+	S->prof = S->next;
+	S->next = new_profile(S);
+	if (!S->next) {
+		gb_err("sample: %s", strerror(ENOMEM));
+		err = -ENOMEM;
+	}
+	S->period_start = S->period_end;
+	S->period_end += S->every_ns;
+	return err;
+}
+
 static int on_sample(void *ctx, const struct gb_sample *s)
 {
 	struct session *S = ctx;
@@ -154,13 +201,34 @@ static int on_sample(void *ctx, const struct gb_sample *s)
 		u = s->ustack;
 		nu = s->nuser;
 	}
+	struct gb_profile *prof = S->prof;
+	if (S->dir && s->ns >= S->period_end) {
+		int err;
+		/* The ring buffer holds samples in the order they were written,
+		 * which is their time order but for CPUs writing at the same
+		 * instant (microseconds apart): a sample taken 10 ms after the
+		 * period's end means every sample of that period has been read.
+		 * (This closes periods while a drain that never finds the ring
+		 * empty goes on.) */
+		while (s->ns >= S->period_end + REORDER_NS)
+			if ((err = close_period(S, S->period_end)))
+				return err;
+		prof = s->ns >= S->period_end ? S->next : S->prof;
+	}
+	int err;
 	if (S->py) {
 		size_t n = gb_pystacks__merge(S->py, s, u, nu, S->frames,
 					      sizeof(S->frames) / sizeof(S->frames[0]));
-		return gb_profile__add_frames(S->prof, s->pid, s->comm, s->kstack, s->nkernel,
-					      S->frames, n);
+		err = gb_profile__add_frames(prof, s->pid, s->comm, s->kstack, s->nkernel, S->frames, n);
+	} else {
+		err = gb_profile__add(prof, s->pid, s->comm, s->kstack, s->nkernel, u, nu, true);
 	}
-	return gb_profile__add(S->prof, s->pid, s->comm, s->kstack, s->nkernel, u, nu, true);
+	/* The ring buffer refills as fast as a slow user side reads it: stop
+	 * this drain (the sample is consumed) so that the loop sees the
+	 * deadline, a signal and the period's end. */
+	if (!err && S->drain_until && gb_mono_ns() >= S->drain_until)
+		err = -EAGAIN;
+	return err;
 }
 
 static int on_fault(void *ctx, const struct gb_fault *x)
@@ -237,12 +305,18 @@ static double thread_cpu_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Deliver what is pending, timing the user side's work. */
-static int drain(struct session *S, const struct gb_sampler_cbs *cbs)
+/* Deliver what is pending (within budget_ns, 0: all), timing the user
+ * side's work. */
+static int drain(struct session *S, const struct gb_sampler_cbs *cbs, uint64_t budget_ns)
 {
 	double t = thread_cpu_s();
-	int err = gb_sampler__drain(S->smp, cbs);
+	int err;
 
+	S->drain_until = budget_ns ? gb_mono_ns() + budget_ns : 0;
+	err = gb_sampler__drain(S->smp, cbs);
+	S->drain_cut = err == -EAGAIN;
+	if (S->drain_cut)
+		err = 0;   /* on_sample: budget spent */
 	S->drain_cpu += thread_cpu_s() - t;
 	if (err < 0)
 		gb_err("sample: reading samples: %s", strerror(-err));
@@ -253,6 +327,7 @@ static int loop(struct session *S, const struct gb_sampler_cbs *cbs)
 {
 	const struct gb_sample_session_opts *o = S->o;
 	double deadline = o->duration > 0 ? gb_mono_s() + o->duration : 0, flushed = gb_mono_s();
+	uint64_t forgot = gb_mono_ns();
 	struct pollfd pfd[1 + GB_SAMPLE_MAX_PIDS];
 	size_t n = 0;
 	int err;
@@ -265,6 +340,12 @@ static int loop(struct session *S, const struct gb_sampler_cbs *cbs)
 							    .events = POLLIN };
 	while (!gb_sigflag_stop()) {
 		int timeout = 100;
+		if (S->dir) {   /* wake at the period's end */
+			uint64_t now = gb_mono_ns();
+			uint64_t left = now >= S->period_end ? 0 : (S->period_end - now) / 1000000 + 1;
+			if (left < (uint64_t)timeout)
+				timeout = (int)left;
+		}
 		if (deadline) {
 			double left = deadline - gb_mono_s();
 			if (left <= 0)
@@ -276,8 +357,25 @@ static int loop(struct session *S, const struct gb_sampler_cbs *cbs)
 			gb_err("sample: poll: %s", strerror(errno));
 			return -errno;
 		}
-		if ((err = drain(S, cbs)))
+		uint64_t drained_at = gb_mono_ns();
+		if ((err = drain(S, cbs, 100000000ull)))
 			return err;
+		/* A drain that began after the period's end and emptied the ring
+		 * buffer has read every sample of it (each is in the ring buffer
+		 * microseconds after it was taken): write it. */
+		if (S->dir && !S->drain_cut && drained_at >= S->period_end &&
+		    (err = close_period(S, S->period_end)))
+			return err;
+		/* Continuous mode runs for hours over processes that come and
+		 * go: once a second, forget those that exited and have had no
+		 * sample for FORGET_NS (libdw's state of a process's modules is
+		 * megabytes when separate debug info is installed). */
+		if (S->dir && gb_mono_ns() - forgot >= 1000000000ull) {
+			forgot = gb_mono_ns();
+			size_t gone = gb_unwinder__forget(S->unw, forgot - FORGET_NS);
+			if (gone)
+				gb_info("sample: %zu exited processes forgotten", gone);
+		}
 		if (S->lines && gb_mono_s() - flushed >= 1.0) {
 			gb_sample_out__flush(S->lines);
 			flushed = gb_mono_s();
@@ -339,6 +437,7 @@ static int write_profile(struct session *S, const struct gb_sampler_stats *st, d
 			.period_ns = 1000000000ull / gb_sampler__hz(S->smp),
 			.time_ns = wall0,
 			.duration_ns = (int64_t)((gb_mono_s() - t0) * 1e9),
+			.main_pid = S->ntargets ? gb_target__pid(S->targets[0]) : 0,
 		};
 		err = gb_pprof_write(S->prof, &info, S->pprof_fd, o->pprof);
 	}
@@ -372,16 +471,25 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 			gb_warn("sample: /proc/kallsyms: %s: kernel frames stay unnamed",
 				strerror(errno));
 		S.unw = gb_unwinder__new();   /* after launching: its first read raises our fd limit */
-		S.prof = gb_profile__new(S.unw, S.ksyms, o->all || o->cgroup || o->npids > 1);
+		S.prof = new_profile(&S);
 		if (!o->no_python)
 			S.py = gb_pystacks__new(S.smp);
-		if (!S.unw || !S.prof || (!o->no_python && !S.py)) {
+		if (o->pprof_dir) {
+			if (!(S.dir = gb_pprof_dir__new(o->pprof_dir, o->keep, o->max_age)))
+				goto cleanup;
+			S.next = new_profile(&S);
+			S.every_ns = (uint64_t)(o->every * 1e9);
+		}
+		if (!S.unw || !S.prof || (!o->no_python && !S.py) || (o->pprof_dir && !S.next)) {
 			gb_err("sample: %s", strerror(ENOMEM));
 			goto cleanup;
 		}
 	}
 	clock_gettime(CLOCK_REALTIME, &wall);
 	t0 = gb_mono_s();
+	S.mono0 = S.period_start = gb_mono_ns();
+	S.wall0 = (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec;
+	S.period_end = S.period_start + S.every_ns;
 	for (size_t i = 0; i < S.ntargets; i++)
 		if (gb_target__release(S.targets[i]))
 			goto cleanup;
@@ -406,7 +514,14 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 		goto cleanup;
 	/* Detach first, then read what is left: nothing arrives after this. */
 	gb_sampler__stop(S.smp);
-	if (drain(&S, &cbs))
+	uint64_t stopped = gb_mono_ns();
+	if (drain(&S, &cbs, 0))
+		goto cleanup;
+	/* Continuous mode: the period under way, and the last, partial one. */
+	while (S.dir && stopped > S.period_end)
+		if (close_period(&S, S.period_end))
+			goto cleanup;
+	if (S.dir && close_period(&S, stopped))
 		goto cleanup;
 	gb_sampler__stats(S.smp, &st);
 	gb_info("sample: user side: %.3f s of CPU for %" PRIu64 " samples", S.drain_cpu, st.kept);
@@ -434,6 +549,11 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 	} else if (write_profile(&S, &st, t0, (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec)) {
 		goto cleanup;
 	}
+	if (S.unwritten) {
+		gb_err("sample: --pprof-dir %s: %" PRIu64 " of %" PRIu64 " profiles not written",
+		       o->pprof_dir, S.unwritten, S.unwritten + gb_pprof_dir__count(S.dir));
+		goto cleanup;
+	}
 	ret = GB_EXIT_OK;
 cleanup:
 	gb_sampler__free(S.smp);   /* unloads every program, on every path */
@@ -442,6 +562,8 @@ cleanup:
 	gb_sample_out__free(S.lines);
 	gb_profile__free(S.prof);
 	gb_pystacks__free(S.py);
+	gb_profile__free(S.next);
+	gb_pprof_dir__free(S.dir);
 	gb_unwinder__free(S.unw);
 	gb_kallsyms__free(S.ksyms);
 	if (S.out_fd >= 0 && S.out_fd != STDOUT_FILENO && close(S.out_fd) && ret == GB_EXIT_OK) {

@@ -37,6 +37,13 @@ struct gb_sample_session_opts {
 	bool faults, aslr;
 	enum gb_sample_mode mode;
 	const char *pprof;         /* also write a pprof profile here */
+	/* Continuous mode: one pprof profile per period into a directory
+	 * (sample/pprof_dir.h), the oldest removed beyond keep files or
+	 * max_age seconds (0: no bound). */
+	const char *pprof_dir;
+	double every;              /* the period, seconds */
+	uint64_t keep;
+	double max_age;
 	uint64_t top;
 	const char *out;           /* NULL: stdout */
 	enum gb_stack_mode stacks;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -37,6 +38,7 @@ struct proc {
 	uint64_t reported_ns;      /* when /proc/PID/maps was last read (CLOCK_MONOTONIC) */
 	uint64_t newest_ns;        /* the newest sample of the process seen */
 	uint64_t maps_hash;        /* of its text then */
+	char *exe;                 /* its executable then (/proc/PID/exe), NULL if unknown */
 	/* The walk under way (for the callbacks). */
 	const struct gb_user_regs *regs;
 	const uint8_t *stack;      /* a sample's copied stack (live processes) */
@@ -72,17 +74,29 @@ static int cmp_file(const void *a, const void *b)
 	return (x->ino > y->ino) - (x->ino < y->ino);
 }
 
-/* The shared handle of the file at path (as process pid sees it). */
-static struct elf_file *open_file(struct gb_unwinder *u, pid_t pid, const char *path)
+/* The shared handle of the file at path, mapped by process pid from device
+ * dev, inode ino (as /proc/PID/maps gives them).  A file already open is
+ * found by its device and inode without a system call.  Otherwise it is
+ * opened as pid sees it (/proc/PID/root); when that fails (the process is
+ * exiting: its root is gone before its memory), the path as gebpf sees it
+ * is used if it is the same file (same device and inode), so that a module
+ * of a dying process still has its symbols and build id. */
+static struct elf_file *open_file(struct gb_unwinder *u, pid_t pid, const char *path, dev_t dev,
+				  ino_t ino)
 {
 	char full[4200];
 	struct stat st;
-	struct elf_file key, *f, **slot;
+	struct elf_file key = { .dev = dev, .ino = ino }, *f, **slot;
 	int fd;
 
+	if (ino && (slot = tfind(&key, &u->files, cmp_file)))
+		return *slot;
 	snprintf(full, sizeof(full), "/proc/%d/root%s", pid, path);
 	fd = open(full, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st)) {
+	bool ours = fd < 0 && ino;
+	if (ours)
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) || (ours && (st.st_dev != dev || st.st_ino != ino))) {
 		if (fd >= 0)
 			close(fd);
 		return NULL;
@@ -206,6 +220,8 @@ static void report(struct proc *p)
 {
 	char path[64], line[4400], name[4200], last[4200] = "";
 	uint64_t lo = 0, hi = 0, h = 1469598103934665603ULL;
+	dev_t last_dev = 0;
+	ino_t last_ino = 0;
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f, *mem;
@@ -228,6 +244,16 @@ static void report(struct proc *p)
 	 * of a process that has released its memory (exiting, or a zombie not
 	 * yet reaped).  Its samples still queued were taken with the modules
 	 * we know: keep them, never replace them by none. */
+	if (len) {
+		char exe[4200];
+		ssize_t n;
+		snprintf(path, sizeof(path), "/proc/%d/exe", p->pid);
+		n = readlink(path, exe, sizeof(exe) - 1);
+		if (n > 0 && (exe[n] = 0, !p->exe || strcmp(p->exe, exe))) {
+			free(p->exe);
+			p->exe = strdup(exe);
+		}
+	}
 	h = hash_text(text, len, h);
 	if (!len || (p->dwfl && h == p->maps_hash)) {
 		free(text);
@@ -244,12 +270,13 @@ static void report(struct proc *p)
 	f = fmemopen(text, len ? len : 1, "r");
 	dwfl_report_begin(p->dwfl);
 	for (;;) {
-		uint64_t s = 0, e = 0;
+		uint64_t s = 0, e = 0, ino = 0;
+		unsigned maj = 0, min = 0;
 		bool more = f && len && fgets(line, sizeof(line), f) != NULL;
 
 		name[0] = 0;
-		if (more && sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %*s %*s %*s %4199[^\n]", &s, &e,
-				   name) < 2)
+		if (more && sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %*s %x:%x %" SCNu64 " %4199[^\n]",
+				   &s, &e, &maj, &min, &ino, name) < 2)
 			continue;
 		if (name[0] != '/' || strstr(name, " (deleted)"))
 			name[0] = 0;
@@ -257,7 +284,7 @@ static void report(struct proc *p)
 			Dwfl_Module *m = dwfl_report_module(p->dwfl, last, lo, hi);
 			void **ud;
 			if (m && dwfl_module_info(m, &ud, NULL, NULL, NULL, NULL, NULL, NULL))
-				*ud = open_file(p->u, p->pid, last);
+				*ud = open_file(p->u, p->pid, last, last_dev, last_ino);
 			last[0] = 0;
 		}
 		if (!more)
@@ -265,6 +292,8 @@ static void report(struct proc *p)
 		if (name[0] && !last[0]) {
 			snprintf(last, sizeof(last), "%s", name);
 			lo = s;
+			last_dev = makedev(maj, min);
+			last_ino = (ino_t)ino;
 		}
 		if (name[0])
 			hi = e;
@@ -534,9 +563,57 @@ void gb_unwinder__sample_time(struct gb_unwinder *u, pid_t pid, uint64_t ns)
 		p->newest_ns = ns;
 }
 
+const char *gb_unwinder__exe(struct gb_unwinder *u, pid_t pid)
+{
+	struct proc key = { .pid = pid }, **slot = tfind(&key, &u->procs, cmp_proc);
+	return slot ? (*slot)->exe : NULL;
+}
+
+static void free_proc(void *x);
+
+struct forget {
+	uint64_t before_ns;
+	struct proc **gone;
+	size_t n, cap;
+};
+
+static void collect_gone(const void *node, VISIT which, void *arg)
+{
+	struct proc *p = *(struct proc *const *)node;
+	struct forget *f = arg;
+	char path[32];
+
+	if ((which != postorder && which != leaf) || p->image || p->newest_ns >= f->before_ns)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d", p->pid);
+	if (!access(path, F_OK))
+		return;
+	if (f->n == f->cap) {
+		struct proc **v = realloc(f->gone, (f->cap = f->cap ? 2 * f->cap : 64) * sizeof(*v));
+		if (!v)
+			return;
+		f->gone = v;
+	}
+	f->gone[f->n++] = p;
+}
+
+size_t gb_unwinder__forget(struct gb_unwinder *u, uint64_t before_ns)
+{
+	struct forget f = { .before_ns = before_ns };
+
+	twalk_r(u->procs, collect_gone, &f);
+	for (size_t i = 0; i < f.n; i++) {
+		tdelete(f.gone[i], &u->procs, cmp_proc);
+		free_proc(f.gone[i]);
+	}
+	free(f.gone);
+	return f.n;
+}
+
 static void free_proc(void *x)
 {
 	struct proc *p = x;
+	free(p->exe);
 	if (p->dwfl)
 		dwfl_end(p->dwfl);
 	free(p);

@@ -119,6 +119,16 @@ int gb_unwinder__walk(struct gb_unwinder *u, pid_t pid, pid_t tid, const struct 
  * the last read of the maps.  Call before unwind/describe. */
 void gb_unwinder__sample_time(struct gb_unwinder *u, pid_t pid, uint64_t ns);
 
+/* The executable of pid (/proc/PID/exe) when its maps were last read, as
+ * its maps name it; NULL if pid is unknown or its maps were never read. */
+const char *gb_unwinder__exe(struct gb_unwinder *u, pid_t pid);
+
+/* Forget the processes that have exited and whose newest sample was taken
+ * before before_ns (CLOCK_MONOTONIC): their modules and names, so that a
+ * run of hours over short-lived processes stays bounded.  The ELF files
+ * stay open (shared, one per file).  Returns how many were forgotten. */
+size_t gb_unwinder__forget(struct gb_unwinder *u, uint64_t before_ns);
+
 /* Read the modules of pid now (e.g. right after a launched command's exec)
  * so that its samples can be named even if it exits soon. */
 void gb_unwinder__prepare(struct gb_unwinder *u, pid_t pid);
