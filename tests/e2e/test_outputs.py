@@ -154,6 +154,12 @@ def test_sigkill_leaves_what_was_traced(trace_ready, tmp_path):
     try:
         assert target.stdout.readline() == b"ready\n"
         g = trace_spin(out, target.pid)
+        # the file appears once the attach is done, which takes seconds on
+        # a loaded machine: count the 1.5 s of tracing from then
+        deadline = time.monotonic() + 60
+        while not (out.exists() and out.stat().st_size) and g.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
         time.sleep(1.5)
         g.kill()
         g.wait()
