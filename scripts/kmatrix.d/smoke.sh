@@ -213,5 +213,19 @@ rm -f "$O/.alarm.fifo"
 mv "$O/.alarm.out" "$O/alarm.target.out"
 flush
 
+# (10) Python frames in the sampled stacks (issue 24): Debian 12's python3.11
+# (in the guest: the interpreter, its libraries and the few stdlib files
+# scripts/kmatrix stages) runs kmpy.py for 3 s; gebpf reads its frame chain
+# in the BPF program and names the code objects: the folded stacks and the
+# pprof profile must show kmpy's functions among the native frames
+if [ -x /usr/bin/python3.11 ]; then
+	run python 60 "$G" sample --folded -F 997 --duration 40 -o "$O/python.folded" \
+		--pprof "$O/python.pb.gz" -- /usr/bin/python3.11 "$P/kmpy.py" 3
+else
+	echo "kmatrix: /usr/bin/python3.11: not here (scripts/kmatrix stages Debian 12's python3.11 from the host)" >"$O/python.err"
+	echo 127 >"$O/python.rc"
+	flush
+fi
+
 echo "kmatrix: smoke suite done" >&2
 [ -z "${KM_CHANNEL:-}" ] || echo "@@KM-DONE" >>"$KM_CHANNEL"

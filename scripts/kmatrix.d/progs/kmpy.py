@@ -1,0 +1,43 @@
+"""kmatrix's Python program (check "python", docs/kmatrix.md): Debian 12's
+/usr/bin/python3.11 runs it under `gebpf sample`, whose stacks must show its
+functions among the interpreter's native frames.
+
+    python3.11 kmpy.py SECONDS
+
+For SECONDS of wall time, work() calls sort(), which has the C sort call
+key() for each element (a Python frame below native ones: list.sort, then
+_PyEval_EvalFrameDefault again), and digest(), which hashes 64 KiB with
+hashlib (libcrypto's frames below a Python one, the GIL released).  Prints
+"kmpy ok CALLS" at the end.
+"""
+import hashlib
+import sys
+import time
+
+DATA = bytes(range(256)) * 256
+
+
+def key(x):
+    return (x * 7919) % 10007
+
+
+def sort(n):
+    return sorted(range(n), key=key)
+
+
+def digest(data):
+    return hashlib.sha256(data).digest()
+
+
+def work(seconds):
+    end = time.monotonic() + seconds
+    calls = 0
+    while time.monotonic() < end:
+        sort(1000)
+        digest(DATA)
+        calls += 1
+    return calls
+
+
+if __name__ == "__main__":
+    print("kmpy ok %d" % work(float(sys.argv[1])))
