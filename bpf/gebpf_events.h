@@ -21,6 +21,10 @@
 #define GB_MAX_KSTACK 127
 #define GB_MAX_STACK_BYTES 65536
 #define GB_COMM_LEN 16
+/* Deepest Python frame chain a sample record carries (bpf/pyframes.bpf.h),
+ * and the most thread states searched for the sampled thread. */
+#define GB_MAX_PYFRAMES 128
+#define GB_MAX_PYTHREADS 64
 
 /* Record kinds (gb_ev_hdr.kind). */
 enum gb_ev_kind {
@@ -58,6 +62,42 @@ struct gb_user_regs {
 	__u64 ip, cs, flags, sp, ss;
 };
 
+/* One CPython frame (struct _PyInterpreterFrame) of a sampled thread, read
+ * by bpf/pyframes.bpf.h; named in user space (user/sample/pycode.c). */
+#define GB_PYFRAME_F_ENTRY 1u    /* is_entry: the first frame a C call of
+				  * _PyEval_EvalFrameDefault runs */
+struct gb_py_frame {
+	__u64 code;              /* f_code: the PyCodeObject's address */
+	__s32 lasti;             /* index of prev_instr in co_code_adaptive (code units; -1: not started) */
+	__u32 flags;             /* GB_PYFRAME_F_* */
+};
+
+/* gb_ev_sample_stack.pystate: what the Python frame reader found. */
+#define GB_PYSTATE_PYTHON 1u     /* the process is registered as Python (py_procs) */
+#define GB_PYSTATE_THREAD 2u     /* the thread's PyThreadState was found */
+#define GB_PYSTATE_DEEP 4u       /* the chain went on past GB_MAX_PYFRAMES */
+
+/* Value of the sampler's "py_procs" map (key: tgid): where the interpreter
+ * of a Python process keeps its thread states and frames.  Run-time
+ * address of _PyRuntime, and byte offsets from the CPython version's
+ * structs (user/sample/pyruntime.c fills it, after checking it against
+ * the live process). */
+struct gb_py_layout {
+	__u64 runtime;           /* &_PyRuntime */
+	__u32 tstate_current;    /* _PyRuntimeState.gilstate.tstate_current */
+	__u32 interp_head;       /* _PyRuntimeState.interpreters.head */
+	__u32 threads_head;      /* PyInterpreterState.threads.head */
+	__u32 ts_next;           /* PyThreadState.next */
+	__u32 ts_native_tid;     /* PyThreadState.native_thread_id */
+	__u32 ts_cframe;         /* PyThreadState.cframe */
+	__u32 cframe_current;    /* _PyCFrame.current_frame */
+	__u32 frame_code;        /* _PyInterpreterFrame.f_code */
+	__u32 frame_previous;    /* _PyInterpreterFrame.previous */
+	__u32 frame_prev_instr;  /* _PyInterpreterFrame.prev_instr */
+	__u32 frame_is_entry;    /* _PyInterpreterFrame.is_entry (a bool) */
+	__u32 code_adaptive;     /* PyCodeObject.co_code_adaptive */
+};
+
 /* A sample with stacks.  Variable length: the record ends after
  * stack_len bytes of stack[] (bytes copied from user address uregs.sp). */
 struct gb_ev_sample_stack {
@@ -67,6 +107,9 @@ struct gb_ev_sample_stack {
 	struct gb_user_regs uregs;   /* with GB_SAMPLE_F_REGS */
 	__u64 kstack[GB_MAX_KSTACK];
 	__u64 ustack[GB_MAX_STACK];
+	__u32 npy;               /* valid entries of py[] ([0] innermost) */
+	__u32 pystate;           /* GB_PYSTATE_* (0: not a Python process, or not asked) */
+	struct gb_py_frame py[GB_MAX_PYFRAMES];
 	__u64 stack_len;         /* bytes of stack[] that follow */
 	__u8 stack[GB_MAX_STACK_BYTES];
 };

@@ -9,6 +9,8 @@
  *   DWARF           the user registers and the top stack_size bytes of the
  *                   user stack, unwound in user space (user/unwind/)
  *   kernel          bpf_get_stack() of the kernel stack
+ *   Python          the frame chain of a registered CPython process
+ *                   (pyframes.bpf.h), named in user space
  * Every decision is counted (see enum gb_counter), so nothing is hidden.
  */
 #include "vmlinux.h"
@@ -16,6 +18,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "gb_maps.bpf.h"
+#include "pyframes.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -125,6 +128,7 @@ static __always_inline int emit_stack(struct bpf_perf_event_data *ctx, __u64 pid
 	e->nuser = 0;
 	e->nkernel = 0;
 	e->stack_len = 0;
+	py_frames(e, pid_tgid);
 	if (want_kernel && (flags & GB_SAMPLE_F_KERNEL)) {
 		n = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
 		e->nkernel = n > 0 ? (__u32)((__u64)n / 8) : 0;

@@ -44,6 +44,9 @@ static const char usage_text[] =
 "  --stack-size N       bytes of user stack copied per sample for dwarf\n"
 "                       (default 8192, at most 65536, a multiple of 8)\n"
 "  --kernel             kernel stacks too (below the user stack)\n"
+"  --no-python          native frames only (default: the Python functions of\n"
+"                       CPython 3.11 processes in place of the interpreter's\n"
+"                       _PyEval_EvalFrameDefault frames)\n"
 "  --top N              rows per --report table (default 20)\n"
 "  -o, --output FILE    write to FILE instead of stdout\n"
 "  --aslr               keep ASLR on for a launched command\n"
@@ -57,7 +60,7 @@ static const char usage_text[] =
 
 enum { OPT_RANGE = 256, OPT_START, OPT_END, OPT_DURATION, OPT_EVENT, OPT_FAULTS, OPT_REPORT,
        OPT_FOLDED, OPT_TOP, OPT_ASLR, OPT_CGROUP, OPT_PPROF, OPT_CALL_GRAPH, OPT_STACK_SIZE,
-       OPT_KERNEL };
+       OPT_KERNEL, OPT_NO_PYTHON };
 
 /* "1,2,3" appended to o->pids. */
 static int parse_pids(const char *arg, struct gb_sample_session_opts *o)
@@ -94,6 +97,7 @@ static int parse(int argc, char **argv, struct gb_sample_session_opts *o)
 		{ "call-graph", required_argument, NULL, OPT_CALL_GRAPH },
 		{ "stack-size", required_argument, NULL, OPT_STACK_SIZE },
 		{ "kernel", no_argument, NULL, OPT_KERNEL },
+		{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
 		{ "range", required_argument, NULL, OPT_RANGE },
 		{ "start", required_argument, NULL, OPT_START },
 		{ "end", required_argument, NULL, OPT_END },
@@ -145,6 +149,7 @@ static int parse(int argc, char **argv, struct gb_sample_session_opts *o)
 			o->stack_size = (uint32_t)v;
 			break;
 		case OPT_KERNEL: o->kernel = true; break;
+		case OPT_NO_PYTHON: o->no_python = true; break;
 		case OPT_RANGE:
 			if (gb_range_parse("sample", optarg, &o->range))
 				return -1;

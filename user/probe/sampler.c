@@ -67,6 +67,9 @@ static int on_record(void *ctx, void *data, size_t len)
 				smp.stack = st->stack;
 				smp.stack_len = st->stack_len > len - fixed ? len - fixed : st->stack_len;
 			}
+			smp.py = st->py;
+			smp.npy = st->npy > GB_MAX_PYFRAMES ? GB_MAX_PYFRAMES : st->npy;
+			smp.pystate = st->pystate;
 		}
 		s->delivered++;
 		return cbs->sample ? cbs->sample(cbs->ctx, &smp) : 0;
@@ -189,6 +192,7 @@ struct gb_sampler *gb_sampler__new(const struct gb_sampler_opts *o)
 	s->skel->rodata->want_regs = o->stacks == GB_STACK_DWARF;
 	s->skel->rodata->want_kernel = o->kernel;
 	s->skel->rodata->stack_size = stack_size;
+	s->skel->rodata->want_python = o->python && o->stacks != GB_STACK_NONE;
 	/* Children are followed through the targets map: -p and launch only. */
 	bpf_program__set_autoload(s->skel->progs.gb_follow_fork, o->npids > 0);
 	ncpus = libbpf_num_possible_cpus();
@@ -252,6 +256,23 @@ void gb_sampler__set_range(struct gb_sampler *s, uint64_t start, uint64_t end)
 	__atomic_store_n(&s->skel->data->range_start, UINT64_MAX, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->skel->data->range_end, end, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->skel->data->range_start, start, __ATOMIC_SEQ_CST);
+}
+
+int gb_sampler__add_python(struct gb_sampler *s, pid_t pid, const struct gb_py_layout *l)
+{
+	__u32 key = (__u32)pid;
+
+	if (bpf_map__update_elem(s->skel->maps.py_procs, &key, sizeof(key), l, sizeof(*l),
+				 BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+void gb_sampler__del_python(struct gb_sampler *s, pid_t pid)
+{
+	__u32 key = (__u32)pid;
+
+	bpf_map__delete_elem(s->skel->maps.py_procs, &key, sizeof(key), 0);
 }
 
 void gb_sampler__arm(struct gb_sampler *s)

@@ -54,6 +54,9 @@ struct gb_sample {
 	const struct gb_user_regs *regs;   /* GB_STACK_DWARF: user registers (NULL if unreadable) */
 	const uint8_t *stack;      /* GB_STACK_DWARF: stack_len bytes copied from regs->sp */
 	uint64_t stack_len;
+	const struct gb_py_frame *py;  /* opts.python: the thread's CPython frames, innermost first */
+	uint32_t npy;
+	uint32_t pystate;          /* GB_PYSTATE_* */
 };
 
 /* Negative returns stop the drain, which returns that value. */
@@ -78,6 +81,8 @@ struct gb_sampler_opts {
 	bool kernel;               /* kernel stacks of samples taken in the kernel */
 	uint32_t stack_size;       /* GB_STACK_DWARF: bytes copied (0: 8192; multiple of 8) */
 	bool faults;               /* also capture page faults (one process only) */
+	bool python;               /* with stacks: read the CPython frames of the processes
+				    * registered with gb_sampler__add_python() */
 	bool wait_exec;            /* keep nothing until gb_sampler__arm() (a launched
 				    * command that has not exec'd yet) */
 	size_t ringbuf_bytes;      /* power of 2 (0: 4 MiB, 32 MiB with stacks) */
@@ -102,6 +107,11 @@ struct gb_sampler *gb_sampler__new(const struct gb_sampler_opts *o);
 /* Set the range of a sampler made with has_range (e.g. once a symbol of a
  * just-launched command is resolved).  Takes effect immediately. */
 void gb_sampler__set_range(struct gb_sampler *s, uint64_t start, uint64_t end);
+/* Read the CPython frames of process pid's samples from now on, with
+ * layout l (opts.python).  0 or -errno. */
+int gb_sampler__add_python(struct gb_sampler *s, pid_t pid, const struct gb_py_layout *l);
+/* Stop reading them (a layout that failed its check). */
+void gb_sampler__del_python(struct gb_sampler *s, pid_t pid);
 /* Start keeping samples (and faults) of a wait_exec sampler. */
 void gb_sampler__arm(struct gb_sampler *s);
 /* Open one perf event per online CPU and attach.  0 or -errno (printed). */

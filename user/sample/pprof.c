@@ -166,6 +166,7 @@ static uint64_t function_of(struct enc *e, const char *name, const struct gb_pro
 	fn->id = id;
 	fn->name = fn->system_name = n;
 	fn->filename = f;
+	fn->start_line = l->start_line;
 	return id;
 }
 

@@ -31,8 +31,9 @@ struct stack_key {
 
 struct loc_key {
 	int32_t pid;
-	uint32_t kernel;
-	uint64_t addr;
+	uint32_t kernel;         /* 1 kernel, 2 return address, 4 Python */
+	uint64_t addr;           /* Python: the gb_pyfunc id */
+	int64_t line;            /* Python: the line */
 };
 
 struct gb_profile {
@@ -195,37 +196,52 @@ static uint64_t loc_id(struct gb_profile *p, pid_t pid, uint64_t addr, bool kern
 	return *id;
 }
 
-int gb_profile__add(struct gb_profile *p, pid_t pid, const char *comm,
-		    const uint64_t *kframes, size_t nk,
-		    const uint64_t *uframes, size_t nu, bool upc)
+/* The id of a Python location, named the first time.  0 on ENOMEM. */
+static uint64_t py_loc_id(struct gb_profile *p, pid_t pid, const struct gb_pyfunc *f, int line)
 {
-	size_t n = 0;
-	uint64_t *count;
+	struct loc_key key = { .pid = pid, .kernel = 4, .addr = f->id, .line = line };
+	uint64_t *id = tab_get(&p->loc_index, &key, sizeof(key));
 
-	if (nk + nu > p->keycap) {
-		struct stack_key *nkey = realloc(p->key, sizeof(*nkey) + (nk + nu) * sizeof(uint64_t));
+	if (!id)
+		return 0;
+	if (*id)
+		return *id;
+	if (GB_GROW(&p->locs, &p->loccap, p->nlocs + 1))
+		return 0;
+	struct gb_profile_loc *l = &p->locs[p->nlocs];
+	memset(l, 0, sizeof(*l));
+	l->pid = pid;
+	l->python = true;
+	l->func = dup_or_null(f->name);
+	l->file = dup_or_null(f->file);
+	l->line = line;
+	l->start_line = f->first_line;
+	*id = ++p->nlocs;
+	return *id;
+}
+
+/* Room for a key of n ids. */
+static int key_room(struct gb_profile *p, size_t n, pid_t pid, const char *comm)
+{
+	if (n > p->keycap) {
+		struct stack_key *nkey = realloc(p->key, sizeof(*nkey) + n * sizeof(uint64_t));
 		if (!nkey)
 			return -ENOMEM;
 		p->key = nkey;
-		p->keycap = nk + nu;
+		p->keycap = n;
 	}
 	memset(p->key, 0, sizeof(*p->key));
 	if (p->per_process) {
 		p->key->pid = pid;
 		snprintf(p->key->comm, sizeof(p->key->comm), "%s", comm ? comm : "");
 	}
-	for (size_t i = 0; i < nk; i++) {
-		if (!kframes[i])
-			continue;
-		if (!(p->key->ids[n++] = loc_id(p, pid, kframes[i], true, i > 0)))
-			return -ENOMEM;
-	}
-	for (size_t i = 0; i < nu; i++) {
-		if (!uframes[i])
-			continue;
-		if (!(p->key->ids[n++] = loc_id(p, pid, uframes[i], false, i > 0 || !upc)))
-			return -ENOMEM;
-	}
+	return 0;
+}
+
+static int count_key(struct gb_profile *p, size_t n)
+{
+	uint64_t *count;
+
 	p->key->n = (uint32_t)n;
 	count = tab_get(&p->stacks, p->key, sizeof(*p->key) + n * sizeof(uint64_t));
 	if (!count)
@@ -233,6 +249,58 @@ int gb_profile__add(struct gb_profile *p, pid_t pid, const char *comm,
 	++*count;
 	p->total++;
 	return 0;
+}
+
+static int add_kernel(struct gb_profile *p, pid_t pid, const uint64_t *kframes, size_t nk,
+		      size_t *n)
+{
+	for (size_t i = 0; i < nk; i++) {
+		if (!kframes[i])
+			continue;
+		if (!(p->key->ids[(*n)++] = loc_id(p, pid, kframes[i], true, i > 0)))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int gb_profile__add(struct gb_profile *p, pid_t pid, const char *comm,
+		    const uint64_t *kframes, size_t nk,
+		    const uint64_t *uframes, size_t nu, bool upc)
+{
+	size_t n = 0;
+
+	if (key_room(p, nk + nu, pid, comm) || add_kernel(p, pid, kframes, nk, &n))
+		return -ENOMEM;
+	for (size_t i = 0; i < nu; i++) {
+		if (!uframes[i])
+			continue;
+		if (!(p->key->ids[n++] = loc_id(p, pid, uframes[i], false, i > 0 || !upc)))
+			return -ENOMEM;
+	}
+	return count_key(p, n);
+}
+
+int gb_profile__add_frames(struct gb_profile *p, pid_t pid, const char *comm,
+			   const uint64_t *kframes, size_t nk,
+			   const struct gb_profile_frame *uframes, size_t nu)
+{
+	size_t n = 0;
+
+	if (key_room(p, nk + nu, pid, comm) || add_kernel(p, pid, kframes, nk, &n))
+		return -ENOMEM;
+	for (size_t i = 0; i < nu; i++) {
+		const struct gb_profile_frame *f = &uframes[i];
+		if (f->py) {
+			if (!(p->key->ids[n++] = py_loc_id(p, pid, f->py, f->line)))
+				return -ENOMEM;
+			continue;
+		}
+		if (!f->addr)
+			continue;
+		if (!(p->key->ids[n++] = loc_id(p, pid, f->addr, false, f->ret)))
+			return -ENOMEM;
+	}
+	return count_key(p, n);
 }
 
 size_t gb_profile__nlocs(const struct gb_profile *p)
@@ -392,7 +460,11 @@ int gb_profile__report(struct gb_profile *p, FILE *f, size_t top, const char *he
 		const struct gb_profile_loc *l = gb_profile__loc(p, *(uint64_t *)pv[i].key);
 		char name[512];
 		gb_profile__loc_name(l, name, sizeof(name));
-		if (l->func)
+		if (l->python)
+			fprintf(f, "%10" PRIu64 " %7.2f  %-18s %s (%s:%d)\n", pv[i].val,
+				100.0 * (double)pv[i].val / total, "python", name,
+				l->file ? l->file : "?", l->line);
+		else if (l->func)
 			fprintf(f, "%10" PRIu64 " %7.2f  0x%-16" PRIx64 " %s+0x%" PRIx64 "\n", pv[i].val,
 				100.0 * (double)pv[i].val / total, l->addr, name, l->func_off);
 		else

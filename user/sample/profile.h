@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "sample/pycode.h"
 #include "unwind/kallsyms.h"
 #include "unwind/unwind.h"
 
@@ -39,6 +40,21 @@ int gb_profile__add(struct gb_profile *p, pid_t pid, const char *comm,
 		    const uint64_t *kframes, size_t nk,
 		    const uint64_t *uframes, size_t nu, bool upc);
 
+/* A user frame of gb_profile__add_frames(): a native address, or a
+ * Python function at a line (py set; addr and ret unused). */
+struct gb_profile_frame {
+	uint64_t addr;
+	bool ret;                  /* a return address (else the pc) */
+	const struct gb_pyfunc *py;
+	int line;
+};
+/* gb_profile__add() with user frames that may be Python frames: each
+ * distinct (function, line) of a process is a location, named
+ * "module.qualname" with its file, line and first line. */
+int gb_profile__add_frames(struct gb_profile *p, pid_t pid, const char *comm,
+			   const uint64_t *kframes, size_t nk,
+			   const struct gb_profile_frame *uframes, size_t nu);
+
 /* Top `top` rows (0: 20) of pcs and functions, with a header line. */
 int gb_profile__report(struct gb_profile *p, FILE *f, size_t top, const char *header);
 /* Folded stacks, most frequent first. */
@@ -49,6 +65,8 @@ struct gb_profile_loc {
 	uint64_t addr;
 	pid_t pid;                 /* 0 for kernel addresses */
 	bool kernel, ret;          /* ret: a return address */
+	bool python;               /* a Python function (addr: 0) */
+	int start_line;            /* Python: the function's first line */
 	char *func, *module, *build_id, *file;   /* NULL when unknown */
 	uint64_t func_off, mod_start, mod_end;
 	int line;

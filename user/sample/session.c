@@ -19,6 +19,7 @@
 #include "sample/jsonl.h"
 #include "sample/pprof.h"
 #include "sample/profile.h"
+#include "sample/pystack.h"
 #include "sample/target.h"
 #include "sym/syms.h"
 #include "unwind/kallsyms.h"
@@ -36,7 +37,9 @@ struct session {
 	struct gb_profile *prof;
 	struct gb_unwinder *unw;
 	struct gb_kallsyms *ksyms;
+	struct gb_pystacks *py;    /* Python frames (not --no-python) */
 	uint64_t pcs[MAX_FRAMES];
+	struct gb_profile_frame frames[MAX_FRAMES + GB_MAX_PYFRAMES];
 	uint64_t unwound, truncated;
 	double drain_cpu;          /* CPU seconds spent reading and unwinding */
 	int out_fd, pprof_fd;
@@ -151,6 +154,12 @@ static int on_sample(void *ctx, const struct gb_sample *s)
 		u = s->ustack;
 		nu = s->nuser;
 	}
+	if (S->py) {
+		size_t n = gb_pystacks__merge(S->py, s, u, nu, S->frames,
+					      sizeof(S->frames) / sizeof(S->frames[0]));
+		return gb_profile__add_frames(S->prof, s->pid, s->comm, s->kstack, s->nkernel,
+					      S->frames, n);
+	}
 	return gb_profile__add(S->prof, s->pid, s->comm, s->kstack, s->nkernel, u, nu, true);
 }
 
@@ -188,6 +197,7 @@ static int setup(struct session *S, struct gb_sampler_opts *so)
 	so->kernel = o->kernel;
 	so->stack_size = o->stack_size;
 	so->faults = o->faults;
+	so->python = !o->no_python && o->mode != GB_SAMPLE_LINES;
 	so->wait_exec = o->cmd != NULL;
 	so->has_range = o->range.kind != GB_RANGE_NONE;
 	if (o->range.kind == GB_RANGE_ADDR) {
@@ -363,7 +373,9 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 				strerror(errno));
 		S.unw = gb_unwinder__new();   /* after launching: its first read raises our fd limit */
 		S.prof = gb_profile__new(S.unw, S.ksyms, o->all || o->cgroup || o->npids > 1);
-		if (!S.unw || !S.prof) {
+		if (!o->no_python)
+			S.py = gb_pystacks__new(S.smp);
+		if (!S.unw || !S.prof || (!o->no_python && !S.py)) {
 			gb_err("sample: %s", strerror(ENOMEM));
 			goto cleanup;
 		}
@@ -373,6 +385,10 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 	for (size_t i = 0; i < S.ntargets; i++)
 		if (gb_target__release(S.targets[i]))
 			goto cleanup;
+	/* Python targets read before they run: a launched one right after its
+	 * exec, so its first Python frames are seen. */
+	for (size_t i = 0; S.py && i < S.ntargets; i++)
+		gb_pystacks__look(S.py, gb_target__pid(S.targets[i]));
 	gb_sampler__arm(S.smp);
 	for (size_t i = 0; i < S.ntargets; i++)
 		gb_target__go(S.targets[i]);
@@ -394,6 +410,13 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 		goto cleanup;
 	gb_sampler__stats(S.smp, &st);
 	gb_info("sample: user side: %.3f s of CPU for %" PRIu64 " samples", S.drain_cpu, st.kept);
+	if (S.py) {
+		struct gb_pystacks_stats ps;
+		gb_pystacks__stats(S.py, &ps);
+		gb_info("sample: Python: %" PRIu64 " processes, %" PRIu64 " samples with %" PRIu64
+			" Python frames (%" PRIu64 " code objects unreadable)", ps.procs, ps.samples,
+			ps.frames, ps.unnamed);
+	}
 	if (st.lost || st.faults_lost)
 		gb_warn("sample: %" PRIu64 " samples and %" PRIu64 " faults lost (ring buffer full)",
 			st.lost, st.faults_lost);
@@ -418,6 +441,7 @@ cleanup:
 		gb_target__free(S.targets[i]);   /* kills a launched command still running */
 	gb_sample_out__free(S.lines);
 	gb_profile__free(S.prof);
+	gb_pystacks__free(S.py);
 	gb_unwinder__free(S.unw);
 	gb_kallsyms__free(S.ksyms);
 	if (S.out_fd >= 0 && S.out_fd != STDOUT_FILENO && close(S.out_fd) && ret == GB_EXIT_OK) {

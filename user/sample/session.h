@@ -42,6 +42,7 @@ struct gb_sample_session_opts {
 	enum gb_stack_mode stacks;
 	bool kernel;
 	uint32_t stack_size;
+	bool no_python;            /* no Python frames (--no-python) */
 };
 
 /* Run it.  Returns the exit status (GB_EXIT_*); errors are printed. */
