@@ -79,7 +79,8 @@ PY_STACKS = [
     (PY_ROOT + ";kmpy.sort;python3.11+0x1c7194", 100),
     ("_start;__libc_start_main;__libc_start_call_main;Py_BytesMain;python3.11+0x2a0000", 50),
 ]
-PY_ERR = "gebpf: sample: 700 kept, 900 seen, 200 filtered in the kernel, 0 lost; 690 unwound, 10 truncated\n"
+PY_ERR = "gebpf: sample: pid 9: Python 3.11.2 (/usr/bin/python3.11): Python frames on\n" \
+    "gebpf: sample: 700 kept, 900 seen, 200 filtered in the kernel, 0 lost; 690 unwound, 10 truncated\n"
 
 
 def folded(stacks):
@@ -183,7 +184,8 @@ def write_good(d):
         "strict.target": "0\n", "strict.target.out": "kmstrict ok\n",
         "alarm.rc": "0\n", "alarm.err": "", "alarm.jsonl": ALARM,
         "alarm.target": "0\n", "alarm.target.out": "kmalarm ok\n",
-        "python.rc": "0\n", "python.err": PY_ERR, "python.out": "kmpy ok 1234\n",
+        "python.rc": "0\n", "python.err": PY_ERR, "python.out": "",
+        "python.target": "0\n", "python.target.out": "kmpy ok 1234\n",
         "python.folded": folded(PY_STACKS),
     }
     with open(os.path.join(d, "python.pb.gz"), "wb") as f:
@@ -518,6 +520,11 @@ def test_python_native_stacks_only_fails_saying_so(good):
     put(good, "python.folded", folded(native))
     v, why = verdicts(good)["python"]
     assert v == "fail" and "native stacks only" in why and "in 700 samples" in why, why
+    # -v's count of the code objects gebpf could not read is quoted
+    line = "gebpf: sample: Python: 1 processes, 650 samples with 0 Python frames (2000 code objects unreadable)"
+    put(good, "python.err", PY_ERR + line + "\n")
+    v, why = verdicts(good)["python"]
+    assert v == "fail" and why.endswith("(%s)" % line), why
 
 
 def test_python_missing_function_or_interleaving_fails(good):
@@ -571,9 +578,13 @@ def test_python_pprof_lines_and_samples_checked(good):
 
 
 def test_python_program_must_finish_and_be_there(good):
-    put(good, "python.out", "")
+    put(good, "python.target.out", "")
     v, why = verdicts(good)["python"]
     assert v == "fail" and "kmpy ok N" in why, why
+    put(good, "python.target.out", "kmpy ok 12\n")
+    put(good, "python.target", "137\n")
+    v, why = verdicts(good)["python"]
+    assert v == "fail" and "kmpy exited 137" in why, why
     put(good, "python.rc", "127\n")
     put(good, "python.err", "kmatrix: /usr/bin/python3.11: not here (scripts/kmatrix stages ...)\n")
     v, why = verdicts(good)["python"]

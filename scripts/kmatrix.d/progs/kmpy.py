@@ -2,13 +2,16 @@
 /usr/bin/python3.11 runs it under `gebpf sample`, whose stacks must show its
 functions among the interpreter's native frames.
 
-    python3.11 kmpy.py SECONDS
+    python3.11 kmpy.py SECONDS <FIFO
 
 For SECONDS of wall time, work() calls sort(), which has the C sort call
 key() for each element (a Python frame below native ones: list.sort, then
 _PyEval_EvalFrameDefault again), and digest(), which hashes 64 KiB with
-hashlib (libcrypto's frames below a Python one, the GIL released).  Prints
-"kmpy ok CALLS" at the end.
+hashlib (libcrypto's frames below a Python one, the GIL released).  Then
+it waits, idle, until its stdin ends (the smoke suite holds it open until
+gebpf is done: gebpf names the code objects of the samples it reads by
+reading them from the process, which must still be there), and prints
+"kmpy ok CALLS".
 """
 import hashlib
 import sys
@@ -40,4 +43,6 @@ def work(seconds):
 
 
 if __name__ == "__main__":
-    print("kmpy ok %d" % work(float(sys.argv[1])))
+    calls = work(float(sys.argv[1]))
+    sys.stdin.read()
+    print("kmpy ok %d" % calls)
