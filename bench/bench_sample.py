@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Overhead of `gebpf sample` on its target, against native and against
-`perf record -e cpu-clock -F HZ` at the same rate, in one run; and of
-`--faults` on a fault-heavy program.
+`perf record -e cpu-clock -F HZ` at the same rate, in one run; of
+`--faults` on a fault-heavy program; of the call-stack modes; and of
+Python frames (python3.11 with and without --no-python, and perf record
+--call-graph dwarf, at 999 Hz).
 
     GEBPF_OUTPUT=.output /usr/bin/python3 bench/bench_sample.py [--reps N]
 
@@ -53,6 +55,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--work", default="400", help="sample_work size (millions of iterations)")
+    ap.add_argument("--py-rounds", default="600", help="py_callmix.py rounds (Python frames)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("bench_sample: skipped: needs root (BPF, perf events)")
@@ -126,6 +129,7 @@ def main():
     print("native %.1f ms, gebpf --faults %.1f ms: ratio %.4f (%+.2f%%), %d faults/run, %d lost" %
           (b / 1e6, g / 1e6, g / b, 100 * (g / b - 1), statistics.median(nfaults), flost))
     bench_stacks(a, perf, tmp)
+    bench_python(a, perf, tmp)
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
@@ -200,6 +204,59 @@ def bench_stacks(a, perf, tmp):
     cpu = float(m.group(1))
     print("unwinding: %d samples of python3 at 9999 Hz (%d unwound, %d truncated, %d lost) in "
           "%.3f s of gebpf CPU: %.0f samples/s" % (k, u, t, l, cpu, k / cpu if cpu else 0))
+
+
+PY_CALLMIX = os.path.join(REPO, "tests", "progs", "py_callmix.py")
+
+
+def bench_python(a, perf, tmp):
+    """Python frames at 999 Hz: Debian's python3.11 running py_callmix.py
+    --rounds N (it times itself) natively, under gebpf sample --folded with
+    Python frames (the default) and with --no-python, and under perf record
+    --call-graph dwarf; interleaved, medians, ratios."""
+    py = "/usr/bin/python3.11"
+    if not os.access(py, os.X_OK):
+        print("== bench_sample: Python frames: skipped (%s missing) ==" % py)
+        return
+    folded = os.path.join(tmp, "py.txt")
+    pdata = os.path.join(tmp, "perf.data")
+    gb = [GEBPF, "sample", "--folded", "-F", "999", "-o", folded]
+    variants = [("native", []), ("gebpf python", gb + ["--"]),
+                ("gebpf native", gb + ["--no-python", "--"])]
+    if perf:
+        variants.append(("perf dwarf", [perf, "record", "-q", "-e", "cpu-clock", "-F", "999",
+                                        "--call-graph", "dwarf", "-o", pdata, "--"]))
+    target = [py, PY_CALLMIX, "--rounds", a.py_rounds]
+    wall = {n: [] for n, _ in variants}
+    cpu = {n: [] for n, _ in variants}
+    kept = {n: 0 for n, _ in variants}
+    for _ in range(a.reps):
+        for name, prefix in variants:
+            r = subprocess.run(list(prefix) + target, capture_output=True, text=True,
+                               timeout=600)
+            if r.returncode != 0:
+                raise SystemExit("bench_sample: %s failed: %s" % (name, r.stderr.strip()))
+            me = last_json(r.stdout)
+            wall[name].append(me["ns"])
+            cpu[name].append(me["cpu_ns"])
+            if name.startswith("gebpf"):
+                kept[name] += counts(r.stderr)[0]
+    print("== bench_sample: Python frames at 999 Hz (python3.11 py_callmix.py --rounds %s), "
+          "%d reps, medians ==" % (a.py_rounds, a.reps))
+    base, cbase = statistics.median(wall["native"]), statistics.median(cpu["native"])
+    print("%-14s %10s %7s %10s %7s %8s" % ("variant", "wall ms", "ratio", "cpu ms", "ratio",
+                                          "kept"))
+    for name, _ in variants:
+        w, c = statistics.median(wall[name]), statistics.median(cpu[name])
+        k = str(kept[name]) if name.startswith("gebpf") else "-"
+        print("%-14s %10.1f %7.4f %10.1f %7.4f %8s" % (name, w / 1e6, w / base, c / 1e6,
+                                                      c / cbase, k))
+    for col, d in (("wall", wall), ("cpu", cpu)):
+        g, n = statistics.median(d["gebpf python"]), statistics.median(d["gebpf native"])
+        line = ("Python frames (%s): gebpf python/native %.4f" % (col, g / n))
+        if perf:
+            line += ", gebpf python/perf dwarf %.4f" % (g / statistics.median(d["perf dwarf"]))
+        print(line)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ ARGS = {
     "bench_probe.py": {"full": (["--reps", "3"], {}),
                        "quick": (["--quick"], {})},
     "bench_sample.py": {"full": (["--reps", "5"], {}),
-                        "quick": (["--reps", "1", "--work", "100"], {})},
+                        "quick": (["--reps", "1", "--work", "100", "--py-rounds", "50"], {})},
     "bench_setup.py": {"full": (["--reps", "3"], {}),
                        "quick": (["--quick"], {})},
     "bench_snap.py": {"full": ([], {"BENCH_MIB": "1024", "BENCH_RUNS": "3"}),

@@ -217,7 +217,14 @@ int BPF_PROG(gb_follow_fork, struct task_struct *parent, struct task_struct *chi
 	__u32 ptgid = BPF_CORE_READ(parent, tgid), ctgid = BPF_CORE_READ(child, tgid);
 	__u8 one = 1;
 
-	if (ptgid != ctgid && bpf_map_lookup_elem(&targets, &ptgid))
+	if (ptgid != ctgid && bpf_map_lookup_elem(&targets, &ptgid)) {
 		bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
+		/* A forked copy of a Python process has its runtime at the
+		 * same address: its frames are read from its first sample
+		 * (user space still checks it before naming them). */
+		struct gb_py_layout *py = want_python ? bpf_map_lookup_elem(&py_procs, &ptgid) : NULL;
+		if (py)
+			bpf_map_update_elem(&py_procs, &ctgid, py, BPF_ANY);
+	}
 	return 0;
 }

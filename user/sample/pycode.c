@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "ptrace/mem.h"
 
 #define HDR_MAX 256             /* bytes of a code object's header compared */
@@ -21,6 +22,7 @@ struct code_ent {
 	size_t hdr_len;
 	uint8_t *table;            /* co_linetable's bytes */
 	size_t table_len;
+	uint64_t checked_ns;       /* when the header was last read (CLOCK_MONOTONIC) */
 	struct gb_pyfunc f;
 };
 
@@ -283,7 +285,7 @@ static int read_code(struct gb_pycode *c, struct code_ent *e, const struct gb_py
 
 const struct gb_pyfunc *gb_pycode__name(struct gb_pycode *c, pid_t pid,
 					 const struct gb_pyruntime *rt, uint64_t code,
-					 int32_t lasti, int *line)
+					 int32_t lasti, uint64_t ns, int *line)
 {
 	const struct gb_py_code_layout *L = &rt->code;
 	struct code_ent key = { .pid = pid, .code = code }, *e, **slot;
@@ -294,13 +296,17 @@ const struct gb_pyfunc *gb_pycode__name(struct gb_pycode *c, pid_t pid,
 	*line = 0;
 	if (hlen > HDR_MAX || L->co_firstlineno + 4 > hlen || !code)
 		return NULL;
-	readable = gb_mem_read(pid, code, hdr, hlen) == (ssize_t)hlen;
 	slot = tfind(&key, &c->tree, cmp_entry);
 	e = slot ? *slot : NULL;
+	if (e && e->f.name && ns && ns <= e->checked_ns)
+		goto named;     /* checked after this sample was taken */
+	readable = gb_mem_read(pid, code, hdr, hlen) == (ssize_t)hlen;
 	if (e && e->f.name && (!readable || (word(hdr, L->ob_type) == rt->code_type && !memcmp(hdr + L->co_firstlineno,
 						   e->hdr + L->co_firstlineno,
-						   hlen - L->co_firstlineno))))
-		goto named;     /* the same object (or the process is gone: the last name) */
+						   hlen - L->co_firstlineno)))) {
+		e->checked_ns = gb_mono_ns();
+		goto named;
+	}     /* the same object (or the process is gone: the last name) */
 	if (!readable || word(hdr, L->ob_type) != rt->code_type)
 		return NULL;    /* not a code object (now) */
 	if (!e) {
@@ -314,6 +320,7 @@ const struct gb_pyfunc *gb_pycode__name(struct gb_pycode *c, pid_t pid,
 		}
 	}
 	entry_clear(e);     /* freed and replaced: read anew */
+	e->checked_ns = gb_mono_ns();
 	memcpy(e->hdr, hdr, hlen);
 	e->hdr_len = hlen;
 	if (read_code(c, e, rt))

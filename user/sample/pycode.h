@@ -4,11 +4,13 @@
  * location table (co_linetable; CPython's Objects/locations.md).
  *
  * Code objects live long, so each is read once, from /proc/PID/mem, and
- * cached by (pid, address).  Every lookup re-reads the object's header and
- * compares it with the cached one (type, first line, and the pointers to
- * its name, qualified name, file name and line table): a code object freed
- * and another allocated at its address reads differently and is read anew,
- * under a new id.  When the process is gone the cached name is used.
+ * cached by (pid, address).  A lookup for a sample taken after the entry
+ * was last checked re-reads the object's header and compares it with the
+ * cached one (type, first line, and the pointers to its name, qualified
+ * name, file name and line table): a code object freed and another
+ * allocated at its address reads differently and is read anew, under a new
+ * id.  (A batch of samples read together thus costs one read per code
+ * object.)  When the process is gone the cached name is used.
  *
  * The module is made from the file name (pycode_module() in pycode.c):
  * under a ".../site-packages/", ".../dist-packages/" or ".../lib/pythonX.Y/"
@@ -42,13 +44,14 @@ struct gb_pycode;
 struct gb_pycode *gb_pycode__new(void);   /* NULL on ENOMEM */
 void gb_pycode__free(struct gb_pycode *c);
 
-/* The function of code object `code` of pid (a process of runtime rt),
- * and in *line the line of instruction lasti (-1: the first line).  NULL
+/* The function of code object `code` of pid (a process of runtime rt) in
+ * a sample taken at ns (CLOCK_MONOTONIC), and in *line the line of
+ * instruction lasti (-1: the first line).  NULL
  * when code is not a readable code object (then *line is 0). Valid until
  * the next call for the same (pid, code) or free. */
 const struct gb_pyfunc *gb_pycode__name(struct gb_pycode *c, pid_t pid,
 					 const struct gb_pyruntime *rt, uint64_t code,
-					 int32_t lasti, int *line);
+					 int32_t lasti, uint64_t ns, int *line);
 
 /* The line of instruction lasti (code units) in a 3.11 location table,
  * starting from first_line. */

@@ -92,7 +92,11 @@ static enum gb_pyrt_result check(pid_t pid, const struct gb_pyruntime *rt, char 
 	uint64_t head, ts, v, frame, code, type;
 	int matched = 0;
 
-	if (!rd(pid, L->runtime + L->interp_head, &head) || !head) {
+	if (!rd(pid, L->runtime + L->interp_head, &head)) {
+		snprintf(why, len, "exited before its Python runtime was checked");
+		return GB_PYRT_GONE;
+	}
+	if (!head) {
 		snprintf(why, len, "no interpreter yet (_PyRuntime.interpreters.head is 0)");
 		return GB_PYRT_NOT_READY;
 	}
@@ -188,7 +192,7 @@ enum gb_pyrt_result gb_pyruntime_check(pid_t pid, const struct gb_pyruntime *rt,
 	enum gb_pyrt_result r = GB_PYRT_UNKNOWN;
 
 	for (int i = 0; i < CHECK_TRIES; i++)
-		if ((r = check(pid, rt, why, len)) == GB_PYRT_OK)
+		if ((r = check(pid, rt, why, len)) == GB_PYRT_OK || r == GB_PYRT_GONE)
 			break;
 	return r;
 }

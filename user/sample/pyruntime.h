@@ -56,6 +56,7 @@ enum gb_pyrt_result {
 	GB_PYRT_NOT_PYTHON,        /* no CPython runtime in the process */
 	GB_PYRT_NOT_READY,         /* no interpreter or thread state yet: try again later */
 	GB_PYRT_UNKNOWN,           /* a Python gebpf cannot read: why says it */
+	GB_PYRT_GONE,              /* (check) the process exited: its memory is unreadable */
 };
 
 /* Find the runtime of pid and its version's layout, from its files and
@@ -64,7 +65,8 @@ enum gb_pyrt_result {
  * gets the reason for every result but GB_PYRT_OK. */
 enum gb_pyrt_result gb_pyruntime_find(pid_t pid, struct gb_pyruntime *rt, char *why, size_t len);
 /* Check a found layout against the live process (the checks above).
- * GB_PYRT_OK, NOT_READY (no interpreter or thread state yet) or UNKNOWN. */
+ * GB_PYRT_OK, NOT_READY (no interpreter or thread state yet), UNKNOWN, or
+ * GONE. */
 enum gb_pyrt_result gb_pyruntime_check(pid_t pid, const struct gb_pyruntime *rt, char *why,
 				       size_t len);
 

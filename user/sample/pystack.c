@@ -55,8 +55,7 @@ struct gb_pystacks *gb_pystacks__new(struct gb_sampler *smp)
 
 static void turn_off(struct gb_pystacks *ps, struct pyproc *p, const char *why)
 {
-	if (p->state == P_CHECKING)
-		gb_sampler__del_python(ps->smp, p->pid);
+	gb_sampler__del_python(ps->smp, p->pid);   /* (also a parent's copied at fork) */
 	gb_warn("sample: pid %d: Python frames off (native stacks only): %s", p->pid, why);
 	p->state = P_OFF;
 }
@@ -64,11 +63,12 @@ static void turn_off(struct gb_pystacks *ps, struct pyproc *p, const char *why)
 /* Find the runtime and register it (P_NEW), then check it (P_CHECKING):
  * at most every RETRY_S, giving up after GIVE_UP_S of an interpreter that
  * is not initialized; a process with no runtime is looked at again with a
- * doubling wait for GIVE_UP_S (a library mapped after the exec). */
-static void advance(struct gb_pystacks *ps, struct pyproc *p)
+ * doubling wait for GIVE_UP_S (a library mapped after the exec).  now: the
+ * time of the sample that asks (CLOCK_MONOTONIC seconds), so that the
+ * waits are the process's time, not that of a user side behind it. */
+static void advance(struct gb_pystacks *ps, struct pyproc *p, double now)
 {
 	char why[512];
-	double now = gb_mono_s();
 	enum gb_pyrt_result r;
 	int err;
 
@@ -86,6 +86,7 @@ static void advance(struct gb_pystacks *ps, struct pyproc *p)
 			if (now - p->first_try + p->wait < GIVE_UP_S)
 				return;
 			gb_info("sample: pid %d: not Python: %s", p->pid, why);
+			gb_sampler__del_python(ps->smp, p->pid);
 			p->state = P_OFF;
 			return;
 		}
@@ -102,7 +103,11 @@ static void advance(struct gb_pystacks *ps, struct pyproc *p)
 		p->state = P_CHECKING;
 	}
 	r = gb_pyruntime_check(p->pid, &p->rt, why, sizeof(why));
-	if (r == GB_PYRT_OK) {
+	if (r == GB_PYRT_GONE) {
+		gb_info("sample: pid %d: %s", p->pid, why);
+		gb_sampler__del_python(ps->smp, p->pid);
+		p->state = P_OFF;
+	} else if (r == GB_PYRT_OK) {
 		gb_info("sample: pid %d: Python %lu.%lu.%lu (%s): Python frames on", p->pid,
 			p->rt.version >> 24, (p->rt.version >> 16) & 0xff,
 			(p->rt.version >> 8) & 0xff, p->rt.module);
@@ -135,19 +140,19 @@ void gb_pystacks__look(struct gb_pystacks *ps, pid_t pid)
 	struct pyproc *p = get_proc(ps, pid);
 
 	if (p && p->state < P_PYTHON)
-		advance(ps, p);
+		advance(ps, p, gb_mono_s());
 }
 
 /* Append Python frame f of p to out. */
 static void put_py(struct gb_pystacks *ps, struct pyproc *p, const struct gb_py_frame *f,
-		   struct gb_profile_frame *out, size_t *k, size_t max)
+		   uint64_t ns, struct gb_profile_frame *out, size_t *k, size_t max)
 {
 	int line;
 	const struct gb_pyfunc *fn;
 
 	if (*k >= max)
 		return;
-	fn = gb_pycode__name(ps->code, p->pid, &p->rt, f->code, f->lasti, &line);
+	fn = gb_pycode__name(ps->code, p->pid, &p->rt, f->code, f->lasti, ns, &line);
 	if (!fn) {
 		ps->st.unnamed++;
 		return;
@@ -164,7 +169,7 @@ size_t gb_pystacks__merge(struct gb_pystacks *ps, const struct gb_sample *s,
 	size_t k = 0, j = 0, npy = 0;
 
 	if (p && p->state < P_PYTHON)
-		advance(ps, p);
+		advance(ps, p, (double)s->ns / 1e9);
 	if (p && p->state == P_PYTHON && (s->pystate & GB_PYSTATE_THREAD))
 		npy = s->npy;
 	if (npy)
@@ -172,18 +177,21 @@ size_t gb_pystacks__merge(struct gb_pystacks *ps, const struct gb_sample *s,
 	for (size_t i = 0; i < n && k < max; i++) {
 		uint64_t a = i ? pcs[i] - 1 : pcs[i];   /* a return address: its call */
 		if (j < npy && a >= p->rt.eval_start && a <= p->rt.eval_end) {
+			size_t k0 = k;
 			while (j < npy) {
 				bool entry = s->py[j].flags & GB_PYFRAME_F_ENTRY;
-				put_py(ps, p, &s->py[j++], out, &k, max);
+				put_py(ps, p, &s->py[j++], s->ns, out, &k, max);
 				if (entry)
 					break;
 			}
-			continue;
+			if (k > k0)
+				continue;
+			/* none could be named: the interpreter's frame stays */
 		}
 		out[k++] = (struct gb_profile_frame){ .addr = pcs[i], .ret = i > 0 };
 	}
 	while (j < npy)
-		put_py(ps, p, &s->py[j++], out, &k, max);
+		put_py(ps, p, &s->py[j++], s->ns, out, &k, max);
 	return k;
 }
 

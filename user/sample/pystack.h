@@ -21,7 +21,9 @@
  * libcrypto) and above stay where they are.  Python frames left when the
  * native walk ends (a truncated walk) are the callers it did not reach:
  * they go outermost.  A Python frame whose code object cannot be named
- * (freed since the sample) is left out.
+ * (freed since the sample, or the process exited before its sample was
+ * read) is left out; when none of a C frame's Python frames can be named,
+ * the _PyEval_EvalFrameDefault frame stays.
  *
  *   struct gb_pystacks *ps = gb_pystacks__new(sampler);
  *   n = gb_pystacks__merge(ps, sample, pcs, npcs, frames, max);
