@@ -218,15 +218,16 @@ flush
 # scripts/kmatrix stages) runs kmpy.py, attached with -p for 4 s; gebpf
 # reads its frame chain in the BPF program and names the code objects: the
 # folded stacks and the pprof profile must show kmpy's functions among the
-# native frames.  kmpy works for 6 s, then waits for its stdin, a fifo held
-# open until gebpf is done: gebpf reads the code objects from the process
-# as it reads the samples, which under TCG takes it far longer than the
-# samples took (a launched kmpy had exited before most were named).
+# native frames.  kmpy works until its stdin, a fifo held open until gebpf
+# is done, ends: gebpf reads the code objects from the process as it reads
+# the samples, which under TCG takes it far longer than the samples took (a
+# launched kmpy had exited before most were named), and a loaded guest may
+# take seconds to attach.
 # Its output is kept out of flush's sight (a dot file) until it has ended.
 if [ -x /usr/bin/python3.11 ]; then
 	rm -f "$O/.python.fifo"
 	mkfifo "$O/.python.fifo"
-	/usr/bin/python3.11 "$P/kmpy.py" 6 <"$O/.python.fifo" >"$O/.python.out" &
+	/usr/bin/python3.11 "$P/kmpy.py" <"$O/.python.fifo" >"$O/.python.out" &
 	kp=$!
 	exec 9>"$O/.python.fifo"
 	sleep 1
