@@ -22,8 +22,11 @@ import os
 import re
 import sys
 
+import judge_python
+
 CHECKS = ("trace", "snap", "resume", "faults", "sample", "probe", "stacks", "detach", "strict",
-          "alarm")
+          "alarm", "python")
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 # A gebpf line that reports a kernel feature the kernel lacks.  gebpf's rooms
 # phrase these as "gebpf: <what>: <feature> not supported by this kernel ..."
@@ -610,9 +613,19 @@ def judge_alarm(rdir, exp, env):
     return ("pass", "%d calls of work traced under a 1 ms timer" % calls)
 
 
+def judge_python_frames(rdir, exp, env):
+    """Debian 12's python3.11 running progs/kmpy.py under sample --folded
+    --pprof: Python frames among the native ones (judge_python.py)."""
+    c = Check(rdir, "python")
+    bad = c.failed_run()
+    if bad:
+        return bad
+    return judge_python.judge(rdir, c.err, read(os.path.join(HERE, "progs", "kmpy.py"), ""))
+
+
 JUDGES = {"trace": judge_trace, "snap": judge_snap, "resume": judge_resume, "faults": judge_faults,
           "sample": judge_sample, "probe": judge_probe, "stacks": judge_stacks, "detach": judge_detach,
-          "strict": judge_strict, "alarm": judge_alarm}
+          "strict": judge_strict, "alarm": judge_alarm, "python": judge_python_frames}
 
 
 def judge_row(rdir, exp, env):

@@ -213,5 +213,37 @@ rm -f "$O/.alarm.fifo"
 mv "$O/.alarm.out" "$O/alarm.target.out"
 flush
 
+# (10) Python frames in the sampled stacks (issue 24): Debian 12's python3.11
+# (in the guest: the interpreter, its libraries and the few stdlib files
+# scripts/kmatrix stages) runs kmpy.py, attached with -p for 4 s; gebpf
+# reads its frame chain in the BPF program and names the code objects: the
+# folded stacks and the pprof profile must show kmpy's functions among the
+# native frames.  kmpy works until its stdin, a fifo held open until gebpf
+# is done, ends: gebpf reads the code objects from the process as it reads
+# the samples, which under TCG takes it far longer than the samples took (a
+# launched kmpy had exited before most were named), and a loaded guest may
+# take seconds to attach.
+# Its output is kept out of flush's sight (a dot file) until it has ended.
+if [ -x /usr/bin/python3.11 ]; then
+	rm -f "$O/.python.fifo"
+	mkfifo "$O/.python.fifo"
+	/usr/bin/python3.11 "$P/kmpy.py" <"$O/.python.fifo" >"$O/.python.out" &
+	kp=$!
+	exec 9>"$O/.python.fifo"
+	sleep 1
+	run python 60 "$G" sample -v -p "$kp" --folded -F 499 --duration 4 -o "$O/python.folded" \
+		--pprof "$O/python.pb.gz"
+	exec 9>&-
+	wait "$kp"
+	echo $? >"$O/python.target"
+	rm -f "$O/.python.fifo"
+	mv "$O/.python.out" "$O/python.target.out"
+	flush
+else
+	echo "kmatrix: /usr/bin/python3.11: not here (scripts/kmatrix stages Debian 12's python3.11 from the host)" >"$O/python.err"
+	echo 127 >"$O/python.rc"
+	flush
+fi
+
 echo "kmatrix: smoke suite done" >&2
 [ -z "${KM_CHANNEL:-}" ] || echo "@@KM-DONE" >>"$KM_CHANNEL"

@@ -3,18 +3,22 @@ directories written the way smoke.sh and the guest's serial channel write
 them.  Run: /usr/bin/python3 -m pytest -q scripts/kmatrix.d/test_judge.py
 """
 import base64
+import gzip
 import hashlib
 import importlib.util
 import json
 import re
 import os
+import sys
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 spec = importlib.util.spec_from_file_location("judge", os.path.join(HERE, "judge.py"))
+sys.path.insert(0, HERE)  # judge.py's own modules (judge_python, pprof_decode)
 judge = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(judge)
+import judge_python  # noqa: E402
 
 EXPECT = open(os.path.join(HERE, "expect", "kmtrace.jsonl")).read()
 ENV = {"WORK_START": 0x401016, "WORK_LAST": 0x401052, "AFTER_WORK": 0x40100c, "PATTERN": 0x402000,
@@ -61,6 +65,70 @@ SHORT = "\n".join(EXPECT.splitlines()[:5]) + "\n"
 BUSY = "".join('{"t":"exec","vcpu":0,"pc":"0x%x","vt":%d}\n' % (0x401000 + i % 3 * 4, i)
                for i in range(60000)) + '{"t":"summary","insns":60000}\n'
 
+# The python check: kmpy.py under sample --folded --pprof, Python frames in
+# the native stacks as gebpf merges them (judge_python.py)
+KMPY_LINES = judge_python.func_lines(open(os.path.join(HERE, "progs", "kmpy.py")).read())
+PY_ROOT = ("_start;__libc_start_main;__libc_start_call_main;Py_BytesMain;Py_RunMain;"
+           "_PyRun_AnyFileObject;_PyRun_SimpleFileObject;python3.11+0x251770;PyEval_EvalCode;"
+           "kmpy.<module>;kmpy.work")
+PY_STACKS = [
+    (PY_ROOT + ";kmpy.sort;python3.11+0x1c7194;PyObject_CallOneArg;_PyFunction_Vectorcall;"
+     "kmpy.key;PyNumber_Remainder", 400),
+    (PY_ROOT + ";kmpy.digest;_hashlib.cpython-311-x86_64-linux-gnu.so+0x68a2;SHA256_Update;"
+     "libcrypto.so.3+0x29c41f", 150),
+    (PY_ROOT + ";kmpy.sort;python3.11+0x1c7194", 100),
+    ("_start;__libc_start_main;__libc_start_call_main;Py_BytesMain;python3.11+0x2a0000", 50),
+]
+PY_ERR = "gebpf: sample: pid 9: Python 3.11.2 (/usr/bin/python3.11): Python frames on\n" \
+    "gebpf: sample: 700 kept, 900 seen, 200 filtered in the kernel, 0 lost; 690 unwound, 10 truncated\n"
+
+
+def folded(stacks):
+    return "".join("%s %d\n" % (s, n) for s, n in stacks)
+
+
+def pb_varint(n):
+    out = bytearray()
+    while True:
+        b, n = n & 0x7f, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def pb(num, v):
+    """One protobuf field: a varint (int) or length-delimited (bytes)."""
+    if isinstance(v, int):
+        return pb_varint(num << 3) + pb_varint(v)
+    return pb_varint(num << 3 | 2) + pb_varint(len(v)) + v
+
+
+def pprof(stacks, line_of=lambda name: KMPY_LINES.get(name.split(".", 1)[1], (0,))[0] + 1
+          if name.startswith("kmpy.") else 0):
+    """A gzipped profile.proto of the folded stacks: one function and one
+    location per frame name, kmpy's frames in kmpy.py at line_of(name)."""
+    strings, funcs = [""], {}
+
+    def sid(t):
+        if t not in strings:
+            strings.append(t)
+        return strings.index(t)
+
+    body = pb(1, pb(1, sid("samples")) + pb(2, sid("count")))
+    samples = b""
+    for stack, n in stacks:
+        ids = []
+        for name in reversed(stack.split(";")):
+            if name not in funcs:
+                funcs[name] = len(funcs) + 1
+            ids.append(funcs[name])
+        samples += pb(2, pb(1, b"".join(pb_varint(i) for i in ids)) + pb(2, pb_varint(n)))
+    for name, i in funcs.items():
+        f = "/kmatrix/progs/kmpy.py" if name.startswith("kmpy.") else ""
+        body += pb(4, pb(1, i) + pb(4, pb(1, i) + pb(2, line_of(name))))
+        body += pb(5, pb(1, i) + pb(2, sid(name)) + pb(4, sid(f)))
+    body += samples + b"".join(pb(6, t.encode()) for t in strings)
+    return gzip.compress(body)
 
 
 def write_good(d):
@@ -116,7 +184,12 @@ def write_good(d):
         "strict.target": "0\n", "strict.target.out": "kmstrict ok\n",
         "alarm.rc": "0\n", "alarm.err": "", "alarm.jsonl": ALARM,
         "alarm.target": "0\n", "alarm.target.out": "kmalarm ok\n",
+        "python.rc": "0\n", "python.err": PY_ERR, "python.out": "",
+        "python.target": "0\n", "python.target.out": "kmpy ok 1234\n",
+        "python.folded": folded(PY_STACKS),
     }
+    with open(os.path.join(d, "python.pb.gz"), "wb") as f:
+        f.write(pprof(PY_STACKS))
     for name, text in files.items():
         with open(os.path.join(d, name), "w") as f:
             f.write(text)
@@ -354,7 +427,7 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
                                   done=False))
     res = verdicts(vm)
     assert res["trace"][0] == "pass"
-    for ck in ("snap", "faults", "sample", "probe", "detach", "strict", "alarm"):
+    for ck in ("snap", "faults", "sample", "probe", "detach", "strict", "alarm", "python"):
         assert res[ck][0] == "fail" and "Oops: int3" in res[ck][1]
 
 
@@ -437,3 +510,82 @@ def test_direct_trace_that_differs_fails(good):
     put(good, "trace_direct.jsonl", BUSY.replace('"vt":59990}', '"vt":5999}'))
     res = verdicts(good)
     assert res["trace"][0] == "fail" and "O_DIRECT differs" in res["trace"][1], res["trace"]
+
+
+def test_python_native_stacks_only_fails_saying_so(good):
+    """A gebpf that does not read CPython frames: the interpreter's stacks only."""
+    native = [(s.replace("kmpy.<module>;kmpy.work", "_PyEval_EvalFrameDefault")
+               .replace(";kmpy.sort", "").replace("kmpy.key", "_PyEval_EvalFrameDefault")
+               .replace(";kmpy.digest", ""), n) for s, n in PY_STACKS]
+    put(good, "python.folded", folded(native))
+    v, why = verdicts(good)["python"]
+    assert v == "fail" and "native stacks only" in why and "in 700 samples" in why, why
+    # -v's count of the code objects gebpf could not read is quoted
+    line = "gebpf: sample: Python: 1 processes, 650 samples with 0 Python frames (2000 code objects unreadable)"
+    put(good, "python.err", PY_ERR + line + "\n")
+    v, why = verdicts(good)["python"]
+    assert v == "fail" and why.endswith("(%s)" % line), why
+
+
+def test_python_missing_function_or_interleaving_fails(good):
+    put(good, "python.folded", folded([(s.replace("kmpy.digest", "kmpy.other"), n) for s, n in PY_STACKS]))
+    v, why = verdicts(good)["python"]
+    assert v == "fail" and "no kmpy.digest frame" in why, why
+    # Python frames stacked outermost, not where the interpreter runs them
+    put(good, "python.folded", folded([(";".join(sorted(s.split(";"), key=lambda f: not f.startswith("kmpy."))), n)
+                                       for s, n in PY_STACKS]))
+    v, why = verdicts(good)["python"]
+    assert v == "fail" and "from _start" in why, why
+    # key straight under sort: the native frames of the C sort lost
+    put(good, "python.folded", folded([(s.replace("python3.11+0x1c7194;PyObject_CallOneArg;_PyFunction_Vectorcall;", ""), n)
+                                       for s, n in PY_STACKS]))
+    v, why = verdicts(good)["python"]
+    assert v == "fail" and "kmpy.sort;<native" in why, why
+    # digest without libcrypto below it
+    put(good, "python.folded", folded([(s.replace("SHA256_Update;libcrypto.so.3", "python3.11"), n)
+                                       for s, n in PY_STACKS]))
+    v, why = verdicts(good)["python"]
+    assert v == "fail" and "libcrypto" in why, why
+
+
+def test_python_share_below_80_percent_fails(good):
+    stacks = PY_STACKS[:3] + [(PY_STACKS[3][0], 200)]   # 650 of 850: 76%
+    put(good, "python.folded", folded(stacks))
+    put(good, "python.err", PY_ERR.replace("700 kept", "850 kept"))
+    with open(os.path.join(str(good), "python.pb.gz"), "wb") as f:
+        f.write(pprof(stacks))
+    v, why = verdicts(good)["python"]
+    assert v == "fail" and "650 of 850 samples (76%)" in why, why
+    # ... and the folded stacks must hold every kept sample
+    put(good, "python.err", PY_ERR)
+    v, why = verdicts(good)["python"]
+    assert v == "fail" and "counts say 700 kept" in why, why
+
+
+def test_python_pprof_lines_and_samples_checked(good):
+    def write(data):
+        with open(os.path.join(str(good), "python.pb.gz"), "wb") as f:
+            f.write(data)
+    write(pprof(PY_STACKS, line_of=lambda name: 1))   # line 1: the docstring
+    v, why = verdicts(good)["python"]
+    assert v == "fail" and "pprof: kmpy." in why and "expected kmpy.py:" in why, why
+    write(pprof(PY_STACKS[:2]))
+    v, why = verdicts(good)["python"]
+    assert v == "fail" and "holds 550 samples" in why, why
+    write(b"not gzip")
+    v, why = verdicts(good)["python"]
+    assert v == "fail" and "not a gzipped profile" in why, why
+
+
+def test_python_program_must_finish_and_be_there(good):
+    put(good, "python.target.out", "")
+    v, why = verdicts(good)["python"]
+    assert v == "fail" and "kmpy ok N" in why, why
+    put(good, "python.target.out", "kmpy ok 12\n")
+    put(good, "python.target", "137\n")
+    v, why = verdicts(good)["python"]
+    assert v == "fail" and "kmpy exited 137" in why, why
+    put(good, "python.rc", "127\n")
+    put(good, "python.err", "kmatrix: /usr/bin/python3.11: not here (scripts/kmatrix stages ...)\n")
+    v, why = verdicts(good)["python"]
+    assert v == "fail" and "python3.11: not here" in why, why

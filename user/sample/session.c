@@ -266,7 +266,11 @@ static int setup(struct session *S, struct gb_sampler_opts *so)
 	so->stack_size = o->stack_size;
 	so->faults = o->faults;
 	so->python = !o->no_python && o->mode != GB_SAMPLE_LINES;
-	so->wait_exec = o->cmd != NULL;
+	/* Keep nothing until armed: a launched command until it has exec'd,
+	 * and with Python frames on, -p targets until gb_pystacks__look() has
+	 * registered them (the BPF program reads the frames of registered
+	 * processes only: a sample kept before has none). */
+	so->wait_exec = o->cmd != NULL || (so->python && S->ntargets > 0);
 	so->has_range = o->range.kind != GB_RANGE_NONE;
 	if (o->range.kind == GB_RANGE_ADDR) {
 		so->start = o->range.has_start ? o->range.start : 0;
