@@ -58,6 +58,8 @@ uname -r >"$O/kernel"
 	[ -r /sys/kernel/btf/vmlinux ] && echo "btf=yes" || echo "btf=no"
 	[ -d /sys/kernel/tracing/events ] || [ -d /sys/kernel/debug/tracing/events ] &&
 		echo "tracefs=yes" || echo "tracefs=no"
+	# rdfsbase for the patch trap's owner check: a hypervisor may hide it
+	grep -qw fsgsbase /proc/cpuinfo && echo "fsgsbase=yes" || echo "fsgsbase=no"
 } >"$O/features"
 flush
 

@@ -589,3 +589,18 @@ def test_python_program_must_finish_and_be_there(good):
     put(good, "python.err", "kmatrix: /usr/bin/python3.11: not here (scripts/kmatrix stages ...)\n")
     v, why = verdicts(good)["python"]
     assert v == "fail" and "python3.11: not here" in why, why
+
+
+def test_patch_trap_without_fsgsbase_passes_when_said(good):
+    """A CPU that hides FSGSBASE (features: fsgsbase=no): the entry blocks
+    have no owner check, and -v must say why."""
+    put(good, "features", "btf=yes\ntracefs=yes\nfsgsbase=no\n")
+    for name in ("trace_patch", "trace_patch_exec"):
+        put(good, name + ".err", "gebpf: patch trap: 2 entries patched, 0 probed, threads run "
+            "natively\ngebpf: patch trap: no owner check in the entry blocks (no FSGSBASE)\n")
+    v, why = verdicts(good)["trace"]
+    assert v == "pass" and "hides FSGSBASE" in why, why
+    put(good, "trace_patch.err", "gebpf: patch trap: 2 entries patched, 0 probed, threads run "
+        "natively\n")
+    v, why = verdicts(good)["trace"]
+    assert v == "fail" and "no FSGSBASE here" in why, why
