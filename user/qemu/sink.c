@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "record/numfmt.h"
 #include "record/zframes.h"
 
 #define BUF_BYTES (8u << 20)
@@ -31,43 +32,14 @@ struct gb_qsink {
 	uint64_t buf_lines;           /* lines in buf */
 };
 
-static const char pairs[] =
-	"000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
-	"202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
-	"404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
-	"606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
-	"808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
-	"a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
-	"c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
-	"e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
-
-/* "0x1f": lower case, no leading zeros. */
 static inline char *put_hex(char *p, uint64_t v)
 {
-	int n = v ? (67 - __builtin_clzll(v)) / 4 : 1;
-	char *q = p + 2 + n;
-	p[0] = '0';
-	p[1] = 'x';
-	for (; v >= 16; v >>= 8) {
-		q -= 2;
-		memcpy(q, pairs + (v & 255) * 2, 2);
-	}
-	if (q > p + 2)
-		*--q = "0123456789abcdef"[v];
-	return p + 2 + n;
+	return p + gb_numfmt_hex(p, v);
 }
 
 static inline char *put_dec(char *p, uint64_t v)
 {
-	char t[24];
-	int n = 0;
-	do {
-		t[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	while (n)
-		*p++ = t[--n];
-	return p;
+	return p + gb_numfmt_dec(p, v);
 }
 
 #define PUT(p, lit) (memcpy((p), (lit), sizeof(lit) - 1), (p) + sizeof(lit) - 1)

@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "record/lines.h"
+#include "record/numfmt.h"
 
 #define LINE_MAX_LEN 160
 /* Bytes taken at once from the writer in a batch (gb_jsonl__batch). */
@@ -38,61 +39,7 @@ struct gb_jsonl {
 	bool budget_said;   /* the budget's warning was printed */
 };
 
-int gb_fmt_hex(char *buf, uint64_t v)
-{
-	static const char digits[] = "0123456789abcdef";
-	static const char pairs[] =
-		"000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
-		"202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
-		"404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
-		"606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
-		"808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
-		"a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
-		"c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
-		"e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
-	int n = v ? (67 - __builtin_clzll(v)) / 4 : 1;
-	char *p = buf + 2 + n;
-	buf[0] = '0';
-	buf[1] = 'x';
-	for (; v >= 16; v >>= 8) { /* two digits at a time */
-		p -= 2;
-		memcpy(p, pairs + (v & 255) * 2, 2);
-	}
-	if (p > buf + 2)
-		*--p = digits[v];
-	return n + 2;
-}
 
-static int fmt_dec(char *buf, uint64_t v)
-{
-	static const char pairs[] =
-		"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-		"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-		"8081828384858687888990919293949596979899";
-	static const uint64_t pow10[19] = {
-		10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull, 100000000ull,
-		1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull,
-		10000000000000ull, 100000000000000ull, 1000000000000000ull,
-		10000000000000000ull, 100000000000000000ull, 1000000000000000000ull,
-		10000000000000000000ull };
-	int n = 1;
-	while (n < 20 && v >= pow10[n - 1])
-		n++;
-	char *p = buf + n;
-	while (v >= 100) {
-		unsigned k = (unsigned)(v % 100) * 2;
-		v /= 100;
-		*--p = pairs[k + 1];
-		*--p = pairs[k];
-	}
-	if (v >= 10) {
-		*--p = pairs[v * 2 + 1];
-		*--p = pairs[v * 2];
-	} else {
-		*--p = (char)('0' + v);
-	}
-	return n;
-}
 
 struct gb_jsonl *gb_jsonl__new(int fd, const struct gb_jsonl_opts *o)
 {
@@ -177,7 +124,7 @@ static inline int fmt_small(char *buf, uint32_t v)
 		*buf = (char)('0' + v);
 		return 1;
 	}
-	return fmt_dec(buf, v);
+	return gb_numfmt_dec(buf, v);
 }
 
 /* vt's digits and the line's end, from the last ones when vt is one more. */
@@ -197,7 +144,7 @@ static void tail_vt(struct tail *t, uint64_t vt)
 			s[n++] = '0';
 		}
 	} else {
-		n = fmt_dec(s, vt);
+		n = gb_numfmt_dec(s, vt);
 	}
 	s[n] = '}';
 	s[n + 1] = '\n';
@@ -213,7 +160,7 @@ static inline const struct tail *tail_for(struct gb_jsonl *w, uint64_t pc, uint6
 	if (!t->valid || t->pc != pc) {
 		char *p = t->pc_s;
 		PUT(",\"pc\":\"");
-		p += gb_fmt_hex(p, pc);
+		p += gb_numfmt_hex(p, pc);
 		PUT("\",\"vt\":");
 		t->pc_n = (unsigned)(p - t->pc_s);
 		t->pc = pc;
@@ -264,7 +211,7 @@ void gb_jsonl__mem(struct gb_jsonl *w, bool write, uint32_t vcpu, uint64_t addr,
 		PUT("{\"t\":\"read\",\"vcpu\":");
 	p += fmt_small(p, vcpu);
 	PUT(",\"addr\":\"");
-	p += gb_fmt_hex(p, addr);
+	p += gb_numfmt_hex(p, addr);
 	PUT("\",\"size\":");
 	p += fmt_small(p, size);
 	end_pc_vt(w, p0, p, pc, vt);
@@ -278,15 +225,15 @@ void gb_jsonl__fault(struct gb_jsonl *w, uint32_t vcpu, uint64_t addr, uint64_t 
 	if (!p)
 		return;
 	PUT("{\"t\":\"fault\",\"vcpu\":");
-	p += fmt_dec(p, vcpu);
+	p += gb_numfmt_dec(p, vcpu);
 	PUT(",\"addr\":\"");
-	p += gb_fmt_hex(p, addr);
+	p += gb_numfmt_hex(p, addr);
 	PUT("\",\"pc\":\"");
-	p += gb_fmt_hex(p, pc);
+	p += gb_numfmt_hex(p, pc);
 	PUT("\",\"err\":\"");
-	p += gb_fmt_hex(p, err);
+	p += gb_numfmt_hex(p, err);
 	PUT("\",\"vt\":");
-	p += fmt_dec(p, vt);
+	p += gb_numfmt_dec(p, vt);
 	PUT("}\n");
 	done(w, p0, p);
 }
@@ -298,20 +245,20 @@ static size_t fmt_summary(void *ctx, char *p0)
 	gb_jsonl__counts(w, &c);
 	char *p = p0;
 	PUT("{\"t\":\"summary\",\"insns\":");
-	p += fmt_dec(p, c.insns);
+	p += gb_numfmt_dec(p, c.insns);
 	PUT(",\"mem\":");
-	p += fmt_dec(p, c.reads + c.writes);
+	p += gb_numfmt_dec(p, c.reads + c.writes);
 	PUT(",\"events\":");
-	p += fmt_dec(p, c.events);
+	p += gb_numfmt_dec(p, c.events);
 	PUT(",\"dropped\":");
-	p += fmt_dec(p, c.dropped);
+	p += gb_numfmt_dec(p, c.dropped);
 	if (w->o.exec)
 		PUT(",\"exec\":true,\"start\":");
 	else
 		PUT(",\"exec\":false,\"start\":");
 	if (w->o.has_start) {
 		*p++ = '"';
-		p += gb_fmt_hex(p, w->o.start);
+		p += gb_numfmt_hex(p, w->o.start);
 		*p++ = '"';
 	} else {
 		PUT("null");
@@ -319,14 +266,14 @@ static size_t fmt_summary(void *ctx, char *p0)
 	PUT(",\"end\":");
 	if (w->o.has_end) {
 		*p++ = '"';
-		p += gb_fmt_hex(p, w->o.end);
+		p += gb_numfmt_hex(p, w->o.end);
 		*p++ = '"';
 	} else {
 		PUT("null");
 	}
 	if (w->o.faults) {
 		PUT(",\"faults\":");
-		p += fmt_dec(p, c.faults);
+		p += gb_numfmt_dec(p, c.faults);
 	}
 	PUT("}\n");
 	return (size_t)(p - p0);

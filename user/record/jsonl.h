@@ -83,7 +83,4 @@ const char *gb_jsonl__failure(const struct gb_jsonl *w, char *buf, size_t len);
 void gb_jsonl__counts(const struct gb_jsonl *w, struct gb_jsonl_counts *c);
 void gb_jsonl__free(struct gb_jsonl *w);
 
-/* "0x1f" into buf (no leading zeros, lower case); returns the length. */
-int gb_fmt_hex(char *buf, uint64_t v);
-
 #endif

@@ -1,7 +1,6 @@
 /* Whole lines, summary last, never a blocked producer: see lines.h. */
 #include "record/lines.h"
 
-#include <emmintrin.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -20,6 +19,7 @@
 #include "common/log.h"
 #include "common/sigflag.h"
 #include "record/lines_int.h"
+#include "record/numfmt.h"
 #include "record/wmode.h"
 
 /* The clock in signed nanoseconds: progress_ns is written by the writer
@@ -29,29 +29,6 @@ long long gb_lines_mono_ns(void)
 	return (long long)gb_mono_ns();
 }
 
-/* Newlines in p[0..n): 16 bytes at a time, each match a byte of -1
- * subtracted into a byte accumulator summed every 255 rounds (a memchr per
- * line was a tenth of the trace writer's time under the patch trap's ~4 M
- * lines/s; x86-64 without -mpopcnt has no cheap popcount). */
-static uint64_t count_lines(const char *p, size_t n)
-{
-	const __m128i nl = _mm_set1_epi8('\n'), zero = _mm_setzero_si128();
-	uint64_t k = 0;
-	size_t i = 0;
-	while (i + 16 <= n) {
-		size_t end = n - i > 16 * 255 ? i + 16 * 255 : n;
-		__m128i acc = zero;
-		for (; i + 16 <= end; i += 16) {
-			__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
-			acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(v, nl));
-		}
-		__m128i s = _mm_sad_epu8(acc, zero);
-		k += (uint64_t)_mm_cvtsi128_si64(s) + (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(s, s));
-	}
-	for (; i < n; i++)
-		k += p[i] == '\n';
-	return k;
-}
 
 /* Remember the line ends of buf[0..len), written at file_off. */
 static void note_ends(struct gb_lines *w, const char *buf, size_t len)
@@ -66,7 +43,7 @@ static void note_ends(struct gb_lines *w, const char *buf, size_t len)
 	for (int j = 0; j < k; j++)
 		w->ends[keep + j] = fresh[k - 1 - j];
 	w->nends = keep + k;
-	w->nlines += count_lines(buf, len);
+	w->nlines += gb_numfmt_lines(buf, len);
 	w->file_off += (off_t)len;
 }
 
@@ -188,7 +165,7 @@ static void settle(struct gb_lines *w, size_t len, size_t done, size_t from, off
 	else if (keep < done)
 		keep = done;
 	note_ends(w, w->out + from, keep - from);
-	w->lost += count_lines(w->out + keep, len - keep);
+	w->lost += gb_numfmt_lines(w->out + keep, len - keep);
 }
 
 static void *writer_main(void *arg)
@@ -233,7 +210,7 @@ static void *writer_main(void *arg)
 		}
 		if (err && !w->err) {
 			w->err = err;
-			w->lost += count_lines(w->fill + w->carry, w->fill_len - w->carry);
+			w->lost += gb_numfmt_lines(w->fill + w->carry, w->fill_len - w->carry);
 			w->fill_len = w->carry = 0;
 		}
 		w->out_len = 0;
@@ -432,7 +409,7 @@ int gb_lines__finish(struct gb_lines *w, gb_lines_summary_fn fn, void *ctx)
 		w->stalled_for = (double)(gb_lines_mono_ns() - atomic_load(&w->progress_ns)) / 1e9;
 	stop_writer(w);
 	/* What the writer never took (the output stalled) is lost. */
-	w->lost += count_lines(w->fill + w->carry, w->fill_len - w->carry);
+	w->lost += gb_numfmt_lines(w->fill + w->carry, w->fill_len - w->carry);
 	w->fill_len = w->carry = 0;
 	atomic_store(&w->quit, false); /* put_summary's poll */
 	int first = w->err;

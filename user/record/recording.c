@@ -14,6 +14,7 @@
 #include "common/grow.h"
 #include "common/log.h"
 #include "common/version.h"
+#include "record/numfmt.h"
 
 #define TRACE_TMP ".trace.jsonl.tmp"
 #define META_TMP ".meta.json.tmp"
@@ -241,7 +242,7 @@ static cJSON *hex_or_null(bool has, uint64_t v)
 	char buf[24];
 	if (!has)
 		return cJSON_CreateNull();
-	int n = gb_fmt_hex(buf, v);
+	int n = gb_numfmt_hex(buf, v);
 	buf[n] = 0;
 	return cJSON_CreateString(buf);
 }

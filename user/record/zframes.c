@@ -1,12 +1,12 @@
 /* Lines into zstd frames with a seek table: see zframes.h. */
 #include "zframes.h"
+#include "numfmt.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
 #ifdef __SSE2__
-#include <emmintrin.h>
 #endif
 
 #define MAX_FRAME_BYTES (1u << 30) /* keeps a frame's sizes in the table's u32 */
@@ -30,28 +30,6 @@ struct gb_zframes {
 	int dead;                  /* libzstd failed */
 };
 
-/* Newlines in p[0..n). */
-static uint64_t count_nl(const char *p, size_t n)
-{
-	uint64_t k = 0;
-	size_t i = 0;
-#ifdef __SSE2__
-	const __m128i nl = _mm_set1_epi8('\n'), zero = _mm_setzero_si128();
-	while (i + 16 <= n) {
-		size_t end = n - i > 16 * 255 ? i + 16 * 255 : n;
-		__m128i acc = zero;
-		for (; i + 16 <= end; i += 16) {
-			__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
-			acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(v, nl));
-		}
-		__m128i s = _mm_sad_epu8(acc, zero);
-		k += (uint64_t)_mm_cvtsi128_si64(s) + (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(s, s));
-	}
-#endif
-	for (; i < n; i++)
-		k += p[i] == '\n';
-	return k;
-}
 
 static int reserve_out(struct gb_zframes *z, size_t more)
 {
@@ -176,7 +154,7 @@ int gb_zframes__write(struct gb_zframes *z, const void *buf, size_t len)
 		if (e)
 			return first ? first : e;
 		z->in_bytes += n;
-		z->lines += count_nl(p, n);
+		z->lines += gb_numfmt_lines(p, n);
 		p += n;
 		len -= n;
 		if (end && (e = gb_zframes__end_frame(z)) && !first)
