@@ -374,19 +374,22 @@ def test_forgets_exited_processes(gebpf, tmp_path):
 
 
 def test_full_disk_drops_periods_goes_on_and_fails(gebpf, tmp_path):
-    """A profile that cannot be written (a 16 KiB tmpfs; -a profiles are
-    mostly larger) is reported, sampling goes on to the next period, no
+    """A profile that cannot be written (a 4 KiB tmpfs; the profiles of a
+    busy python3, with its interpreter's names, are larger) is reported, sampling goes on to the next period, no
     temporary file stays, and the run exits 1 saying how many were not
     written."""
     need_bpf()
     d = tmp_path / "small"
     d.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(d)],
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(d)],
                        capture_output=True, text=True)
     if r.returncode:
         pytest.skip("cannot mount a small tmpfs: " + r.stderr.strip())
     try:
-        r = sample(["-a", "--every", "1", "--duration", "3.5", "--pprof-dir", d])
+        # a target of its own, busy all along (-a on an idle machine had
+        # profiles small enough to fit)
+        r = sample(["--every", "1", "--duration", "3.5", "--pprof-dir", d, "--",
+                    "/usr/bin/python3", "-c", "while True: pass"])
         listing = os.listdir(str(d))
     finally:
         subprocess.run(["umount", str(d)])
