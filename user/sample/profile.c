@@ -169,55 +169,65 @@ static void name_loc(struct gb_profile *p, struct gb_profile_loc *l)
 	l->mod_end = fi.mod_end;
 }
 
+/* The location of key: *id is its id (0 on ENOMEM).  The first time, the
+ * location is added zeroed and returned for its caller to fill in; NULL
+ * when it was there already (or on ENOMEM). */
+static struct gb_profile_loc *loc_add(struct gb_profile *p, const struct loc_key *key,
+				      uint64_t *id)
+{
+	uint64_t *slot = tab_get(&p->loc_index, key, sizeof(*key));
+
+	*id = 0;
+	if (!slot)
+		return NULL;
+	if (*slot) {
+		*id = *slot;
+		return NULL;
+	}
+	if (GB_GROW(&p->locs, &p->loccap, p->nlocs + 1))
+		return NULL;
+	struct gb_profile_loc *l = &p->locs[p->nlocs];
+	memset(l, 0, sizeof(*l));
+	*id = *slot = ++p->nlocs;
+	return l;
+}
+
 /* The id of a location, named the first time.  0 on ENOMEM. */
 static uint64_t loc_id(struct gb_profile *p, pid_t pid, uint64_t addr, bool kernel, bool ret)
 {
 	struct loc_key key = { .pid = kernel ? 0 : pid, .kernel = kernel, .addr = addr };
-	uint64_t *id;
+	uint64_t id;
 
 	/* A return address and a pc at the same address name different
 	 * instructions: keep them apart. */
 	key.kernel |= ret ? 2 : 0;
-	id = tab_get(&p->loc_index, &key, sizeof(key));
-	if (!id)
-		return 0;
-	if (*id)
-		return *id;
-	if (GB_GROW(&p->locs, &p->loccap, p->nlocs + 1))
-		return 0;
-	struct gb_profile_loc *l = &p->locs[p->nlocs];
-	memset(l, 0, sizeof(*l));
-	l->addr = addr;
-	l->pid = key.pid;
-	l->kernel = kernel;
-	l->ret = ret;
-	name_loc(p, l);
-	*id = ++p->nlocs;
-	return *id;
+	struct gb_profile_loc *l = loc_add(p, &key, &id);
+	if (l) {
+		l->addr = addr;
+		l->pid = key.pid;
+		l->kernel = kernel;
+		l->ret = ret;
+		name_loc(p, l);
+	}
+	return id;
 }
 
 /* The id of a Python location, named the first time.  0 on ENOMEM. */
 static uint64_t py_loc_id(struct gb_profile *p, pid_t pid, const struct gb_pyfunc *f, int line)
 {
 	struct loc_key key = { .pid = pid, .kernel = 4, .addr = f->id, .line = line };
-	uint64_t *id = tab_get(&p->loc_index, &key, sizeof(key));
+	uint64_t id;
+	struct gb_profile_loc *l = loc_add(p, &key, &id);
 
-	if (!id)
-		return 0;
-	if (*id)
-		return *id;
-	if (GB_GROW(&p->locs, &p->loccap, p->nlocs + 1))
-		return 0;
-	struct gb_profile_loc *l = &p->locs[p->nlocs];
-	memset(l, 0, sizeof(*l));
-	l->pid = pid;
-	l->python = true;
-	l->func = dup_or_null(f->name);
-	l->file = dup_or_null(f->file);
-	l->line = line;
-	l->start_line = f->first_line;
-	*id = ++p->nlocs;
-	return *id;
+	if (l) {
+		l->pid = pid;
+		l->python = true;
+		l->func = dup_or_null(f->name);
+		l->file = dup_or_null(f->file);
+		l->line = line;
+		l->start_line = f->first_line;
+	}
+	return id;
 }
 
 /* Room for a key of n ids. */
