@@ -128,7 +128,16 @@ def test_timer_keeps_pace(engine, trap, mode, least, floor, one_call, untraced, 
     # The trace keeps growing: before, 0 or one call (14,004) in 3 s.
     assert traced >= least, "only %d whole calls traced in %.1f s (%d instructions)" % (
         traced, TRACE_S, summary["insns"])
-    assert re.search(r"[1-9]\d* signal handlers run natively", r.stderr), r.stderr[-2000:]
+    # A handler is run natively when a tick lands while the owner is inside
+    # the range.  Stepped, it is inside for seconds; translated, a call takes
+    # some 100 us, so whether one of the ~20 calls met a tick is chance (no
+    # tick in translated code: the run in CI of 2969000): then the handlers
+    # all began outside the range, with nothing to run natively.
+    in_range = engine == "step" or re.search(r"signal 14 in translated code", r.stderr)
+    if in_range:
+        assert re.search(r"[1-9]\d* signal handlers run natively", r.stderr), r.stderr[-2000:]
+    else:
+        print("no tick landed in translated code: no handler began in the range")
     # The program keeps its pace (SECS of work, TRACE_S of it traced).
     assert units >= floor * base, "traced %d units, untraced %d" % (units, base)
     assert checksum == checksum_of(calls)
