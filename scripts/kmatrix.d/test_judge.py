@@ -232,7 +232,7 @@ def test_patch_trap_not_used_fails(good):
 
 def test_patch_trap_without_the_owner_check_fails(good):
     put(good, "trace_patch.err", "gebpf: patch trap: 2 entries patched, 0 probed, threads run "
-        "natively\ngebpf: patch trap: no owner check in the entry blocks (no FSGSBASE)\n")
+        "natively\ngebpf: patch trap: the owner check in 0 of 2 entry blocks\n")
     v, why = verdicts(good)["trace"]
     assert v == "fail" and "no owner check" in why
 
@@ -591,16 +591,21 @@ def test_python_program_must_finish_and_be_there(good):
     assert v == "fail" and "python3.11: not here" in why, why
 
 
-def test_patch_trap_without_fsgsbase_passes_when_said(good):
+def test_patch_trap_without_fsgsbase_checks_by_fs0(good):
     """A CPU that hides FSGSBASE (features: fsgsbase=no): the entry blocks
-    have no owner check, and -v must say why."""
-    put(good, "features", "btf=yes\ntracefs=yes\nfsgsbase=no\n")
+    check the owner by the TCB at fs:0, and -v must say so; it must not say
+    so where the CPU has FSGSBASE."""
+    tcb = ("gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\n"
+           "gebpf: patch trap: the owner check in 2 of 2 entry blocks (by the TCB at fs:0: "
+           "no FSGSBASE)\n")
     for name in ("trace_patch", "trace_patch_exec"):
-        put(good, name + ".err", "gebpf: patch trap: 2 entries patched, 0 probed, threads run "
-            "natively\ngebpf: patch trap: no owner check in the entry blocks (no FSGSBASE)\n")
+        put(good, name + ".err", tcb)
+    v, why = verdicts(good)["trace"]
+    assert v == "fail" and "fsgsbase=yes" in why, why
+    put(good, "features", "btf=yes\ntracefs=yes\nfsgsbase=no\n")
     v, why = verdicts(good)["trace"]
     assert v == "pass" and "hides FSGSBASE" in why, why
     put(good, "trace_patch.err", "gebpf: patch trap: 2 entries patched, 0 probed, threads run "
-        "natively\n")
+        "natively\ngebpf: patch trap: the owner check in 2 of 2 entry blocks\n")
     v, why = verdicts(good)["trace"]
-    assert v == "fail" and "no FSGSBASE here" in why, why
+    assert v == "fail" and "fsgsbase=no" in why, why

@@ -397,43 +397,55 @@ Test(jit_unwind, a_thread_asleep_in_the_acquire_goes_back_to_its_entry)
 	cr_assert_eq(gb_jit__ring_next(jit, &pos, 0, 0, &rec), 0, "no record: it never entered");
 }
 
-/* The owner check (user/jit/owner.c): the child's stack read through this. */
+/* The owner check (user/jit/owner.c): the child's stack read through this
+ * (this process's memory before there is a child: the key at fs:0, which
+ * the forked child has too). */
 static int read_child(void *ctx, uint64_t addr, void *buf, size_t n)
 {
 	struct iovec l = { buf, n }, r = { (void *)(uintptr_t)addr, n };
 	(void)ctx;
-	return process_vm_readv(cur_child, &l, 1, &r, 1, 0) == (ssize_t)n ? 0 : -1;
+	return process_vm_readv(cur_child ? cur_child : getpid(), &l, 1, &r, 1, 0) == (ssize_t)n
+		       ? 0 : -1;
 }
 
-/* A translator over [lo, end) with the owner check, area 0's owner fs
- * base fs_delta off this thread's (the forked child's is the same). */
-static void open_checked_over(const void *lo, const void *end, long fs_delta)
+/* Another thread's TCB, as the TLS ABI has it: its first word points to
+ * itself. */
+static uint64_t other_tcb[8];
+
+/* A translator over [lo, end) with the owner check (tcb: its fs:0 form,
+ * for CPUs without FSGSBASE), area 0's owner this thread (the forked
+ * child's fs base is the same) or, when !owner, another: an fs base 0x1000
+ * off this thread's, or with tcb a TCB of its own. */
+static void open_checked_over(const void *lo, const void *end, bool owner, bool tcb)
 {
-	if (!(getauxval(AT_HWCAP2) & (1 << 1)))
-		cr_skip_test("no FSGSBASE (rdfsbase) here");
+	if (!tcb && !(getauxval(AT_HWCAP2) & (1 << 1)))
+		cr_skip_test("no FSGSBASE (rdfsbase) here (the fs:0 form of the test runs)");
 	mem = jit_map_near_as((uint64_t)lo, true);
 	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = 200, .owner_check = true,
-				 .read = read_child };
+				 .owner_tcb = tcb, .read = read_child };
 	jit = gb_jit__new_opts(&mem, (uint64_t)lo, (uint64_t)end - 1, &o);
 	cr_assert_not_null(jit);
 	cr_assert_eq(syscall(SYS_arch_prctl, ARCH_SET_GS, gb_jit__tls(jit, 0)), 0);
 	unsigned long fs = 0;
 	cr_assert_eq(syscall(SYS_arch_prctl, ARCH_GET_FS, &fs), 0);
-	gb_jit__area_fs(jit, 0, fs + (unsigned long)fs_delta);
+	cr_assert_eq(*(unsigned long *)fs, fs, "glibc's TCB self-pointer at fs:0");
+	cur_child = 0;
+	other_tcb[0] = (uint64_t)other_tcb;
+	gb_jit__area_fs(jit, 0, owner ? fs : tcb ? (uint64_t)other_tcb : fs + 0x1000);
 }
 
-static uint64_t open_checked(long fs_delta)
+static uint64_t open_checked(bool owner, bool tcb)
 {
-	open_checked_over(uw_f, uw_f_end, fs_delta);
+	open_checked_over(uw_f, uw_f_end, owner, tcb);
 	uint64_t e = gb_jit__entry(jit, (uint64_t)uw_f, jit_fetch, NULL);
 	cr_assert_neq(e, 0);
 	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)uw_f, jit_fetch, NULL), 0);
 	return e;
 }
 
-Test(jit_unwind, the_owner_check_at_every_step)
+static void owner_every_step(bool tcb)
 {
-	uint64_t e = open_checked(0);
+	uint64_t e = open_checked(true, tcb);
 	int held = 0, kinds[8] = { 0 };
 	int k = every_step(e, &held, kinds);
 	cr_assert_gt(k, 300, "only %d steps in the cache", k);
@@ -442,9 +454,9 @@ Test(jit_unwind, the_owner_check_at_every_step)
 	cr_assert_eq(kinds[GB_JIT_NS_NATIVE], 0, "the owner ran the native copy");
 }
 
-Test(jit_unwind, a_thread_not_the_areas_owner_runs_the_entry_natively)
+static void not_owner_entry(bool tcb)
 {
-	uint64_t e = open_checked(0x1000);
+	uint64_t e = open_checked(false, tcb);
 	int held = 0, kinds[8] = { 0 };
 	int k = every_step(e, &held, kinds);
 	cr_assert_eq(held, 0, "it took the lock");
@@ -453,13 +465,13 @@ Test(jit_unwind, a_thread_not_the_areas_owner_runs_the_entry_natively)
 	cr_assert_eq(gb_jit__ring_used(jit), 0, "it wrote records");
 }
 
-Test(jit_unwind, a_thread_not_the_owner_runs_relocated_calls_and_branches_at_every_step)
+static void not_owner_relocated(bool tcb)
 {
 	static uint8_t *const f[] = { uw_bcall, uw_bjcc, uw_bjnz, uw_bjmp, uw_bloop };
 	/* its stops in the copy: push + jmp; cmp + jcc + jmp; test + jcc + the jump
 	 * back; jmp; mov + (loop + jmp) x 2 + loop + jmp short + the jump back */
 	static const int native[] = { 2, 3, 3, 1, 8 };
-	open_checked_over(uw_br, uw_br_end, 0x1000);
+	open_checked_over(uw_br, uw_br_end, false, tcb);
 	for (unsigned i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
 		uint64_t e = gb_jit__entry(jit, (uint64_t)f[i], jit_fetch, NULL);
 		cr_assert_neq(e, 0, "function %u: no entry block", i);
@@ -477,4 +489,20 @@ Test(jit_unwind, a_thread_not_the_owner_runs_relocated_calls_and_branches_at_eve
 	cr_assert_eq(js.owner_checks, js.entries, "%lu of %lu entries checked",
 		     (unsigned long)js.owner_checks, (unsigned long)js.entries);
 	uw_fn = (long (*)(long))(uintptr_t)uw_f;
+}
+
+Test(jit_unwind, the_owner_check_at_every_step) { owner_every_step(false); }
+Test(jit_unwind, the_owner_check_by_fs0_at_every_step) { owner_every_step(true); }
+Test(jit_unwind, a_thread_not_the_areas_owner_runs_the_entry_natively) { not_owner_entry(false); }
+Test(jit_unwind, by_fs0_a_thread_not_the_areas_owner_runs_the_entry_natively)
+{
+	not_owner_entry(true);
+}
+Test(jit_unwind, a_thread_not_the_owner_runs_relocated_calls_and_branches_at_every_step)
+{
+	not_owner_relocated(false);
+}
+Test(jit_unwind, by_fs0_a_thread_not_the_owner_runs_relocated_calls_and_branches_at_every_step)
+{
+	not_owner_relocated(true);
 }

@@ -192,7 +192,7 @@ _Static_assert(GB_JIT_MISS_LOG == 256, "the miss log's index is a byte (movzx)")
 #define T_LFLG 104   /* flags saved by the lock's routines (lahf/seto) */
 #define T_TICKET 112 /* the ticket taken (acquire) or now served (release) */
 #define T_WADDR 120  /* the ticket's wait word (a futex call's address) */
-#define T_NEGFS 128  /* minus its owner's fs base (owner.c) */
+#define T_NEGFS 128  /* minus its owner's key, its fs base or fs:0 (owner.c) */
 /* A stretch marker's ring word: instruction ids are below it. */
 #define NS_MARK   0x8000000000000000ull
 #define NS_MARK_K 0xffffull

@@ -74,10 +74,14 @@ struct gb_jit_opts {
 	 * the one gb_jit__area_fs registered) before they touch the area: a
 	 * thread that is not (one made when nobody gave it an area: gebpf's
 	 * worker gone) runs the entry's instructions natively from a copy.
-	 * Needs rdfsbase (the kernel's FSGSBASE: AT_HWCAP2 bit 1), and read
-	 * (the target's memory) for gb_jit__unwind of a thread in the check,
-	 * whose rax and rcx are on its stack below the red zone. */
+	 * Needs read (the target's memory) for gb_jit__unwind of a thread in
+	 * the check, whose rax and rcx are on its stack below the red zone.
+	 * The owner's key is its fs base, read with rdfsbase (the kernel's
+	 * FSGSBASE: AT_HWCAP2 bit 1); owner_tcb: where that is missing, the
+	 * word at fs:0 (the TLS ABI's TCB self-pointer), which
+	 * gb_jit__area_fs then reads through read. */
 	bool owner_check;
+	bool owner_tcb;
 	int (*read)(void *ctx, uint64_t addr, void *buf, size_t n);   /* 0 or -1 */
 	void *read_ctx;
 };
@@ -149,7 +153,10 @@ uint64_t gb_jit__enter_held(struct gb_jit *j, unsigned k, uint64_t pc, gb_jit_fe
  * it with the fs base registered for k here (0 until registered).
  * gs-relative accesses are never translated in this mode (gs is the
  * cache's): such an instruction is not translatable (gb_jit__entry /
- * gb_jit__translate_from fail, the patch planner says CANNOT_MOVE). */
+ * gb_jit__translate_from fail, the patch planner says CANNOT_MOVE).  It
+ * also names the area's owner for the owner check (owner.c): its fs base,
+ * or with owner_tcb the word the target holds at it (0 for an fs base 0;
+ * the fs base itself when that word cannot be read). */
 void gb_jit__area_fs(struct gb_jit *j, unsigned k, uint64_t fs_base);
 /* A clone's child gets area child: a copy of area parent's bytes (it may
  * be inside the cache, after an in-range clone), except what names the

@@ -137,8 +137,11 @@ void gb_jit__area_fs(struct gb_jit *j, unsigned k, uint64_t fs_base)
 {
 	if (k >= GB_JIT_TLS_COUNT)
 		return;
+	uint64_t key = fs_base, tcb;
+	if (j->o.owner_tcb && fs_base && j->o.read && !j->o.read(j->o.read_ctx, fs_base, &tcb, 8))
+		key = tcb;
 	j->fs[k] = fs_base;
-	*area(j, k, T_NEGFS) = -fs_base; /* (owner.c) */
+	*area(j, k, T_NEGFS) = -key; /* (owner.c) */
 }
 
 void gb_jit__area_clone(struct gb_jit *j, unsigned child, unsigned parent)

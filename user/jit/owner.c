@@ -11,19 +11,31 @@
  * Before the check no register is free and the area may be another
  * thread's, so the two it needs are saved on the thread's own stack, below
  * the ABI's 128-byte red zone (memory a signal frame may overwrite at any
- * instruction: the program keeps nothing there).  The owner is named by
- * its fs base (each thread's own: its TLS), the area holding its negation
- * (T_NEGFS, written by gb_jit__area_fs), so that an lea and a jrcxz
- * compare it without touching the flags:
+ * instruction: the program keeps nothing there).  The owner is named by a
+ * key of its own, the area holding its negation (T_NEGFS, written by
+ * gb_jit__area_fs), so that an lea and a jrcxz compare it without touching
+ * the flags.  The key is the thread's fs base (its TLS: each thread's own),
+ * read with rdfsbase where the kernel and the CPU have FSGSBASE (Linux 5.9,
+ * AT_HWCAP2); elsewhere (a CPU or a hypervisor that hides it) it is the
+ * word at fs:0, which the x86-64 TLS ABI makes the thread's own TCB
+ * address (glibc's and musl's self-pointer: equal to the fs base), the
+ * area holding the word its owner had there (gb_jit__area_fs reads it).  An
+ * owner without an fs base (a program without TLS, or before it set it up)
+ * has the key 0, and the check then ends at its first jrcxz, with no load
+ * from fs:0 (which would fault): a thread it makes without a TLS of its own
+ * has the same fs base, so rdfsbase could not tell them apart either.
  *
  *   lea rsp, [rsp-256]; mov [rsp], rax; mov [rsp+8], rcx
- *   rdfsbase rax; mov rcx, gs:[T_NEGFS]; lea rcx, [rcx+rax]; jrcxz own
+ *   mov rcx, gs:[T_NEGFS]; jrcxz own                 (rdfsbase: 2-byte nop)
+ *   mov rax, fs:[0]                                   (rdfsbase rax; 4-byte nop)
+ *   lea rcx, [rcx+rax]; jrcxz own
  *   mov rcx, [rsp+8]; mov rax, [rsp]; lea rsp, [rsp+256]; jmp native
  *   own: mov rcx, [rsp+8]; mov rax, [rsp]; lea rsp, [rsp+256]
  *   (the lock's acquire, as before)
  *
- * rdfsbase needs the kernel's FSGSBASE support (Linux 5.9, a CPU with it):
- * gb_jit_opts.owner_check is set only then. */
+ * Both forms have the same length and offsets, so one unwinder serves.
+ * gb_jit_opts.owner_check turns the check on, owner_tcb picks the fs:0
+ * form. */
 #include <errno.h>
 #include <string.h>
 #include <sys/user.h>
@@ -35,7 +47,11 @@
 static const uint8_t P_SUB[] = { 0x48, 0x8d, 0xa4, 0x24, 0x00, 0xff, 0xff, 0xff };
 static const uint8_t P_SAVE_RAX[] = { 0x48, 0x89, 0x04, 0x24 };
 static const uint8_t P_SAVE_RCX[] = { 0x48, 0x89, 0x4c, 0x24, 0x08 };
-static const uint8_t P_RDFSBASE[] = { 0xf3, 0x48, 0x0f, 0xae, 0xc0 };
+/* rdfsbase rax; nop dword [rax+0]: as long as the load below */
+static const uint8_t P_RDFSBASE[] = { 0xf3, 0x48, 0x0f, 0xae, 0xc0, 0x0f, 0x1f, 0x40, 0x00 };
+/* mov rax, fs:[0] (the TCB's self-pointer) */
+static const uint8_t P_LOAD_TCB[] = { 0x64, 0x48, 0x8b, 0x04, 0x25, 0x00, 0x00, 0x00, 0x00 };
+static const uint8_t P_NOP2[] = { 0x66, 0x90 };
 static const uint8_t P_ADD[] = { 0x48, 0x8d, 0x0c, 0x01 };       /* lea rcx, [rcx+rax] */
 static const uint8_t P_LOAD_RCX[] = { 0x48, 0x8b, 0x4c, 0x24, 0x08 };
 static const uint8_t P_LOAD_RAX[] = { 0x48, 0x8b, 0x04, 0x24 };
@@ -43,9 +59,9 @@ static const uint8_t P_UNSUB[] = { 0x48, 0x8d, 0xa4, 0x24, 0x00, 0x01, 0x00, 0x0
 
 /* Offsets in the check (from the entry unit's start): see unwind.c's use. */
 enum {
-	C_SAVED_RAX = 12, C_SAVED_RCX = 17, C_JRCXZ = 35,
-	C_RCX_BACK = 42, C_RAX_BACK = 46, C_RSP_BACK = 54, C_OWN = 59,
-	C_OWN_RAX = 64, C_OWN_RSP = 68, C_END = 76,
+	C_SAVED_RAX = 12, C_SAVED_RCX = 17, C_KEY0 = 26, C_LOAD = 28, C_JRCXZ = 41,
+	C_RCX_BACK = 48, C_RAX_BACK = 52, C_RSP_BACK = 60, C_OWN = 65,
+	C_OWN_RAX = 70, C_OWN_RSP = 74, C_END = 82,
 };
 
 static void restore(struct gb_emit *m)
@@ -105,8 +121,14 @@ unsigned ns_owner_check(struct gb_jit *j, struct unit *u, uint64_t pc, gb_jit_fe
 	gb_emit_raw(m, P_SUB, sizeof(P_SUB));
 	gb_emit_raw(m, P_SAVE_RAX, sizeof(P_SAVE_RAX));
 	gb_emit_raw(m, P_SAVE_RCX, sizeof(P_SAVE_RCX));
-	gb_emit_raw(m, P_RDFSBASE, sizeof(P_RDFSBASE));
 	gb_emit_tls_load(m, GB_REG_RCX, T_NEGFS);
+	if (j->o.owner_tcb) {
+		gb_emit_jrcxz(m, gb_emit_here(m) + (C_OWN - C_KEY0)); /* key 0: no fs base */
+		gb_emit_raw(m, P_LOAD_TCB, sizeof(P_LOAD_TCB));
+	} else {
+		gb_emit_raw(m, P_NOP2, sizeof(P_NOP2));
+		gb_emit_raw(m, P_RDFSBASE, sizeof(P_RDFSBASE));
+	}
 	gb_emit_raw(m, P_ADD, sizeof(P_ADD));
 	gb_emit_jrcxz(m, gb_emit_here(m) + 2 + (C_OWN - C_JRCXZ - 2));
 	restore(m);
@@ -153,7 +175,10 @@ int ns_owner_unwind(const struct gb_jit *j, const struct unit *u, uint32_t d, ui
 
 /* The check's own stores faulted (less than 256 bytes of stack below rsp:
  * a program running on the last bytes of a page, a signal of its own on
- * its alternate stack): the thread goes on past the check, as its owner. */
+ * its alternate stack), or its load from fs:0 did (an fs base that is not
+ * a TCB's): the thread goes on past the check, as its owner (with gebpf
+ * there every thread is its area's owner).  rax and rcx are still the
+ * program's at each of them. */
 bool gb_jit__owner_fault(const struct gb_jit *j, struct user_regs_struct *r)
 {
 	struct gb_jit_loc loc;
@@ -163,7 +188,7 @@ bool gb_jit__owner_fault(const struct gb_jit *j, struct user_regs_struct *r)
 	size_t lo = GB_UPPER(j->u, j->nu, off, off); /* (locate found it: lo > 0) */
 	const struct unit *u = &j->u[lo - 1];
 	uint64_t d = off - u->off;
-	if (!u->owner_chk || (d != sizeof(P_SUB) && d != C_SAVED_RAX))
+	if (!u->owner_chk || (d != sizeof(P_SUB) && d != C_SAVED_RAX && d != C_LOAD))
 		return false;
 	r->rsp += 256;
 	r->rip = j->m.code_addr + u->off + C_END;

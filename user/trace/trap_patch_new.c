@@ -252,10 +252,11 @@ const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *
 	}
 	struct gb_jit_mem m = { pt->map.view, pt->map.view + GB_JIT_CODE_SIZE, pt->map.addr,
 				pt->map.addr + GB_JIT_CODE_SIZE };
-	/* (the owner check: user/jit/owner.c; rdfsbase needs FSGSBASE) */
-	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = 1000,
-				 .owner_check = getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE,
-				 .read = read_target, .read_ctx = pt };
+	/* (the owner check: user/jit/owner.c; rdfsbase needs FSGSBASE, else
+	 * the TCB's self-pointer at fs:0 names the thread) */
+	bool fsgsbase = getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE;
+	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = 1000, .owner_check = true,
+				 .owner_tcb = !fsgsbase, .read = read_target, .read_ctx = pt };
 	pt->j = gb_jit__new_opts(&m, pt->start, pt->end, &o);
 	if (!pt->j)
 		why = "no translator";
@@ -264,11 +265,9 @@ const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *
 	if (!why) {
 		struct gb_jit_stats js;
 		gb_jit__stats(pt->j, &js);
-		if (o.owner_check)
-			gb_info("patch trap: the owner check in %llu of %llu entry blocks",
-				(unsigned long long)js.owner_checks, (unsigned long long)js.entries);
-		else
-			gb_info("patch trap: no owner check in the entry blocks (no FSGSBASE)");
+		gb_info("patch trap: the owner check in %llu of %llu entry blocks%s",
+			(unsigned long long)js.owner_checks, (unsigned long long)js.entries,
+			fsgsbase ? "" : " (by the TCB at fs:0: no FSGSBASE)");
 	}
 	if (why) {
 		gb_jitmap_unmap_safe(t->pid, t->threads[i0].tid, pt->map.addr, &t->threads[i0].pending_sig);
