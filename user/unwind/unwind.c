@@ -16,51 +16,9 @@
 
 #include "common/clock.h"
 #include "sym/debugfile.h"
+#include "unwind/internal.h"
 
-/* An ELF file shared by every process that maps it. */
-struct elf_file {
-	dev_t dev;
-	ino_t ino;
-	int fd;
-	Elf *elf;
-};
-
-struct gb_unwinder;
-
-/* One process: a live one (sampled), or an image (a snapshot). */
-struct proc {
-	pid_t pid;
-	struct gb_unwinder *u;
-	Dwfl *dwfl;                /* NULL when its maps could not be read */
-	bool image;                /* modules and memory from gb_unwinder__add_image() */
-	gb_unwind_read_fn read;    /* an image's memory */
-	void *read_ctx;
-	uint64_t reported_ns;      /* when /proc/PID/maps was last read (CLOCK_MONOTONIC) */
-	uint64_t newest_ns;        /* the newest sample of the process seen */
-	uint64_t maps_hash;        /* of its text then */
-	char *exe;                 /* its executable then (/proc/PID/exe), NULL if unknown */
-	/* The walk under way (for the callbacks). */
-	const struct gb_user_regs *regs;
-	const uint8_t *stack;      /* a sample's copied stack (live processes) */
-	size_t len;
-	gb_unwind_frame_cb on_frame;
-	void *frame_ctx;
-	int depth;                 /* frames seen so far */
-	bool read_failed;          /* a read fell outside the copied stack */
-};
-
-struct gb_unwinder {
-	Dwfl_Callbacks cbs;
-	Dwfl_Callbacks image_cbs;  /* images: files opened by path (libdwfl's own) */
-	bool nofile_raised;
-	char *debuginfo_path;
-	void *procs;               /* tsearch tree of struct proc, by pid */
-	void *files;               /* tsearch tree of struct elf_file, by (dev, ino) */
-	char build_id[2 * 64 + 1];
-	char func[512];
-};
-
-static int cmp_proc(const void *a, const void *b)
+int unw_cmp_proc(const void *a, const void *b)
 {
 	pid_t x = ((const struct proc *)a)->pid, y = ((const struct proc *)b)->pid;
 	return (x > y) - (x < y);
@@ -331,18 +289,18 @@ static struct proc *new_proc(struct gb_unwinder *u, pid_t pid)
 		return NULL;
 	p->pid = pid;
 	p->u = u;
-	if (!tsearch(p, &u->procs, cmp_proc)) {
+	if (!tsearch(p, &u->procs, unw_cmp_proc)) {
 		free(p);
 		return NULL;
 	}
 	return p;
 }
 
-static struct proc *get_proc(struct gb_unwinder *u, pid_t pid)
+struct proc *unw_get_proc(struct gb_unwinder *u, pid_t pid)
 {
 	struct proc key = { .pid = pid }, *p, **slot;
 
-	slot = tfind(&key, &u->procs, cmp_proc);
+	slot = tfind(&key, &u->procs, unw_cmp_proc);
 	if (slot)
 		return *slot;
 	raise_nofile(u);
@@ -356,7 +314,7 @@ static struct proc *get_proc(struct gb_unwinder *u, pid_t pid)
  * sample was taken after the last read (a library loaded since): at most
  * once per batch of samples, and never for a pc that was already outside
  * every module when the maps were read.  An image's maps never change. */
-static Dwfl_Module *module_of(struct proc *p, uint64_t addr)
+Dwfl_Module *unw_module_of(struct proc *p, uint64_t addr)
 {
 	Dwfl_Module *m = p->dwfl ? dwfl_addrmodule(p->dwfl, addr) : NULL;
 
@@ -389,7 +347,7 @@ int gb_unwinder__add_image(struct gb_unwinder *u, pid_t pid, const char *maps, s
 	FILE *f;
 	int r;
 
-	if (tfind(&key, &u->procs, cmp_proc))
+	if (tfind(&key, &u->procs, unw_cmp_proc))
 		return -EEXIST;
 	p = new_proc(u, pid);
 	if (!p)
@@ -451,7 +409,7 @@ static int walk(struct proc *p, pid_t tid, const struct gb_user_regs *regs, gb_u
 int gb_unwinder__walk(struct gb_unwinder *u, pid_t pid, pid_t tid, const struct gb_user_regs *regs,
 		      gb_unwind_frame_cb cb, void *ctx)
 {
-	struct proc key = { .pid = pid }, **slot = tfind(&key, &u->procs, cmp_proc);
+	struct proc key = { .pid = pid }, **slot = tfind(&key, &u->procs, unw_cmp_proc);
 
 	if (!slot || !(*slot)->image || !(*slot)->dwfl)
 		return -ENOENT;
@@ -477,7 +435,7 @@ int gb_unwinder__unwind(struct gb_unwinder *u, pid_t pid, pid_t tid,
 			const struct gb_user_regs *regs, const uint8_t *stack, size_t len,
 			uint64_t *pcs, int max, bool *complete)
 {
-	struct proc *p = get_proc(u, pid);
+	struct proc *p = unw_get_proc(u, pid);
 	struct pcs c = { .pcs = pcs, .max = max };
 	int rc;
 
@@ -485,7 +443,7 @@ int gb_unwinder__unwind(struct gb_unwinder *u, pid_t pid, pid_t tid,
 	pcs[0] = regs->ip;
 	if (!p || p->image || max < 2)
 		return 1;
-	module_of(p, regs->ip);
+	unw_module_of(p, regs->ip);
 	if (!p->dwfl || dwfl_pid(p->dwfl) != pid)
 		return 1;
 	p->stack = stack;
@@ -498,75 +456,16 @@ int gb_unwinder__unwind(struct gb_unwinder *u, pid_t pid, pid_t tid,
 	return c.n ? c.n : 1;
 }
 
-static int name_addr(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
-		     struct gb_frame_info *fi, bool full)
-{
-	struct proc *p = get_proc(u, pid);
-	uint64_t a = ret ? addr - 1 : addr;
-	Dwfl_Module *m;
-	const unsigned char *bits;
-	GElf_Addr vaddr;
-	GElf_Off off = 0;
-	GElf_Sym sym;
-	Dwarf_Addr lo, hi;
-	int n;
-
-	memset(fi, 0, sizeof(*fi));
-	m = p ? module_of(p, a) : NULL;
-	if (!m)
-		return -ENOENT;
-	fi->module = dwfl_module_info(m, NULL, &lo, &hi, NULL, NULL, NULL, NULL);
-	fi->mod_start = lo;
-	fi->mod_end = hi;
-	fi->sym = fi->func = dwfl_module_addrinfo(m, a, &off, &sym, NULL, NULL, NULL);
-	if (fi->func && strchr(fi->func, '@')) {
-		/* "memcpy@@GLIBC_2.14": the name without its symbol version. */
-		snprintf(u->func, sizeof(u->func), "%.*s", (int)strcspn(fi->func, "@"), fi->func);
-		fi->func = u->func;
-	}
-	fi->func_off = off + (addr - a);
-	if (!full)
-		return 0;
-	n = dwfl_module_build_id(m, &bits, &vaddr);
-	if (n > 0 && n <= 64) {
-		for (int i = 0; i < n; i++)
-			sprintf(u->build_id + 2 * i, "%02x", bits[i]);
-		fi->build_id = u->build_id;
-	}
-	Dwfl_Line *l = dwfl_module_getsrc(m, a);
-	if (l)
-		fi->file = dwfl_lineinfo(l, NULL, &fi->line, NULL, NULL, NULL);
-	return 0;
-}
-
-int gb_unwinder__describe(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
-			  struct gb_frame_info *fi)
-{
-	return name_addr(u, pid, addr, ret, fi, true);
-}
-
-int gb_unwinder__symbol(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
-			struct gb_frame_info *fi)
-{
-	return name_addr(u, pid, addr, ret, fi, false);
-}
-
 void gb_unwinder__prepare(struct gb_unwinder *u, pid_t pid)
 {
-	get_proc(u, pid);
+	unw_get_proc(u, pid);
 }
 
 void gb_unwinder__sample_time(struct gb_unwinder *u, pid_t pid, uint64_t ns)
 {
-	struct proc *p = get_proc(u, pid);
+	struct proc *p = unw_get_proc(u, pid);
 	if (p && ns > p->newest_ns)
 		p->newest_ns = ns;
-}
-
-const char *gb_unwinder__exe(struct gb_unwinder *u, pid_t pid)
-{
-	struct proc key = { .pid = pid }, **slot = tfind(&key, &u->procs, cmp_proc);
-	return slot ? (*slot)->exe : NULL;
 }
 
 static void free_proc(void *x);
@@ -603,7 +502,7 @@ size_t gb_unwinder__forget(struct gb_unwinder *u, uint64_t before_ns)
 
 	twalk_r(u->procs, collect_gone, &f);
 	for (size_t i = 0; i < f.n; i++) {
-		tdelete(f.gone[i], &u->procs, cmp_proc);
+		tdelete(f.gone[i], &u->procs, unw_cmp_proc);
 		free_proc(f.gone[i]);
 	}
 	free(f.gone);

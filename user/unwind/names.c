@@ -1,0 +1,67 @@
+/* Naming addresses of a process the unwinder knows (unwind.h:
+ * gb_unwinder__describe, __symbol, __exe). */
+#include <errno.h>
+#include <search.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "unwind/internal.h"
+
+static int name_addr(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
+		     struct gb_frame_info *fi, bool full)
+{
+	struct proc *p = unw_get_proc(u, pid);
+	uint64_t a = ret ? addr - 1 : addr;
+	Dwfl_Module *m;
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	GElf_Off off = 0;
+	GElf_Sym sym;
+	Dwarf_Addr lo, hi;
+	int n;
+
+	memset(fi, 0, sizeof(*fi));
+	m = p ? unw_module_of(p, a) : NULL;
+	if (!m)
+		return -ENOENT;
+	fi->module = dwfl_module_info(m, NULL, &lo, &hi, NULL, NULL, NULL, NULL);
+	fi->mod_start = lo;
+	fi->mod_end = hi;
+	fi->sym = fi->func = dwfl_module_addrinfo(m, a, &off, &sym, NULL, NULL, NULL);
+	if (fi->func && strchr(fi->func, '@')) {
+		/* "memcpy@@GLIBC_2.14": the name without its symbol version. */
+		snprintf(u->func, sizeof(u->func), "%.*s", (int)strcspn(fi->func, "@"), fi->func);
+		fi->func = u->func;
+	}
+	fi->func_off = off + (addr - a);
+	if (!full)
+		return 0;
+	n = dwfl_module_build_id(m, &bits, &vaddr);
+	if (n > 0 && n <= 64) {
+		for (int i = 0; i < n; i++)
+			sprintf(u->build_id + 2 * i, "%02x", bits[i]);
+		fi->build_id = u->build_id;
+	}
+	Dwfl_Line *l = dwfl_module_getsrc(m, a);
+	if (l)
+		fi->file = dwfl_lineinfo(l, NULL, &fi->line, NULL, NULL, NULL);
+	return 0;
+}
+
+int gb_unwinder__describe(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
+			  struct gb_frame_info *fi)
+{
+	return name_addr(u, pid, addr, ret, fi, true);
+}
+
+int gb_unwinder__symbol(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
+			struct gb_frame_info *fi)
+{
+	return name_addr(u, pid, addr, ret, fi, false);
+}
+
+const char *gb_unwinder__exe(struct gb_unwinder *u, pid_t pid)
+{
+	struct proc key = { .pid = pid }, **slot = tfind(&key, &u->procs, unw_cmp_proc);
+	return slot ? (*slot)->exe : NULL;
+}
