@@ -9,7 +9,9 @@ FNV-1a hash patched at its entry by the patch planner's plan, called CALLS
 times the ordinary way, through the cache, while a consumer thread drains
 and decodes every record; the same calls natively; and 20000 calls with no
 consumer (one pass of the ring): the translated code's own cost.  Every
-record is checked (exit 1 when one is missing).  No tracer is involved:
+record is checked (exit 1 when one is missing).  The solo run is repeated
+with the entry block's owner check, in each form this CPU runs (rdfsbase
+where it has FSGSBASE, the TCB at fs:0 anywhere): its cost per call.  No tracer is involved:
 the trap that will patch a real target does not exist yet.
 """
 import argparse
@@ -30,12 +32,24 @@ def main():
     if not os.path.exists(prog):
         raise SystemExit("bench_nostop: %s missing (make bench builds it)" % prog)
     run = benchlib.Runner("bench_nostop", None, a.verbose)
-    _, out = run.timed([prog, str(calls), str(reps)], "jit_nostop")
-    v = {}
-    for line in out.split("\n"):
-        for kv in line.split():
-            k, _, x = kv.partition("=")
-            v[k] = float(x)
+
+    def measure(check):
+        _, out = run.timed([prog, str(calls), str(reps), check], "jit_nostop " + check)
+        v = {}
+        for line in out.split("\n"):
+            for kv in line.split():
+                k, _, x = kv.partition("=")
+                if k != "check":
+                    v[k] = float(x)
+        return v
+
+    v = measure("none")
+    # The owner check (user/jit/owner.c) in each form this CPU runs: rdfsbase
+    # needs FSGSBASE (AT_HWCAP2 bit 1, /proc/cpuinfo's fsgsbase), fs:0 runs
+    # anywhere.
+    with open("/proc/cpuinfo") as f:
+        fsgsbase = any(l.startswith("flags") and " fsgsbase" in l for l in f)
+    checked = [(c, measure(c)) for c in (("rdfsbase", "fs0") if fsgsbase else ("fs0",))]
     print("== the stop-free mode in-process: fnv (%d instructions a call), %d calls, median of %d"
           % (v["insns_per_call"], calls, reps))
     print("%-58s %14s" % ("", "value"))
@@ -49,6 +63,13 @@ def main():
          "%.3gM" % (v["solo_jit_insns_per_s"] / 1e6)),
         ("translated, no consumer: overhead ns per call", "%.1f" % v["solo_overhead_ns_per_call"]),
     ]
+    for c, w in checked:
+        rows.append(("with the owner check (%s): overhead ns per call, no consumer" % c,
+                     "%.1f (%+.1f)" % (w["solo_overhead_ns_per_call"],
+                                       w["solo_overhead_ns_per_call"] -
+                                       v["solo_overhead_ns_per_call"])))
+    if not fsgsbase:
+        rows.append(("with the owner check (rdfsbase)", "no FSGSBASE"))
     for name, val in rows:
         print("%-58s %14s" % (name, val))
     print("(every record of every call checked; the entry, the lock, the ret's lookup and the "

@@ -7,16 +7,22 @@
  * A third run makes SOLO calls (default 20000: one pass of the ring holds
  * their records) with no consumer: the translated code's own cost.
  *
- *   jit_nostop [CALLS [REPS]]      prints key=value lines; exit 1 when a
+ * CHECK gives the entry block the owner check (user/jit/owner.c) in its
+ * rdfsbase form or its fs:0 form (CPUs that hide FSGSBASE), or none.
+ *
+ *   jit_nostop [CALLS [REPS [none|rdfsbase|fs0]]]
+ *                                  prints key=value lines; exit 1 when a
  *                                  record is missing or a result differs
  */
 #include <asm/prctl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -102,6 +108,14 @@ static uint64_t run(long calls, double *secs)
 	return x;
 }
 
+/* The owner check's reads (gb_jit_opts.read): this process's memory. */
+static int read_self(void *ctx, uint64_t addr, void *buf, size_t n)
+{
+	(void)ctx;
+	memcpy(buf, (const void *)(uintptr_t)addr, n);
+	return 0;
+}
+
 static int cmp_d(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -112,8 +126,14 @@ int main(int argc, char **argv)
 {
 	long calls = argc > 1 ? atol(argv[1]) : 200000;
 	int reps = argc > 2 ? atoi(argv[2]) : 5;
-	if (calls <= 0 || reps <= 0 || reps > 64) {
-		fprintf(stderr, "usage: jit_nostop [CALLS [REPS]]\n");
+	const char *check = argc > 3 ? argv[3] : "none";
+	bool rdfs = !strcmp(check, "rdfsbase"), fs0 = !strcmp(check, "fs0");
+	if (calls <= 0 || reps <= 0 || reps > 64 || (!rdfs && !fs0 && strcmp(check, "none"))) {
+		fprintf(stderr, "usage: jit_nostop [CALLS [REPS [none|rdfsbase|fs0]]]\n");
+		return 2;
+	}
+	if (rdfs && !(getauxval(AT_HWCAP2) & (1 << 1))) {
+		fprintf(stderr, "gebpf: jit_nostop: no FSGSBASE here (rdfsbase would fault)\n");
 		return 2;
 	}
 	uint64_t f = (uint64_t)fnv, len = (uint64_t)(fnv_end - fnv);
@@ -128,12 +148,16 @@ int main(int argc, char **argv)
 	}
 	struct gb_jit_mem m = { p, (uint8_t *)p + GB_JIT_CODE_SIZE, (uint64_t)p,
 				(uint64_t)p + GB_JIT_CODE_SIZE };
-	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = 1000 };
+	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = 1000, .owner_check = rdfs || fs0,
+				 .owner_tcb = fs0, .read = read_self };
+	unsigned long fs = 0;
 	jit = gb_jit__new_opts(&m, f, f + len - 1, &o);
-	if (!jit || syscall(SYS_arch_prctl, ARCH_SET_GS, gb_jit__tls(jit, 0))) {
+	if (!jit || syscall(SYS_arch_prctl, ARCH_SET_GS, gb_jit__tls(jit, 0)) ||
+	    syscall(SYS_arch_prctl, ARCH_GET_FS, &fs)) {
 		fprintf(stderr, "gebpf: jit_nostop: no cache\n");
 		return 1;
 	}
+	gb_jit__area_fs(jit, 0, fs); /* (this thread: the owner) */
 	struct gb_insn in[32];
 	size_t nin = 0;
 	for (uint64_t a = f; a < f + len; a += in[nin++].len)
@@ -191,7 +215,14 @@ int main(int argc, char **argv)
 	qsort(tj, (size_t)reps, sizeof(double), cmp_d);
 	qsort(ts, (size_t)reps, sizeof(double), cmp_d);
 	double n = tn[reps / 2], j = tj[reps / 2], insns = (double)calls * INSNS_PER_CALL;
-	printf("calls=%ld insns_per_call=%d reps=%d\n", calls, INSNS_PER_CALL, reps);
+	struct gb_jit_stats js;
+	gb_jit__stats(jit, &js);
+	if ((rdfs || fs0) && js.owner_checks != js.entries) {
+		fprintf(stderr, "gebpf: jit_nostop: the owner check in %llu of %llu entry blocks\n",
+			(unsigned long long)js.owner_checks, (unsigned long long)js.entries);
+		return 1;
+	}
+	printf("calls=%ld insns_per_call=%d reps=%d check=%s\n", calls, INSNS_PER_CALL, reps, check);
 	printf("native_s=%.6f jit_s=%.6f\n", n, j);
 	printf("native_insns_per_s=%.0f jit_insns_per_s=%.0f\n", insns / n, insns / j);
 	printf("per_call_ns_native=%.1f per_call_ns_jit=%.1f overhead_ns_per_call=%.1f\n",
