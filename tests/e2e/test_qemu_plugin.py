@@ -291,6 +291,25 @@ def test_cli_usage(qemu):
     assert r.returncode == 0 and "-plugin" in r.stdout
 
 
+def test_guest_environment_in_native_order(qemu, tmp_path):
+    """QEMU 7.2 hands the guest the host environment reversed; gebpf qemu
+    reverses it first, so the guest's envp is a native run's (glibc's
+    tunables and a program reading its environment run the same code:
+    docs/qemu.md).  --keep-env-order shows QEMU's own order."""
+    env = dict(stable_env(), GEBPF_ENV_FIRST="1", GEBPF_ENV_LAST="2")
+    env = {"GEBPF_ENV_FIRST": "1", **{k: v for k, v in env.items() if not k.startswith("GEBPF_ENV")},
+           "GEBPF_ENV_LAST": "2"}
+    native_env = subprocess.run(["/usr/bin/env"], capture_output=True, text=True, env=env).stdout.splitlines()
+    assert native_env[0] == "GEBPF_ENV_FIRST=1" and native_env[-1] == "GEBPF_ENV_LAST=2", native_env
+    r = run_gebpf(["qemu", "--range", "0x1-0x1", "-o", tmp_path / "q.jsonl", "--", "/usr/bin/env"], env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == native_env, r.stdout
+    r = run_gebpf(["qemu", "--keep-env-order", "--range", "0x1-0x1", "-o", tmp_path / "k.jsonl", "--",
+                   "/usr/bin/env"], env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == native_env[::-1], "QEMU 7.2 no longer reverses: " + r.stdout
+
+
 def test_changed_access_named(qemu, trace_ready, tmp_path):
     """One access of the plugin's trace moved by 8 bytes: gebpf diff
     --normalise qemu names that instruction (symbol+offset, disassembly)
