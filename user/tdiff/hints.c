@@ -25,7 +25,7 @@ static const struct gb_quirk_info quirks[GB_QUIRK_N] = {
 				 "glibc's ifunc picked another implementation for each side's CPU (QEMU's CPU "
 				 "model lacks features of the host, such as AVX-512)", NULL,
 				 "trace a range that calls no string function, or give both sides the same choice "
-				 "(docs/qemu.md, \"CPU features\")" },
+				 "(docs/qemu.md, \"What else differs under qemu-x86_64 7.2\")" },
 };
 
 const struct gb_quirk_info *gb_quirk_info(enum gb_quirk q)
