@@ -1,8 +1,9 @@
 """gebpf's QEMU TCG plugin (user/qemu/, docs/qemu.md) through `gebpf qemu`:
 every trace test program's trace under qemu-x86_64 equals gebpf's native
 trace after `gebpf diff --normalise qemu`; the budget and summary shape,
-exec=off, symbol ranges (also in a PIE), several vCPUs, zstd output and bad
-arguments.  Skipped without qemu-x86_64 (Debian's qemu-user) or without the
+exec=off, symbol ranges (also in a PIE), several vCPUs, zstd output, bad
+arguments, the guest's environment order and the cpu-ifunc hint on a static
+program.  Skipped without qemu-x86_64 (Debian's qemu-user) or without the
 plugin (make builds it when scripts/qemu-plugin-h can fetch qemu-plugin.h)."""
 import json
 import os
@@ -289,6 +290,55 @@ def test_cli_usage(qemu):
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "/nonexistent/qemu" in r.stderr
     r = run_gebpf(["qemu", "--help"])
     assert r.returncode == 0 and "-plugin" in r.stdout
+
+
+def test_guest_environment_in_native_order(qemu, tmp_path):
+    """QEMU 7.2 hands the guest the host environment reversed; gebpf qemu
+    reverses it first, so the guest's envp is a native run's (glibc's
+    tunables and a program reading its environment run the same code:
+    docs/qemu.md).  --keep-env-order shows QEMU's own order."""
+    env = dict(stable_env(), GEBPF_ENV_FIRST="1", GEBPF_ENV_LAST="2")
+    env = {"GEBPF_ENV_FIRST": "1", **{k: v for k, v in env.items() if not k.startswith("GEBPF_ENV")},
+           "GEBPF_ENV_LAST": "2"}
+    native_env = subprocess.run(["/usr/bin/env"], capture_output=True, text=True, env=env).stdout.splitlines()
+    assert native_env[0] == "GEBPF_ENV_FIRST=1" and native_env[-1] == "GEBPF_ENV_LAST=2", native_env
+    r = run_gebpf(["qemu", "--range", "0x1-0x1", "-o", tmp_path / "q.jsonl", "--", "/usr/bin/env"], env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == native_env, r.stdout
+    r = run_gebpf(["qemu", "--keep-env-order", "--range", "0x1-0x1", "-o", tmp_path / "k.jsonl", "--",
+                   "/usr/bin/env"], env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == native_env[::-1], "QEMU 7.2 no longer reverses: " + r.stdout
+
+
+def test_cpu_ifunc_hint_on_a_static_program(qemu, trace_ready, tmp_path):
+    """A static program's whole .text: natively on an AVX-512 host glibc's
+    ifuncs pick the evex/avx512 variants, under qemu-x86_64 7.2 (AVX2, no
+    AVX-512) others; gebpf diff names those control-flow divergences
+    cpu-ifunc, with its advice, and nothing normalises them."""
+    with open("/proc/cpuinfo") as f:
+        if " avx512f" not in f.read():
+            pytest.skip("the host has no AVX-512: glibc picks the same variants as under QEMU")
+    prog = prog_path("cmps_order")
+    sec = subprocess.run(["readelf", "-SW", prog], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"\.text\s+PROGBITS\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)", sec)
+    lo, size = int(m.group(1), 16), int(m.group(2), 16)
+    rng = "%#x-%#x" % (lo, lo + size - 1)
+    n, q = tmp_path / "n.jsonl", tmp_path / "q.jsonl"
+    native(rng, [prog], n, ["--max-events", "0"])
+    r = run_gebpf(["qemu", "--range", rng, "--max-events", "0", "-o", q, "--", prog], timeout=300)
+    assert q.exists() and r.returncode in (0, 1), r.stderr
+    r = diff(n, q, "--binary", prog, "--json", "--max-diffs", "100000")
+    assert r.returncode == 1, r.stderr
+    d = json.loads(r.stdout)
+    hinted = [x for x in d["divergences"] if x.get("hint", {}).get("quirk") == "cpu-ifunc"]
+    assert hinted and d["hints"]["cpu-ifunc"] == len(hinted), d["hints"]
+    assert all(x["kind"] == "control flow differs" for x in hinted), hinted[0]
+    assert hinted[0]["hint"]["normalise"] is None and "docs/qemu.md" in hinted[0]["hint"]["advice"]
+    syms = {x["symbol"].split("+")[0] for x in hinted}
+    assert any(s.startswith("__") and ("evex" in s or "avx512" in s) for s in syms), syms
+    r = diff(n, q, "--binary", prog, "--max-diffs", "0")
+    assert re.search(r"hint cpu-ifunc +%d  not normalised" % len(hinted), r.stdout), r.stdout
 
 
 def test_changed_access_named(qemu, trace_ready, tmp_path):

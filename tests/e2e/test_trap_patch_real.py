@@ -165,3 +165,42 @@ def test_python_dlopened_library(rng, tmp_path):
     assert "is not mapped in pid" in r.stderr
     assert r.stdout == native.stdout
     assert summary["insns"] > 100
+
+
+SORT = "/usr/bin/sort"
+
+
+@pytest.mark.skipif(not os.path.exists(SORT), reason="no %s (coreutils)" % SORT)
+def test_stripped_pie_functions_entered_from_outside(tmp_path):
+    """Debian's sort (a stripped PIE) over its whole .text: the patch trap's
+    trace starts at the ELF entry point (ld.so jumps there) and has the
+    init/fini array functions ld.so calls and the atexit handler libc
+    calls, as the page trap's does: they are entries without a symbol
+    (docs/entries.md, "function").  Before, the patch trap ran them
+    natively, untraced."""
+    lo, hi = text_section(SORT)
+    base = 0x555555554000   # launch mode: ASLR off
+    rng = "%#x-%#x" % (base + lo, base + hi)
+    nums = tmp_path / "nums.txt"
+    nums.write_text("10\n3\n7\n1\n42\n5\n")
+    with open(SORT, "rb") as f:
+        elf = ELFFile(f)
+        entry = elf.header["e_entry"]
+        funcs = []
+        for name in (".init_array", ".fini_array"):
+            s = elf.get_section_by_name(name)
+            data = s.data() if s else b""
+            funcs += [int.from_bytes(data[i:i + 8], "little") for i in range(0, len(data) - 7, 8)]
+    pcs = {}
+    for t in ("patch", "pages"):
+        out = tmp_path / ("%s.jsonl" % t)
+        r = run_gebpf(["trace", "--trap", t, "--range", rng, "--max-events", "0", "-o", out, "--",
+                       SORT, "-n", nums], timeout=300)
+        assert r.returncode == 0 and r.stdout.split() == ["1", "3", "5", "7", "10", "42"], r.stderr
+        lines, _ = read_trace(out)
+        execs = [int(l["pc"], 16) - base for l in lines if l["t"] == "exec"]
+        assert execs[0] == entry, "%s: the first instruction %#x, not the entry %#x" % (t, execs[0], entry)
+        pcs[t] = set(execs)
+    for fn in funcs:
+        if lo <= fn <= hi:
+            assert fn in pcs["pages"] and fn in pcs["patch"], "%#x (init/fini array)" % fn

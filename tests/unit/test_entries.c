@@ -276,6 +276,66 @@ Test(entries, libc_malloc)
 	fix_close(&x);
 }
 
+static const struct gb_entry *entry_at(const struct gb_entries *en, uint64_t va)
+{
+	for (size_t i = 0; i < en->n; i++)
+		if (en->v[i].vaddr == va)
+			return &en->v[i];
+	return NULL;
+}
+
+/* A stripped PIE (Debian's sort: no .symtab, a handful of .dynsym
+ * functions) over its whole .text: the ELF entry point (ld.so jumps to
+ * it), the functions of .init_array and .fini_array (ld.so calls them;
+ * crtstuff's frame_dummy has no FDE) and each FDE's start (functions called
+ * through pointers) are entries, or the patch and probe traps miss them
+ * (the patch trap's trace of sort lacked _start, frame_dummy, its atexit
+ * handler and a callback run 30 times, docs/entries.md). */
+Test(entries, stripped_pie_functions_entered_from_outside)
+{
+	const char *path = "/usr/bin/sort";
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		cr_skip_test("%s: not installed (coreutils)", path);
+	elf_version(EV_CURRENT);
+	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+	GElf_Ehdr eh;
+	cr_assert(e && gelf_getehdr(e, &eh));
+	uint64_t lo = 0, hi = 0, arr[8];
+	size_t narr = 0, nstr;
+	cr_assert(!elf_getshdrstrndx(e, &nstr));
+	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn));) {
+		GElf_Shdr sh;
+		cr_assert(gelf_getshdr(scn, &sh));
+		const char *nm = elf_strptr(e, nstr, sh.sh_name);
+		if (nm && !strcmp(nm, ".text"))
+			lo = sh.sh_addr, hi = sh.sh_addr + sh.sh_size - 1;
+		if (sh.sh_type == SHT_INIT_ARRAY || sh.sh_type == SHT_FINI_ARRAY) {
+			Elf_Data *d = elf_getdata(scn, NULL);
+			for (size_t off = 0; d && off + 8 <= d->d_size && narr < 8; off += 8)
+				memcpy(&arr[narr++], (const char *)d->d_buf + off, 8);
+		}
+	}
+	elf_end(e);
+	close(fd);
+	cr_assert(lo && narr >= 2, "sort has .text and init/fini arrays");
+	struct gb_entries en;
+	cr_assert_eq(gb_entries_find(path, lo, hi, &en, NULL), 0);
+	const struct gb_entry *x = entry_at(&en, eh.e_entry);
+	cr_assert(x && (x->why & GB_ENTRY_FUNCTION), "the entry point %#lx", (unsigned long)eh.e_entry);
+	for (size_t i = 0; i < narr; i++) {
+		x = entry_at(&en, arr[i]);
+		cr_assert(x && (x->why & GB_ENTRY_FUNCTION), "init/fini function %#lx", (unsigned long)arr[i]);
+	}
+	size_t nfun = 0;
+	for (size_t i = 0; i < en.n; i++)
+		nfun += !!(en.v[i].why & GB_ENTRY_FUNCTION);
+	cr_assert_gt(nfun, 100, "one per FDE of sort's functions: %zu", nfun);
+	char why[64];
+	cr_assert_str_eq(gb_entry_why_str(GB_ENTRY_FUNCTION, why, sizeof(why)), "function");
+	gb_entries_free(&en);
+}
+
 /* The scan made ahead (before an attach stops the target) serves the same
  * range with the same entries, each caller its own copy; another range is
  * scanned afresh. */

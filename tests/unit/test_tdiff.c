@@ -308,6 +308,46 @@ Test(tdiff_hints, lackey_rep_exec)
 	side_close(&fb);
 }
 
+Test(tdiff_hints, cpu_variant_names)
+{
+	cr_assert(gb_hint_cpu_variants("__strlen_evex", "__strlen_avx2"));
+	cr_assert(gb_hint_cpu_variants("__memmove_avx512_unaligned_erms+0x40", "__memcpy_avx_unaligned_erms"),
+		  "memmove and memcpy variants share addresses: the CPU token decides");
+	cr_assert(gb_hint_cpu_variants("__strchr_sse2", "__strchr_avx2_rtm"));
+	cr_assert(gb_hint_cpu_variants("__memcmp_sse4_1", "__memcmp_evex_movbe"));
+	cr_assert_not(gb_hint_cpu_variants("__strlen_avx2", "__strlen_avx2+0x25"), "the same variant");
+	cr_assert_not(gb_hint_cpu_variants("__strlen_avx2", "__memcpy_avx2_unaligned"), "the same CPU token");
+	cr_assert_not(gb_hint_cpu_variants("traced", "traced_avx2"), "not glibc's __ names");
+	cr_assert_not(gb_hint_cpu_variants("__avx2x_thing", "__strlen_sse2"), "avx2x is no token");
+	cr_assert_not(gb_hint_cpu_variants(NULL, "__strlen_sse2"));
+}
+
+/* Control flow differs: A at one variant, B at another (or both inside
+ * ifunc resolvers): cpu-ifunc, with its advice and no normalisation. */
+Test(tdiff_hints, cpu_ifunc_at_a_control_flow_divergence)
+{
+	struct side_fx fa, fb;
+	struct gb_tgroup a = group_of(EX("0x4307a0", 0), &fa), b = group_of(EX("0x4304a0", 0), &fb);
+	struct gb_hint_in in = { .a = { &a }, .b = { &b }, .na = 1, .nb = 1, .o = &raw_cmp, .mnem = "mov",
+				 .sym_a = "__strlen_evex", .sym_b = "__strlen_avx2" };
+	cr_assert_eq(gb_hint_find(&in), GB_QUIRK_CPU_IFUNC);
+	in.sym_a = "traced";
+	cr_assert_eq(gb_hint_find(&in), GB_QUIRK_NONE, "one side is no variant");
+	in.sym_a = "strlen+0x60";
+	in.sym_b = "strlen+0x38";
+	cr_assert_eq(gb_hint_find(&in), GB_QUIRK_NONE, "not known to be resolvers");
+	in.ifunc_a = in.ifunc_b = true;
+	cr_assert_eq(gb_hint_find(&in), GB_QUIRK_CPU_IFUNC, "both in an STT_GNU_IFUNC resolver");
+	in.b[0] = &a;
+	cr_assert_eq(gb_hint_find(&in), GB_QUIRK_NONE, "the same pc: no control flow divergence");
+	const struct gb_quirk_info *qi = gb_quirk_info(GB_QUIRK_CPU_IFUNC);
+	cr_assert_str_eq(qi->name, "cpu-ifunc");
+	cr_assert_null(qi->normalise);
+	cr_assert_not_null(qi->advice);
+	side_close(&fa);
+	side_close(&fb);
+}
+
 /* ---- reading ---- */
 
 Test(tdiff_tline, writer_shape_and_general_json_agree)

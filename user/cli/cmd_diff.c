@@ -21,6 +21,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: gebpf diff A B [--normalise qemu|lackey] [--no-rebase] [--binary FILE]\n"
 		   "                      [--maps A.maps,B.maps] [--max-diffs N] [--json] [--context N]\n"
 		   "                      [--ignore-vt] [--ignore-vcpu] [--window N] [--sync K]\n"
+		   "                      [--region-gap BYTES]\n"
 		   "Snapshots: registers per thread (matched by index), maps added/removed,\n"
 		   "  address ranges of pages whose bytes differ.\n"
 		   "Traces (JSONL, .zst, a recording directory, or - for stdin): every divergence,\n"
@@ -33,6 +34,8 @@ static void usage(FILE *f)
 		   "  --json                   one JSON document\n"
 		   "  --context N              records of A shown before each divergence (default 3)\n"
 		   "  --window N, --sync K     resynchronise within N groups on K agreeing ones (4096, 3)\n"
+		   "  --region-gap BYTES       cut regions where touched addresses are further apart\n"
+		   "                           (default 1M; K and M suffixes, 0x hex)\n"
 		   "Exit status: 0 equal, 1 different, 2 usage or unreadable input.\n");
 }
 
@@ -46,6 +49,26 @@ static int number(const char *opt, const char *arg, long lo, long hi, long *out)
 		return -1;
 	}
 	*out = v;
+	return 0;
+}
+
+/* A byte count: decimal or 0x hex, an optional K or M suffix (KiB, MiB),
+ * from 1 to 1 TiB. */
+static int region_gap(const char *arg, unsigned long long *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(arg, &end, 0), mul = 1;
+	if (end != arg && (*end == 'k' || *end == 'K'))
+		mul = 1ull << 10, end++;
+	else if (end != arg && (*end == 'm' || *end == 'M'))
+		mul = 1ull << 20, end++;
+	if (errno || end == arg || *end || arg[0] == '-' || !v || v > (1ull << 40) / mul) {
+		gb_err("diff: --region-gap expects a byte count from 1 to 1T (K and M suffixes, 0x hex), "
+		       "got '%s'", arg);
+		return -1;
+	}
+	*out = v * mul;
 	return 0;
 }
 
@@ -76,7 +99,7 @@ int cmd_diff(int argc, char **argv)
 		{ "binary", required_argument, NULL, 'b' }, { "maps", required_argument, NULL, 'm' },
 		{ "max-diffs", required_argument, NULL, 'M' }, { "json", no_argument, NULL, 'j' },
 		{ "window", required_argument, NULL, 'w' }, { "sync", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' }, { 0 } };
+		{ "region-gap", required_argument, NULL, 'g' }, { "help", no_argument, NULL, 'h' }, { 0 } };
 	struct gb_tdiff_opts o = { .context = 3, .max_diffs = 20, .window = 4096, .sync = 3 };
 	char *maps = NULL;
 	long v;
@@ -120,6 +143,10 @@ int cmd_diff(int argc, char **argv)
 			if (number("--sync", optarg, 1, 1000, &v))
 				return GB_EXIT_USAGE;
 			o.sync = (int)v;
+			break;
+		case 'g':
+			if (region_gap(optarg, &o.region_gap))
+				return GB_EXIT_USAGE;
 			break;
 		case 'h': usage(stdout); return GB_EXIT_OK;
 		default: return cli_bad_option("diff", argv, "hC:");

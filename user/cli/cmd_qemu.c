@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,9 @@ static void usage(FILE *f)
 "  -o, --output FILE      write the trace to FILE (default: stdout); FILE.zst:\n"
 "                         zstd\n"
 "      --qemu PATH        the QEMU to run (default: qemu-x86_64 from PATH)\n"
+"      --keep-env-order   hand QEMU the environment as it is (default: reversed,\n"
+"                         as QEMU 7.2 reverses it again for the guest, so the\n"
+"                         guest sees the order a native run sees; docs/qemu.md)\n"
 "  -h, --help             this text\n"
 "\n"
 "The exit status is QEMU's (the guest's, or 1 when the plugin refuses its\n"
@@ -40,7 +44,7 @@ static void usage(FILE *f)
 "  qemu-x86_64 -plugin .output/" PLUGIN_NAME ",range=R,exec=on,max_events=N,out=FILE PROG\n");
 }
 
-enum { O_START = 256, O_END, O_EXEC, O_MAX_EVENTS, O_QEMU };
+enum { O_START = 256, O_END, O_EXEC, O_MAX_EVENTS, O_QEMU, O_KEEP_ENV };
 
 static const struct option longopts[] = {
 	{ "range", required_argument, NULL, 'r' },
@@ -50,6 +54,7 @@ static const struct option longopts[] = {
 	{ "max-events", required_argument, NULL, O_MAX_EVENTS },
 	{ "output", required_argument, NULL, 'o' },
 	{ "qemu", required_argument, NULL, O_QEMU },
+	{ "keep-env-order", no_argument, NULL, O_KEEP_ENV },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
 };
@@ -90,8 +95,30 @@ static int plugin_path(char *buf, size_t len)
 	return 0;
 }
 
+/* environ in reverse order.  QEMU 7.2's linux-user copies the host
+ * environment into a list by inserting each variable at its head
+ * (util/envlist.c) and gives the guest that list from its head, so the
+ * guest's envp is the host's reversed: glibc's tunables, getenv's first
+ * match and a program iterating its environment then run differently from
+ * a native run (docs/qemu.md).  Reversing it here undoes that.  NULL when
+ * out of memory. */
+static char **reversed_environ(void)
+{
+	extern char **environ;
+	size_t n = 0;
+	while (environ && environ[n])
+		n++;
+	char **env = calloc(n + 1, sizeof(*env));
+	if (!env)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		env[i] = environ[n - 1 - i];
+	return env;
+}
+
 int cmd_qemu(int argc, char **argv)
 {
+	bool keep_env = false;
 	const char *qemu = "qemu-x86_64";
 	char plugin[PATH_MAX], arg[2 * PATH_MAX + 512];
 	const char *knob[][2] = { { "range", NULL }, { "start", NULL }, { "end", NULL },
@@ -108,6 +135,7 @@ int cmd_qemu(int argc, char **argv)
 		case O_MAX_EVENTS: knob[4][1] = optarg; break;
 		case 'o': knob[5][1] = optarg; break;
 		case O_QEMU: qemu = optarg; break;
+		case O_KEEP_ENV: keep_env = true; break;
 		case 'h': usage(stdout); return GB_EXIT_OK;
 		default: return cli_bad_option("qemu", argv, "+r:o:h");
 		}
@@ -136,7 +164,9 @@ int cmd_qemu(int argc, char **argv)
 
 	int n = argc - optind;
 	char **qargv = calloc((size_t)n + 4, sizeof(*qargv));
-	if (!qargv) {
+	extern char **environ;
+	char **env = keep_env ? environ : reversed_environ();
+	if (!qargv || !env) {
 		gb_err("qemu: %s", strerror(ENOMEM));
 		return GB_EXIT_FAIL;
 	}
@@ -145,9 +175,11 @@ int cmd_qemu(int argc, char **argv)
 	qargv[2] = arg;
 	memcpy(qargv + 3, argv + optind, (size_t)n * sizeof(*qargv));
 	fflush(stdout);
-	execvp(qemu, qargv);
+	execvpe(qemu, qargv, env);
 	gb_err("qemu: %s: %s (Debian: apt-get install qemu-user)", qemu, strerror(errno));
 	free(qargv);
+	if (!keep_env)
+		free(env);
 	return GB_EXIT_FAIL;
 too_long:
 	gb_err("qemu: the plugin's arguments are too long");

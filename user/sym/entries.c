@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <gelf.h>
 #include <libelf.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -269,6 +270,29 @@ static void say(const char *what, const char *fmt, ...)
 	gb_warn("%s: %s", what, why);
 }
 
+/* The functions ld.so calls from .preinit_array, .init_array and
+ * .fini_array (the words the file holds: a PIE's too, where the linker
+ * writes each RELATIVE relocation's addend in place) inside (lo, hi]. */
+static int init_fini(Elf *e, struct scan *sc, uint64_t lo, uint64_t hi)
+{
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_INIT_ARRAY && sh.sh_type != SHT_FINI_ARRAY &&
+						 sh.sh_type != SHT_PREINIT_ARRAY) ||
+		    !(d = elf_getdata(scn, NULL)) || !d->d_buf)
+			continue;
+		for (size_t off = 0; off + 8 <= d->d_size; off += 8) {
+			uint64_t va;
+			memcpy(&va, (const char *)d->d_buf + off, 8);
+			if (va > lo && va <= hi && add(sc, va, GB_ENTRY_FUNCTION))
+				return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
 static int find(const char *path, uint64_t lo, uint64_t hi, struct gb_entries *en,
 		const char *what)
 {
@@ -323,6 +347,21 @@ static int find(const char *path, uint64_t lo, uint64_t hi, struct gb_entries *e
 		if (es.syms[i].func && es.syms[i].value > lo && es.syms[i].value <= hi &&
 		    add(&sc, es.syms[i].value, GB_ENTRY_SYMBOL))
 			goto nomem;
+	/* A stripped file has no symbol for most of its functions, yet code
+	 * outside the range calls them through pointers (.init_array,
+	 * .fini_array, atexit, qsort's comparator) and ld.so jumps to the
+	 * entry point: each FDE's start, e_entry and the functions of the
+	 * init and fini arrays (crtstuff's have no FDE) are entries too. */
+	for (size_t i = 0; i < eh.nfde; i++)
+		if (eh.fde_starts[i] > lo && eh.fde_starts[i] <= hi &&
+		    add(&sc, eh.fde_starts[i], GB_ENTRY_FUNCTION))
+			goto nomem;
+	GElf_Ehdr ehdr;
+	if (gelf_getehdr(e, &ehdr) && ehdr.e_entry > lo && ehdr.e_entry <= hi &&
+	    add(&sc, ehdr.e_entry, GB_ENTRY_FUNCTION))
+		goto nomem;
+	if (init_fini(e, &sc, lo, hi))
+		goto nomem;
 	if (finish(&sc, c, &es, en))
 		goto nomem;
 	r = 0;
@@ -417,7 +456,8 @@ void gb_entries_free(struct gb_entries *en)
 
 const char *gb_entry_why_str(uint32_t why, char *buf, size_t len)
 {
-	static const char *const names[] = { "start", "return", "branch", "landing-pad", "symbol" };
+	static const char *const names[] = { "start", "return", "branch", "landing-pad", "symbol",
+					     "function" };
 	size_t at = 0;
 	buf[0] = 0;
 	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)

@@ -23,6 +23,9 @@ enum gb_entry_why {
 	GB_ENTRY_BRANCH  = 1u << 2, /* target of a direct jmp/jcc/call from outside (foo.cold) */
 	GB_ENTRY_LANDING = 1u << 3, /* C++ landing pad (.gcc_except_table) */
 	GB_ENTRY_SYMBOL  = 1u << 4, /* a function symbol starts here (indirect calls, handlers) */
+	GB_ENTRY_FUNCTION = 1u << 5, /* an .eh_frame FDE starts here, the ELF entry point, or an
+				      * .init_array/.fini_array function: a function of a
+				      * stripped file entered from outside (callbacks, ld.so) */
 };
 
 struct gb_entry {

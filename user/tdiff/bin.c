@@ -56,6 +56,13 @@ bool gb_tbin__symbol(const struct gb_tbin *bin, uint64_t pc, char *buf, size_t l
 	return true;
 }
 
+bool gb_tbin__in_ifunc(const struct gb_tbin *bin, uint64_t pc)
+{
+	uint64_t off;
+	const struct gb_elfsym *y = bin ? gb_elfsyms_at(&bin->syms, pc, &off) : NULL;
+	return y && y->ifunc;
+}
+
 bool gb_tbin__disasm(const struct gb_tbin *bin, uint64_t pc, char *buf, size_t len, char *mnem, size_t mlen)
 {
 	uint8_t bytes[GB_INSN_MAX_LEN];

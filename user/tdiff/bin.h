@@ -17,6 +17,9 @@ struct gb_tbin *gb_tbin__open(const char *path, bool required);
 /* "name+0xoff" (or "name") into buf; false (buf = "0x<pc>") when no
  * symbol holds pc.  bin may be NULL. */
 bool gb_tbin__symbol(const struct gb_tbin *bin, uint64_t pc, char *buf, size_t len);
+/* Is pc inside an STT_GNU_IFUNC symbol (an ifunc's resolver)?  bin may
+ * be NULL. */
+bool gb_tbin__in_ifunc(const struct gb_tbin *bin, uint64_t pc);
 /* The instruction at pc ("movdqu xmm0, xmmword ptr [rsp+0x10]"); false
  * (buf = "") when the file holds no valid instruction there.  mnem gets
  * the bare mnemonic ("movdqu") when not NULL. */

@@ -21,6 +21,11 @@ static const struct gb_quirk_info quirks[GB_QUIRK_N] = {
 				   "gather", NULL },
 	[GB_QUIRK_MASKMOV] = { "qemu-maskmov", "QEMU loads the masked-off bytes of vmaskmov/vpmaskmov loads",
 			       NULL },
+	[GB_QUIRK_CPU_IFUNC] = { "cpu-ifunc",
+				 "glibc's ifunc picked another implementation for each side's CPU (QEMU's CPU "
+				 "model lacks features of the host, such as AVX-512)", NULL,
+				 "trace a range that calls no string function, or give both sides the same choice "
+				 "(docs/qemu.md, \"What else differs under qemu-x86_64 7.2\")" },
 };
 
 const struct gb_quirk_info *gb_quirk_info(enum gb_quirk q)
@@ -134,6 +139,33 @@ static bool maskmov_shape(const struct gb_hint_in *in)
 	return true;
 }
 
+/* The CPU-feature token of a glibc multiarch variant's name: "_TOKEN"
+ * followed by the end, '_' or '+'; NULL when there is none. */
+static const char *cpu_token(const char *name, size_t *len)
+{
+	static const char *const tokens[] = { "avx512bw", "avx512vl", "avx512f", "avx512", "evex512", "evex",
+					      "avx2", "avx", "sse4_2", "sse4_1", "ssse3", "sse2" };
+	size_t n = strcspn(name, "+");
+	for (const char *p = name; (p = memchr(p, '_', (size_t)(name + n - p))); p++)
+		for (size_t i = 0; i < sizeof(tokens) / sizeof(tokens[0]); i++) {
+			size_t k = strlen(tokens[i]);
+			if (p + 1 + k <= name + n && !strncmp(p + 1, tokens[i], k) &&
+			    (p + 1 + k == name + n || p[1 + k] == '_')) {
+				*len = k;
+				return p + 1;
+			}
+		}
+	return NULL;
+}
+
+bool gb_hint_cpu_variants(const char *a, const char *b)
+{
+	size_t la, lb;
+	const char *ta = a && !strncmp(a, "__", 2) ? cpu_token(a, &la) : NULL;
+	const char *tb = b && !strncmp(b, "__", 2) ? cpu_token(b, &lb) : NULL;
+	return ta && tb && (la != lb || strncmp(ta, tb, la));
+}
+
 static bool rep_extra(const struct gb_tgroup *extra, const struct gb_tgroup *prev)
 {
 	return extra && prev && extra->n && extra->r[0].l.type == GB_TL_EXEC && !gb_tgroup_accesses(extra) &&
@@ -149,6 +181,12 @@ enum gb_quirk gb_hint_find(const struct gb_hint_in *in)
 		return GB_QUIRK_REP_EXEC;
 	if (rep_extra(in->a[0], in->prev_a) && (!in->nb || in->b[0]->r[0].l.pc != in->a[0]->r[0].l.pc))
 		return GB_QUIRK_REP_EXEC;
+	/* Two pcs: both in ifunc resolvers, or in two CPU variants of one
+	 * function. */
+	if (in->na && in->nb && in->a[0]->n && in->b[0]->n && gb_tgroup_is_insn(in->a[0]) &&
+	    gb_tgroup_is_insn(in->b[0]) && in->a[0]->r[0].l.pc != in->b[0]->r[0].l.pc &&
+	    ((in->ifunc_a && in->ifunc_b) || gb_hint_cpu_variants(in->sym_a, in->sym_b)))
+		return GB_QUIRK_CPU_IFUNC;
 	if (in->na != 1 || in->nb != 1 || !in->a[0]->n || !in->b[0]->n ||
 	    !gb_tgroup_is_insn(in->a[0]) || !gb_tgroup_is_insn(in->b[0]))
 		return GB_QUIRK_NONE;

@@ -202,6 +202,15 @@ void gb_treport__divergence(struct gb_treport *r, const struct gb_div *d)
 		hi.a[i] = i < d->na ? gb_tside_at(d->a, i) : NULL;
 		hi.b[i] = i < d->nb ? gb_tside_at(d->b, i) : NULL;
 	}
+	char syma[256], symb[256];
+	if (hi.a[0] && hi.a[0]->n && gb_tbin__symbol(r->o.bin, hi.a[0]->r[0].l.pc, syma, sizeof(syma))) {
+		hi.sym_a = syma;
+		hi.ifunc_a = gb_tbin__in_ifunc(r->o.bin, hi.a[0]->r[0].l.pc);
+	}
+	if (hi.b[0] && hi.b[0]->n && gb_tbin__symbol(r->o.bin, hi.b[0]->r[0].l.pc, symb, sizeof(symb))) {
+		hi.sym_b = symb;
+		hi.ifunc_b = gb_tbin__in_ifunc(r->o.bin, hi.b[0]->r[0].l.pc);
+	}
 	enum gb_quirk q = gb_hint_find(&hi);
 	const struct gb_quirk_info *qi = gb_quirk_info(q);
 	unsigned long idx = r->total++;
@@ -238,6 +247,8 @@ void gb_treport__divergence(struct gb_treport *r, const struct gb_div *d)
 				cJSON_AddStringToObject(h, "normalise", qi->normalise);
 			else
 				cJSON_AddNullToObject(h, "normalise");
+			if (qi->advice)
+				cJSON_AddStringToObject(h, "advice", qi->advice);
 		}
 		cJSON_AddItemToArray(r->divs, j);
 		return;
@@ -276,9 +287,10 @@ void gb_treport__divergence(struct gb_treport *r, const struct gb_div *d)
 	if (d->more_b)
 		fprintf(r->out, "    + ... %" PRIu64 " more groups to the end of B\n", d->more_b);
 	if (qi)
-		fprintf(r->out, "    hint: has the shape of %s: %s; %s%s%s\n", qi->name, qi->what,
+		fprintf(r->out, "    hint: has the shape of %s: %s; %s%s%s%s%s\n", qi->name, qi->what,
 			qi->normalise ? "--normalise " : "not normalised (gebpf diff cannot undo it)",
-			qi->normalise ? qi->normalise : "", qi->normalise ? " undoes it" : "");
+			qi->normalise ? qi->normalise : "", qi->normalise ? " undoes it" : "",
+			qi->advice ? ": " : "", qi->advice ? qi->advice : "");
 }
 
 static void side_counts(FILE *out, char which, const char *name, const struct gb_tside *s)

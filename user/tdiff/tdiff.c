@@ -250,12 +250,12 @@ int gb_tdiff(struct gb_treader *ra, struct gb_treader *rb, const struct gb_tdiff
 	struct gb_treport *rep = NULL;
 	struct gb_cmp_opts co = { .ignore_vcpu = o->ignore_vcpu, .rebase = !o->no_rebase };
 	struct gb_treader *rd[2] = { ra, rb };
-	char note[160];
+	char note[256];
 	int r = 0;
 	memset(side, 0, sizeof(side));
 	memset(nc, 0, sizeof(nc));
 	for (int s = 0; s < 2; s++)
-		gb_regions_init(&reg[s], GB_REGION_GAP);
+		gb_regions_init(&reg[s], o->region_gap ? o->region_gap : GB_REGION_GAP);
 	for (int s = 0; s < 2 && co.rebase && !r; s++) {
 		r = find_regions(rd[s], o->norm, &reg[s]);
 		if (!r)
@@ -263,7 +263,11 @@ int gb_tdiff(struct gb_treader *ra, struct gb_treader *rb, const struct gb_tdiff
 	}
 	if (r)
 		goto cleanup;
-	if (co.rebase)
+	if (co.rebase && reg[0].n != reg[1].n)
+		snprintf(note, sizeof(note), "addresses rebased per region (A %zu, B %zu regions: not as many, "
+			 "two mappings may be closer than --region-gap on one side, try a smaller one; "
+			 "--no-rebase compares raw addresses)", reg[0].n, reg[1].n);
+	else if (co.rebase)
 		snprintf(note, sizeof(note), "addresses rebased per region (A %zu, B %zu regions; --no-rebase "
 			 "compares raw addresses)", reg[0].n, reg[1].n);
 	else

@@ -22,6 +22,7 @@ struct gb_tdiff_opts {
 	long max_diffs;           /* divergences shown in detail (all are counted) */
 	long window;              /* groups looked ahead to resynchronise */
 	int sync;                 /* groups that must agree to resynchronise */
+	unsigned long long region_gap; /* bytes that cut a region (0: GB_REGION_GAP) */
 	const char *binary;       /* symbols and bytes, or NULL (meta.json's) */
 	const char *maps[2];      /* /proc/PID/maps files of A and B, or NULL */
 };
