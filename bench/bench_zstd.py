@@ -9,7 +9,7 @@ instructions a loop, 1 read + 1 write: 9 lines an iteration), traced with
 gebpf's defaults (the patch trap, the translating engine) and --max-events
 0, the trace written to a file on /tmp (the disk's file system) as
 `-o t.jsonl` (plain) and `-o t.jsonl.zst` (zstd, the default level), rounds
-interleaved; as context, zstd at levels 2 and 3 and at level 1 with 2 of
+interleaved; as context, zstd at levels 2, 3 and -3 and at level 1 with 2 of
 libzstd's worker threads (GEBPF_ZSTD_LEVEL / GEBPF_ZSTD_WORKERS, read by
 user/record/lines_zstd.c for this).  Printed per row (medians over rounds):
 
@@ -44,7 +44,8 @@ ROWS = [("plain", ".jsonl", {}),
         ("zstd", ".jsonl.zst", {}),
         ("zstd-2", ".jsonl.zst", {"GEBPF_ZSTD_LEVEL": "2"}),
         ("zstd-3", ".jsonl.zst", {"GEBPF_ZSTD_LEVEL": "3"}),
-        ("zstd-w2", ".jsonl.zst", {"GEBPF_ZSTD_WORKERS": "2"})]
+        ("zstd-w2", ".jsonl.zst", {"GEBPF_ZSTD_WORKERS": "2"}),
+        ("zstd--3", ".jsonl.zst", {"GEBPF_ZSTD_LEVEL": "-3"})]
 
 
 def cpu_children():
