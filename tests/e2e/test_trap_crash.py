@@ -102,15 +102,26 @@ def dropping(pid, stderr):
         return f.read(8) != bytes(8)
 
 
+def ending(pid, tid):
+    """Thread tid of pid is gone or exiting (a zombie: the kernel refuses a
+    PTRACE_SEIZE of an exiting task with EPERM)."""
+    try:
+        with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in "ZX"
+    except (OSError, IndexError):
+        return True
+
+
 def gs_all_zero(pid):
     """Every thread's gs base 0 (a thread that ended meanwhile, pt_churn's,
-    counts as 0)."""
+    or that is exiting, as every thread of a program at its end, counts as
+    0)."""
     for t in os.listdir("/proc/%d/task" % pid):
         try:
             if gs_base(int(t)) != 0:
                 return False
         except AssertionError:
-            if os.path.exists("/proc/%d/task/%s" % (pid, t)):
+            if not ending(pid, t):
                 raise
     return True
 
