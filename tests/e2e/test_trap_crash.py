@@ -126,11 +126,44 @@ def gs_all_zero(pid):
     return True
 
 
+def traced_threads(pid):
+    """The threads of pid that a tracer holds (the worker detaches them one
+    by one: the main thread's TracerPid alone says too little)."""
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return []
+    held = []
+    for t in tids:
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, t)) as f:
+                if int(re.search(r"^TracerPid:\s*(\d+)", f.read(), re.M).group(1)):
+                    held.append(t)
+        except (OSError, AttributeError):
+            pass    # (ended)
+    return held
+
+
+def gone(pid, timeout):
+    """Process pid (not our child) has ended, within timeout seconds."""
+    end = time.monotonic() + timeout
+    while pid and time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+            with open("/proc/%d/stat" % pid) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in "ZX":
+                    return True
+        except (OSError, IndexError):
+            return True
+        time.sleep(0.01)
+    return not pid
+
+
 def untraced(pid, timeout):
     end = time.monotonic() + timeout
-    while tracer_of(pid) != 0 and time.monotonic() < end:
+    while traced_threads(pid) and time.monotonic() < end:
         time.sleep(0.02)
-    return tracer_of(pid) == 0
+    return not traced_threads(pid)
 
 
 def worker_of(g, timeout=5.0):
@@ -202,6 +235,10 @@ def one_run(mode, seed, outdir, prog="pt_crash"):
             except ProcessLookupError:
                 pass    # (the trace had ended)
         g.wait(timeout=30)
+        # The worker (gebpf SIGKILLed: it ends the trace; else killed) is
+        # gone before anything is read: one still attaching or detaching
+        # threads would hold some of them (EPERM for gs_base's seize).
+        res["worker_gone"] = gone(w, 20)
         res["detached"] = untraced(p.pid, 20)
         if mode == "gebpf":
             pass
