@@ -102,11 +102,11 @@ def dropping(pid, stderr):
         return f.read(8) != bytes(8)
 
 
-def ending(pid, tid):
-    """Thread tid of pid is gone or exiting (a zombie: the kernel refuses a
-    PTRACE_SEIZE of an exiting task with EPERM)."""
+def exiting(proc):
+    """/proc/PROC (a pid, or PID/task/TID) is gone or exiting (a zombie: the
+    kernel refuses a PTRACE_SEIZE of an exiting task with EPERM)."""
     try:
-        with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+        with open("/proc/%s/stat" % proc) as f:
             return f.read().rsplit(")", 1)[1].split()[0] in "ZX"
     except (OSError, IndexError):
         return True
@@ -121,7 +121,7 @@ def gs_all_zero(pid):
             if gs_base(int(t)) != 0:
                 return False
         except AssertionError:
-            if not ending(pid, t):
+            if not exiting("%d/task/%s" % (pid, t)):
                 raise
     return True
 
@@ -147,16 +147,9 @@ def traced_threads(pid):
 def gone(pid, timeout):
     """Process pid (not our child) has ended, within timeout seconds."""
     end = time.monotonic() + timeout
-    while pid and time.monotonic() < end:
-        try:
-            os.kill(pid, 0)
-            with open("/proc/%d/stat" % pid) as f:
-                if f.read().rsplit(")", 1)[1].split()[0] in "ZX":
-                    return True
-        except (OSError, IndexError):
-            return True
+    while pid and not exiting(pid) and time.monotonic() < end:
         time.sleep(0.01)
-    return not pid
+    return not pid or exiting(pid)
 
 
 def untraced(pid, timeout):
