@@ -81,6 +81,39 @@ Test(jit_patch, no_patch_over_an_internal_target_or_a_code_address)
 		     "past the 5 bytes");
 }
 
+/* Without gebpf a thread goes on natively from the copy of a patch's
+ * instructions, and after a system call of the range: neither may leave it
+ * inside the 5 bytes (docs/trace.md "Harmless without gebpf"). */
+static int why_native(const uint8_t *b, size_t n, uint64_t cache)
+{
+	struct gb_insn in[16];
+	const uint64_t base = 0x400000, e0[] = { base };
+	struct gb_patch_map map = { base & ~0xfffull, (base + n + 0xfff) & ~0xfffull, false };
+	struct gb_patch_in pi = { base, base + n - 1, e0, 1, in, jit_decode_all(base, b, n, in, 16),
+				  &map, 1, cache, cache + GB_JIT_CODE_SIZE, NULL, 0, true };
+	struct gb_patch_plan pl;
+	cr_assert_eq(gb_patch_plan(&pi, &pl), 0);
+	int w = pl.v[0].why;
+	gb_patch_plan_free(&pl);
+	return w;
+}
+
+Test(jit_patch, every_patch_has_a_way_on_without_gebpf)
+{
+	static const uint8_t sys_mid[] = { 0x31, 0xc0, 0x0f, 0x05, 0x90, 0xc3 };   /* xor; syscall; nop; ret */
+	static const uint8_t sys_last[] = { 0x31, 0xc0, 0x90, 0x0f, 0x05, 0xc3 };  /* xor; nop; syscall; ret */
+	static const uint8_t call_rsp[] = { 0xff, 0xd4, 0x90, 0x90, 0x90, 0xc3 };   /* call rsp; nops; ret */
+	const uint64_t near = 0x400000 + (256ull << 20);
+	cr_assert_eq(why_native(sys_mid, sizeof(sys_mid), near), GB_PATCH_SYSCALL_INSIDE,
+		     "its return at +4, inside the jump");
+	cr_assert_eq(why_native(sys_last, sizeof(sys_last), near), GB_PATCH_OK,
+		     "its return at +5, past the jump");
+	int w = why_native(call_rsp, sizeof(call_rsp), near);
+	cr_assert_eq(w, GB_PATCH_NO_NATIVE, "call rsp (translated, but no relocated copy): %s",
+		     gb_patch_why_str(w));
+	cr_assert_str_eq(gb_patch_why_str(GB_PATCH_SYSCALL_INSIDE), "a system call returns inside its 5 bytes");
+}
+
 static struct gb_jit_mem mem;
 static struct gb_jit *jit;
 

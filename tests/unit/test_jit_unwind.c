@@ -465,6 +465,20 @@ static void not_owner_entry(bool tcb)
 	cr_assert_eq(gb_jit__ring_used(jit), 0, "it wrote records");
 }
 
+/* gebpf gone (user/jit/live.c): the owner too runs the native copy, and a
+ * stop at each of its steps unwinds to the original code. */
+static void gone_entry(bool tcb)
+{
+	uint64_t e = open_checked(true, tcb);
+	gb_jit__live_end(jit);
+	int held = 0, kinds[8] = { 0 };
+	int k = every_step(e, &held, kinds);
+	cr_assert_eq(held, 0, "it took the lock");
+	cr_assert_gt(kinds[GB_JIT_NS_NATIVE], 2, "%d stops in the native copy", kinds[GB_JIT_NS_NATIVE]);
+	cr_assert_lt(k, 40, "%d steps in the cache", k);
+	cr_assert_eq(gb_jit__ring_used(jit), 0, "it wrote records");
+}
+
 static void not_owner_relocated(bool tcb)
 {
 	static uint8_t *const f[] = { uw_bcall, uw_bjcc, uw_bjnz, uw_bjmp, uw_bloop };
@@ -506,3 +520,5 @@ Test(jit_unwind, by_fs0_a_thread_not_the_owner_runs_relocated_calls_and_branches
 {
 	not_owner_relocated(true);
 }
+Test(jit_unwind, once_gebpf_is_gone_the_owner_runs_the_entry_natively) { gone_entry(false); }
+Test(jit_unwind, by_fs0_once_gebpf_is_gone_the_owner_runs_the_entry_natively) { gone_entry(true); }

@@ -101,6 +101,7 @@ struct ns_offs {
 	/* acquire: flags saved (fl), ticket taken (x1, in eax until tk), served
 	 * (got), its marker committed (marked), flags back (sahf), the wait */
 	uint32_t acq, acq_fl, x1, tk, got, marked, acq_sahf, acq_end;
+	uint32_t acq_bail;   /* gebpf gone: the ticket given up, on to T_BAIL */
 	/* release: the next ticket served (xr); when its word is not 0: flags
 	 * saved (rel_fl), the word taken (xs: eax 2, given up), rel_9 (rcx 1:
 	 * given up), flags back (rel_sahf), on to serve the next (rel_next) or
@@ -132,6 +133,7 @@ struct gb_jit {
 	struct gb_jit_waker *waker;           /* gb_jit__ring_waker's thread, or NULL */
 	uint64_t fs[GB_JIT_TLS_COUNT];        /* each area's fs base (gb_jit__area_fs) */
 	struct ns_offs ro;                    /* the shared routines */
+	bool live_held;                       /* this process holds NS_LIVE (live.c) */
 	struct nscall *cs; size_t ncs, cscap; /* every call of them, in address order */
 };
 
@@ -160,6 +162,14 @@ struct gb_jit {
 #define NS_MISSES    360   /* in-range targets missed (a lookup, an exit stub) */
 #define NS_END       368   /* ring: the address of its end */
 #define NS_MAXB      376   /* ring: bytes of the largest block's words */
+/* gebpf serves the cache (live.c): a process-shared robust pthread mutex
+ * that gebpf's worker holds; its lock word's byte 3 is 0 while the worker
+ * lives, FUTEX_OWNER_DIED's byte (0x40) once the kernel has seen it die, or
+ * once gebpf let go of the cache itself (GB_JIT_LIVE_GONE). */
+#define NS_LIVE      384   /* pthread_mutex_t (40 bytes): to 424 */
+#define NS_GONE      (NS_LIVE + 3)   /* the byte the cache's code reads */
+#define NS_LKTO      432   /* struct timespec: the acquire's sleep (a bound) */
+#define NS_HDR       GB_JIT_HDR_OFF   /* the header (jit.h struct gb_jit_hdr): to 1024 */
 #define NS_TFBIT     1024  /* 256 bytes: b & 1 (popf.c's flag-free TF test) */
 #define NS_SCRATCH   2048  /* dropping: where records go (one block) */
 /* The per-thread areas, at the end of the data part (their addresses are
@@ -193,6 +203,9 @@ _Static_assert(GB_JIT_MISS_LOG == 256, "the miss log's index is a byte (movzx)")
 #define T_TICKET 112 /* the ticket taken (acquire) or now served (release) */
 #define T_WADDR 120  /* the ticket's wait word (a futex call's address) */
 #define T_NEGFS 128  /* minus its owner's key, its fs base or fs:0 (owner.c) */
+#define T_BAIL  136  /* an acquire's way on without the lock once gebpf is
+		      * gone (the site's: its entry block again, or the
+		      * original code after a system call), or 0: wait on */
 /* A stretch marker's ring word: instruction ids are below it. */
 #define NS_MARK   0x8000000000000000ull
 #define NS_MARK_K 0xffffull
@@ -235,7 +248,9 @@ uint64_t jit_stub(struct gb_jit *j, uint64_t target, uint32_t src, uint8_t emu_w
 void ns_routines(struct gb_jit *j);
 /* ticket.c: the acquire and release routines (j->acq, j->rel, j->ro). */
 void ns_lock_routines(struct gb_jit *j);
-void ns_acquire(struct gb_jit *j);
+/* bail: where its thread goes on without the lock once gebpf is gone (the
+ * lock's wait gives its ticket up, rax, rcx and the flags back), or 0. */
+void ns_acquire(struct gb_jit *j, uint64_t bail);
 void ns_release(struct gb_jit *j);
 /* Release the lock and jump to target (an exit out of the range). */
 void ns_leave(struct gb_jit *j, uint64_t target);
@@ -246,6 +261,14 @@ void ns_syscall(struct gb_jit *j, const struct gb_insn *gi);
 uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk, gb_jit_fetch_fn fetch,
 			void *ctx);
 void ns_areas_init(struct gb_jit *j);
+
+/* live.c: the lock acquire's bounded sleep (NS_LKTO), set with the rest
+ * of the data part. */
+void ns_live_init(struct gb_jit *j);
+/* movzx ecx, byte [NS_GONE] (NS_GONE_LEN bytes, flag-free): rcx 0 while
+ * gebpf serves the cache. */
+#define NS_GONE_LEN 7
+void ns_gone_rcx(struct gb_jit *j);
 
 /* owner.c: an entry block's owner check, emitted at the start of its unit
  * u when gb_jit_opts.owner_check and the instructions its patch covers at

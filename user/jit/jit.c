@@ -69,6 +69,7 @@ struct gb_jit *gb_jit__new_opts(const struct gb_jit_mem *m, uint64_t start, uint
 	if (o->nostop) {
 		ns_areas_init(j);
 		ns_popf_table(j);
+		ns_live_init(j);
 	}
 	ns_setup(j);
 	if (j->em.err) {
@@ -83,6 +84,7 @@ void gb_jit__free(struct gb_jit *j)
 	if (!j)
 		return;
 	gb_jit__ring_waker_stop(j);
+	gb_jit__live_end(j); /* (nothing of the cache waits for gebpf any more) */
 	free(j->u);
 	free(j->in);
 	free(j->st);

@@ -85,6 +85,43 @@ struct gb_jit_opts {
 	int (*read)(void *ctx, uint64_t addr, void *buf, size_t n);   /* 0 or -1 */
 	void *read_ctx;
 };
+/* Harmless without gebpf (live.c; docs/trace.md "Harmless without gebpf"):
+ * the cache serves only while gebpf says it does.  gb_jit__live_start (the
+ * thread that traces, before any patch is written): this thread holds the
+ * cache's liveness word, which the kernel marks when the thread dies, however
+ * it dies.  gb_jit__live_end: gebpf lets go of the cache (the end of a trace,
+ * an exec, a failure; gb_jit__free does it too).  From then on every thread
+ * of the target that reaches the cache runs the original code: an entry
+ * block sends it to the native copy of the entry's instructions, a system
+ * call of the range returns to the original code, a wait for the lock gives
+ * its ticket up (within GB_JIT_LOCK_SLEEP_MS), the ring's writer drops at
+ * once.  gb_jit__live: the word says gebpf serves it. */
+#define GB_JIT_LIVE_GONE 0x40000000u   /* FUTEX_OWNER_DIED: the word once gone */
+#define GB_JIT_LOCK_SLEEP_MS 10
+int gb_jit__live_start(struct gb_jit *j);
+void gb_jit__live_end(struct gb_jit *j);
+bool gb_jit__live(const struct gb_jit *j);
+
+/* The cache's header (live.c), in its data part: what a later gebpf reads to
+ * recognise a cache an earlier one left in a target (docs/trace.md "What an
+ * earlier gebpf left").  Written by gb_jit__mark, before any patch. */
+#define GB_JIT_HDR_MAGIC   "gebpf-cc"
+#define GB_JIT_HDR_VERSION 1u
+#define GB_JIT_HDR_OFF     512u        /* from the data part's start */
+struct gb_jit_hdr {
+	char magic[8];
+	uint32_t version, size;       /* GB_JIT_HDR_VERSION, sizeof */
+	uint64_t code_addr;           /* the cache (code part; the data part follows) */
+	uint64_t start, end;          /* the range it translated (run-time, inclusive) */
+	uint32_t gone_off;            /* the liveness word's byte 3, from the data part */
+	int32_t worker;               /* the pid of the gebpf that made it (its namespace's) */
+	char module[256];             /* the range's file */
+};
+void gb_jit__mark(struct gb_jit *j, const char *module);
+/* Is buf (at least sizeof(struct gb_jit_hdr) bytes read at a data part's
+ * GB_JIT_HDR_OFF) a header of this version? */
+bool gb_jit__hdr_ok(const struct gb_jit_hdr *h);
+
 #define GB_JIT_TLS_COUNT 256u       /* threads (areas at the end of the data part) */
 #define GB_JIT_TLS_SIZE  256u
 struct gb_jit *gb_jit__new_opts(const struct gb_jit_mem *m, uint64_t start, uint64_t end,

@@ -23,8 +23,10 @@ void ns_routines(struct gb_jit *j)
 	ns_ring_routine(j);
 }
 
-/* Call a shared routine: rax and rcx saved around it in the thread's area. */
-static void ns_call(struct gb_jit *j, uint64_t routine)
+/* Call a shared routine: rax and rcx saved around it in the thread's area.
+ * An acquire's site says where its thread goes on without the lock once
+ * gebpf is gone (T_BAIL: bail, or 0 to wait on; live.c). */
+static void ns_call(struct gb_jit *j, uint64_t routine, uint64_t bail)
 {
 	struct gb_emit *m = &j->em;
 	if (GB_GROW(&j->cs, &j->cscap, j->ncs + 1)) {
@@ -37,6 +39,10 @@ static void ns_call(struct gb_jit *j, uint64_t routine)
 	gb_emit_tls_store(m, T_RAX, GB_REG_RAX);
 	gb_emit_tls_store(m, T_RCX, GB_REG_RCX);
 	c->o_saved = (uint32_t)m->used;
+	if (c->acq) {
+		gb_emit_mov_imm64(m, GB_REG_RCX, bail);
+		gb_emit_tls_store(m, T_BAIL, GB_REG_RCX);
+	}
 	size_t lea = m->used;
 	gb_emit_lea_rip(m, GB_REG_RCX, gb_emit_here(m));
 	gb_emit_tls_store(m, T_RET, GB_REG_RCX);
@@ -49,8 +55,8 @@ static void ns_call(struct gb_jit *j, uint64_t routine)
 	c->o_end = (uint32_t)m->used;
 }
 
-void ns_acquire(struct gb_jit *j) { ns_call(j, j->acq); }
-void ns_release(struct gb_jit *j) { ns_call(j, j->rel); }
+void ns_acquire(struct gb_jit *j, uint64_t bail) { ns_call(j, j->acq, bail); }
+void ns_release(struct gb_jit *j) { ns_call(j, j->rel, 0); }
 
 void ns_leave(struct gb_jit *j, uint64_t target)
 {
@@ -64,12 +70,26 @@ void ns_syscall(struct gb_jit *j, const struct gb_insn *gi)
 	if (!u)
 		return;
 	u->ns = GB_JIT_NS_SYSCALL;
+	uint64_t next = gi->pc + gi->len;
 	ns_release(j);
 	gb_emit_raw(&j->em, gi->bytes, gi->len);
 	u->o_insn = (uint32_t)j->em.used;
+	/* gebpf gone (live.c): the original code goes on after the call,
+	 * with no area, lock or ring touched (a clone's child made here
+	 * shares its parent's area), rcx the original return address as
+	 * the kernel leaves it natively */
+	ns_gone_rcx(j);
+	size_t jr = j->em.used;
+	gb_emit_jrcxz(&j->em, gb_emit_here(&j->em) + 2); /* (to the acquire: below) */
+	gb_emit_mov_imm64(&j->em, GB_REG_RCX, next);
+	gb_emit_jump(&j->em, ZYDIS_MNEMONIC_JMP, next);
+	if (!j->em.err && j->em.used - (jr + 2) < 128)
+		j->em.buf[jr + 1] = (uint8_t)(j->em.used - (jr + 2));
+	else
+		j->em.err = j->em.err ? j->em.err : -EINVAL;
 	/* rcx: the return address the kernel leaves is the original one */
-	gb_emit_mov_imm64(&j->em, GB_REG_RCX, gi->pc + gi->len);
-	ns_acquire(j);
+	gb_emit_mov_imm64(&j->em, GB_REG_RCX, next);
+	ns_acquire(j, next);
 	jit_unit_end(j, u);
 }
 
@@ -87,7 +107,9 @@ uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk, gb_jit_fetc
 		return 0;
 	u->ns = GB_JIT_NS_ENTRY;
 	unsigned n = ns_owner_check(j, u, pc, fetch, ctx, in, &to_native);
-	ns_acquire(j);
+	/* gone while it waits: this block again, whose check sends it to the
+	 * native copy (without one it waits on) */
+	ns_acquire(j, n ? at : 0);
 	gb_emit_jump(&j->em, ZYDIS_MNEMONIC_JMP, blk);
 	jit_unit_end(j, u);
 	ns_owner_native(j, in, n, to_native);

@@ -26,12 +26,17 @@
  * has the same fs base, so rdfsbase could not tell them apart either.
  *
  *   lea rsp, [rsp-256]; mov [rsp], rax; mov [rsp+8], rcx
- *   mov rcx, gs:[T_NEGFS]; jrcxz own                 (rdfsbase: 2-byte nop)
+ *   movzx ecx, byte [NS_GONE]; jrcxz served; jmp short notown   (live.c)
+ *   served: mov rcx, gs:[T_NEGFS]; jrcxz own          (rdfsbase: 2-byte nop)
  *   mov rax, fs:[0]                                   (rdfsbase rax; 4-byte nop)
  *   lea rcx, [rcx+rax]; jrcxz own
- *   mov rcx, [rsp+8]; mov rax, [rsp]; lea rsp, [rsp+256]; jmp native
+ *   notown: mov rcx, [rsp+8]; mov rax, [rsp]; lea rsp, [rsp+256]; jmp native
  *   own: mov rcx, [rsp+8]; mov rax, [rsp]; lea rsp, [rsp+256]
  *   (the lock's acquire, as before)
+ *
+ * The first test is the liveness word's (live.c): once gebpf is gone every
+ * thread takes the native copy, the area's owner too, touching no area,
+ * lock or ring: the entry costs this check and two jumps from then on.
  *
  * Both forms have the same length and offsets, so one unwinder serves.
  * gb_jit_opts.owner_check turns the check on, owner_tcb picks the fs:0
@@ -59,9 +64,9 @@ static const uint8_t P_UNSUB[] = { 0x48, 0x8d, 0xa4, 0x24, 0x00, 0x01, 0x00, 0x0
 
 /* Offsets in the check (from the entry unit's start): see unwind.c's use. */
 enum {
-	C_SAVED_RAX = 12, C_SAVED_RCX = 17, C_KEY0 = 26, C_LOAD = 28, C_JRCXZ = 41,
-	C_RCX_BACK = 48, C_RAX_BACK = 52, C_RSP_BACK = 60, C_OWN = 65,
-	C_OWN_RAX = 70, C_OWN_RSP = 74, C_END = 82,
+	C_SAVED_RAX = 12, C_SAVED_RCX = 17, C_GONE = 17, C_KEY0 = 37, C_LOAD = 39, C_JRCXZ = 52,
+	C_NOTOWN = 54, C_RCX_BACK = 59, C_RAX_BACK = 63, C_RSP_BACK = 71, C_OWN = 76,
+	C_OWN_RAX = 81, C_OWN_RSP = 85, C_END = 93,
 };
 
 static void restore(struct gb_emit *m)
@@ -121,6 +126,10 @@ unsigned ns_owner_check(struct gb_jit *j, struct unit *u, uint64_t pc, gb_jit_fe
 	gb_emit_raw(m, P_SUB, sizeof(P_SUB));
 	gb_emit_raw(m, P_SAVE_RAX, sizeof(P_SAVE_RAX));
 	gb_emit_raw(m, P_SAVE_RCX, sizeof(P_SAVE_RCX));
+	/* gebpf gone (live.c): the native copy, whoever the thread is */
+	ns_gone_rcx(j);
+	gb_emit_jrcxz(m, gb_emit_here(m) + 2 + 2);
+	gb_emit_jmp8(m, j->em.base + start + C_NOTOWN);
 	gb_emit_tls_load(m, GB_REG_RCX, T_NEGFS);
 	if (j->o.owner_tcb) {
 		gb_emit_jrcxz(m, gb_emit_here(m) + (C_OWN - C_KEY0)); /* key 0: no fs base */
@@ -131,6 +140,8 @@ unsigned ns_owner_check(struct gb_jit *j, struct unit *u, uint64_t pc, gb_jit_fe
 	}
 	gb_emit_raw(m, P_ADD, sizeof(P_ADD));
 	gb_emit_jrcxz(m, gb_emit_here(m) + 2 + (C_OWN - C_JRCXZ - 2));
+	if (!m->err && m->used - start != C_NOTOWN)
+		m->err = -EINVAL;
 	restore(m);
 	*to_native = gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, gb_emit_here(m));
 	restore(m);

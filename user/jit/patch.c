@@ -10,6 +10,7 @@
 #include "decode/plan.h"
 #include "jit/emit.h"
 #include "jit/jit.h"
+#include "jit/reloc.h"
 
 /* Can the instruction live only in the cache?  The translator takes it, and
  * what it addresses relative to its own place (RIP-relative operands, branch
@@ -119,8 +120,22 @@ static void plan_one(const struct gb_patch_in *in, size_t e, const uint64_t *t, 
 		p->insn[p->ninsns++] = gi->pc;
 		at += gi->len;
 	}
-	if (at < hi)
+	if (at < hi) {
 		p->why = GB_PATCH_SHORT;
+		return;
+	}
+	/* Without gebpf (live.c) a thread goes on natively at the end of a
+	 * system call of the range: not inside the 5 bytes, which hold the
+	 * jump's tail. */
+	for (unsigned k = 0; k + 1 < p->ninsns; k++)
+		if (in->insns[i + k].zi.mnemonic == ZYDIS_MNEMONIC_SYSCALL) {
+			p->why = GB_PATCH_SYSCALL_INSIDE;
+			return;
+		}
+	/* ... and at an entry, from the copy of the instructions the patch
+	 * covers (owner.c): they must run from one (reloc.h). */
+	if (in->need_native && !gb_reloc_ok(&in->insns[i], p->ninsns, in->cache_lo, in->cache_hi))
+		p->why = GB_PATCH_NO_NATIVE;
 }
 
 int gb_patch_plan(const struct gb_patch_in *in, struct gb_patch_plan *out)
@@ -199,6 +214,8 @@ const char *gb_patch_why_str(int why)
 		[GB_PATCH_FAR] = "the cache is out of reach",
 		[GB_PATCH_NOT_INSN] = "not an instruction start of the range",
 		[GB_PATCH_TARGET_INSIDE] = "a branch target or code address of the range inside its 5 bytes",
+		[GB_PATCH_SYSCALL_INSIDE] = "a system call returns inside its 5 bytes",
+		[GB_PATCH_NO_NATIVE] = "its instructions cannot run from a copy (no way on without gebpf)",
 	};
 	return why >= 0 && why < (int)(sizeof(s) / sizeof(s[0])) ? s[why] : "?";
 }

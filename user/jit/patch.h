@@ -40,6 +40,13 @@ enum gb_patch_why {
 				 * (gb_patch_in.codeptrs): code running natively from
 				 * the original bytes (an in-range miss, a thread not
 				 * its area's owner) would land inside the jmp */
+	GB_PATCH_SYSCALL_INSIDE, /* a system call under the 5 bytes is not the last
+				  * instruction there: without gebpf its thread goes
+				  * on natively after it (docs/trace.md "Harmless
+				  * without gebpf"), inside the jmp */
+	GB_PATCH_NO_NATIVE,     /* (need_native) the instructions under the 5 bytes
+				 * cannot run from a copy (jit/reloc.h): a thread
+				 * would have no way on once gebpf is gone */
 };
 
 /* Permissions of [lo, hi) (the maps of the range's pages). */
@@ -53,6 +60,9 @@ struct gb_patch_in {
 	uint64_t cache_lo, cache_hi;          /* the cache's code region */
 	const uint64_t *codeptrs; size_t ncodeptrs; /* code addresses of the range
 						     * (sym/codeptrs.h), any order; may be 0 */
+	bool need_native;                     /* every patch needs a native copy
+					       * (the entry blocks' check: jit.h
+					       * gb_jit_opts.owner_check) */
 };
 
 struct gb_patch {

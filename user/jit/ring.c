@@ -147,7 +147,8 @@ int gb_jit__ring_next(const struct gb_jit *j, size_t *pos, uint64_t fs_base, uin
  * do, the same again; at the end it wakes it and waits until the consumer has read everything (NS_CONSUMED, which the
  * consumer writes, is a futex word too), then starts the next pass at the
  * ring's start under a seqlock (NS_SEQ odd while HEAD and NS_BASE change).
- * A wait that times out (NS_TIMEOUT, with no wake from the consumer) sets
+ * A wait that times out (NS_TIMEOUT, with no wake from the consumer), or
+ * gebpf gone (NS_GONE, live.c: looked at before each wait), sets
  * NS_DROPPING: the records written so far stay (NS_KEPT), every later block
  * writes into a scratch area and adds its record count to NS_DROPPED, and
  * the program runs on.  The slow path is the position-independent routine
@@ -177,6 +178,8 @@ __asm__(
 	"	movabs $" XS(MAGIC) ", %rdi\n"
 	"	cmpq $0, " XS(NS_DROPPING) "(%rdi)\n"
 	"	jne 5f\n"
+	"	cmpb $0, " XS(NS_GONE) "(%rdi)\n"   /* gebpf gone (live.c): nobody reads */
+	"	jne 10f\n"
 	"	mov " XS(NS_NEXT) "(%rdi), %rax\n"
 	"	test %rax, %rax\n"
 	"	jz 2f\n"
@@ -223,6 +226,8 @@ __asm__(
 	"	mov " XS(NS_CONSUMED) "(%rdi), %rdx\n"
 	"	cmp %rdx, %rax\n"
 	"	je 4f\n"
+	"	cmpb $0, " XS(NS_GONE) "(%rdi)\n"
+	"	jne 10f\n"
 	"	movl $1, " XS(NS_WAITING) "(%rdi)\n"
 	"	lea " XS(NS_TIMEOUT) "(%rdi), %r10\n"
 	"	lea " XS(NS_CONSUMED) "(%rdi), %rdi\n"
@@ -231,7 +236,7 @@ __asm__(
 	"	syscall\n"
 	"	cmp $-110, %rax\n"         /* -ETIMEDOUT: nobody came */
 	"	jne 3b\n"
-	"	movabs $" XS(MAGIC) ", %rdi\n"
+	"10:	movabs $" XS(MAGIC) ", %rdi\n"
 	"	mov 128(%rdi), %rax\n"
 	"	mov %rax, " XS(NS_KEPT) "(%rdi)\n"
 	"	movq $1, " XS(NS_DROPPING) "(%rdi)\n"

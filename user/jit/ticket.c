@@ -7,14 +7,18 @@
  *
  *   acquire:  t = xadd(NEXT, 1);
  *             while (SERV != t) { xchg(SLOT[t], 1); if (SERV == t) { SLOT[t] = 0; break; }
- *                                 futex(SLOT[t], FUTEX_WAIT, 1); }
+ *                                 if (GONE && BAIL) { xchg(SLOT[t], 2); goto *BAIL; }
+ *                                 futex(SLOT[t], FUTEX_WAIT, 1, 10 ms); }
  *   release:  s = SERV + 1; xchg(SERV, s);
  *             if (SLOT[s]) switch (xchg(SLOT[s], 0)) {
  *             case 2: goto release;                     (s given up: serve the next)
  *             case 1: futex(SLOT[s], FUTEX_WAKE, 1); }
  *
  * A thread waits on its own ticket's word, so a release wakes only the
- * next one, and only when it sleeps.  A ticket whose taker is gone before
+ * next one, and only when it sleeps.  Its sleep is bounded
+ * (GB_JIT_LOCK_SLEEP_MS): when gebpf is gone (live.c: the worker that may
+ * hold a ticket, or have taken one, is dead) it gives its ticket up and
+ * goes on without the lock where its site can (T_BAIL).  A ticket whose taker is gone before
  * its turn (gebpf unwound it out of the acquire to take a signal, or gave
  * up its own wait: gb_jit__lock_try_for) is marked 2; whoever serves it (a
  * release, or the abandoner finding it served already: the xchg of the
@@ -53,7 +57,7 @@ __asm__(
 	".text\n"
 	".globl gb_jit_lk_acq, gb_jit_lk_acq_fl, gb_jit_lk_acq_x1, gb_jit_lk_acq_tk, gb_jit_lk_acq_got\n"
 	".globl gb_jit_lk_acq_marked, gb_jit_lk_acq_sahf, gb_jit_lk_acq_fsave, gb_jit_lk_acq_frest\n"
-	".globl gb_jit_lk_acq_end\n"
+	".globl gb_jit_lk_acq_end, gb_jit_lk_acq_bail\n"
 	"gb_jit_lk_acq:\n"
 	"	lahf\n"
 	"	seto %al\n"
@@ -93,12 +97,15 @@ __asm__(
 	"	movabs $" XS(MAGIC_D) ", %rcx\n"
 	"	cmp 260(%rcx), %eax\n"
 	"	je 7f\n"
+	/* gebpf gone (live.c): nobody may ever serve the tickets ahead */
+	"	cmpb $0, " XS(NS_GONE) "(%rcx)\n"
+	"	jne 8f\n"
 	"gb_jit_lk_acq_fsave:\n"
 	FIVE_SAVE
 	"	mov %gs:" XS(T_WADDR) ", %rdi\n"
 	"	xor %esi, %esi\n"           /* FUTEX_WAIT (shared: gebpf's mapping wakes too) */
 	"	mov $1, %edx\n"
-	"	xor %r10d, %r10d\n"
+	"	lea " XS(NS_LKTO) "(%rcx), %r10\n"   /* a bound: NS_GONE looked at again */
 	"	mov $202, %eax\n"
 	"	syscall\n"
 	"gb_jit_lk_acq_frest:\n"
@@ -110,6 +117,22 @@ __asm__(
 	"7:	mov %gs:" XS(T_WADDR) ", %rax\n"
 	"	movl $0, (%rax)\n"
 	"	jmp 6b\n"
+	/* gone: the ticket given up, the flags, rax and rcx back, and on
+	 * where the site says (T_BAIL: its entry block again, whose check now
+	 * sends it to the native copy, or the original code after a system
+	 * call); a site with no way on (0) sleeps on, within the bound */
+	"8:	cmpq $0, %gs:" XS(T_BAIL) "\n"
+	"	je gb_jit_lk_acq_fsave\n"
+	"gb_jit_lk_acq_bail:\n"
+	"	mov %gs:" XS(T_WADDR) ", %rcx\n"
+	"	mov $2, %eax\n"
+	"	xchg %eax, (%rcx)\n"
+	"	mov %gs:" XS(T_LFLG) ", %rax\n"
+	"	add $0x7f, %al\n"
+	"	sahf\n"
+	"	mov %gs:" XS(T_RCX) ", %rcx\n"
+	"	mov %gs:" XS(T_RAX) ", %rax\n"
+	"	jmp *%gs:" XS(T_BAIL) "\n"
 	"gb_jit_lk_acq_end:\n");
 
 __asm__(
@@ -180,7 +203,7 @@ __asm__(
 
 extern const uint8_t gb_jit_lk_acq[], gb_jit_lk_acq_fl[], gb_jit_lk_acq_x1[], gb_jit_lk_acq_tk[],
 	gb_jit_lk_acq_got[], gb_jit_lk_acq_marked[], gb_jit_lk_acq_sahf[], gb_jit_lk_acq_fsave[],
-	gb_jit_lk_acq_frest[], gb_jit_lk_acq_end[];
+	gb_jit_lk_acq_frest[], gb_jit_lk_acq_end[], gb_jit_lk_acq_bail[];
 extern const uint8_t gb_jit_lk_rel[], gb_jit_lk_rel_xr[], gb_jit_lk_rel_fl[], gb_jit_lk_rel_xs[],
 	gb_jit_lk_rel_9[], gb_jit_lk_rel_sahf[], gb_jit_lk_rel_next[], gb_jit_lk_rel_ret2[],
 	gb_jit_lk_rel_fsave[], gb_jit_lk_rel_frest[], gb_jit_lk_rel_end[];
@@ -228,6 +251,7 @@ void ns_lock_routines(struct gb_jit *j)
 	o->fsave[0] = AT(a, gb_jit_lk_acq_fsave, gb_jit_lk_acq);
 	o->frest[0] = AT(a, gb_jit_lk_acq_frest, gb_jit_lk_acq);
 	o->acq_end = AT(a, gb_jit_lk_acq_end, gb_jit_lk_acq);
+	o->acq_bail = AT(a, gb_jit_lk_acq_bail, gb_jit_lk_acq);
 	j->rel = gb_emit_here(&j->em);
 	long r = copy_routine(j, gb_jit_lk_rel, gb_jit_lk_rel_end, 4);
 	if (r < 0)

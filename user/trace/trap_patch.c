@@ -493,6 +493,10 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 {
 	struct patch_trap *pt = PT(t);
 	patch_probe_teardown(pt, e);
+	/* From here on the cache does not wait for gebpf, whatever happens to
+	 * the worker during the end (jit/live.c) */
+	if (pt->j)
+		gb_jit__live_end(pt->j);
 	if (!pt->written)
 		return;
 	drain(pt, e); /* (every thread stopped, but perhaps in a stretch) */

@@ -168,7 +168,7 @@ static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, ui
 		pm[k] = (struct gb_patch_map){ m.v[k].start, m.v[k].end,
 					       (m.v[k].prot & PROT_WRITE) != 0 };
 	struct gb_patch_in in = { pt->start, pt->end, ev, en.n, ins, nins, pm, m.n, pt->map.addr,
-				  pt->map.addr + GB_JIT_CODE_SIZE, cp, ncp };
+				  pt->map.addr + GB_JIT_CODE_SIZE, cp, ncp, true };
 	for (size_t k = 0; ev && k < en.n; k++)
 		ev[k] = en.v[k].vaddr + bias;
 	if (!pm || !ev || gb_patch_plan(&in, &pt->plan))
@@ -258,10 +258,15 @@ const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *
 	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = 1000, .owner_check = true,
 				 .owner_tcb = !fsgsbase, .read = read_target, .read_ctx = pt };
 	pt->j = gb_jit__new_opts(&m, pt->start, pt->end, &o);
+	int lv = pt->j ? gb_jit__live_start(pt->j) : 0;
 	if (!pt->j)
 		why = "no translator";
-	else
+	else if (lv) /* (before any patch: jit/live.c) */
+		why = "the code cache's liveness word cannot be held";
+	else {
+		gb_jit__mark(pt->j, path); /* (a later gebpf recognises it: trace/leftover.h) */
 		why = plan(pt, path, lo, hi, bias, ins, nins, buf, len);
+	}
 	if (!why) {
 		struct gb_jit_stats js;
 		gb_jit__stats(pt->j, &js);
