@@ -28,6 +28,7 @@
 #include "sym/modfile.h"
 #include "sym/syms.h"
 #include "trace/engine.h"
+#include "trace/leftover.h"
 #include "trace/probes.h"
 #include "trace/report.h"
 #include "trace/seccomp_fit.h"
@@ -351,6 +352,11 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 
 	int pre = early(&s);
 	if (pre < 0 || start_target(&s))
+		goto cleanup;
+	/* Before a byte of its code is read: what an earlier gebpf left
+	 * (trace/leftover.h) */
+	struct gb_leftovers lo;
+	if (o->pid && !o->from && gb_leftovers_take(s.t.pid, &lo))
 		goto cleanup;
 	if (resolve_range(&s)) {
 		rc = GB_EXIT_USAGE;

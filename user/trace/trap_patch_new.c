@@ -21,6 +21,7 @@
 #include "ptrace/tracee.h"
 #include "sym/codeptrs.h"
 #include "sym/entries.h"
+#include "trace/leftover.h"
 #include "trace/probes.h"
 #include "trace/trap_patch.h"
 
@@ -42,16 +43,31 @@ static int read_target(void *ctx, uint64_t addr, void *buf, size_t n)
 static const char *refuse(const struct gb_tracee *t, char *buf, size_t len)
 {
 	size_t live = 0;
+	struct gb_leftovers lo = { 0 };
+	bool looked = false;
 	for (size_t i = 0; i < t->nthreads; i++) {
 		struct user_regs_struct r;
 		if (t->threads[i].exited)
 			continue;
 		live++;
-		if (gb_regs_get(t->threads[i].tid, &r) == 0 && r.gs_base) {
-			snprintf(buf, len, "thread %d uses its gs base", t->threads[i].tid);
+		if (gb_regs_get(t->threads[i].tid, &r) || !r.gs_base)
+			continue;
+		/* a gs base an earlier gebpf's cache gave it is not the program's
+		 * (trace/leftover.h): the thread gets its area in this one */
+		if (!looked)
+			looked = !gb_leftovers_find(t->pid, &lo);
+		if (gb_leftovers_at(&lo, r.gs_base))
+			continue;
+		snprintf(buf, len, "thread %d uses its gs base", t->threads[i].tid);
+		return buf;
+	}
+	for (size_t k = 0; k < lo.n; k++)
+		if (lo.v[k].inside) {
+			snprintf(buf, len, "%u threads run in the code cache an earlier gebpf left at "
+				 "0x%llx (they leave it by themselves)", lo.v[k].inside,
+				 (unsigned long long)lo.v[k].code);
 			return buf;
 		}
-	}
 	if (live > GB_JIT_TLS_COUNT) {
 		snprintf(buf, len, "%zu threads (at most %u)", live, GB_JIT_TLS_COUNT);
 		return buf;
