@@ -313,12 +313,22 @@ def test_attach_left_as_found(tmp_path):
 def test_sigint_launch(tmp_path):
     """SIGINT to gebpf ends a launched trace: exit 0, a well-formed trace."""
     out = tmp_path / "int.jsonl"
-    g = subprocess.Popen([gebpf_path(), "trace", "--range", "traced", "--trap", "patch", "-o",
+    errf = open(tmp_path / "int.err", "w+")
+    g = subprocess.Popen([gebpf_path(), "trace", "-v", "--range", "traced", "--trap", "patch", "-o",
                           str(out), "--", prog_path("pt_hot"), "-1", FILL],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.0)
+                         stdout=subprocess.DEVNULL, stderr=errf, text=True)
+    # (the patches in: then the program's calls are traced, at any load)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 60 and g.poll() is None:
+        errf.seek(0)
+        if "entries patched" in errf.read():
+            break
+        time.sleep(0.01)
+    time.sleep(0.5)
     g.send_signal(signal.SIGINT)
-    _, err = g.communicate(timeout=60)
+    g.wait(timeout=60)
+    errf.seek(0)
+    err = errf.read()
     assert g.returncode == 0, err
     lines, summary = read_trace(out)
     check_vt_order(lines)
