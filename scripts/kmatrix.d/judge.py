@@ -220,13 +220,52 @@ def judge_trace(rdir, exp, env):
             if no_fsgsbase(rdir) != (TCB_SAYS in line):
                 return ("fail", "the owner check's form does not match the CPU (fsgsbase=%s): "
                         "%s" % ("no" if no_fsgsbase(rdir) else "yes", line.strip()))
-    bad = judge_patch_probe(rdir) or judge_exec_thread(rdir, exp) or judge_direct(rdir)
+    bad = (judge_patch_probe(rdir) or judge_exec_thread(rdir, exp) or judge_direct(rdir) or
+           judge_killed(rdir, env))
     if bad:
         return bad
     return ("pass", "%d lines exact: probe trap (also after an exec from a second thread), page "
-            "trap, jit, patch trap (across an exec, and with an entry on a uprobe: %s; written %s%s)"
+            "trap, jit, patch trap (across an exec, and with an entry on a uprobe: %s; written %s; "
+            "gebpf and its worker killed: the program finished, the next trace took over%s)"
             % (len(got), patch_probe_way(rdir), direct_way(rdir),
                "; the owner check by fs:0: this CPU hides FSGSBASE" if no_fsgsbase(rdir) else ""))
+
+
+LEFT_RE = re.compile(r"a code cache gebpf \d+ left at 0x[0-9a-f]+-0x[0-9a-f]+ \(range "
+                     r"0x[0-9a-f]+-0x[0-9a-f]+ of [^)]*\): marked gone, its ring's memory given "
+                     r"back, (\d+) patched places written back from their files")
+
+
+def judge_killed(rdir, env):
+    """gebpf and its worker SIGKILLed together while the patch trap traced
+    kmalarm: kmalarm finishes by itself (the kernel marked the cache's
+    liveness word), and the next trace writes the entries back and traces
+    whole calls of work."""
+    err = (read(os.path.join(rdir, "killed.err"), "") or "")
+    if "entries patched" not in err:
+        return ("fail", "killed: the patch trap was not set up before the kill: %s"
+                % (err.strip().splitlines() or ["(nothing on stderr)"])[-1])
+    if not (read(os.path.join(rdir, "killed.worker"), "") or "").strip():
+        return ("fail", "killed: gebpf's worker was not found to be killed")
+    bad = target_said(rdir, "killed", "kmalarm (gebpf and its worker SIGKILLed)", "kmalarm ok")
+    if bad:
+        return bad
+    c = Check(rdir, "killed_retrace")
+    bad = c.failed_run()
+    if bad:
+        return bad
+    m = next((LEFT_RE.search(l) for l in c.err if LEFT_RE.search(l)), None)
+    if not m or int(m.group(1)) < 1:
+        return ("fail", "killed_retrace: the cache left by the killed gebpf was not taken over: %s"
+                % c.gebpf_line())
+    try:
+        objs, _ = jsonl(os.path.join(rdir, "killed_retrace.jsonl"))
+    except ValueError as e:
+        return ("fail", str(e))
+    pcs = [int(o["pc"], 16) for o in objs[:-1] if o.get("t") == "exec"]
+    if not objs or objs[-1].get("t") != "summary" or pcs.count(env["ALARM_START"]) < 1:
+        return ("fail", "killed_retrace: no whole call of work traced after the takeover")
+    return None
 
 
 def judge_direct(rdir):

@@ -100,6 +100,47 @@ run trace_short 30 "$G" trace --trap probes --range "$WORK_START-$WORK_RET" -o "
 # exec'ing thread, which takes over the pid and keeps its vcpu (1)
 run trace_exec_thread 30 "$G" trace -v --trap probes --range "$P/kmtrace:work" -o "$O/trace_exec_thread.jsonl" -- "$P/kmexecthr" "$P/kmtrace"
 
+# (1b) gebpf and its worker SIGKILLed together in the middle of a patch trap
+# trace (a cgroup's OOM kill): the kernel marks the cache's liveness word as
+# the worker dies (a robust mutex's FUTEX_OWNER_DIED, in the worker's exit,
+# before its tracees are let go: docs/trace.md "Harmless without gebpf"), so
+# kmalarm runs the original code through the entries left patched (its 1 ms
+# SIGALRM too) and finishes ("kmalarm ok", killed.target); the next trace
+# recognises the cache, writes the entries back from the file and traces
+# (killed_retrace; trace/leftover.c: /proc/PID/pagemap, map_files)
+rm -f "$O/.killed.fifo"
+mkfifo "$O/.killed.fifo"
+"$P/kmalarm" <"$O/.killed.fifo" >"$O/.killed.out" &
+kp=$!
+exec 9>"$O/.killed.fifo"
+sleep 0.3
+"$G" trace -v -p "$kp" --trap patch --range "$ALARM_START-$ALARM_LAST" --duration 60 \
+	--max-events 20000 -o "$O/killed.jsonl" 2>"$O/killed.err" &
+gp=$!
+i=0
+while [ $i -lt 200 ] && ! grep -q "entries patched" "$O/killed.err"; do
+	sleep 0.1
+	i=$((i + 1))
+done
+sleep 0.3
+wp=
+for d in /proc/[0-9]*; do
+	[ "$(cut -d' ' -f4 "$d/stat" 2>/dev/null)" = "$gp" ] && wp="$wp ${d#/proc/}"
+done
+kill -9 $wp "$gp" 2>/dev/null
+wait "$gp"
+echo $? >"$O/killed.rc"
+echo "$wp" >"$O/killed.worker"
+sleep 1
+run killed_retrace 30 "$G" trace -v -p "$kp" --range "$ALARM_START-$ALARM_LAST" --duration 1 \
+	--max-events 20000 -o "$O/killed_retrace.jsonl"
+exec 9>&-
+wait "$kp"
+echo $? >"$O/killed.target"
+rm -f "$O/.killed.fifo"
+mv "$O/.killed.out" "$O/killed.target.out"
+flush
+
 # (2) snapshot at a PC, then read bytes back from it.  The bytes come from a
 # copy-on-write copy (clone(CLONE_PARENT), exit signal 0, run from a stub in
 # the vDSO's padding through PTRACE_SYSCALL stops, with PTRACE_GETSIGMASK and

@@ -131,6 +131,11 @@ def pprof(stacks, line_of=lambda name: KMPY_LINES.get(name.split(".", 1)[1], (0,
     return gzip.compress(body)
 
 
+KILLED_RETRACE = ("gebpf: trace: pid 40: a code cache gebpf 41 left at 0x3ebff000-0x40400000 "
+                  "(range 0x4010b8-0x4010c8 of /kmprogs/kmalarm): marked gone, its ring's memory "
+                  "given back, 1 patched places written back from their files, 0 threads inside it\n")
+
+
 def write_good(d):
     files = {
         "kernel": "6.1.0-test\n",
@@ -184,6 +189,11 @@ def write_good(d):
         "strict.target": "0\n", "strict.target.out": "kmstrict ok\n",
         "alarm.rc": "0\n", "alarm.err": "", "alarm.jsonl": ALARM,
         "alarm.target": "0\n", "alarm.target.out": "kmalarm ok\n",
+        "killed.err": "gebpf: patch trap: 1 entries patched, 0 probed, threads run natively\n",
+        "killed.rc": "137\n", "killed.worker": " 41\n",
+        "killed.target": "0\n", "killed.target.out": "kmalarm ok\n",
+        "killed_retrace.rc": "0\n", "killed_retrace.jsonl": ALARM,
+        "killed_retrace.err": KILLED_RETRACE,
         "python.rc": "0\n", "python.err": PY_ERR, "python.out": "",
         "python.target": "0\n", "python.target.out": "kmpy ok 1234\n",
         "python.folded": folded(PY_STACKS),
@@ -423,7 +433,10 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
                                           "trace_exec_thread.jsonl", "trace_direct.rc",
                                           "trace_direct.err", "trace_direct.jsonl",
                                           "trace_buffered.rc", "trace_buffered.err",
-                                          "trace_buffered.out"],
+                                          "trace_buffered.out", "killed.err", "killed.rc",
+                                          "killed.worker", "killed.target", "killed.target.out",
+                                          "killed_retrace.rc", "killed_retrace.err",
+                                          "killed_retrace.jsonl"],
                                   done=False))
     res = verdicts(vm)
     assert res["trace"][0] == "pass"
@@ -486,6 +499,24 @@ def test_alarm_needs_a_growing_trace_and_the_target_ok(good):
     put(good, "alarm.target", "133\n")
     v = verdicts(good)["alarm"]
     assert v[0] == "fail" and "signal 5" in v[1], v
+
+
+def test_both_killed_needs_the_program_to_finish_and_the_next_trace_to_take_over(good):
+    """gebpf and its worker SIGKILLed under the patch trap (the trace cell):
+    kmalarm must finish by itself, and the next trace must say it wrote the
+    entries back and trace whole calls of work."""
+    assert verdicts(good)["trace"][0] == "pass", verdicts(good)["trace"]
+    put(good, "killed.target", "137\n")
+    v = verdicts(good)["trace"]
+    assert v[0] == "fail" and "SIGKILLed" in v[1] and "signal 9" in v[1], v
+    put(good, "killed.target", "0\n")
+    put(good, "killed_retrace.err", "gebpf: range work = 0x4010b8-0x4010c8\n")
+    v = verdicts(good)["trace"]
+    assert v[0] == "fail" and "not taken over" in v[1], v
+    put(good, "killed_retrace.err", KILLED_RETRACE)
+    put(good, "killed.err", "gebpf: trace: pid 40 stopped 3 ms for the set-up\n")
+    v = verdicts(good)["trace"]
+    assert v[0] == "fail" and "before the kill" in v[1], v
 
 
 def test_strict_target_killed_fails(good):
