@@ -2,6 +2,7 @@
 #include "common/guard.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 static volatile pid_t worker;
+static bool in_worker;
 
 static void pass_on(int sig)
 {
@@ -31,6 +33,7 @@ int gb_guard(void)
 		 * died before this line). */
 		if (prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && getppid() != parent)
 			raise(SIGTERM);
+		in_worker = true;
 		return 0;
 	}
 	worker = pid;
@@ -53,4 +56,16 @@ int gb_guard(void)
 		_exit(128 + WTERMSIG(status));
 	}
 	_exit(WEXITSTATUS(status));
+}
+
+void gb_guard_test_point(const char *name)
+{
+	static unsigned long passed; /* (passes of the point named there: no other counts) */
+	const char *at = in_worker ? getenv("GEBPF_TEST_KILL_AT") : NULL;
+	size_t len = strlen(name);
+	if (!at || strncmp(at, name, len) || (at[len] && at[len] != ':'))
+		return;
+	unsigned long nth = at[len] == ':' ? strtoul(at + len + 1, NULL, 10) : 1;
+	if (++passed == nth)
+		raise(SIGKILL);
 }

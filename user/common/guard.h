@@ -42,6 +42,15 @@ int gb_guard(void);
 void gb_guard_undo_add(pid_t pid, uint64_t addr, const uint8_t *bytes, unsigned len);
 /* Everything logged is back (or gone with the image): nothing to undo. */
 void gb_guard_undo_clear(void);
+/* Test only (docs/testing.md "Killing the worker at a named step"): with
+ * GEBPF_TEST_KILL_AT=NAME (or NAME:N) in the environment, the worker
+ * SIGKILLs itself the first (N-th) time it passes the point NAME, as a
+ * kill from outside would there; the points are the steps of the patch
+ * trap's end (end-begin, end-restore once per entry, end-restored,
+ * end-cleared, end-unwound, end-gs0, end-unmapped, end-detached).  Nothing
+ * in the process the user started, without a worker, or without the
+ * variable. */
+void gb_guard_test_point(const char *name);
 /* (guard.c's: the log made before the fork; run after the worker died) */
 void gb_guard__undo_init(void);
 void gb_guard__undo_run(void);

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/guard.h"
 #include "common/log.h"
 #include "common/sigflag.h"
 #include "record/jsonl.h"
@@ -432,6 +433,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	 * runs on while gebpf frees the trap and finishes the output. */
 	if (o->pid && !o->from && !s.t.exited && gb_trap_free_later(s.entry_trap))
 		gb_tracee_detach(&s.t);
+	gb_guard_test_point("end-detached");
 	gb_trap_free(s.entry_trap);
 	s.entry_trap = NULL;
 	gb_trace_report(&es, trap_name, eo.jit && s.trap != GB_TRAP_NONE);

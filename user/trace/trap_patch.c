@@ -398,9 +398,14 @@ void patch_write(struct patch_trap *pt, pid_t pid, bool orig)
 		    gb_mem_write(pid, p->addr, orig ? p->orig : p->bytes, GB_PATCH_LEN) != GB_PATCH_LEN)
 			gb_warn("trace: pid %d: cannot write the %s bytes at 0x%llx", pid,
 				orig ? "original" : "patch", (unsigned long long)p->addr);
+		if (orig && pid == pt->pid && p->why == GB_PATCH_OK)
+			gb_guard_test_point("end-restore"); /* (test only: common/guard.h) */
 	}
-	if (orig && pid == pt->pid)
+	if (orig && pid == pt->pid) {
+		gb_guard_test_point("end-restored");
 		gb_guard_undo_clear();
+		gb_guard_test_point("end-cleared");
+	}
 }
 
 /* Every thread stopped: gs bases set, threads in the range (or inside a
@@ -500,6 +505,7 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 	if (!pt->written)
 		return;
 	drain(pt, e); /* (every thread stopped, but perhaps in a stretch) */
+	gb_guard_test_point("end-begin");
 	if (!eng_live(e)) {
 		patch_drain(pt, e, true);
 		pt->written = false;
@@ -523,10 +529,12 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 			continue;
 		}
 	}
+	gb_guard_test_point("end-unwound");
 	/* What the end stepped through is the trace's too, up to --max-insns
 	 * (no thread in the cache now). */
 	patch_drain(pt, e, true);
 	ssize_t via = patch_gs_zero(e);
+	gb_guard_test_point("end-gs0");
 	e->t->zero_gs = true; /* (and a thread made since, at the detach) */
 	pt->written = false;
 	patch_report(pt);
@@ -538,6 +546,7 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 					   &e->t->threads[via].pending_sig))
 		gb_warn("pid %d: the code cache at 0x%llx stays mapped (never entered again)", pt->pid,
 			(unsigned long long)pt->map.addr);
+	gb_guard_test_point("end-unmapped");
 }
 
 static bool patch_must_restore(const struct gb_trap *t) { return PT(t)->written; }
