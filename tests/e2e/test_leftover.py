@@ -82,6 +82,7 @@ def test_both_killed_the_program_runs_on_and_the_next_trace_takes_over(tmp_path)
         kill_both(g)
         assert untraced(p.pid, 20)
         code = text_now(p.pid, "pt_crash")
+        assert code is not None, "pt_crash ended"
         assert not all(got == want for got, want in code.values()), \
             "the patches are there (what the kill left): %r" % code
         time.sleep(0.5)     # it runs on, by itself, through the cache nobody serves
@@ -111,6 +112,7 @@ def test_both_killed_the_program_runs_on_and_the_next_trace_takes_over(tmp_path)
         assert insns > 0, summary
         assert untraced(p.pid, 20)
         code = text_now(p.pid, "pt_crash")
+        assert code is not None, "pt_crash ended"
         assert all(got == want for got, want in code.values()), \
             "the text is the file's after the second trace: %r" % code
         left = [ln for ln in maps_of(p.pid).splitlines() if ln not in maps0.splitlines()]
@@ -139,6 +141,7 @@ def test_a_stale_cache_is_not_taken_for_the_programs_own_code(tmp_path):
         assert r.returncode == 0, r.stderr
         assert "patched places written back from their files" in r.stderr, r.stderr
         code = text_now(p.pid, "pt_crash")
+        assert code is not None, "pt_crash ended"
         assert all(got == want for got, want in code.values()), code
         with open(out) as f:
             summary = f.read().splitlines()[-1]
