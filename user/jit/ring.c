@@ -377,8 +377,9 @@ bool ns_ring_ends_with_mark(const struct gb_jit *j, const struct gb_jit_cursor *
 	size_t p = 0;
 	bool mark = false;
 	unsigned area = 0;
-	if (c && c->base == vload(j, NS_BASE) && c->pos <= used && c->mark != SIZE_MAX) {
-		p = c->pos; /* (a record boundary: what it read is known) */
+	if (c && c->base == vload(j, NS_BASE) && c->pos <= used &&
+	    (c->pos < used || c->mark != SIZE_MAX)) {
+		p = c->pos; /* (a record boundary; at used, what it read last is known) */
 		mark = p && c->mark == p;
 		area = c->area;
 	}
