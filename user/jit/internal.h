@@ -315,5 +315,10 @@ void ns_budget_exit(struct gb_jit *j, uint32_t ninsns, uint64_t back, uint64_t p
 /* A block writing words ring words was translated (the budgets count blocks
  * of the largest translated: called with the lock held or no thread in). */
 void ns_ring_block(struct gb_jit *j, uint32_t words);
+/* Is the last record of the ring's first used words (a record boundary)
+ * a marker of area k?  Decoded from c's position when it is in this pass
+ * (or NULL: from the pass's start). */
+bool ns_ring_ends_with_mark(const struct gb_jit *j, const struct gb_jit_cursor *c, size_t used,
+			    unsigned k);
 
 #endif

@@ -217,9 +217,15 @@ void gb_jit__area_clone(struct gb_jit *j, unsigned child, unsigned parent);
  * run (or a marker of a stretch that has not begun) is taken off the
  * ring's head: call it with the thread stopped BEFORE polling the ring
  * past its stop; c (the consumer's cursor, or NULL) is adjusted when it
- * has looked at those words but not read them; records among them it has
- * read already are counted in .late_recs (the consumer drops that many of
- * the last records it got).
+ * has looked at those words but not read them; instruction records among
+ * them it has read already are counted in .late_recs (the consumer drops
+ * that many of the last it got; a marker it read needs nothing: the next
+ * word written is a marker again).  A thread that held the lock at a head
+ * that ran out of the ring's budget (on its way to the ring's slow path,
+ * or waiting there at a pass's end) with nothing after its stretch's
+ * marker has that marker taken back too: it comes back through an entry
+ * block, whose acquire writes another before that head, where the budget
+ * counts one.
  * 0; -ENOENT when rip is not in the code region (regs untouched); -EINVAL
  * in the other mode, or when gs_base is not an area. */
 struct user_regs_struct;
@@ -235,8 +241,8 @@ struct gb_jit_unwound {
 			       * thread's next record of pc is that same
 			       * instruction again */
 	uint32_t dropped;     /* ring words taken off the head */
-	uint32_t late_recs;   /* records (an instruction, a marker) the cursor
-			       * had read already among them: drop them too */
+	uint32_t late_recs;   /* instruction records the cursor had read
+			       * already among them: drop them too */
 };
 struct gb_jit_cursor;
 int gb_jit__unwind(struct gb_jit *j, struct user_regs_struct *regs, struct gb_jit_cursor *c,
@@ -304,6 +310,10 @@ struct gb_jit_cursor {
 	unsigned area;        /* the area of the last marker read (whose fs
 			       * base resolves the records after it); a
 			       * zeroed cursor is the ring's start */
+	size_t mark;          /* pos just after the last marker read in this
+			       * pass (0: none; SIZE_MAX: unknown, gb_jit__unwind
+			       * took it back): the last record read is a marker
+			       * when mark == pos */
 };
 struct gb_jit_rec;
 /* Records come in ring order: a marker (GB_JIT_REC_MARK, .area k), then

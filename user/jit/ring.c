@@ -369,9 +369,33 @@ static uint64_t vload(const struct gb_jit *j, size_t off)
 static int poll_next(struct gb_jit *j, struct gb_jit_cursor *c, struct gb_jit_rec *out)
 {
 	int r = decode_at(j, c->limit, &c->pos, j->fs[c->area < GB_JIT_TLS_COUNT ? c->area : 0], 0, out);
-	if (r == 1 && out->kind == GB_JIT_REC_MARK)
+	if (r == 1 && out->kind == GB_JIT_REC_MARK) {
 		c->area = out->area;
+		c->mark = c->pos;
+	}
 	return r;
+}
+
+bool ns_ring_ends_with_mark(const struct gb_jit *j, const struct gb_jit_cursor *c, size_t used,
+			    unsigned k)
+{
+	size_t p = 0;
+	bool mark = false;
+	unsigned area = 0;
+	if (c && c->base == vload(j, NS_BASE) && c->pos <= used &&
+	    (c->pos < used || c->mark != SIZE_MAX)) {
+		p = c->pos; /* (a record boundary; at used, what it read last is known) */
+		mark = p && c->mark == p;
+		area = c->area;
+	}
+	while (p < used) {
+		struct gb_jit_rec rec;
+		if (decode_at(j, used, &p, 0, 0, &rec) != 1)
+			return false;
+		mark = rec.kind == GB_JIT_REC_MARK;
+		area = rec.area;
+	}
+	return mark && area == k;
 }
 
 int gb_jit__ring_poll(struct gb_jit *j, struct gb_jit_cursor *c, struct gb_jit_rec *out)
@@ -389,7 +413,7 @@ int gb_jit__ring_poll(struct gb_jit *j, struct gb_jit_cursor *c, struct gb_jit_r
 		return -EINVAL;
 	if (base != c->base) { /* a new pass: the writer waited for us to finish the last */
 		c->base = base;
-		c->pos = 0;
+		c->pos = c->mark = 0;
 	}
 	c->limit = (size_t)(head - lo) / 8;
 	return poll_next(j, c, out);

@@ -396,12 +396,14 @@ static void drop_words(struct gb_jit *j, uint32_t words, struct gb_jit_cursor *c
 	if (__atomic_load_n(dword(j, NS_DROPPING), __ATOMIC_ACQUIRE))
 		return; /* the scratch area: nothing the consumer sees */
 	if (c && c->base == *dword(j, NS_BASE)) {
-		if (c->pos > to) { /* handed out already: count them */
+		if (c->pos > to) { /* handed out already: count the instructions */
 			size_t p = to;
 			struct gb_jit_rec rec;
 			while (p < c->pos && gb_jit__ring_next(j, &p, 0, 0, &rec) == 1)
-				out->late_recs++;
+				out->late_recs += rec.kind == GB_JIT_REC_INSN;
 			c->pos = to;
+			if (c->mark > to)
+				c->mark = SIZE_MAX; /* (what came before it: not known) */
 		}
 		if (c->limit > to)
 			c->limit = to;
@@ -449,6 +451,19 @@ int gb_jit__unwind(struct gb_jit *j, struct user_regs_struct *regs, struct gb_ji
 	}
 	if (err)
 		return err;
+	/* A head that ran out of budget (0: on its way to the ring's slow
+	 * path, or waiting there at a pass's end): the thread comes back
+	 * through an entry block, whose acquire writes a marker before that
+	 * head again, in the one marker's room each head's budget counts.  A
+	 * stretch with records after its marker (the head a link's) had
+	 * none there; one with nothing after it gives its marker back, or a
+	 * writer unwound again and again at a pass's end (Go's SIGURG every
+	 * 10 ms to a goroutine that runs on) left one more each time, past
+	 * the ring's end into the lock's ticket words. */
+	if (w.held && !w.drop && !*dword(j, BUDGET) &&
+	    !__atomic_load_n(dword(j, NS_DROPPING), __ATOMIC_ACQUIRE) &&
+	    ns_ring_ends_with_mark(j, c, gb_jit__ring_used(j), (unsigned)(a / GB_JIT_TLS_SIZE)))
+		w.drop = 1;
 	if (w.drop && w.held)
 		drop_words(j, w.drop, c, out);
 	r.rip = w.pc;
