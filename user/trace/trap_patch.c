@@ -181,6 +181,7 @@ static void patch_idle(struct gb_trap *t, struct gb_engine *e)
 {
 	drain(PT(t), e);
 	collect_misses(PT(t), false);
+	patch_later_resend(PT(t), e);
 }
 
 /* Thread i (stopped, registers r) in the cache is put at its original
@@ -290,6 +291,7 @@ static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *
 	settle_new(pt, e, i);
 	if (patch_probe_classify(pt, e, i, st, &v))
 		return v;
+	patch_later_arrived(e, i, st);
 	if (st->kind != GB_STOP_SIGNAL || !pt->j || !pt->written || gb_regs_get(tid, &r))
 		return GB_TRAP_PROGRAM;
 	if (!gb_jit__in_code(pt->j, r.rip)) {
@@ -306,6 +308,9 @@ static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *
 		return GB_TRAP_PROGRAM; /* ignored, or the default action: nothing sees it */
 	struct gb_jit_loc loc;
 	bool sync = eng_sync_fault(st) && gb_jit__locate(pt->j, r.rip, &loc) == 0 && loc.at_insn;
+	if (!sync && patch_later(pt, e, i, st, &r)) /* (not inside a patch's bytes) */
+		return GB_TRAP_SWALLOW;
+	patch_later_taken(e, i);
 	uint64_t rip = r.rip;
 	int u = unwind(pt, e, i, &r, sync);
 	if (u == -ESRCH) {
@@ -388,26 +393,6 @@ static void patch_resuming(struct gb_trap *t, struct gb_engine *e, size_t i, int
 	settle_new(PT(t), e, i);
 }
 
-void patch_write(struct patch_trap *pt, pid_t pid, bool orig)
-{
-	for (size_t k = 0; k < pt->plan.n; k++) {
-		const struct gb_patch *p = &pt->plan.v[k];
-		if (!orig && pid == pt->pid && p->why == GB_PATCH_OK) /* (common/guard.h) */
-			gb_guard_undo_add(pid, p->addr, p->orig, GB_PATCH_LEN);
-		if (p->why == GB_PATCH_OK &&
-		    gb_mem_write(pid, p->addr, orig ? p->orig : p->bytes, GB_PATCH_LEN) != GB_PATCH_LEN)
-			gb_warn("trace: pid %d: cannot write the %s bytes at 0x%llx", pid,
-				orig ? "original" : "patch", (unsigned long long)p->addr);
-		if (orig && pid == pt->pid && p->why == GB_PATCH_OK)
-			gb_guard_test_point("end-restore"); /* (test only: common/guard.h) */
-	}
-	if (orig && pid == pt->pid) {
-		gb_guard_test_point("end-restored");
-		gb_guard_undo_clear();
-		gb_guard_test_point("end-cleared");
-	}
-}
-
 /* Every thread stopped: gs bases set, threads in the range (or inside a
  * patch's bytes) moved into the cache, the patches written. */
 static void patch_start(struct gb_trap *t, struct gb_engine *e)
@@ -487,6 +472,9 @@ void patch_report(struct patch_trap *pt)
 		(unsigned long long)pt->handled, (unsigned long long)pt->records,
 		(unsigned long long)(pt->blocks + js.blocks),
 		(unsigned long long)(pt->tinsns + js.insns), pt->images);
+	if (pt->later)
+		gb_info("trace: the patch trap: %llu asynchronous signals taken at a later instruction "
+			"(they stopped a thread inside a patch's bytes)", (unsigned long long)pt->later);
 	if (pt->misses)
 		gb_warn("trace: the patch trap: %llu in-range misses (targets not translated up front): "
 			"each missed stretch ran natively until the next entry, the trace is not exact "
@@ -497,6 +485,7 @@ void patch_report(struct patch_trap *pt)
 static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 {
 	struct patch_trap *pt = PT(t);
+	patch_later_end(e);
 	patch_probe_teardown(pt, e);
 	/* From here on the cache does not wait for gebpf, whatever happens to
 	 * the worker during the end (jit/live.c) */

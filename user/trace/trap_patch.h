@@ -4,6 +4,7 @@
 #ifndef GB_TRACE_TRAP_PATCH_H
 #define GB_TRACE_TRAP_PATCH_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -44,6 +45,13 @@ struct patch_thread {
 				       * PTRACE_SYSCALL until it sets one */
 	unsigned sigret;              /* handlers in flight whose rt_sigreturn it runs
 				       * with PTRACE_SYSCALL for (nested ones too) */
+	/* An asynchronous signal taken later (trap_patch_later.c): its number
+	 * (0: none), re-sent (its next stop with it is the one), postponed so
+	 * many times in a row, its first siginfo. */
+	int later_sig;
+	bool later_sent;
+	unsigned later_n;
+	siginfo_t later_si;
 	struct patch_probe_thread pp;
 };
 
@@ -94,6 +102,7 @@ struct patch_trap {
 	unsigned nprobed;
 	uint64_t probe_hits;          /* entries through them (statistics) */
 	uint64_t probe_waits;         /* ... that found the lock held (stayed stopped) */
+	uint64_t later;               /* signals taken later (trap_patch_later.c) */
 };
 
 /* An area for a new thread: one an exited thread gave back, else the next
@@ -162,6 +171,18 @@ void patch_flush(struct patch_trap *pt, struct gb_engine *e);
 /* The entries' bytes in process pid: the patches, or with orig the
  * original bytes (trap_patch.c). */
 void patch_write(struct patch_trap *pt, pid_t pid, bool orig);
+/* trap_patch_later.c: an asynchronous signal that stopped thread i (regs
+ * r) in the copy of a patch's instructions is taken later, at the next
+ * idle (true: not delivered now); the idle re-sends it; its stop gets its
+ * first siginfo back (arrived: call at every signal stop); a signal taken
+ * resets the count; at the end one not re-sent yet is left pending. */
+bool patch_later(struct patch_trap *pt, struct gb_engine *e, size_t i, const struct gb_stop *st,
+		 const struct user_regs_struct *r);
+void patch_later_resend(struct patch_trap *pt, struct gb_engine *e);
+void patch_later_arrived(struct gb_engine *e, size_t i, const struct gb_stop *st);
+void patch_later_taken(struct gb_engine *e, size_t i);
+void patch_later_end(struct gb_engine *e);
+
 /* trap_patch_child.c: the child hook (fork, vfork). */
 void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, bool vfork);
 

@@ -2,6 +2,10 @@
  * harmful (docs/trace.md "Ending"): see trap_patch.h. */
 #include <sys/user.h>
 
+#include "common/guard.h"
+#include "common/log.h"
+#include "ptrace/mem.h"
+
 #include "ptrace/regs.h"
 #include "trace/engine_int.h"
 #include "trace/trap_patch.h"
@@ -19,4 +23,24 @@ ssize_t patch_gs_zero(struct gb_engine *e)
 			via = (ssize_t)i;
 	}
 	return via;
+}
+
+void patch_write(struct patch_trap *pt, pid_t pid, bool orig)
+{
+	for (size_t k = 0; k < pt->plan.n; k++) {
+		const struct gb_patch *p = &pt->plan.v[k];
+		if (!orig && pid == pt->pid && p->why == GB_PATCH_OK) /* (common/guard.h) */
+			gb_guard_undo_add(pid, p->addr, p->orig, GB_PATCH_LEN);
+		if (p->why == GB_PATCH_OK &&
+		    gb_mem_write(pid, p->addr, orig ? p->orig : p->bytes, GB_PATCH_LEN) != GB_PATCH_LEN)
+			gb_warn("trace: pid %d: cannot write the %s bytes at 0x%llx", pid,
+				orig ? "original" : "patch", (unsigned long long)p->addr);
+		if (orig && pid == pt->pid && p->why == GB_PATCH_OK)
+			gb_guard_test_point("end-restore"); /* (test only: common/guard.h) */
+	}
+	if (orig && pid == pt->pid) {
+		gb_guard_test_point("end-restored");
+		gb_guard_undo_clear();
+		gb_guard_test_point("end-cleared");
+	}
 }
