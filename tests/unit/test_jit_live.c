@@ -7,6 +7,8 @@
  * "gebpf" here is a forked child that takes the word (and the lock) as the
  * worker does, and is SIGKILLed. */
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -277,4 +279,88 @@ Test(jit_live, the_rings_writer_drops_at_once_when_nobody_will_read)
 	cr_assert_eq(kept + rs.dropped, 3 + 7 * (size_t)n + 2, "kept %zu + dropped %lu: every record "
 		     "counted", kept, (unsigned long)rs.dropped);
 	cr_assert_eq(gb_jit__lock_word(jit), 0, "released at its exit");
+}
+
+struct looper { uint64_t blk; long n, r; volatile int started; };
+
+static void *loop_held(void *arg)
+{
+	struct looper *l = arg;
+	if (syscall(SYS_arch_prctl, ARCH_SET_GS, gb_jit__tls(jit, 0)))
+		return (void *)1;
+	l->started = 1;
+	l->r = ((fn1_t)l->blk)(l->n);
+	return NULL;
+}
+
+Test(jit_live, a_stretch_under_way_leaves_the_cache_at_its_next_block_when_gebpf_dies)
+{
+	/* A long loop in the range, entered while gebpf serves the cache (the
+	 * lock handed over, as at a probed entry), gebpf killed while it runs:
+	 * its next block head sends it to the original code (a way set by
+	 * gb_jit__ways), so nearly all of it runs natively, writing nothing. */
+	uint64_t e = open_live(jt_sum, jt_sum_end, 60000);
+	(void)e;
+	start_holder(false);
+	cr_assert_eq(gb_jit__lock_try(jit), 1);
+	uint64_t blk = gb_jit__enter_held(jit, 0, (uint64_t)jt_sum, jit_fetch, NULL);
+	cr_assert_neq(blk, 0);
+	cr_assert_gt(gb_jit__ways(jit), 0, "the blocks' ways set");
+	struct looper l = { blk, 50000000, 0, 0 };
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, loop_held, &l), 0);
+	while (!l.started)
+		usleep(1000);
+	usleep(50000);
+	kill_holder();
+	cr_assert_eq(pthread_join(th, NULL), 0);
+	cr_assert_eq(l.r, 5 * l.n, "native result");
+	struct gb_jit_ring_state rs;
+	gb_jit__ring_state(jit, &rs);
+	size_t kept = records();
+	cr_assert_lt(kept + rs.dropped, 3 + 7 * (size_t)l.n, "kept %zu + dropped %lu: some of the "
+		     "loop ran natively", kept, (unsigned long)rs.dropped);
+	cr_assert_lt(rs.dropped, 64, "%lu records dropped after gebpf died: it went on translated",
+		     (unsigned long)rs.dropped);
+}
+
+Test(jit_live, a_writer_waiting_for_the_consumer_leaves_natively_when_gebpf_dies)
+{
+	/* The ring full, nobody reading, the writer asleep for its consumer
+	 * (300 ms at a time) when gebpf dies: at its wake it sees gebpf gone
+	 * and leaves for the block's original code, dropping nothing. */
+	open_live(jt_sum, jt_sum_end, 300);
+	start_holder(false);
+	cr_assert_eq(gb_jit__lock_try(jit), 1);
+	uint64_t blk = gb_jit__enter_held(jit, 0, (uint64_t)jt_sum, jit_fetch, NULL);
+	cr_assert_neq(blk, 0);
+	gb_jit__ways(jit);
+	struct looper l = { blk, 5000000, 0, 0 };
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, loop_held, &l), 0);
+	/* (its tid: the only other thread of this process) */
+	pid_t tid = 0;
+	for (int k = 0; k < 2000 && !tid; k++) {
+		DIR *d = opendir("/proc/self/task");
+		struct dirent *de;
+		while (d && (de = readdir(d)))
+			if (atoi(de->d_name) > 0 && atoi(de->d_name) != getpid())
+				tid = atoi(de->d_name);
+		if (d)
+			closedir(d);
+		usleep(1000);
+	}
+	char st = '?';
+	for (int k = 0; k < 2000 && st != 'S'; k++) {
+		usleep(2000);
+		st = task_state(tid);
+	}
+	cr_assert_eq(st, 'S', "the writer waits for its consumer (state %c)", st);
+	kill_holder();
+	cr_assert_eq(pthread_join(th, NULL), 0);
+	cr_assert_eq(l.r, 5 * l.n, "native result");
+	struct gb_jit_ring_state rs;
+	gb_jit__ring_state(jit, &rs);
+	cr_assert_not(rs.dropping, "it went on dropping: %lu", (unsigned long)rs.dropped);
+	cr_assert_lt(records(), 3 + 7 * (size_t)l.n, "the rest ran natively");
 }

@@ -54,6 +54,9 @@ struct unit {
 	 * U_NS native (reloc.h's pieces): tgt the bytes its rsp is below
 	 * the original's (a call's push done, its jump not). */
 	uint32_t o_flg, o_sahf1, o_out, o_sahf2, o_hit, o_rel;
+	/* U_NS ring budget exit (ring.c): its 8-byte way slot (0 until
+	 * gb_jit__ways fills it) */
+	uint32_t o_way;
 	uint64_t tgt;
 	uint64_t pc;           /* U_HEAD: block; U_INSN: instruction; U_STUB/U_LINK: target */
 };
@@ -109,6 +112,7 @@ struct ns_offs {
 	uint32_t rel, xr, rel_fl, rel_xs, rel_9, rel_sahf, rel_next, rel_ret2, rel_end;
 	uint32_t fsave[2], frest[2];   /* the two futex calls: saves, restores */
 	uint32_t slow, slow_flg, slow_saved, slow_rest, slow_sahf, slow_end;
+	uint32_t slow_way;   /* gone: every register and the flags from the area, then T_WAY */
 };
 
 struct gb_jit {
@@ -203,6 +207,8 @@ _Static_assert(GB_JIT_MISS_LOG == 256, "the miss log's index is a byte (movzx)")
 #define T_TICKET 112 /* the ticket taken (acquire) or now served (release) */
 #define T_WADDR 120  /* the ticket's wait word (a futex call's address) */
 #define T_NEGFS 128  /* minus its owner's key, its fs base or fs:0 (owner.c) */
+#define T_WAY   144  /* a budget exit's way on, natively, once gebpf is gone
+		      * (ring.c: the block's original code, or 0) */
 #define T_BAIL  136  /* an acquire's way on without the lock once gebpf is
 		      * gone (the site's: its entry block again, or the
 		      * original code after a system call), or 0: wait on */

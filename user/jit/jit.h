@@ -101,6 +101,13 @@ struct gb_jit_opts {
 int gb_jit__live_start(struct gb_jit *j);
 void gb_jit__live_end(struct gb_jit *j);
 bool gb_jit__live(const struct gb_jit *j);
+/* A thread in a stretch under way when gebpf goes leaves it at its next
+ * block head for the block's original code, natively: the block's pc, or,
+ * strictly inside the instructions a patch covers, their copy in the
+ * patch's entry block (whose patches must be in place: call it once they
+ * are written, and after each translation).  Blocks with no way yet (0)
+ * run on translated, dropping their records.  Returns the ways set now. */
+size_t gb_jit__ways(struct gb_jit *j);
 
 /* The cache's header (live.c), in its data part: what a later gebpf reads to
  * recognise a cache an earlier one left in a target (docs/trace.md "What an

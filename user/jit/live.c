@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -112,4 +113,60 @@ bool gb_jit__hdr_ok(const struct gb_jit_hdr *h)
 {
 	return !memcmp(h->magic, GB_JIT_HDR_MAGIC, sizeof(h->magic)) &&
 	       h->version == GB_JIT_HDR_VERSION && h->size == sizeof(*h) && h->gone_off == NS_GONE;
+}
+
+/* --- ways on: where a block of a stretch under way goes natively once
+ * gebpf is gone (ring.c's budget exits) --- */
+
+struct way { uint64_t pc, at; };
+
+static int cmp_way(const void *a, const void *b)
+{
+	const struct way *x = a, *y = b;
+	return x->pc < y->pc ? -1 : x->pc > y->pc ? 1 : x->at < y->at ? -1 : x->at > y->at;
+}
+
+size_t gb_jit__ways(struct gb_jit *j)
+{
+	if (!j->o.nostop)
+		return 0;
+	/* the instruction copies of the entries' native copies (owner.c):
+	 * an instruction strictly inside a patch's 5 bytes runs from there */
+	size_t n = 0, set = 0;
+	struct way *v = malloc((j->nu + 1) * sizeof(*v));
+	if (!v)
+		return 0;
+	for (size_t k = 0; k < j->nu; k++) {
+		const struct unit *u = &j->u[k];
+		if (u->kind == U_NS && u->ns == GB_JIT_NS_NATIVE && !u->tgt)
+			v[n++] = (struct way){ u->pc, j->m.code_addr + u->off };
+	}
+	qsort(v, n, sizeof(*v), cmp_way);
+	for (size_t k = 0; k < j->nu; k++) {
+		const struct unit *u = &j->u[k];
+		uint64_t way;
+		if (u->kind != U_NS || u->ns != GB_JIT_NS_RING || u->off == j->ro.slow || !u->o_way)
+			continue;
+		memcpy(&way, j->m.code + u->o_way, 8);
+		if (way)
+			continue;
+		way = u->pc; /* its original code, where no patch covers it */
+		bool entry = false;
+		for (size_t e = 0; e < j->nen && !entry; e++)
+			entry = j->en[e].pc == u->pc; /* (a patched entry jumps to its check) */
+		size_t lo = 0, hi = n;
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+			if (v[mid].pc < u->pc)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (!entry && lo < n && v[lo].pc == u->pc)
+			way = v[lo].at;
+		__atomic_store_n((uint64_t *)(j->m.code + u->o_way), way, __ATOMIC_RELEASE);
+		set++;
+	}
+	free(v);
+	return set;
 }

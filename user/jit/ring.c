@@ -149,7 +149,8 @@ int gb_jit__ring_next(const struct gb_jit *j, size_t *pos, uint64_t fs_base, uin
  * ring's start under a seqlock (NS_SEQ odd while HEAD and NS_BASE change).
  * A wait that times out (NS_TIMEOUT, with no wake from the consumer), or
  * gebpf gone (NS_GONE, live.c: looked at before each wait), sets
- * NS_DROPPING: the records written so far stay (NS_KEPT), every later block
+ * NS_DROPPING (gone, a block with a way on, T_WAY from its budget exit's
+ * slot, leaves for its original code instead: gb_jit__ways): the records written so far stay (NS_KEPT), every later block
  * writes into a scratch area and adds its record count to NS_DROPPED, and
  * the program runs on.  The slow path is the position-independent routine
  * below, copied into the code with the data part's address at each
@@ -163,7 +164,7 @@ _Static_assert(HEAD == 128 && BUDGET == 136 && RING == 4096, "the ring routine's
 __asm__(
 	".text\n"
 	".globl gb_jit_ring_slow, gb_jit_ring_slow_end, gb_jit_ring_slow_flg, gb_jit_ring_slow_saved\n"
-	".globl gb_jit_ring_slow_rest, gb_jit_ring_slow_sahf\n"
+	".globl gb_jit_ring_slow_rest, gb_jit_ring_slow_sahf, gb_jit_ring_slow_way\n"
 	"gb_jit_ring_slow:\n"
 	"	lahf\n"
 	"	seto %al\n"
@@ -176,10 +177,10 @@ __asm__(
 	"	mov %r11, %gs:" XS(T_R11) "\n"
 	"gb_jit_ring_slow_saved:\n"
 	"	movabs $" XS(MAGIC) ", %rdi\n"
+	"	cmpb $0, " XS(NS_GONE) "(%rdi)\n"   /* gebpf gone (live.c): nobody reads */
+	"	jne 11f\n"
 	"	cmpq $0, " XS(NS_DROPPING) "(%rdi)\n"
 	"	jne 5f\n"
-	"	cmpb $0, " XS(NS_GONE) "(%rdi)\n"   /* gebpf gone (live.c): nobody reads */
-	"	jne 10f\n"
 	"	mov " XS(NS_NEXT) "(%rdi), %rax\n"
 	"	test %rax, %rax\n"
 	"	jz 2f\n"
@@ -227,7 +228,7 @@ __asm__(
 	"	cmp %rdx, %rax\n"
 	"	je 4f\n"
 	"	cmpb $0, " XS(NS_GONE) "(%rdi)\n"
-	"	jne 10f\n"
+	"	jne 11f\n"
 	"	movl $1, " XS(NS_WAITING) "(%rdi)\n"
 	"	lea " XS(NS_TIMEOUT) "(%rdi), %r10\n"
 	"	lea " XS(NS_CONSUMED) "(%rdi), %rdi\n"
@@ -236,6 +237,16 @@ __asm__(
 	"	syscall\n"
 	"	cmp $-110, %rax\n"         /* -ETIMEDOUT: nobody came */
 	"	jne 3b\n"
+	"	movabs $" XS(MAGIC) ", %rdi\n"
+	"	cmpb $0, " XS(NS_GONE) "(%rdi)\n"   /* (gone while it waited) */
+	"	je 10f\n"
+	/* gone: the block's original code, natively (its way: T_WAY), the
+	 * lock left as it is (nothing takes it any more); without a way,
+	 * dropping */
+	"11:	cmpq $0, %gs:" XS(T_WAY) "\n"
+	"	jne 12f\n"
+	"	cmpq $0, " XS(NS_DROPPING) "(%rdi)\n"
+	"	jne 5f\n"
 	"10:	movabs $" XS(MAGIC) ", %rdi\n"
 	"	mov 128(%rdi), %rax\n"
 	"	mov %rax, " XS(NS_KEPT) "(%rdi)\n"
@@ -273,9 +284,22 @@ __asm__(
 	"	mov %gs:" XS(T_RCX) ", %rcx\n"
 	"	mov %gs:" XS(T_RAX) ", %rax\n"
 	"	jmp *%gs:" XS(T_RET) "\n"
+	"gb_jit_ring_slow_way:\n"
+	"12:	mov %gs:" XS(T_R11) ", %r11\n"
+	"	mov %gs:" XS(T_R10) ", %r10\n"
+	"	mov %gs:" XS(T_RDI) ", %rdi\n"
+	"	mov %gs:" XS(T_RSI) ", %rsi\n"
+	"	mov %gs:" XS(T_RDX) ", %rdx\n"
+	"	mov %gs:" XS(T_FLG) ", %rax\n"
+	"	add $0x7f, %al\n"
+	"	sahf\n"
+	"	mov %gs:" XS(T_RCX) ", %rcx\n"
+	"	mov %gs:" XS(T_RAX) ", %rax\n"
+	"	jmp *%gs:" XS(T_WAY) "\n"
 	"gb_jit_ring_slow_end:\n");
 extern const uint8_t gb_jit_ring_slow[], gb_jit_ring_slow_end[], gb_jit_ring_slow_flg[],
-	gb_jit_ring_slow_saved[], gb_jit_ring_slow_rest[], gb_jit_ring_slow_sahf[];
+	gb_jit_ring_slow_saved[], gb_jit_ring_slow_rest[], gb_jit_ring_slow_sahf[],
+	gb_jit_ring_slow_way[];
 
 void ns_ring_routine(struct gb_jit *j)
 {
@@ -292,6 +316,7 @@ void ns_ring_routine(struct gb_jit *j)
 	j->ro.slow_saved = (uint32_t)(at + (size_t)(gb_jit_ring_slow_saved - gb_jit_ring_slow));
 	j->ro.slow_rest = (uint32_t)(at + (size_t)(gb_jit_ring_slow_rest - gb_jit_ring_slow));
 	j->ro.slow_sahf = (uint32_t)(at + (size_t)(gb_jit_ring_slow_sahf - gb_jit_ring_slow));
+	j->ro.slow_way = (uint32_t)(at + (size_t)(gb_jit_ring_slow_way - gb_jit_ring_slow));
 	j->ro.slow_end = (uint32_t)(at + n);
 	gb_emit_raw(m, gb_jit_ring_slow, n);
 	jit_unit_end(j, u);
@@ -303,7 +328,7 @@ void ns_ring_routine(struct gb_jit *j)
 			memcpy(m->buf + k, &base, 8);
 			found++;
 		}
-	if (found != 5)
+	if (found != 6)
 		m->err = -EINVAL;
 }
 
@@ -318,9 +343,20 @@ void ns_budget_exit(struct gb_jit *j, uint32_t ninsns, uint64_t back, uint64_t p
 	gb_emit_tls_store(m, T_RCX, GB_REG_RCX);
 	gb_emit_mov_imm32(m, GB_REG_RAX, ninsns);
 	gb_emit_tls_store(m, T_BLKN, GB_REG_RAX);
+	/* mov rax, [rip+way] (the slot below): where the block goes on
+	 * natively once gebpf is gone */
+	size_t ld = m->used;
+	gb_emit_raw(m, (const uint8_t[]){ 0x48, 0x8b, 0x05, 0, 0, 0, 0 }, 7);
+	gb_emit_tls_store(m, T_WAY, GB_REG_RAX);
 	gb_emit_lea_rip(m, GB_REG_RCX, back);
 	gb_emit_tls_store(m, T_RET, GB_REG_RCX);
 	gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, j->ring_slow);
+	u->o_way = (uint32_t)m->used;
+	gb_emit_raw(m, (const uint8_t[8]){ 0 }, 8);
+	if (!m->err) {
+		int32_t d = (int32_t)(u->o_way - (ld + 7));
+		memcpy(m->buf + ld + 3, &d, 4);
+	}
 	jit_unit_end(j, u);
 }
 

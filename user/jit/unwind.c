@@ -263,6 +263,15 @@ static int ring(struct uw *w, const struct unit *u, uint32_t off)
 	if (!h || h->kind != U_HEAD)
 		return -EINVAL;
 	w->pc = h->pc;
+	if (off >= o->slow_way && off < o->slow_end) { /* (gone: each reloaded from its slot) */
+		static const uint8_t g[] = { GB_REG_RAX, GB_REG_RCX, GB_REG_RDX, GB_REG_RSI, GB_REG_RDI,
+					     GB_REG_R10, GB_REG_R11 };
+		static const size_t sl[] = { T_RAX, T_RCX, T_RDX, T_RSI, T_RDI, T_R10, T_R11 };
+		for (unsigned k = 0; k < 7; k++)
+			from_area(w, g[k], sl[k]);
+		flags_from_area(w);
+		return 0;
+	}
 	if (off <= o->slow_sahf)
 		from_area(w, GB_REG_RCX, T_RCX);
 	if (off <= o->slow_sahf + TLS_OP)

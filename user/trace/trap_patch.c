@@ -171,8 +171,10 @@ static void collect_misses(struct patch_trap *pt, bool held)
 		if (in_range(pt, m.pc[k]) && gb_jit__translate_from(pt->j, m.pc[k], patch_fetch, pt))
 			gb_warn("trace: the patch trap: 0x%llx (missed) does not translate",
 				(unsigned long long)m.pc[k]);
-	if (!held && m.n)
+	if (!held && m.n) {
 		patch_guard_inside(pt, false); /* none of them evicted by those */
+		gb_jit__ways(pt->j);
+	}
 	if (!held)
 		gb_jit__lock_release(pt->j);
 }
@@ -425,6 +427,7 @@ static void patch_start(struct gb_trap *t, struct gb_engine *e)
 			eng_set_state(e, i, T_DYING);
 	}
 	patch_write(pt, pt->pid, false);
+	gb_jit__ways(pt->j); /* (jit/live.c: the patches are in place) */
 	pt->written = true;
 	patch_probe_redirect(pt, true);
 	gb_info("patch trap: %u entries patched, %u probed, threads run natively", pt->npatched,
