@@ -4,13 +4,16 @@ GEBPF_OUTPUT names the build output directory holding `gebpf` and `progs/`
 (default: <repo>/.output).  The test programs and what to trace in each are
 listed in PROGS below (tests/progs/ holds their sources).
 """
+import atexit
 import contextlib
 import json
 import os
+import pathlib
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -89,6 +92,51 @@ def trap_args(kind):
 
 def gebpf_path():
     return os.path.join(OUTPUT, "gebpf")
+
+
+_ANYUSER = {}
+
+
+def anyuser_dir():
+    """A directory of this test process that every user can enter (0755,
+    under the system's temporary directory, removed at exit): the clone, and
+    pytest's tmp_path (under /tmp/pytest-of-root, 0700), may sit where only
+    their owner can go (`mktemp -d` makes 0700 directories)."""
+    if "dir" not in _ANYUSER:
+        d = tempfile.mkdtemp(prefix="gebpf-anyuser-")
+        os.chmod(d, 0o755)
+        atexit.register(shutil.rmtree, d, True)
+        _ANYUSER["dir"] = d
+    return _ANYUSER["dir"]
+
+
+def anyuser_copy(path, beside=()):
+    """A copy of the program PATH (gebpf, a test program) that another user
+    can run, in anyuser_dir(): a test that runs one as nobody runs this.
+    BESIDE: files it needs at the same place relative to it ($ORIGIN's
+    libraries: "lib/libunwindleaf.so")."""
+    if path not in _ANYUSER:
+        sub = tempfile.mkdtemp(dir=anyuser_dir())
+        for rel in (os.path.basename(path),) + tuple(beside):
+            src = os.path.join(os.path.dirname(path), rel)
+            dst = os.path.join(sub, rel)
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copy2(src, dst)
+        for d, _, files in os.walk(sub):
+            os.chmod(d, 0o755)
+            for f in files:
+                os.chmod(os.path.join(d, f), 0o755)
+        _ANYUSER[path] = os.path.join(sub, os.path.basename(path))
+    return _ANYUSER[path]
+
+
+@pytest.fixture
+def anyuser_tmp():
+    """A fresh directory (0755) that every user can reach (anyuser_dir)."""
+    d = tempfile.mkdtemp(dir=anyuser_dir())
+    os.chmod(d, 0o755)
+    yield pathlib.Path(d)
+    shutil.rmtree(d, True)
 
 
 def prog_path(name):

@@ -479,15 +479,19 @@ def test_kernel_thread_refused(gebpf, tmp_path):
     assert not out.exists()
 
 
-def test_refused_run_leaves_no_output_file(chain, tmp_path):
-    """Without privilege nothing is created; with it, mode 0644 at most."""
-    d = tmp_path / "d"
+def test_refused_run_leaves_no_output_file(chain, anyuser_tmp):
+    """Without privilege nothing is created; with it, mode 0644 at most.
+    (gebpf and the directory where nobody can reach them, wherever the
+    clone sits: conftest.anyuser_copy)"""
+    d = anyuser_tmp / "d"
     d.mkdir()
     os.chmod(d, 0o777)
     out = d / "s.jsonl"
     r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                        "--inh-caps=-all", conftest.gebpf_path(), "sample", "-o", str(out),
-                        "--", chain, "0.2"], capture_output=True, text=True, timeout=60)
+                        "--inh-caps=-all", conftest.anyuser_copy(conftest.gebpf_path()), "sample",
+                        "-o", str(out), "--",
+                        conftest.anyuser_copy(chain, ["lib/libunwindleaf.so"]), "0.2"],
+                       capture_output=True, text=True, timeout=60)
     assert r.returncode == 1, r.stderr
     assert not out.exists(), "a refused run created its output file"
     old = os.umask(0)

@@ -14,7 +14,7 @@ import time
 import pytest
 
 import lackey
-from conftest import (check_vt_order, gebpf_path, prog_path, read_trace, run_gebpf,
+from conftest import (anyuser_copy, check_vt_order, gebpf_path, prog_path, read_trace, run_gebpf,
                       stable_env, trace_bytes)
 
 pytestmark = pytest.mark.usefixtures("trace_ready")
@@ -143,6 +143,7 @@ def test_kernel_thread():
 
 
 def test_no_permission(spawn, gebpf):
+    gebpf = anyuser_copy(gebpf)   # (nobody may not reach the clone's .output)
     probe = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                             gebpf, "--help"], capture_output=True, text=True)
     if probe.returncode != 0:
