@@ -24,6 +24,7 @@ OUTPUT = os.path.abspath(os.environ.get("GEBPF_OUTPUT", os.path.join(REPO, ".out
 sys.path.insert(0, HERE)
 
 import lackey  # noqa: E402  (the oracle lives next to the tests)
+import campaign as campaign_mod  # noqa: E402
 
 # name -> what to trace.  "range": function symbols; one symbol is passed as
 # --range SYMBOL (or MODULE:SYMBOL with "module"), several as the START-END
@@ -64,6 +65,43 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "probetrap: needs `gebpf trace --trap probes` (the probe trap, issue 9); "
         "run them alone with -m probetrap")
+    config.addinivalue_line(
+        "markers", "serial: needs the machine to itself (timing-sensitive, or looks at "
+        "machine-wide state): scripts/test runs these alone, one at a time, after the "
+        "parallel part (docs/testing.md \"How scripts/test runs the suite\")")
+    config.addinivalue_line(
+        "markers", "campaign: a random campaign (tests/e2e/campaign.py): fixed seeds in CI, "
+        "fresh ones under scripts/soak; implies serial")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("campaign") and not item.get_closest_marker("serial"):
+            item.add_marker(pytest.mark.serial)
+
+
+_CAMPAIGN_LINES = []
+
+
+def pytest_runtest_logreport(report):
+    """The campaigns' lines (campaign.py), also from xdist's workers."""
+    if report.when == "call":
+        _CAMPAIGN_LINES.extend(v for k, v in report.user_properties if k == campaign_mod.PROPERTY)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _CAMPAIGN_LINES:
+        terminalreporter.section("campaign seeds")
+        for line in _CAMPAIGN_LINES:
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def campaign(request):
+    """campaign(runs, fixed=()) -> a Campaign (campaign.py) for this test."""
+    def make(runs, fixed=()):
+        return campaign_mod.Campaign(request.node, runs, fixed)
+    return make
 
 
 _HAS_TRAP = []
