@@ -336,15 +336,28 @@ def test_max_age_removes_old_profiles_of_this_host(gebpf, tmp_path):
 
 
 def test_sigterm_writes_the_partial_period(gebpf, tmp_path):
+    """SIGTERM half-way through the second period: both periods written, the
+    second one partial.  The SIGTERM waits for the first profile (it came 3 s
+    after the start: under load gebpf's set-up took most of the first second,
+    and the partial period was a few ms with no sample in it), and a busy
+    program of ours runs all along, so every period has samples."""
     need_bpf()
     d = tmp_path / "profiles"
     d.mkdir()
-    g = subprocess.Popen([gebpf, "sample", "-a", "--every", "2s", "--pprof-dir", str(d)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=conftest.stable_env())
-    time.sleep(3)
-    g.send_signal(signal.SIGTERM)
-    _, err = g.communicate(timeout=60)
+    busy = subprocess.Popen(["/bin/sh", "-c", "while :; do :; done"])
+    try:
+        g = subprocess.Popen([gebpf, "sample", "-a", "--every", "2s", "--pprof-dir", str(d)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=conftest.stable_env())
+        end = time.monotonic() + 60
+        while not profiles(d) and g.poll() is None and time.monotonic() < end:
+            time.sleep(0.05)
+        time.sleep(1)
+        g.send_signal(signal.SIGTERM)
+        _, err = g.communicate(timeout=60)
+    finally:
+        busy.kill()
+        busy.wait()
     assert g.returncode == 0, err
     ps = [read_profile(d / n) for n in profiles(d)]
     assert len(ps) >= 2, os.listdir(str(d))
