@@ -402,6 +402,7 @@ print("sigurg %d loops %d" % (n[0], loops), flush=True)
 """
 
 
+@pytest.mark.serial   # (python3's 4 s must outlive the attach: 2-4 s at load 40)
 @pytest.mark.parametrize("trap", ("probes", "patch"))
 def test_no_stop_signal_after_the_detach(trap, tmp_path):
     """The uprobes go after the detach (their removal waits for the

@@ -19,6 +19,12 @@ from elftools.elf.elffile import ELFFile
 import conftest
 from sample_util import build_pprof, need_bpf, sample
 
+# Sampling counts samples of its targets' CPU time, which other tests
+# running beside them take (at load 40: 9 samples where 100 were asked, BPF
+# programs of another sampler counted as left over): these tests run alone,
+# in scripts/test's serial part (docs/testing.md).
+pytestmark = pytest.mark.serial
+
 PY_HOT = os.path.join(conftest.REPO, "tests", "progs", "py_hot.py")
 PYTHON = "/usr/bin/python3"
 
