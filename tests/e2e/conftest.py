@@ -217,6 +217,22 @@ def threads_running(ms=1500):
         p.communicate(timeout=60)
 
 
+def output_grew(path, proc, size=1, timeout=120):
+    """Wait until the file PATH holds SIZE bytes (a trace under way) or the
+    process PROC ended: a test that signals gebpf once it has traced
+    something waits for that, not for a fixed time load can stretch.
+    Returns whether the file got there."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and proc.poll() is None:
+        try:
+            if os.path.getsize(str(path)) >= size:
+                return True
+        except OSError:
+            pass
+        time.sleep(0.02)
+    return os.path.exists(str(path)) and os.path.getsize(str(path)) >= size
+
+
 def started(make):
     """The body of a factory fixture: yields start(*args), which returns
     make(*args); everything started is .kill()ed at teardown.

@@ -14,7 +14,8 @@ import time
 import pytest
 
 import lackey
-from conftest import (anyuser_copy, check_vt_order, gebpf_path, prog_path, read_trace, run_gebpf,
+from conftest import (anyuser_copy, check_vt_order, gebpf_path, output_grew, prog_path, read_trace,
+                      run_gebpf,
                       stable_env, trace_bytes)
 
 pytestmark = pytest.mark.usefixtures("trace_ready")
@@ -328,7 +329,7 @@ def test_signal_attach_mode(sig, spawn, tmp_path):
     out = tmp_path / "out.jsonl"
     g = spawn([gebpf_path(), "trace", "-p", target.pid, "--range", "traced", "-o", out],
               stderr=subprocess.PIPE)
-    time.sleep(0.7)
+    output_grew(out, g)     # (something traced: 0.7 s was not enough at load 15)
     assert g.poll() is None, "gebpf ended early: %r" % g.stderr.read()
     g.send_signal(sig)
     _, err = g.communicate(timeout=30)
@@ -447,10 +448,11 @@ def test_start_inside_instruction_launch(no_stray_spin):
 def test_start_inside_instruction_attach(spawn, tmp_path):
     """The same refused in attach mode before anything is written into the
     target: it runs on, untraced, to its native checksum."""
-    want = native_output("spin", 300, 0)
-    target = spawn([prog_path("spin"), 300, 3000], stdout=subprocess.PIPE)
-    ready(target)
+    # (the range first: objdump at load 15 outlasted spin's 0.9 s)
     rng, start, insn, nxt, _ = mid_insn_range()
+    want = native_output("spin", 1000, 0)
+    target = spawn([prog_path("spin"), 1000, 3000], stdout=subprocess.PIPE)
+    ready(target)
     out = tmp_path / "out.jsonl"
     r = run_gebpf(["trace", "-p", str(target.pid), "--range", rng, "-o", str(out)], timeout=60)
     one_error(r, 2, rng, "0x%x is inside the instruction at 0x%x" % (start, insn))

@@ -27,7 +27,7 @@ import time
 import pytest
 
 from campaign import Campaign
-from conftest import gebpf_path, prog_path
+from conftest import gebpf_path, output_grew, prog_path
 from test_probetrap import tracer_of
 
 pytestmark = pytest.mark.usefixtures("trace_ready")
@@ -35,8 +35,11 @@ pytestmark = pytest.mark.usefixtures("trace_ready")
 HOT_ARGS = ["20000", "30000"]   # ~0.5 s natively; most of a traced run is stepping
 
 
-def native():
-    return subprocess.run([prog_path("pt_hot")] + HOT_ARGS, capture_output=True, timeout=60,
+FROZEN_ARGS = ["60000", "30000"]   # ~1.5 s natively: it outlives a slow attach
+
+
+def native(args=HOT_ARGS):
+    return subprocess.run([prog_path("pt_hot")] + args, capture_output=True, timeout=60,
                           check=True).stdout
 
 
@@ -95,13 +98,16 @@ def frozen_run(want, tmp_path):
     cg = Frozen()
     p = g = None
     try:
-        p = subprocess.Popen([prog_path("pt_hot")] + HOT_ARGS, stdout=subprocess.PIPE)
+        p = subprocess.Popen([prog_path("pt_hot")] + FROZEN_ARGS, stdout=subprocess.PIPE)
         cg.write("cgroup.procs", str(p.pid))
         g = subprocess.Popen([gebpf_path(), "trace", "--engine", "step", "-p", str(p.pid),
                               "--range", "traced", "-o", str(tmp_path / "t.jsonl")],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(1.0)
-        assert g.poll() is None and p.poll() is None, "the trace ended before the freeze"
+        # Frozen once threads are stepped (it waited a fixed 1 s: at load 15
+        # the trace had not begun, or pt_hot had ended)
+        output_grew(tmp_path / "t.jsonl", g, 64 << 10)
+        assert g.poll() is None and p.poll() is None, "the trace ended before the freeze: %s" % (
+            g.stderr.read().decode()[-500:] if g.poll() is not None else "pt_hot ended")
         cg.freeze(True)
         end = time.monotonic() + 10
         while not cg.frozen() and time.monotonic() < end:
@@ -132,7 +138,7 @@ def test_sigterm_while_the_target_is_frozen(tmp_path):
     later (past the second that gebpf used to wait before giving the step
     up): pt_hot finishes with its native checksum and gebpf exits 0, in
     each of 4 runs.  Before: SIGTRAP in most runs."""
-    want = native()
+    want = native(FROZEN_ARGS)
     bad = [r for r in (frozen_run(want, tmp_path) for _ in range(4)) if r]
     assert not bad, "%d of 4 runs went wrong: %s" % (len(bad), bad)
 

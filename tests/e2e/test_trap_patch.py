@@ -19,7 +19,8 @@ import time
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from conftest import PROGS, check_vt_order, gebpf_path, prog_path, range_arg, read_trace, run_gebpf
+from conftest import (PROGS, check_vt_order, gebpf_path, output_grew, prog_path, range_arg,
+                      read_trace, run_gebpf)
 import lackey
 from test_pagetrap import bag, invocations, native, same_bag, same_file, trace
 from test_probetrap import check_hot_runs, tracer_of
@@ -316,7 +317,7 @@ def test_sigint_launch(tmp_path):
     g = subprocess.Popen([gebpf_path(), "trace", "--range", "traced", "--trap", "patch", "-o",
                           str(out), "--", prog_path("pt_hot"), "-1", FILL],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.0)
+    output_grew(out, g, 1 << 20)   # (1 s was not enough at load 15: no event yet)
     g.send_signal(signal.SIGINT)
     _, err = g.communicate(timeout=60)
     assert g.returncode == 0, err
