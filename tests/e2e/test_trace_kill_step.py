@@ -100,12 +100,15 @@ def frozen_run(want, tmp_path):
     try:
         p = subprocess.Popen([prog_path("pt_hot")] + FROZEN_ARGS, stdout=subprocess.PIPE)
         cg.write("cgroup.procs", str(p.pid))
+        out = tmp_path / "t.jsonl"
+        if out.exists():
+            out.unlink()    # (the last run's: output_grew waits for this run's)
         g = subprocess.Popen([gebpf_path(), "trace", "--engine", "step", "-p", str(p.pid),
-                              "--range", "traced", "-o", str(tmp_path / "t.jsonl")],
+                              "--range", "traced", "-o", str(out)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         # Frozen once threads are stepped (it waited a fixed 1 s: at load 15
         # the trace had not begun, or pt_hot had ended)
-        output_grew(tmp_path / "t.jsonl", g, 64 << 10)
+        output_grew(out, g, 64 << 10)
         assert g.poll() is None and p.poll() is None, "the trace ended before the freeze: %s" % (
             g.stderr.read().decode()[-500:] if g.poll() is not None else "pt_hot ended")
         cg.freeze(True)
