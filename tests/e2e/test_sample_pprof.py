@@ -387,7 +387,9 @@ def test_forgets_exited_processes(gebpf, tmp_path):
         churn.wait()
     assert r.returncode == 0, r.stderr
     gone = [int(x) for x in re.findall(r"(\d+) exited processes forgotten", r.stderr)]
-    assert sum(gone) >= 5, r.stderr[-2000:]
+    # (at least one: how many of the churn's processes a 4 s run sees is a
+    # rate; 2 at load 14, the ring losing 5,831 samples)
+    assert sum(gone) >= 1, r.stderr[-2000:]
     # A period whose every sample came from processes that exited before
     # their maps were read has no mapping to name (CI's run of 67956a3 under
     # load: one such profile); the others must name theirs.
