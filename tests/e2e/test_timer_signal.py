@@ -93,7 +93,7 @@ def calls_in(lines, oracle):
 # handler stepped back to back), and about 0.4 of the untraced progress.
 # What is checked is what holds at any load: whole calls, each exact, a
 # handler run natively (the fix itself), the checksum.  The whole calls in
-# TRACE_S are a rate, so the floor is the least that tells the fix: 2 for
+# TRACE_S are a rate, so the floor is the least that tells the fix: 1 for
 # the translating engine (a call takes ~100 us; 1 whole call at load 15),
 # none for the step engine (14,004 single-steps a call: 7,671 steps in 3 s
 # at load 15), whose fix the handlers run natively tell.
