@@ -171,8 +171,19 @@ $(OUTPUT)/gebpf-qemu.so: $(QEMU_PLUGIN_SRCS) $(wildcard user/qemu/*.h) user/reco
 		$(CC) $(QEMU_PLUGIN_CFLAGS) $(QEMU_PLUGIN_SRCS) -lelf -lzstd -lpthread -o $@; \
 	else echo "  SKIP     $@: no qemu-plugin.h (scripts/qemu-plugin-h failed; docs/qemu.md)"; fi
 
-# Static test programs (rules and flags live with the programs).
+# Static test programs (rules and flags live with the programs).  They are
+# built without the sanitizers, so SANITIZE=1 builds them once, in the normal
+# build, and links OUTPUT/progs to them (the unit tests and GEBPF_OUTPUT find
+# them there) instead of building every one a second time.
+ifeq ($(SANITIZE),1)
+progs:
+	$(Q)$(MAKE) --no-print-directory SANITIZE= progs
+	$(Q)mkdir -p $(OUTPUT)
+	$(Q)if [ -d $(OUTPUT)/progs ] && [ ! -L $(OUTPUT)/progs ]; then rm -rf $(OUTPUT)/progs; fi
+	$(Q)ln -sfn ../.output/progs $(OUTPUT)/progs
+else
 include tests/progs/progs.mk
+endif
 
 clean:
 	$(call msg,CLEAN)

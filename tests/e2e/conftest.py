@@ -4,13 +4,16 @@ GEBPF_OUTPUT names the build output directory holding `gebpf` and `progs/`
 (default: <repo>/.output).  The test programs and what to trace in each are
 listed in PROGS below (tests/progs/ holds their sources).
 """
+import atexit
 import contextlib
 import json
 import os
+import pathlib
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -21,6 +24,7 @@ OUTPUT = os.path.abspath(os.environ.get("GEBPF_OUTPUT", os.path.join(REPO, ".out
 sys.path.insert(0, HERE)
 
 import lackey  # noqa: E402  (the oracle lives next to the tests)
+import campaign as campaign_mod  # noqa: E402
 
 # name -> what to trace.  "range": function symbols; one symbol is passed as
 # --range SYMBOL (or MODULE:SYMBOL with "module"), several as the START-END
@@ -61,6 +65,43 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "probetrap: needs `gebpf trace --trap probes` (the probe trap, issue 9); "
         "run them alone with -m probetrap")
+    config.addinivalue_line(
+        "markers", "serial: needs the machine to itself (timing-sensitive, or looks at "
+        "machine-wide state): scripts/test runs these alone, one at a time, after the "
+        "parallel part (docs/testing.md \"How scripts/test runs the suite\")")
+    config.addinivalue_line(
+        "markers", "campaign: a random campaign (tests/e2e/campaign.py): fixed seeds in CI, "
+        "fresh ones under scripts/soak; implies serial")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("campaign") and not item.get_closest_marker("serial"):
+            item.add_marker(pytest.mark.serial)
+
+
+_CAMPAIGN_LINES = []
+
+
+def pytest_runtest_logreport(report):
+    """The campaigns' lines (campaign.py), also from xdist's workers."""
+    if report.when == "call":
+        _CAMPAIGN_LINES.extend(v for k, v in report.user_properties if k == campaign_mod.PROPERTY)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _CAMPAIGN_LINES:
+        terminalreporter.section("campaign seeds")
+        for line in _CAMPAIGN_LINES:
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def campaign(request):
+    """campaign(runs, fixed=()) -> a Campaign (campaign.py) for this test."""
+    def make(runs, fixed=()):
+        return campaign_mod.Campaign(request.node, runs, fixed)
+    return make
 
 
 _HAS_TRAP = []
@@ -89,6 +130,51 @@ def trap_args(kind):
 
 def gebpf_path():
     return os.path.join(OUTPUT, "gebpf")
+
+
+_ANYUSER = {}
+
+
+def anyuser_dir():
+    """A directory of this test process that every user can enter (0755,
+    under the system's temporary directory, removed at exit): the clone, and
+    pytest's tmp_path (under /tmp/pytest-of-root, 0700), may sit where only
+    their owner can go (`mktemp -d` makes 0700 directories)."""
+    if "dir" not in _ANYUSER:
+        d = tempfile.mkdtemp(prefix="gebpf-anyuser-")
+        os.chmod(d, 0o755)
+        atexit.register(shutil.rmtree, d, True)
+        _ANYUSER["dir"] = d
+    return _ANYUSER["dir"]
+
+
+def anyuser_copy(path, beside=()):
+    """A copy of the program PATH (gebpf, a test program) that another user
+    can run, in anyuser_dir(): a test that runs one as nobody runs this.
+    BESIDE: files it needs at the same place relative to it ($ORIGIN's
+    libraries: "lib/libunwindleaf.so")."""
+    if path not in _ANYUSER:
+        sub = tempfile.mkdtemp(dir=anyuser_dir())
+        for rel in (os.path.basename(path),) + tuple(beside):
+            src = os.path.join(os.path.dirname(path), rel)
+            dst = os.path.join(sub, rel)
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copy2(src, dst)
+        for d, _, files in os.walk(sub):
+            os.chmod(d, 0o755)
+            for f in files:
+                os.chmod(os.path.join(d, f), 0o755)
+        _ANYUSER[path] = os.path.join(sub, os.path.basename(path))
+    return _ANYUSER[path]
+
+
+@pytest.fixture
+def anyuser_tmp():
+    """A fresh directory (0755) that every user can reach (anyuser_dir)."""
+    d = tempfile.mkdtemp(dir=anyuser_dir())
+    os.chmod(d, 0o755)
+    yield pathlib.Path(d)
+    shutil.rmtree(d, True)
 
 
 def prog_path(name):
@@ -129,6 +215,22 @@ def threads_running(ms=1500):
         yield p
     finally:
         p.communicate(timeout=60)
+
+
+def output_grew(path, proc, size=1, timeout=120):
+    """Wait until the file PATH holds SIZE bytes (a trace under way) or the
+    process PROC ended: a test that signals gebpf once it has traced
+    something waits for that, not for a fixed time load can stretch.
+    Returns whether the file got there."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and proc.poll() is None:
+        try:
+            if os.path.getsize(str(path)) >= size:
+                return True
+        except OSError:
+            pass
+        time.sleep(0.02)
+    return os.path.exists(str(path)) and os.path.getsize(str(path)) >= size
 
 
 def started(make):

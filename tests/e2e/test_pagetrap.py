@@ -13,6 +13,7 @@ Test programs: tests/progs/trap_*.c (and lib/trapfoo.c); docs/testing.md
 "Page trap tests" lists what each one is for.
 """
 import collections
+import re
 import subprocess
 import time
 
@@ -37,10 +38,12 @@ def native(name, *args, timeout=60):
     return r.stdout
 
 
-def trace(name, rng, out, *args, step_all=False, trap=None, timeout=60, extra=()):
+def trace(name, rng, out, *args, step_all=False, trap=None, timeout=300, extra=()):
     """Launch PROG ARGS under `gebpf trace -v --range RNG -o OUT` with the
     page trap, --step-all (--trap none) or TRAP ("probes", "pages", "none");
     a run that does not end in TIMEOUT seconds fails the test as a hang
+    (300 s by default: jit_spin's 900,000 single-steps took more than 60 s at
+    load 40)
     (gebpf is SIGKILLed; the target dies with it: EXITKILL)."""
     argv = ["trace", "-v", "--range", rng, "-o", str(out)] + list(extra)
     argv += trap_args(trap or ("none" if step_all else "pages"))
@@ -199,13 +202,17 @@ def test_hot_function_trap_equals_step_all(args, tmp_path):
 def test_hot_function_1e8_instructions(tmp_path):
     """trap_hot's defaults: 10,000 calls of an 11-instruction function among
     ~1e8 instructions of out-of-range work.  Single-stepping all of it would
-    take over an hour here; with the trap it must finish within 60 s, with
-    exactly 10,000 x 11 exec lines, each call the same 11 PCs in order."""
+    take over an hour here; with the trap gebpf steps little more than the
+    range (-v's count of single-steps, whatever the load), with exactly
+    10,000 x 11 exec lines, each call the same 11 PCs in order.  (Its time:
+    bench/bench_trace.py.)"""
     out = tmp_path / "big.jsonl"
     want = native("trap_hot")
-    r = trace("trap_hot", "traced", out, timeout=120)
+    r = trace("trap_hot", "traced", out, timeout=300)
     assert r.stdout.encode() == want, "trap_hot printed %r, natively %r" % (r.stdout, want)
-    assert r.elapsed < 60, "the trap took %.1f s for 110,000 in-range instructions" % r.elapsed
+    steps = re.search(r"(\d+) single-steps", r.stderr)   # (none: no step engine ran)
+    assert not steps or int(steps.group(1)) < 1000000, \
+        "not ~110,000 single-steps but: %s" % r.stderr[-1000:]
     lines, summary = read_trace(out)
     assert summary["dropped"] == 0
     assert summary["insns"] == 10000 * HOT_LEN, summary
@@ -368,7 +375,7 @@ def test_children_run_range_code(which, tmp_path):
     the parent's calls traced as with --step-all."""
     want = native("trap_fork", 5, which)
     lines, summary, _, _ = trap_vs_step_all("trap_fork", "traced", tmp_path, 5, which,
-                                            timeout=15, want_stdout=want)
+                                            timeout=120, want_stdout=want)
     assert summary["insns"] == 6 * 5 * 2, "the parent's 10 calls only: %s" % summary
     assert {ln["vcpu"] for ln in lines} == {0}, "a child's calls in the trace"
 
@@ -393,13 +400,14 @@ def test_owner_does_not_hold_the_others(tmp_path, mode):
     second thread, outside it, sets a flag after 200 ms (flag), or calls
     exit_group after 200 ms (exit).  The owner of the range must let the
     other threads run: the trace ends with the program, long before
-    --duration (issue 23: the whole 10 s when the hold was not bounded), and
-    only the spinning thread is in the trace, stepping its loop."""
+    --duration (issue 23: the whole --duration when the hold was not
+    bounded; natively 0.2 s), and only the spinning thread is in the trace,
+    stepping its loop."""
     out = tmp_path / "trap.jsonl"
-    r = trace("trap_hold", "spin_wait", out, mode, trap="pages", timeout=30,
-              extra=("--duration", "10"))
-    assert r.elapsed < 5, "the program took %.1f s under the page trap (natively 0.2 s): " \
-        "the other thread was held while the spinning one was in the range" % r.elapsed
+    r = trace("trap_hold", "spin_wait", out, mode, trap="pages", timeout=120,
+              extra=("--duration", "60"))
+    assert r.elapsed < 60, "the trace lasted its whole --duration 60: the other thread was " \
+        "held while the spinning one was in the range"
     assert r.stdout == ("done\n" if mode == "flag" else "")
     lines, summary = read_trace(out)
     check_vt_order(lines)

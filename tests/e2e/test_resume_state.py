@@ -27,25 +27,28 @@ def test_handlers_timer_umask_cwd_name_limits(gebpf, root, tmp_path):
 
 
 def test_sleep_resumes_with_the_time_left(gebpf, root, tmp_path):
-    """/bin/sleep 3 snapshotted about 1 s in sleeps about 2 s more, as the
-    kernel's restart of an interrupted nanosleep would (not 3 again)."""
+    """/bin/sleep 8 snapshotted about 4 s in sleeps the time it had left, as
+    the kernel's restart of an interrupted nanosleep would, not 8 again.
+    The bounds hold at any load: the snapshot's freeze fell between t_a and
+    t_b, so what was left is at least 8 - t_b (no sleep ends early), and a
+    sleep started again takes at least 8 s."""
     out = tmp_path / "sleep.core"
-    p = subprocess.Popen(["/bin/sleep", "3"], stdin=subprocess.DEVNULL)
+    t0 = time.monotonic()
+    p = subprocess.Popen(["/bin/sleep", "8"], stdin=subprocess.DEVNULL)
     try:
-        t0 = time.monotonic()
-        time.sleep(1.0)
-        t_snap = time.monotonic() - t0
+        time.sleep(4.0)
+        t_a = time.monotonic() - t0
         r = run_gebpf(["snap", "-p", str(p.pid), "-o", str(out)])
+        t_b = time.monotonic() - t0
         assert r.returncode == 0, r.stderr
     finally:
         p.kill()
         p.wait()
-    left = 3 - t_snap
     t1 = time.monotonic()
     r = resume(out)
     took = time.monotonic() - t1
     assert r.returncode == 0, r.stderr
-    assert left - 0.3 < took < left + 0.8, (left, took)
+    assert 8 - t_b - 0.05 < took < 8, (t_a, t_b, took)
 
 
 def test_threads_in_sigsuspend_read_and_signals(gebpf, root, tmp_path):

@@ -19,6 +19,12 @@ from elftools.elf.elffile import ELFFile
 import conftest
 from sample_util import build_pprof, need_bpf, sample
 
+# Sampling counts samples of its targets' CPU time, which other tests
+# running beside them take (at load 40: 9 samples where 100 were asked, BPF
+# programs of another sampler counted as left over): these tests run alone,
+# in scripts/test's serial part (docs/testing.md).
+pytestmark = pytest.mark.serial
+
 PY_HOT = os.path.join(conftest.REPO, "tests", "progs", "py_hot.py")
 PYTHON = "/usr/bin/python3"
 
@@ -336,15 +342,28 @@ def test_max_age_removes_old_profiles_of_this_host(gebpf, tmp_path):
 
 
 def test_sigterm_writes_the_partial_period(gebpf, tmp_path):
+    """SIGTERM half-way through the second period: both periods written, the
+    second one partial.  The SIGTERM waits for the first profile (it came 3 s
+    after the start: under load gebpf's set-up took most of the first second,
+    and the partial period was a few ms with no sample in it), and a busy
+    program of ours runs all along, so every period has samples."""
     need_bpf()
     d = tmp_path / "profiles"
     d.mkdir()
-    g = subprocess.Popen([gebpf, "sample", "-a", "--every", "2s", "--pprof-dir", str(d)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=conftest.stable_env())
-    time.sleep(3)
-    g.send_signal(signal.SIGTERM)
-    _, err = g.communicate(timeout=60)
+    busy = subprocess.Popen(["/bin/sh", "-c", "while :; do :; done"])
+    try:
+        g = subprocess.Popen([gebpf, "sample", "-a", "--every", "2s", "--pprof-dir", str(d)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=conftest.stable_env())
+        end = time.monotonic() + 60
+        while not profiles(d) and g.poll() is None and time.monotonic() < end:
+            time.sleep(0.05)
+        time.sleep(1)
+        g.send_signal(signal.SIGTERM)
+        _, err = g.communicate(timeout=60)
+    finally:
+        busy.kill()
+        busy.wait()
     assert g.returncode == 0, err
     ps = [read_profile(d / n) for n in profiles(d)]
     assert len(ps) >= 2, os.listdir(str(d))
@@ -368,7 +387,9 @@ def test_forgets_exited_processes(gebpf, tmp_path):
         churn.wait()
     assert r.returncode == 0, r.stderr
     gone = [int(x) for x in re.findall(r"(\d+) exited processes forgotten", r.stderr)]
-    assert sum(gone) >= 5, r.stderr[-2000:]
+    # (at least one: how many of the churn's processes a 4 s run sees is a
+    # rate; 2 at load 14, the ring losing 5,831 samples)
+    assert sum(gone) >= 1, r.stderr[-2000:]
     # A period whose every sample came from processes that exited before
     # their maps were read has no mapping to name (CI's run of 67956a3 under
     # load: one such profile); the others must name theirs.

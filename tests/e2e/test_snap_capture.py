@@ -11,7 +11,7 @@ import time
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from conftest import gebpf_path, prog_path
+from conftest import anyuser_copy, gebpf_path, prog_path
 
 WALL = 0x40000000  # __WALL: the copy is a clone child (exit signal 0)
 
@@ -19,8 +19,8 @@ WALL = 0x40000000  # __WALL: the copy is a clone child (exit signal 0)
 class Target:
     """snap_mem MODE ARG, its "ready" addresses, and its report on demand."""
 
-    def __init__(self, mode, arg="1", cpu=None, preexec_fn=None):
-        argv = [prog_path("snap_mem"), mode, str(arg)]
+    def __init__(self, mode, arg="1", cpu=None, preexec_fn=None, exe=None):
+        argv = [exe or prog_path("snap_mem"), mode, str(arg)]
         if cpu is not None:
             argv = ["taskset", "-c", str(cpu)] + argv
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -190,11 +190,12 @@ def test_counter_snapshot_is_one_instant(gebpf, root, tmp_path, mode):
 
 
 def test_rlimit_nproc_falls_back(gebpf, root, tmp_path):
+    """(snap_mem runs as nobody: a copy it can reach, conftest.anyuser_copy)"""
     def drop():
         resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
         os.setgid(65534)
         os.setuid(65534)
-    t = Target("regions", preexec_fn=drop)
+    t = Target("regions", preexec_fn=drop, exe=anyuser_copy(prog_path("snap_mem")))
     try:
         out = tmp_path / "n.core"
         rc, err, _ = snap(["-p", t.pid], out)

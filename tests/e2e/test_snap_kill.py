@@ -13,16 +13,16 @@ ends the capture as SIGTERM would), and a SIGKILL of its whole process group
 of the cgroup), which must be harmless too (docs/snap.md, "If gebpf is
 killed").
 
-GEBPF_SNAP_KILLS (default 12, for the suite's time) is the number of kills
-per way; the issue's 50 (GEBPF_SNAP_KILLS=25 for both) take about 45 s on the
-development VM, the default about 25 s.  GEBPF_SNAP_KILL_MIB (default 256) is
-the target's size; GEBPF_SNAP_KILL_SEED replays a run.
+Each way is a campaign (campaign.py, docs/testing.md "Random campaigns"): in
+CI the fixed seeds 1..KILLS, each kill's moment drawn from its seed in its
+phase (seed % 4: the set-up, twice, for the freeze; the copy; the end);
+GEBPF_SEEDS replays seeds and scripts/soak draws fresh ones.
+GEBPF_SNAP_KILL_MIB (default 256) is the target's size.
 
 Also: the worker killed at each of its ptrace calls in turn (strace), and
 SIGTERM during the copy.
 """
 import os
-import random
 import shutil
 import signal
 import subprocess
@@ -30,10 +30,15 @@ import time
 
 import pytest
 
+from campaign import Campaign
 from conftest import gebpf_path, prog_path
 
 WALL = 0x40000000  # __WALL: the copy is a clone child (exit signal 0)
-KILLS = int(os.environ.get("GEBPF_SNAP_KILLS", "12"))
+KILLS = 24     # CI's kills per way: docs/testing.md "Random campaigns"
+# A kill's phase (seed % 4): the set-up (attach, threads stopped, the copy
+# made: up to the end of the freeze) in half the runs, the copy, the end
+# (the last tenth of a capture and just past it).
+PHASES = ("setup", "setup", "run", "end")
 MIB = int(os.environ.get("GEBPF_SNAP_KILL_MIB", "256"))
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (ptrace of another process)")
@@ -187,11 +192,10 @@ def out_dir(tmp_path):
     return "/dev/shm" if os.path.isdir("/dev/shm") else str(tmp_path)
 
 
+@pytest.mark.campaign
 @pytest.mark.parametrize("how", ["gebpf", "group"])
-def test_sigkill_during_capture_never_harms_the_target(tmp_path, how):
-    rng = random.Random(int(os.environ.get("GEBPF_SNAP_KILL_SEED", "0")) or None)
-    seed = rng.randrange(1 << 30)
-    rng.seed(seed)
+def test_sigkill_during_capture_never_harms_the_target(tmp_path, how, campaign):
+    c = campaign(KILLS)
     exe = prog_path("snap_busy")
     log = str(tmp_path / "busy.log")
     out = os.path.join(out_dir(tmp_path), "gebpf-snap-kill-%d.core" % os.getpid())
@@ -211,9 +215,11 @@ def test_sigkill_during_capture_never_harms_the_target(tmp_path, how):
     span = time.monotonic() - t0
     freeze = freeze or span
     os.unlink(out)
-    harmed = []
+    harmed = {}
     started = time.monotonic()
-    for run in range(KILLS):
+
+    def one(seed):
+        nonlocal t
         if not t.alive():
             t = Busy(log)
             known.add(t.pid)
@@ -221,7 +227,11 @@ def test_sigkill_during_capture_never_harms_the_target(tmp_path, how):
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              start_new_session=True)
         known.add(g.pid)
-        at = rng.uniform(0, 1.5 * freeze) if rng.random() < 0.6 else rng.uniform(0, span)
+        rng = Campaign.rng(seed, how)
+        phase = Campaign.phase(seed, PHASES)
+        at = {"setup": (0, freeze), "run": (freeze, max(freeze, 0.9 * span)),
+              "end": (0.9 * span, 1.05 * span)}[phase]
+        at = rng.uniform(*at)
         time.sleep(at)
         if how == "group":
             os.killpg(g.pid, signal.SIGKILL)
@@ -246,18 +256,19 @@ def test_sigkill_during_capture_never_harms_the_target(tmp_path, how):
             for d in dups:
                 os.kill(int(d.split()[0]), signal.SIGKILL)
         if what:
-            harmed.append("run %d (kill at %.0f ms): %s" % (run, at * 1e3, what))
+            harmed[seed] = "%s, kill at %.0f ms: %s" % (phase, at * 1e3, what)
         time.sleep(0.02)
         reap_zombie_copies(known)
         if os.path.exists(out):
             os.unlink(out)
+
+    c.map(one)
     took = time.monotonic() - started
     t.end()
     reap_zombie_copies(known)
     print("snap kill (%s): %d kills in %.1f s, capture %.0f ms (freeze over at %.0f ms), "
-          "seed %d, harmed %d" % (how, KILLS, took, span * 1e3, freeze * 1e3, seed, len(harmed)))
-    assert not harmed, "%d of %d kills harmed the target (seed %d):\n%s" % (
-        len(harmed), KILLS, seed, "\n".join(harmed))
+          "harmed %d" % (how, len(c.done), took, span * 1e3, freeze * 1e3, len(harmed)))
+    c.check(harmed)
 
 
 @pytest.mark.skipif(not shutil.which("strace"), reason="needs strace (its syscall fault injection)")

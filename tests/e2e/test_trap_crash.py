@@ -26,17 +26,17 @@ And pt_relchurn, pt_churn's program whose patched entries begin with a call
 and with jccs: the native copies run them relocated (user/jit/reloc.c), and
 `-v` must say that every entry block has the owner check.
 
-GEBPF_CRASH_RUNS=N runs N per kind (default 20, ~70 s here; the issue's
-50 each is GEBPF_CRASH_RUNS=50, ~3 min on this 2-core VM), three at a time.
-GEBPF_CRASH_SEED=S starts the seeds at S (default: the time).
-GEBPF_CRASH_REPORT=FILE appends each kind's counts there, and every failed
-run.  GEBPF_CRASH_CHURN="THREADS TOTAL CALLS" runs pt_churn and pt_relchurn
-with those arguments (CHURN below).
+Each test is a campaign (campaign.py, docs/testing.md "Random campaigns"):
+in CI the fixed seeds 1..RUNS (a seed's phase is seed % 3: set-up, run, end
+in turn), three runs at a time; GEBPF_SEEDS=S1,S2 replays seeds, and
+scripts/soak runs the same campaigns on fresh seeds for as long as it is
+told.  GEBPF_CRASH_REPORT=FILE appends each campaign's counts there, and
+every failed run.  GEBPF_CRASH_CHURN="THREADS TOTAL CALLS" runs pt_churn and
+pt_relchurn with those arguments (CHURN below).
 
 A program may end by itself while its run reads what the kill left
 (pt_churn, about a second after its start on a fast idle host): those reads
 count as not made (left_in), never as a text left patched."""
-import concurrent.futures
 import json
 import os
 import random
@@ -51,9 +51,9 @@ from conftest import gebpf_path, prog_path
 from test_probetrap import children_of, tracer_of
 from test_trap_patch import gs_base, text_of
 
-pytestmark = [pytest.mark.probetrap, pytest.mark.usefixtures("probes_ready")]
+pytestmark = [pytest.mark.probetrap, pytest.mark.campaign, pytest.mark.usefixtures("probes_ready")]
 
-RUNS = int(os.environ.get("GEBPF_CRASH_RUNS", "0") or 0) or 20
+RUNS = 30          # CI's runs per campaign (10 per phase): docs/testing.md "Random campaigns"
 THREADS = 3
 PHASES = ("setup", "run", "end")
 PROGS = ("pt_crash", "pt_churn", "pt_relchurn")
@@ -334,14 +334,12 @@ def finish_churn(res, p, out, argv):
     return res
 
 
-def campaign(mode, tmp_path, prog="pt_crash", nruns=RUNS):
-    seed0 = int(os.environ.get("GEBPF_CRASH_SEED", "0") or 0) or int(time.time())
-    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as ex:
-        runs = list(ex.map(lambda s: one_run(mode, s, str(tmp_path), prog),
-                           range(seed0, seed0 + nruns)))
+def campaign_of(c, mode, tmp_path, prog="pt_crash"):
+    """The runs of Campaign C (its seeds), three at a time, and their counts."""
+    runs = [r for _, r in c.map(lambda s: one_run(mode, s, str(tmp_path), prog), workers=3)]
     count = lambda f: sum(1 for r in runs if f(r))
     summary = {
-        "prog": prog, "mode": mode, "runs": len(runs), "seed0": seed0,
+        "prog": prog, "mode": mode, "runs": len(runs),
         "attached": count(lambda r: r.get("attached")),
         "checksum_ok": count(lambda r: r["result"] == "ok"),
         "detached": count(lambda r: r["detached"]),
@@ -366,14 +364,15 @@ def campaign(mode, tmp_path, prog="pt_crash", nruns=RUNS):
 
 
 def failures(runs, pred):
-    """The runs pred names a failure for; on pt_relchurn also every run whose
-    -v says an entry block without the owner check."""
+    """{seed: what went wrong} for the runs pred names a failure for; on
+    pt_relchurn also every run whose -v says an entry block without the
+    owner check."""
     def bad(r):
         o = r.get("owner")
         return pred(r) or (r["prog"] == "pt_relchurn" and o and o[0] != o[1] and
                            "the owner check in %d of %d entry blocks" % o)
-    return ["%s %s seed %d (%s, fill %s): %s" % (r["prog"], r["mode"], r["seed"], r["phase"],
-                                                  r["fill"], bad(r)) for r in runs if bad(r)]
+    return {r["seed"]: "%s %s (%s, fill %s): %s" % (r["prog"], r["mode"], r["phase"], r["fill"],
+                                                   bad(r)) for r in runs if bad(r)}
 
 
 # What makes a run of each kind a failure (the reason; else a false value).
@@ -390,36 +389,36 @@ BAD = {
 
 
 @pytest.mark.parametrize("prog", PROGS)
-def test_sigkill_gebpf(prog, tmp_path):
+def test_sigkill_gebpf(prog, campaign, tmp_path):
     """gebpf SIGKILLed (its worker ends the trace): the native result, the
     text restored, the cache gone, gs 0, nothing traced."""
-    runs, s = campaign("gebpf", tmp_path, prog)
-    bad = failures(runs, BAD["gebpf"])
-    assert not bad, "%s\n%s" % (s, "\n".join(bad))
-    assert s["attached"] >= RUNS // 3, s
-    assert prog != "pt_relchurn" or s["all_checked"] >= RUNS // 3, s
+    c = campaign(RUNS)
+    runs, s = campaign_of(c, "gebpf", tmp_path, prog)
+    c.check(failures(runs, BAD["gebpf"]), s)
+    assert s["attached"] >= len(runs) // 3, s
+    assert prog != "pt_relchurn" or s["all_checked"] >= len(runs) // 3, s
 
 
 @pytest.mark.parametrize("prog", PROGS)
-def test_sigkill_worker(prog, tmp_path):
+def test_sigkill_worker(prog, campaign, tmp_path):
     """The worker SIGKILLed: the program finishes natively, and its text is
     the file's (gebpf, still alive, wrote the entries back: common/guard.h);
     the cache and gs bases may stay."""
-    runs, s = campaign("worker", tmp_path, prog)
-    bad = failures(runs, BAD["worker"])
-    assert not bad, "%s\n%s" % (s, "\n".join(bad))
-    assert s["attached"] >= RUNS // 3, s
-    assert prog != "pt_relchurn" or s["all_checked"] >= RUNS // 3, s
+    c = campaign(RUNS)
+    runs, s = campaign_of(c, "worker", tmp_path, prog)
+    c.check(failures(runs, BAD["worker"]), s)
+    assert s["attached"] >= len(runs) // 3, s
+    assert prog != "pt_relchurn" or s["all_checked"] >= len(runs) // 3, s
 
 
 @pytest.mark.parametrize("prog", PROGS)
-def test_sigkill_both(prog, tmp_path):
+def test_sigkill_both(prog, campaign, tmp_path):
     """gebpf and its worker SIGKILLed together: the program finishes natively."""
-    runs, s = campaign("both", tmp_path, prog)
-    bad = failures(runs, BAD["both"])
-    assert not bad, "%s\n%s" % (s, "\n".join(bad))
-    assert s["attached"] >= RUNS // 3, s
-    assert prog != "pt_relchurn" or s["all_checked"] >= RUNS // 3, s
+    c = campaign(RUNS)
+    runs, s = campaign_of(c, "both", tmp_path, prog)
+    c.check(failures(runs, BAD["both"]), s)
+    assert s["attached"] >= len(runs) // 3, s
+    assert prog != "pt_relchurn" or s["all_checked"] >= len(runs) // 3, s
 
 
 def test_a_program_ending_while_read_is_no_text_left_patched(monkeypatch):
@@ -477,29 +476,30 @@ FOUND = [
 def test_found_again(mode, prog, seed, tmp_path):
     name, *args = prog.split()
     bad = failures([one_run(mode, seed, str(tmp_path), name, args)], BAD[mode])
-    assert not bad, "\n".join(bad)
+    assert not bad, "\n".join(bad.values())
 
 
-def test_signal_handlers_entering_the_range_gebpf_killed(tmp_path):
+def test_signal_handlers_entering_the_range_gebpf_killed(campaign, tmp_path):
     """pt_signest (a SIGPROF handler calling `traced` while its thread is
     often inside it, or in its system call), gebpf SIGKILLed: its worker
     ends the trace as for pt_crash; every result checked in the program."""
-    runs, s = campaign("gebpf", tmp_path, "pt_signest")
+    c = campaign(RUNS)
+    runs, s = campaign_of(c, "gebpf", tmp_path, "pt_signest")
     bad = failures(runs, lambda r: (r["result"] != "ok" and r["result"]) or
                    (not r["text_restored"] and "text not restored") or (not r["gs0"] and "gs base"))
-    assert not bad, "%s\n%s" % (s, "\n".join(bad))
-    assert s["attached"] >= RUNS // 3, s
+    c.check(bad, s)
+    assert s["attached"] >= len(runs) // 3, s
 
 
-def test_signal_handlers_entering_the_range_both_killed(tmp_path):
+def test_signal_handlers_entering_the_range_both_killed(campaign, tmp_path):
     """pt_signest, gebpf and its worker SIGKILLed: the handler's entry, taken
     where the worker left the thread (inside the cache, holding its lock or
     waiting for it), must not wait for the thread itself, and neither call
     may clobber the other's state: the program finishes natively (the entry
     finds gebpf gone and runs the original code: docs/trace.md "Harmless
     without gebpf").  (A quarter of the runs: each hung one waits 30 s.)"""
-    n = max(3, RUNS // 4)
-    runs, s = campaign("both", tmp_path, "pt_signest", n)
+    c = campaign(max(3, RUNS // 4))
+    runs, s = campaign_of(c, "both", tmp_path, "pt_signest")
     bad = failures(runs, lambda r: r["result"] != "ok" and r["result"])
-    assert not bad, "%s\n%s" % (s, "\n".join(bad))
-    assert s["attached"] >= n // 3, s
+    c.check(bad, s)
+    assert s["attached"] >= len(runs) // 3, s

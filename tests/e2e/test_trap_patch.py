@@ -19,7 +19,8 @@ import time
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from conftest import PROGS, check_vt_order, gebpf_path, prog_path, range_arg, read_trace, run_gebpf
+from conftest import (PROGS, check_vt_order, gebpf_path, output_grew, prog_path, range_arg,
+                      read_trace, run_gebpf)
 import lackey
 from test_pagetrap import bag, invocations, native, same_bag, same_file, trace
 from test_probetrap import check_hot_runs, tracer_of
@@ -313,22 +314,12 @@ def test_attach_left_as_found(tmp_path):
 def test_sigint_launch(tmp_path):
     """SIGINT to gebpf ends a launched trace: exit 0, a well-formed trace."""
     out = tmp_path / "int.jsonl"
-    errf = open(tmp_path / "int.err", "w+")
-    g = subprocess.Popen([gebpf_path(), "trace", "-v", "--range", "traced", "--trap", "patch", "-o",
+    g = subprocess.Popen([gebpf_path(), "trace", "--range", "traced", "--trap", "patch", "-o",
                           str(out), "--", prog_path("pt_hot"), "-1", FILL],
-                         stdout=subprocess.DEVNULL, stderr=errf, text=True)
-    # (the patches in: then the program's calls are traced, at any load)
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < 60 and g.poll() is None:
-        errf.seek(0)
-        if "entries patched" in errf.read():
-            break
-        time.sleep(0.01)
-    time.sleep(0.5)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    output_grew(out, g, 1 << 20)   # (1 s was not enough at load 15: no event yet)
     g.send_signal(signal.SIGINT)
-    g.wait(timeout=60)
-    errf.seek(0)
-    err = errf.read()
+    _, err = g.communicate(timeout=60)
     assert g.returncode == 0, err
     lines, summary = read_trace(out)
     check_vt_order(lines)
@@ -336,13 +327,6 @@ def test_sigint_launch(tmp_path):
 
 
 # SIGKILL of gebpf, of its worker and of both: test_trap_crash.py.
-
-
-# ------------------------------------------------------------ Python attached
-
-PY_LOOP = "def f(n):\n    s = 0\n    for i in range(n):\n        s += i * i % 7\n    return s\n" \
-          "while True:\n    f(1000)\n"
-RANGE_RE = re.compile(r"range _PyEval_EvalFrameDefault = (0x[0-9a-f]+)-(0x[0-9a-f]+)")
 
 
 def file_bytes(path, addr, size):
