@@ -1,8 +1,10 @@
 /* The small helpers of user/common every room leans on: the one binary
- * search (bound.h) and the one array growth (grow.h). */
+ * search (bound.h), the one array growth (grow.h) and the log (log.h). */
+#include <bpf/libbpf.h>
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,4 +86,32 @@ Test(log, demoted_warnings_are_verbose_lines, .init = cr_redirect_stderr)
 	gb_log_set_verbose(false);
 	fflush(stderr);
 	cr_assert_stderr_eq_str("gebpf: an error 2\ngebpf: said 3\ngebpf: warning: loud 4\n");
+}
+
+static void libbpf_says(int level, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	gb_libbpf_print(level, fmt, ap);
+	va_end(ap);
+}
+
+/* libbpf's lines: none by default (gebpf says a failure in its own line),
+ * its warnings under -v, its debug and info lines too only under --debug. */
+Test(log, libbpf_lines_by_level, .init = cr_redirect_stderr)
+{
+	gb_log_set_verbose(false);
+	libbpf_says(LIBBPF_WARN, "libbpf: warn %d\n", 1);
+	libbpf_says(LIBBPF_DEBUG, "libbpf: debug %d\n", 1);
+	gb_log_set_verbose(true);
+	libbpf_says(LIBBPF_WARN, "libbpf: warn %d\n", 2);
+	libbpf_says(LIBBPF_INFO, "libbpf: info %d\n", 2);
+	libbpf_says(LIBBPF_DEBUG, "libbpf: debug %d\n", 2);
+	gb_log_set_debug(true);
+	libbpf_says(LIBBPF_INFO, "libbpf: info %d\n", 3);
+	libbpf_says(LIBBPF_DEBUG, "libbpf: debug %d\n", 3);
+	gb_log_set_debug(false);
+	gb_log_set_verbose(false);
+	fflush(stderr);
+	cr_assert_stderr_eq_str("libbpf: warn 2\nlibbpf: info 3\nlibbpf: debug 3\n");
 }
