@@ -479,6 +479,17 @@ def test_kernel_thread_refused(gebpf, tmp_path):
     assert not out.exists()
 
 
+def test_own_pid_refused(gebpf, tmp_path):
+    """gebpf does not sample itself (it did, as any process): one line, exit 1."""
+    need_bpf()
+    from test_trace_cli import own_pid
+    out = tmp_path / "s.jsonl"
+    r = own_pid("plain", "sample", "--duration", "0.5", "-o", out)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.count("\n") == 1 and "is gebpf itself" in r.stderr, r.stderr
+    assert not out.exists()
+
+
 def test_refused_run_leaves_no_output_file(chain, tmp_path):
     """Without privilege nothing is created; with it, mode 0644 at most."""
     d = tmp_path / "d"

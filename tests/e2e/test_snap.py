@@ -228,6 +228,20 @@ def test_bad_inputs(gebpf, root, tmp_path):
     assert r.returncode == 1 and "nodir" in r.stderr
 
 
+@pytest.mark.parametrize("how", ["plain", "pidns-proc"])
+def test_own_pid_refused(how, gebpf, root, tmp_path):
+    """gebpf does not snapshot itself (it did, with exit 0): one line, exit 1,
+    no file; named by its pid, or in a pid namespace of its own by its number
+    in /proc (test_trace_cli.py OWN_PID)."""
+    from test_trace_cli import own_pid
+    out = tmp_path / "self.core"
+    r = own_pid(how, "snap", "-o", out)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.count("\n") == 1 and "is gebpf itself; it cannot attach to itself" in r.stderr, \
+        r.stderr
+    assert not out.exists()
+
+
 def test_at_inside_an_instruction_is_refused(gebpf, root, tmp_path):
     """--at ADDR inside an instruction: a breakpoint there would corrupt it
     (and never be hit).  One line naming the instruction and the two

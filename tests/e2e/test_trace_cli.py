@@ -178,6 +178,37 @@ def test_already_traced(spawn):
         target.returncode = -signal.SIGKILL
 
 
+# How a shell names the process gebpf will be (it execs gebpf): its pid ($$),
+# its pid 1 in a pid namespace of its own (unshare -pf without --mount-proc:
+# ptrace's numbers are the namespace's), and in that namespace its number in
+# /proc, which is still the outer one (read by the shell itself, no subshell).
+OWN_PID = {
+    "plain": ["sh", "-c", 'exec "$0" "$@" -p $$'],
+    "pidns": ["unshare", "-pf", "sh", "-c", 'exec "$0" "$@" -p 1'],
+    "pidns-proc": ["unshare", "-pf", "sh", "-c",
+                   'read -r p rest < /proc/self/stat; exec "$0" "$@" -p $p'],
+}
+
+
+def own_pid(how, *args, timeout=60):
+    """gebpf ARGS -p <its own pid>, the pid named as OWN_PID[how] says."""
+    if how != "plain" and subprocess.run(["unshare", "-pf", "true"],
+                                         capture_output=True).returncode:
+        pytest.skip("unshare -pf does not work here")
+    argv = OWN_PID[how] + [gebpf_path()] + [str(a) for a in args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=stable_env())
+
+
+@pytest.mark.parametrize("how", sorted(OWN_PID))
+def test_own_pid_refused(how, tmp_path):
+    """gebpf does not trace itself: one line, exit 1, no output file (it
+    traced itself before, with exit 0 and an empty trace)."""
+    out = tmp_path / "t.jsonl"
+    r = own_pid(how, "trace", "--range", "traced", "--duration", "1", "-o", out)
+    one_error(r, 1, "is gebpf itself")
+    assert not out.exists()
+
+
 def test_unknown_symbol():
     prog = prog_path("hot_loop")
     one_error(run_gebpf(["trace", "--range", "no_such_symbol", "--", prog]), (1, 2),

@@ -1,17 +1,24 @@
 /* The small helpers of user/common every room leans on: the one binary
- * search (bound.h), the one array growth (grow.h) and the log (log.h). */
+ * search (bound.h), the one array growth (grow.h), the log (log.h) and
+ * the worker's knowledge of who gebpf is (guard.h). */
 #include <bpf/libbpf.h>
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
+#include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/bound.h"
 #include "common/grow.h"
+#include "common/guard.h"
 #include "common/log.h"
 
 struct span {
@@ -114,4 +121,41 @@ Test(log, libbpf_lines_by_level, .init = cr_redirect_stderr)
 	gb_log_set_verbose(false);
 	fflush(stderr);
 	cr_assert_stderr_eq_str("libbpf: warn 2\nlibbpf: info 3\nlibbpf: debug 3\n");
+}
+
+static void *park(void *arg)
+{
+	pause();
+	return arg;
+}
+
+/* gb_guard_self outside a worker: this process and its threads are gebpf;
+ * its parent (not gebpf's: there is no worker) and a child are not. */
+Test(guard, self_is_this_process_and_its_threads)
+{
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, park, NULL), 0);
+	pid_t tids[64];
+	size_t n = 0;
+	DIR *d = opendir("/proc/self/task");
+	cr_assert(d);
+	for (struct dirent *de; (de = readdir(d)) && n < 64;)
+		if (atoi(de->d_name) > 0)
+			tids[n++] = atoi(de->d_name);
+	closedir(d);
+	cr_assert_geq(n, 2);
+	for (size_t i = 0; i < n; i++) {
+		const char *why = gb_guard_self(tids[i]);
+		cr_assert(why && strstr(why, "is gebpf itself"), "tid %d: %s", tids[i], why ? why : "NULL");
+	}
+	cr_assert_null(gb_guard_self(getppid()));
+	pid_t child = fork();
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	cr_assert_null(gb_guard_self(child));
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	cr_assert_null(gb_guard_self(0));
 }

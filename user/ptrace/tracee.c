@@ -17,6 +17,7 @@
 
 #include "common/cpuset.h"
 #include "common/grow.h"
+#include "common/guard.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/page.h"
@@ -105,6 +106,11 @@ const char *gb_pid_problem(pid_t pid, char *buf, size_t len)
 	char name[64];
 	if (pid <= 0) {
 		snprintf(buf, len, "not a valid process id");
+		return buf;
+	}
+	const char *self = gb_guard_self(pid);
+	if (self) {
+		snprintf(buf, len, "%s", self);
 		return buf;
 	}
 	int r = gb_proc_stat(pid, &state, &flags);

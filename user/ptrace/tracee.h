@@ -76,8 +76,8 @@ void gb_tracee_pin(struct gb_tracee *t, bool all_threads);
 void gb_tracee_pin_thread(struct gb_tracee *t, pid_t tid, bool on);
 
 /* Why a pid cannot be traced, as text for "gebpf: pid N: <why>": checks
- * existence, zombie, kernel thread, permission, existing tracer.  NULL when
- * nothing obvious is wrong. */
+ * gebpf itself (common/guard.h), existence, zombie, kernel thread,
+ * permission, existing tracer.  NULL when nothing obvious is wrong. */
 const char *gb_pid_problem(pid_t pid, char *buf, size_t len);
 
 #endif

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/guard.h"
 #include "common/log.h"
 #include "ptrace/procfs.h"
 
@@ -118,6 +119,10 @@ struct gb_target *gb_target__attach(pid_t pid)
 	}
 	if (state == 'Z' || state == 'X') {
 		gb_err("sample: pid %d: process has exited (zombie)", pid);
+		return NULL;
+	}
+	if (gb_guard_self(pid)) {
+		gb_err("sample: pid %d: is gebpf itself; it does not sample itself", pid);
 		return NULL;
 	}
 	t = calloc(1, sizeof(*t));
