@@ -490,6 +490,35 @@ def test_own_pid_refused(gebpf, tmp_path):
     assert not out.exists()
 
 
+def test_stopped_process(gebpf, tmp_path):
+    """A process stopped by SIGSTOP is sampled as it is: not at all (it
+    does not run), said in one line; --duration ends it, it is left
+    stopped, and SIGCONT lets it go on with its native answers."""
+    need_bpf()
+    from test_pagetrap_attach import Server, answers
+    from test_trace_cli import job_stop, send, silent, state
+    want = answers([2, 3])
+    server = Server(0)
+    try:
+        assert server.ask(2) == want[2]
+        job_stop(server.pid)
+        out = tmp_path / "s.jsonl"
+        r = sample(["-p", str(server.pid), "--duration", "1", "-o", str(out)])
+        assert r.returncode == 0, r.stderr
+        assert r.stderr == ("gebpf: warning: sample: pid %d is stopped (job control): no samples "
+                            "until it gets SIGCONT\n" % server.pid), r.stderr
+        samples, _, summary = parse_jsonl(out.read_text())
+        assert not samples and summary["kept"] == 0, summary
+        assert state(server.pid) == "T"
+        send(server, 3)
+        assert silent(server, 0.5), "the stopped process ran"
+        os.kill(server.pid, signal.SIGCONT)
+        assert server.line(20) == want[3]
+        assert server.finish() == b"bye 2\n"
+    finally:
+        server.kill()
+
+
 def test_refused_run_leaves_no_output_file(chain, tmp_path):
     """Without privilege nothing is created; with it, mode 0644 at most."""
     d = tmp_path / "d"

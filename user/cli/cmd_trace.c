@@ -72,9 +72,11 @@ static void usage(FILE *f)
 "\n"
 "The trace ends when the launched command exits, after --duration or --max-insns,\n"
 "or on Ctrl-C/SIGTERM; the summary line is always written.  An attached target is\n"
-"left running as it was found, also when gebpf is SIGKILLed: the tracing is done\n"
-"by a worker process that then ends the trace as SIGTERM does (docs/trace.md\n"
-"\"Ending\").  Launch mode kills the target when the trace is interrupted.\n");
+"left running as it was found (or stopped, if Ctrl-Z or SIGSTOP had stopped it or\n"
+"stops it: docs/trace.md \"A stopped process\"), also when gebpf is SIGKILLed: the\n"
+"tracing is done by a worker process that then ends the trace as SIGTERM does\n"
+"(docs/trace.md \"Ending\").  Launch mode kills the target when the trace is\n"
+"interrupted.\n");
 }
 
 enum { O_START = 256, O_END, O_EXEC, O_MAX_EVENTS, O_MAX_INSNS, O_DURATION, O_OUT, O_SNAP_AT,

@@ -125,6 +125,10 @@ struct gb_target *gb_target__attach(pid_t pid)
 		gb_err("sample: pid %d: is gebpf itself; it does not sample itself", pid);
 		return NULL;
 	}
+	/* Stopped by job control (Ctrl-Z, SIGSTOP): sampled as it is, which
+	 * is not at all until it gets SIGCONT (docs/sample.md). */
+	if (state == 'T')
+		gb_warn("sample: pid %d is stopped (job control): no samples until it gets SIGCONT", pid);
 	t = calloc(1, sizeof(*t));
 	if (!t) {
 		gb_err("sample: %s", strerror(ENOMEM));

@@ -292,7 +292,7 @@ void eng_step(struct gb_engine *e, size_t i)
 		break;
 	}
 	case GB_STOP_GROUP:
-		eng_resume(e, i, PTRACE_LISTEN, 0, T_GROUP);
+		eng_listen(e, i);
 		break;
 	case GB_STOP_EXITED:
 	case GB_STOP_KILLED:
