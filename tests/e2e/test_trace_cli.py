@@ -747,3 +747,78 @@ def job_stop_traced(pid):
     wait in it (state t, as under any tracer)."""
     os.kill(pid, signal.SIGSTOP)
     time.sleep(0.2)
+
+
+def threads_pcs(path):
+    """The exec pcs of each thread of a trace, a restarted syscall's second
+    run of its instruction dropped (the kernel rewinds a syscall interrupted
+    by a signal or a ptrace stop to its instruction: the same pc twice in a
+    row), as a sorted list (vcpus are numbered in the order threads enter)."""
+    lines, _ = read_trace(path)
+    per = {}
+    for ln in lines:
+        if ln["t"] == "exec":
+            seq = per.setdefault(ln["vcpu"], [])
+            if not seq or seq[-1] != ln["pc"]:
+                seq.append(ln["pc"])
+    return sorted(per.values())
+
+
+@pytest.fixture(scope="module")
+def threads_blocked_ref(tmp_path_factory):
+    """trap_threads 200 300 (two threads block in syscalls made inside the
+    range until the other two answer): its native output, and the pcs of a
+    trace of it without signals (threads_pcs)."""
+    out = tmp_path_factory.mktemp("ref") / "t.jsonl"
+    r = run_gebpf(["trace", "--trap", "none", "--range", "traced", "-o", out, "--",
+                   prog_path("trap_threads"), 200, 300], timeout=120)
+    assert r.returncode == 0, r.stderr
+    return native_output("trap_threads", 200, 300), threads_pcs(out)
+
+
+def tgkill(pid, tid, sig):
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.syscall(234, pid, tid, sig) == 0, os.strerror(ctypes.get_errno())  # SYS_tgkill
+
+
+def blocked_in_read(pid):
+    """The thread of PID blocked in read(2) (syscall 0) on its pipe, or None."""
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/syscall" % (pid, tid)) as f:
+                if f.read().split()[:2] == ["0", "0x3"]:
+                    return int(tid)
+        except OSError:
+            pass
+    return None
+
+
+@pytest.mark.parametrize("trap", ["probes", "pages", "none"])
+def test_sigcont_to_a_thread_blocked_in_the_range(trap, threads_blocked_ref, spawn, tmp_path):
+    """The step engine, and a SIGCONT (which enters no handler) sent to the
+    thread blocked in a read made inside the range, which only another thread
+    answers later: the trace ends with the native output and the same
+    in-range instructions, but for the syscalls the signal restarted (under
+    PTRACE_SEIZE a SIGCONT interrupts every thread's blocking call: ptrace's,
+    not the program's).  (The signal, to be taken by the thread at the
+    read's restart, was given to a step over the syscall instruction: the
+    signal dropped, the step ran the read, and waited for it with every
+    other thread held: for ever.  It is now taken on its own first.)"""
+    want, pcs = threads_blocked_ref
+    path = prog_path("trap_threads")
+    before = set(procs_running(path))
+    out = tmp_path / "t.jsonl"
+    g = spawn([gebpf_path(), "trace", "--trap", trap, "--engine", "step", "--range", "traced",
+               "-o", out, "--", path, 200, 300], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pid = wait_for(lambda: (set(procs_running(path)) - before or {0}).pop(), timeout=30,
+                   what="trap_threads started")
+    tid = wait_for(lambda: blocked_in_read(pid), timeout=60, what="a thread blocked in read")
+    tgkill(pid, tid, signal.SIGCONT)
+    try:
+        stdout, err = g.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the trace did not end after the SIGCONT (state of the target: %s)"
+                    % state(pid))
+    assert g.returncode == 0, err
+    assert stdout == want
+    assert threads_pcs(out) == pcs
