@@ -490,6 +490,23 @@ def test_own_pid_refused(gebpf, tmp_path):
     assert not out.exists()
 
 
+def test_verbose_lines_are_gebpf_s_own(hotcold, tmp_path):
+    """-v: gebpf's lines only, not libbpf's ~150 about loading the sampler's
+    BPF objects; --debug: those too, with -v's (docs/sample.md "Behaviour")."""
+    path, hot, cold = hotcold
+    out = tmp_path / "s.jsonl"
+    r = sample(["-v", "-o", str(out), "--", path, "0.3"])
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln]
+    assert lines and all(ln.startswith("gebpf: ") for ln in lines), \
+        [ln for ln in lines if not ln.startswith("gebpf: ")][:5]
+    r = sample(["--debug", "-o", str(out), "--", path, "0.3"])
+    assert r.returncode == 0, r.stderr
+    libbpf = [ln for ln in r.stderr.splitlines() if ln.startswith("libbpf: ")]
+    assert len(libbpf) > 50 and any("loading object" in ln for ln in libbpf), r.stderr[-2000:]
+    assert any(ln.startswith("gebpf: sample: ") for ln in r.stderr.splitlines())
+
+
 def test_stopped_process(gebpf, tmp_path):
     """A process stopped by SIGSTOP is sampled as it is: not at all (it
     does not run), said in one line; --duration ends it, it is left
