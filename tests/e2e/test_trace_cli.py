@@ -469,9 +469,9 @@ def test_start_inside_instruction_attach(spawn, tmp_path):
     """The same refused in attach mode before anything is written into the
     target: it runs on, untraced, to its native checksum."""
     want = native_output("spin", 300, 0)
+    rng, start, insn, nxt, _ = mid_insn_range()  # (before: objdump may take longer than spin)
     target = spawn([prog_path("spin"), 300, 3000], stdout=subprocess.PIPE)
     ready(target)
-    rng, start, insn, nxt, _ = mid_insn_range()
     out = tmp_path / "out.jsonl"
     r = run_gebpf(["trace", "-p", str(target.pid), "--range", rng, "-o", str(out)], timeout=60)
     one_error(r, 2, rng, "0x%x is inside the instruction at 0x%x" % (start, insn))
