@@ -188,6 +188,7 @@ def write_good(d):
                          "chain3;chain4;chain5;leaf_hot 480\nleaf_hot 20\n",
         "detach.rc": "0\n", "detach.err": "", "detach.target": "0\n",
         "stopped_snap.rc": "0\n", "stopped_snap.state": "T\n",
+        "stopped_snap.rbx": '\t\t\t"rbx":\t"0x7",\n',
         "stopped_snap.err": "gebpf: snap: freeze 1.0 ms (registers, maps, copy-on-write copy pid 12); "
                             "the process is let go, stopped as it was found\n",
         "stopped_wait.rc": "0\n", "stopped_wait.state": "T\n", "stopped_wait.err": STOPPED_WARN,
@@ -512,6 +513,17 @@ def test_stopped_target_must_stay_stopped_and_be_traced_from_sigcont(good):
     put(good, "stopped.jsonl", STOPPED.split("\n", 1)[1])
     v = verdicts(good)["stopped"]
     assert v[0] == "fail" and "38 instructions, expected 39" in v[1]
+    # A round missed (gebpf let it run untraced meanwhile).
+    lines = STOPPED.splitlines()
+    put(good, "stopped.jsonl", "\n".join(lines[:9] + lines[15:]) + "\n")
+    v = verdicts(good)["stopped"]
+    assert v[0] == "fail" and "33 instructions, expected 39" in v[1]
+    # A slow guest's kmsleep stopped in its second sleep (rbx 6): five rounds.
+    put(good, "stopped_snap.rbx", '\t\t\t"rbx":\t"0x6",\n')
+    assert verdicts(good)["stopped"] == ("pass", "left stopped twice; 33 instructions after SIGCONT "
+                                         "(5 rounds)")
+    put(good, "stopped_snap.rbx", "")
+    assert "no rbx" in verdicts(good)["stopped"][1]
     write_good(str(good))
     put(good, "stopped.rc", "0\n")
     put(good, "stopped.err", STOPPED_WARN)
