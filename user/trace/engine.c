@@ -174,16 +174,26 @@ static void schedule(struct gb_engine *e)
 	TRAP_CALL0(e, idle);
 }
 
+/* Interrupt thread i, in a syscall or listening in a group-stop, for the
+ * end.  One in a syscall whose process is being stopped reports the
+ * group-stop and listens (eng_listen): once more, then (the interrupt of
+ * a listening thread ends in a stop it can be worked through). */
+static void interrupt_held(struct gb_engine *e, size_t i)
+{
+	eng_interrupt(e, i);
+	if (eng_state(e, i) == T_GROUP)
+		eng_interrupt(e, i);
+}
+
 /* Thread i, in a syscall or listening in a group-stop, stopped for the
  * end: true when it is (detach restarts a syscall it was in, and puts it
  * back into its process's group-stop). */
 static bool hold_one(struct gb_engine *e, size_t i)
 {
-	if (eng_state(e, i) == T_SYSCALL)
-		return eng_stop_in_syscall(e, i);
-	if (eng_state(e, i) != T_GROUP)
-		return false;
-	eng_interrupt(e, i);
+	if (eng_state(e, i) == T_SYSCALL && eng_stop_in_syscall(e, i))
+		return true;
+	if (eng_state(e, i) == T_GROUP)
+		eng_interrupt(e, i);
 	return eng_state(e, i) == T_STOPPED;
 }
 
@@ -221,7 +231,7 @@ static void teardown(struct gb_engine *e)
 		for (size_t i = 0; i < e->t->nthreads; i++) {
 			if (eng_state(e, i) != T_SYSCALL && eng_state(e, i) != T_GROUP)
 				continue;
-			eng_interrupt(e, i);
+			interrupt_held(e, i);
 			if (eng_state(e, i) == T_STOPPED)
 				break;
 		}
@@ -229,7 +239,7 @@ static void teardown(struct gb_engine *e)
 	if (TRAP_OPS(e)->stop_all)
 		for (size_t i = 0; i < e->t->nthreads; i++)
 			if (eng_state(e, i) == T_SYSCALL || eng_state(e, i) == T_GROUP)
-				eng_interrupt(e, i);
+				interrupt_held(e, i);
 	TRAP_CALL0(e, teardown);
 	jit_teardown(e);
 }
