@@ -24,8 +24,8 @@ import sys
 
 import judge_python
 
-CHECKS = ("trace", "snap", "resume", "faults", "sample", "probe", "stacks", "detach", "strict",
-          "alarm", "python")
+CHECKS = ("trace", "snap", "resume", "faults", "sample", "probe", "stacks", "detach", "stopped",
+          "strict", "alarm", "python")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # A gebpf line that reports a kernel feature the kernel lacks.  gebpf's rooms
@@ -596,6 +596,78 @@ def judge_detach(rdir, exp, env):
     return ("pass", "target ran on after detach")
 
 
+# kmsleep's loop, from `loop` (smoke.sh "stopped"): mov, lea, xor, syscall,
+# dec, jnz; the syscall, the dec and the jnz are at these offsets.
+LOOP_INSNS = (0x0, 0x5, 0xc, 0xe, 0x10, 0x12)
+STOPPED_SAID = "is stopped (SIGSTOP, job control)"
+
+
+def judge_stopped(rdir, exp, env):
+    """kmsleep stopped by SIGSTOP in a sleep: snapped and traced for 0.5 s,
+    each leaving it stopped (T); then traced from its SIGCONT on, with gebpf
+    attached while it was stopped (it did not run: state t, a ptrace stop),
+    to its exit: its restarted sleep's syscall and the rounds of its loop
+    left, nothing before, none missed; kmsleep exits 0."""
+    for name in ("stopped_snap", "stopped_wait"):
+        c = Check(rdir, name)
+        bad = c.failed_run()
+        if bad:
+            return bad
+        st = (read(os.path.join(rdir, name + ".state"), "") or "").strip()
+        if st != "T":
+            return ("fail", "%s left kmsleep %s, not stopped (T)" % (name, "in state " + st if st
+                                                                     else "gone"))
+    if not any("stopped as it was found" in l for l in Check(rdir, "stopped_snap").err):
+        return ("fail", "stopped_snap: -v does not say it let the process go stopped: %s"
+                % Check(rdir, "stopped_snap").gebpf_line())
+    wait = Check(rdir, "stopped_wait")
+    if not any(STOPPED_SAID in l for l in wait.err):
+        return ("fail", "stopped_wait: no line saying the target is stopped: %s" % wait.gebpf_line())
+    try:
+        objs, _ = jsonl(os.path.join(rdir, "stopped_wait.jsonl"))
+    except ValueError as e:
+        return ("fail", str(e))
+    if not objs or objs[-1].get("t") != "summary" or len(objs) != 1:
+        return ("fail", "stopped_wait.jsonl: %d lines, expected the summary alone (nothing ran)"
+                % len(objs))
+    c = Check(rdir, "stopped")
+    if not c.ran or c.timeout or c.rc in TIMEOUT_RCS:
+        return c.failed_run()
+    # The target exits during the trace: exit 1, saying so.
+    if c.rc != 1 or not c.gebpf_line().endswith("exited with status 0 during the trace"):
+        return ("fail", "%s (exit %s)" % (c.gebpf_line(), c.rc))
+    st = (read(os.path.join(rdir, "stopped.state"), "") or "").strip()
+    if st not in ("t", "T"):
+        return ("fail", "kmsleep ran while stopped, attached (state %s before the SIGCONT)" % st)
+    st = (read(os.path.join(rdir, "stopped.target"), "") or "").strip()
+    if st != "0":
+        return ("fail", "kmsleep exited %s after the SIGCONT" % (st or "?"))
+    try:
+        objs, _ = jsonl(os.path.join(rdir, "stopped.jsonl"))
+    except ValueError as e:
+        return ("fail", str(e))
+    # The sleep it was stopped in restarted (its syscall instruction, where
+    # the kernel rewinds it: nothing ran before the SIGCONT), then the rounds
+    # left, to its exit: one fewer than the sleeps its rbx counted in the
+    # snapshot (six after its first sleep, fewer in a guest slow enough to
+    # have finished that one before the SIGSTOP), none missed.
+    m = re.search(r'"rbx":\s*"0x([0-9a-f]+)"', read(os.path.join(rdir, "stopped_snap.rbx"), "") or "")
+    if not m or not 1 <= int(m.group(1), 16) <= 7:
+        return ("fail", "stopped_snap: no rbx of kmsleep in its sleep (1 to 7) in the snapshot: %s"
+                % (m.group(0) if m else "none"))
+    rounds = int(m.group(1), 16) - 1
+    lo = env["LOOP_START"]
+    got = [int(o["pc"], 16) for o in objs if o.get("t") == "exec"]
+    want = [lo + 0xe, lo + 0x10, lo + 0x12] + [lo + d for d in LOOP_INSNS] * rounds
+    if got != want:
+        i = next((k for k, (g, w) in enumerate(zip(got, want)) if g != w), min(len(got), len(want)))
+        return ("fail", "stopped.jsonl: %d instructions, expected %d (the restarted sleep's syscall, "
+                "then %d rounds of the loop): they differ from vt %d"
+                % (len(got), len(want), rounds, i))
+    return ("pass", "left stopped twice; %d instructions after SIGCONT (%d rounds)"
+            % (len(got), rounds))
+
+
 def target_said(rdir, check, who, want):
     """The check's target (CHECK.target: its exit status, CHECK.target.out:
     what it printed) exited 0 saying WANT: None, else the failure."""
@@ -677,6 +749,7 @@ def judge_python_frames(rdir, exp, env):
 
 JUDGES = {"trace": judge_trace, "snap": judge_snap, "resume": judge_resume, "faults": judge_faults,
           "sample": judge_sample, "probe": judge_probe, "stacks": judge_stacks, "detach": judge_detach,
+          "stopped": judge_stopped,
           "strict": judge_strict, "alarm": judge_alarm, "python": judge_python_frames}
 
 

@@ -24,7 +24,7 @@ EXPECT = open(os.path.join(HERE, "expect", "kmtrace.jsonl")).read()
 ENV = {"WORK_START": 0x401016, "WORK_LAST": 0x401052, "AFTER_WORK": 0x40100c, "PATTERN": 0x402000,
        "COUNTER": 0x402010, "PAGE1": 0x405000, "PAGE2": 0x406000, "SPIN_START": 0x40105f,
        "SPIN_LAST": 0x401068, "TICK_START": 0x401083, "TICK_LAST": 0x40108b,
-       "ALARM_START": 0x4010b8, "ALARM_LAST": 0x4010c8}
+       "ALARM_START": 0x4010b8, "ALARM_LAST": 0x4010c8, "LOOP_START": 0x401005, "LOOP_LAST": 0x401018}
 STRICT = "".join('{"t":"exec","vcpu":0,"pc":"%s","vt":%d}\n' % (("0x401083", "0x40108b")[i % 2], i)
                  for i in range(4)) + \
     '{"t":"summary","insns":4,"mem":0,"events":4,"dropped":0,"exec":true,"start":"0x401083","end":"0x40108b"}\n'
@@ -38,6 +38,13 @@ ALARM_PCS = ["0x4010b8"] + ["0x4010bd", "0x4010c4", "0x4010c6"] * 2 + ["0x4010c8
 ALARM = "".join('{"t":"exec","vcpu":0,"pc":"%s","vt":%d}\n' % (pc, i)
                 for i, pc in enumerate(ALARM_PCS * 3)) + \
     '{"t":"summary","insns":24,"mem":0,"events":24,"dropped":0,"exec":true,"start":"0x4010b8","end":"0x4010c8"}\n'
+STOPPED_PCS = ["0x401013", "0x401015", "0x401017"] + \
+    ["0x401005", "0x40100a", "0x401011", "0x401013", "0x401015", "0x401017"] * 6
+STOPPED = "".join('{"t":"exec","vcpu":0,"pc":"%s","vt":%d}\n' % (pc, i)
+                  for i, pc in enumerate(STOPPED_PCS)) + \
+    '{"t":"summary","insns":39,"mem":0,"events":39,"dropped":0,"exec":true,"start":"0x401005","end":"0x401018"}\n'
+STOPPED_WARN = ("gebpf: warning: pid 9 is stopped (SIGSTOP, job control): nothing runs until it gets "
+                "SIGCONT; what runs then is traced, and it is left stopped if it still is at the end\n")
 ELF_CORE_HEAD = "7f 45 4c 46 02 01 01 00 00 00 00 00 00 00 00 00 04 00 3e 00\n"
 
 
@@ -185,6 +192,15 @@ def write_good(d):
         "stacks.folded": "_start;__libc_start_main;__libc_start_call_main;main;chain1;chain2;"
                          "chain3;chain4;chain5;leaf_hot 480\nleaf_hot 20\n",
         "detach.rc": "0\n", "detach.err": "", "detach.target": "0\n",
+        "stopped_snap.rc": "0\n", "stopped_snap.state": "T\n",
+        "stopped_snap.rbx": '\t\t\t"rbx":\t"0x7",\n',
+        "stopped_snap.err": "gebpf: snap: freeze 1.0 ms (registers, maps, copy-on-write copy pid 12); "
+                            "the process is let go, stopped as it was found\n",
+        "stopped_wait.rc": "0\n", "stopped_wait.state": "T\n", "stopped_wait.err": STOPPED_WARN,
+        "stopped_wait.jsonl": '{"t":"summary","insns":0,"mem":0,"events":0,"dropped":0,"exec":true,'
+                              '"start":"0x401005","end":"0x401018"}\n',
+        "stopped.rc": "1\n", "stopped.state": "t\n", "stopped.target": "0\n", "stopped.jsonl": STOPPED,
+        "stopped.err": STOPPED_WARN + "gebpf: pid 9: exited with status 0 during the trace\n",
         "strict.rc": "0\n", "strict.err": STRICT_WARN, "strict.jsonl": STRICT,
         "strict.target": "0\n", "strict.target.out": "kmstrict ok\n",
         "alarm.rc": "0\n", "alarm.err": "", "alarm.jsonl": ALARM,
@@ -440,7 +456,7 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
                                   done=False))
     res = verdicts(vm)
     assert res["trace"][0] == "pass"
-    for ck in ("snap", "faults", "sample", "probe", "detach", "strict", "alarm", "python"):
+    for ck in ("snap", "faults", "sample", "probe", "detach", "stopped", "strict", "alarm", "python"):
         assert res[ck][0] == "fail" and "Oops: int3" in res[ck][1]
 
 
@@ -485,6 +501,46 @@ def test_target_killed_after_detach_fails(good):
     put(good, "detach.target", "133\n")
     v = verdicts(good)["detach"]
     assert v[0] == "fail" and "signal 5" in v[1]
+
+
+def test_stopped_target_must_stay_stopped_and_be_traced_from_sigcont(good):
+    """stopped: a snap or a trace that let kmsleep run (or hung), a trace with
+    lines before the SIGCONT or missing some after it, fail."""
+    assert verdicts(good)["stopped"][0] == "pass"
+    put(good, "stopped_snap.state", "S\n")
+    v = verdicts(good)["stopped"]
+    assert v[0] == "fail" and "stopped_snap left kmsleep in state S" in v[1]
+    write_good(str(good))
+    put(good, "stopped_snap.rc", "124\n")
+    put(good, "stopped_snap.timeout", "30\n")
+    v = verdicts(good)["stopped"]
+    assert v[0] == "fail" and "still running" in v[1]
+    write_good(str(good))
+    os.remove(os.path.join(str(good), "stopped_snap.timeout"))
+    put(good, "stopped_wait.err", "")
+    assert "no line saying" in verdicts(good)["stopped"][1]
+    write_good(str(good))
+    put(good, "stopped.state", "S\n")
+    assert "ran while stopped" in verdicts(good)["stopped"][1]
+    write_good(str(good))
+    put(good, "stopped.jsonl", STOPPED.split("\n", 1)[1])
+    v = verdicts(good)["stopped"]
+    assert v[0] == "fail" and "38 instructions, expected 39" in v[1]
+    # A round missed (gebpf let it run untraced meanwhile).
+    lines = STOPPED.splitlines()
+    put(good, "stopped.jsonl", "\n".join(lines[:9] + lines[15:]) + "\n")
+    v = verdicts(good)["stopped"]
+    assert v[0] == "fail" and "33 instructions, expected 39" in v[1]
+    # A slow guest's kmsleep stopped in its second sleep (rbx 6): five rounds.
+    put(good, "stopped_snap.rbx", '\t\t\t"rbx":\t"0x6",\n')
+    assert verdicts(good)["stopped"] == ("pass", "left stopped twice; 33 instructions after SIGCONT "
+                                         "(5 rounds)")
+    put(good, "stopped_snap.rbx", "")
+    assert "no rbx" in verdicts(good)["stopped"][1]
+    write_good(str(good))
+    put(good, "stopped.rc", "0\n")
+    put(good, "stopped.err", STOPPED_WARN)
+    assert verdicts(good)["stopped"][0] == "fail"
 
 
 def test_alarm_needs_a_growing_trace_and_the_target_ok(good):

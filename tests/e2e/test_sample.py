@@ -487,6 +487,63 @@ def test_kernel_thread_refused(gebpf, tmp_path):
     assert not out.exists()
 
 
+def test_own_pid_refused(gebpf, tmp_path):
+    """gebpf does not sample itself (it did, as any process): one line, exit 1."""
+    need_bpf()
+    from test_trace_cli import own_pid
+    out = tmp_path / "s.jsonl"
+    r = own_pid("plain", "sample", "--duration", "0.5", "-o", out)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.count("\n") == 1 and "is gebpf itself" in r.stderr, r.stderr
+    assert not out.exists()
+
+
+def test_verbose_lines_are_gebpf_s_own(hotcold, tmp_path):
+    """-v: gebpf's lines only, not libbpf's ~150 about loading the sampler's
+    BPF objects; --debug: those too, with -v's (docs/sample.md "Behaviour")."""
+    path, hot, cold = hotcold
+    out = tmp_path / "s.jsonl"
+    r = sample(["-v", "-o", str(out), "--", path, "0.3"])
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln]
+    assert lines and all(ln.startswith("gebpf: ") for ln in lines), \
+        [ln for ln in lines if not ln.startswith("gebpf: ")][:5]
+    r = sample(["--debug", "-o", str(out), "--", path, "0.3"])
+    assert r.returncode == 0, r.stderr
+    libbpf = [ln for ln in r.stderr.splitlines() if ln.startswith("libbpf: ")]
+    assert len(libbpf) > 50 and any("loading object" in ln for ln in libbpf), r.stderr[-2000:]
+    assert any(ln.startswith("gebpf: sample: ") for ln in r.stderr.splitlines())
+
+
+def test_stopped_process(gebpf, tmp_path):
+    """A process stopped by SIGSTOP is sampled as it is: not at all (it
+    does not run), said in one line; --duration ends it, it is left
+    stopped, and SIGCONT lets it go on with its native answers."""
+    need_bpf()
+    from test_pagetrap_attach import Server, answers
+    from test_trace_cli import job_stop, send, silent, state
+    want = answers([2, 3])
+    server = Server(0)
+    try:
+        assert server.ask(2) == want[2]
+        job_stop(server.pid)
+        out = tmp_path / "s.jsonl"
+        r = sample(["-p", str(server.pid), "--duration", "1", "-o", str(out)])
+        assert r.returncode == 0, r.stderr
+        assert r.stderr == ("gebpf: warning: sample: pid %d is stopped (job control): no samples "
+                            "until it gets SIGCONT\n" % server.pid), r.stderr
+        samples, _, summary = parse_jsonl(out.read_text())
+        assert not samples and summary["kept"] == 0, summary
+        assert state(server.pid) == "T"
+        send(server, 3)
+        assert silent(server, 0.5), "the stopped process ran"
+        os.kill(server.pid, signal.SIGCONT)
+        assert server.line(20) == want[3]
+        assert server.finish() == b"bye 2\n"
+    finally:
+        server.kill()
+
+
 def test_refused_run_leaves_no_output_file(chain, anyuser_tmp):
     """Without privilege nothing is created; with it, mode 0644 at most.
     (gebpf and the directory where nobody can reach them, wherever the

@@ -4,6 +4,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 
@@ -226,6 +227,63 @@ def test_bad_inputs(gebpf, root, tmp_path):
     assert not out.exists()
     r = run_gebpf(["snap", "-o", str(tmp_path / "nodir" / "x.core"), "--", prog_path("snap_det")])
     assert r.returncode == 1 and "nodir" in r.stderr
+
+
+@pytest.mark.parametrize("how", ["plain", "pidns-proc"])
+def test_own_pid_refused(how, gebpf, root, tmp_path):
+    """gebpf does not snapshot itself (it did, with exit 0): one line, exit 1,
+    no file; named by its pid, or in a pid namespace of its own by its number
+    in /proc (test_trace_cli.py OWN_PID)."""
+    from test_trace_cli import own_pid
+    out = tmp_path / "self.core"
+    r = own_pid(how, "snap", "-o", out)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.count("\n") == 1 and "is gebpf itself; it cannot attach to itself" in r.stderr, \
+        r.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("extra", [[], ["--no-fork"], ["--at", "handle"]],
+                         ids=["fork", "no-fork", "at"])
+def test_stopped_process(extra, gebpf, root, tmp_path):
+    """A process stopped by SIGSTOP (Ctrl-Z) is snapped at once, as gdb
+    attaches to it (it hung before, and killed, said the process had exited),
+    and left stopped: a request sent to it is not answered until SIGCONT,
+    then answered as natively.  With --at the thread is run to the point
+    first (as a running process's), and stays stopped there."""
+    from test_pagetrap_attach import Server, answers
+    from test_trace_cli import job_stop, send, silent, state, tracer_of
+    want = answers([2, 3, 4])
+    server = Server(0)
+    try:
+        assert server.ask(2) == want[2]
+        job_stop(server.pid)
+        out = tmp_path / "stopped.core"
+        if extra[:1] == ["--at"]:
+            send(server, 3)   # for handle to be reached: gebpf runs the thread there
+        r = run_gebpf(["snap", "-p", str(server.pid), "-o", str(out)] + extra, timeout=30)
+        assert r.returncode == 0 and r.stdout == "%s\n" % out, r.stderr
+        assert r.stderr == "", r.stderr
+        doc = note_json(out)
+        assert doc["meta"]["pid"] == server.pid
+        if extra[:1] == ["--at"]:
+            assert int(doc["regs"][0]["rip"], 16) == symbol_addr("trap_server", "handle")
+        assert state(server.pid) == "T" and tracer_of(server.pid) == 0
+        if extra[:1] != ["--at"]:
+            send(server, 3)
+        assert silent(server, 0.5), "the stopped process ran after the snapshot"
+        os.kill(server.pid, signal.SIGCONT)
+        assert server.line(20) == want[3]
+        assert server.ask(4) == want[4]
+        assert server.finish() == b"bye 3\n"
+        server.check_errors()
+    finally:
+        server.kill()
+
+
+def symbol_addr(prog, name):
+    from test_pagetrap import symbol
+    return symbol(prog, name)[0]
 
 
 def test_at_inside_an_instruction_is_refused(gebpf, root, tmp_path):

@@ -7,6 +7,8 @@ leave the target running.
 import ctypes
 import json
 import os
+import re
+import select
 import signal
 import subprocess
 import time
@@ -15,8 +17,9 @@ import pytest
 
 import lackey
 from conftest import (anyuser_copy, check_vt_order, gebpf_path, output_grew, prog_path, read_trace,
-                      run_gebpf,
-                      stable_env, trace_bytes)
+                      run_gebpf, stable_env, trap_args, trace_bytes)
+from test_pagetrap import symbol
+from test_pagetrap_attach import Server, answers
 
 pytestmark = pytest.mark.usefixtures("trace_ready")
 
@@ -184,6 +187,37 @@ def test_already_traced(spawn):
             if os.WIFEXITED(st) or os.WIFSIGNALED(st):
                 break
         target.returncode = -signal.SIGKILL
+
+
+# How a shell names the process gebpf will be (it execs gebpf): its pid ($$),
+# its pid 1 in a pid namespace of its own (unshare -pf without --mount-proc:
+# ptrace's numbers are the namespace's), and in that namespace its number in
+# /proc, which is still the outer one (read by the shell itself, no subshell).
+OWN_PID = {
+    "plain": ["sh", "-c", 'exec "$0" "$@" -p $$'],
+    "pidns": ["unshare", "-pf", "sh", "-c", 'exec "$0" "$@" -p 1'],
+    "pidns-proc": ["unshare", "-pf", "sh", "-c",
+                   'read -r p rest < /proc/self/stat; exec "$0" "$@" -p $p'],
+}
+
+
+def own_pid(how, *args, timeout=60):
+    """gebpf ARGS -p <its own pid>, the pid named as OWN_PID[how] says."""
+    if how != "plain" and subprocess.run(["unshare", "-pf", "true"],
+                                         capture_output=True).returncode:
+        pytest.skip("unshare -pf does not work here")
+    argv = OWN_PID[how] + [gebpf_path()] + [str(a) for a in args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=stable_env())
+
+
+@pytest.mark.parametrize("how", sorted(OWN_PID))
+def test_own_pid_refused(how, tmp_path):
+    """gebpf does not trace itself: one line, exit 1, no output file (it
+    traced itself before, with exit 0 and an empty trace)."""
+    out = tmp_path / "t.jsonl"
+    r = own_pid(how, "trace", "--range", "traced", "--duration", "1", "-o", out)
+    one_error(r, 1, "is gebpf itself")
+    assert not out.exists()
 
 
 @SERIAL
@@ -552,3 +586,254 @@ def test_out_dir(tmp_path):
     assert json.loads((d2 / "meta.json").read_text())["trace_blob"] == "blobs/trace.jsonl"
     assert (d2 / "blobs" / "trace.jsonl").read_bytes() == one.read_bytes()
     assert not (d2 / "blobs" / "trace.jsonl.zst").exists()
+
+
+# ------------------------------------------------------------ a stopped target (job control)
+#
+# docs/trace.md "A stopped process": attached as gdb attaches, with PTRACE_SEIZE;
+# its threads stay in their group-stop (PTRACE_LISTEN), what runs once a
+# SIGCONT comes is traced, and a target still stopped at the end is left
+# stopped.  trap_server 0 (tests/progs/trap_server.c) answers a request
+# "N" with N calls of `handle` and nothing else: the calls a trace must hold
+# are known, and a request unanswered says the target did not run.
+
+STOPPED_TRAPS = ["default", "probes", "pages", "none"]
+
+
+def stopped_server():
+    return Server(0)
+
+
+def job_stop(pid):
+    os.kill(pid, signal.SIGSTOP)
+    wait_for(lambda: state(pid) == "T", what="pid %d stopped by SIGSTOP" % pid)
+
+
+def silent(server, secs):
+    """True when SERVER answers nothing for SECS seconds (it does not run)."""
+    if b"\n" in server.buf:
+        return False
+    r, _, _ = select.select([server.p.stdout.fileno()], [], [], secs)
+    return not r
+
+
+def send(server, n):
+    server.p.stdin.write(b"%d\n" % n)
+    server.p.stdin.flush()
+
+
+def calls_of_handle(lines):
+    start = symbol("trap_server", "handle")[0]
+    return sum(1 for ln in lines if ln["t"] == "exec" and int(ln["pc"], 16) == start)
+
+
+def maps_but_uprobes(pid):
+    with open("/proc/%d/maps" % pid) as f:
+        return [ln for ln in f.read().splitlines() if not ln.endswith("[uprobes]")]
+
+
+def tracer_of(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"^TracerPid:\s*(\d+)", f.read(), re.M).group(1))
+
+
+STOPPED_LINE = re.compile(r"^gebpf: warning: pid (\d+) is stopped \(SIGSTOP, job control\): "
+                          r"nothing runs until it gets SIGCONT; what runs then is traced, and "
+                          r"it is left stopped if it still is at the end$")
+
+
+@pytest.mark.parametrize("trap", STOPPED_TRAPS)
+def test_stopped_target_left_stopped_at_duration(trap, tmp_path):
+    """A SIGSTOPped target: gebpf attaches at once (it hung before), says so in
+    one line, ends at --duration with an empty trace and the summary, and
+    leaves it stopped as found (no tracer, no code cache, no trampoline):
+    only a SIGCONT lets it go on, with its native answers."""
+    want = answers([2, 5])
+    server = stopped_server()
+    try:
+        assert server.ask(2) == want[2]
+        job_stop(server.pid)
+        maps = maps_but_uprobes(server.pid)
+        out = tmp_path / "t.jsonl"
+        t0 = time.monotonic()
+        r = run_gebpf(["trace", "-p", server.pid, "--range", "handle", "--duration", "1", "-o", out]
+                      + trap_args(trap), timeout=30)
+        took = time.monotonic() - t0
+        assert r.returncode == 0, r.stderr
+        assert [ln for ln in r.stderr.splitlines() if ln] and \
+            all(STOPPED_LINE.match(ln) for ln in r.stderr.splitlines() if ln) and \
+            r.stderr.count("\n") == 1, r.stderr
+        lines, summary = read_trace(out)
+        assert summary["insns"] == 0 and not lines, summary
+        assert took < 20, "--duration 1 took %.1f s" % took
+        assert state(server.pid) == "T" and tracer_of(server.pid) == 0
+        assert maps_but_uprobes(server.pid) == maps, "gebpf left something mapped"
+        send(server, 5)
+        assert silent(server, 0.5), "the stopped target ran after the trace"
+        os.kill(server.pid, signal.SIGCONT)
+        assert server.line(20) == want[5]
+        assert server.finish() == b"bye 2\n"
+        server.check_errors()
+    finally:
+        server.kill()
+
+
+@pytest.mark.parametrize("trap", STOPPED_TRAPS)
+def test_stopped_target_traced_once_continued(trap, spawn, tmp_path):
+    """Attached while stopped, gebpf traces nothing until the SIGCONT (a
+    request sent meanwhile is not answered), then every call the target makes:
+    the trace holds exactly the calls of the requests after the attach."""
+    want = answers([3, 4])
+    server = stopped_server()
+    try:
+        job_stop(server.pid)
+        out, err = tmp_path / "t.jsonl", tmp_path / "err"
+        with open(err, "w") as ef:
+            g = spawn([gebpf_path(), "trace", "-p", server.pid, "--range", "handle",
+                       "--max-events", "0", "-o", out] + trap_args(trap), stderr=ef)
+        wait_for(lambda: STOPPED_LINE.match(err.read_text()), timeout=30,
+                 what="gebpf's line saying the target is stopped")
+        send(server, 3)
+        assert silent(server, 1.0), "the stopped target ran under gebpf"
+        os.kill(server.pid, signal.SIGCONT)
+        assert server.line(20) == want[3]
+        assert server.ask(4) == want[4]
+        assert server.finish() == b"bye 2\n"
+        server.check_errors()
+        g.wait(timeout=30)
+        text = err.read_text()
+        assert g.returncode == 1 and text.endswith("exited with status 0 during the trace\n"), text
+        lines, summary = read_trace(out)
+        check_vt_order(lines)
+        assert calls_of_handle(lines) == 3 + 4 and summary["dropped"] == 0, summary
+    finally:
+        server.kill()
+
+
+@pytest.mark.parametrize("trap", STOPPED_TRAPS)
+def test_sigstop_and_sigcont_during_a_trace(trap, spawn, tmp_path):
+    """SIGSTOP in the middle of a trace stops the target (a request is not
+    answered), SIGCONT lets it go on traced; stopped again when the trace
+    ends (SIGTERM), it is left stopped, with nothing of gebpf in it, until
+    SIGCONT.  Every call made while gebpf was there is traced."""
+    want = answers([3, 4, 5, 6])
+    server = stopped_server()
+    try:
+        maps = maps_but_uprobes(server.pid)
+        out, err = tmp_path / "t.jsonl", tmp_path / "err"
+        with open(err, "w") as ef:
+            g = spawn([gebpf_path(), "trace", "-p", server.pid, "--range", "handle",
+                       "--max-events", "0", "-o", out] + trap_args(trap), stderr=ef)
+        # Attached (the seize and the interrupt that follows it: then a
+        # request waits for the set-up's end and is traced)
+        wait_for(lambda: tracer_of(server.pid), timeout=30, what="gebpf's attach")
+        time.sleep(0.3)
+        assert server.ask(3) == want[3]
+        job_stop_traced(server.pid)
+        send(server, 4)
+        assert silent(server, 1.0), "SIGSTOP did not stop the traced target"
+        os.kill(server.pid, signal.SIGCONT)
+        assert server.line(20) == want[4]
+        assert server.ask(5) == want[5]
+        job_stop_traced(server.pid)
+        g.send_signal(signal.SIGTERM)
+        g.wait(timeout=30)
+        text = err.read_text()
+        assert g.returncode == 0, text
+        assert "warning" not in text and "stays mapped" not in text, text
+        wait_for(lambda: state(server.pid) == "T", what="the target left stopped")
+        assert tracer_of(server.pid) == 0
+        assert maps_but_uprobes(server.pid) == maps, "gebpf left something mapped"
+        send(server, 6)
+        assert silent(server, 0.5), "the target was not left stopped"
+        os.kill(server.pid, signal.SIGCONT)
+        assert server.line(20) == want[6]
+        assert server.finish() == b"bye 4\n"
+        server.check_errors()
+        lines, summary = read_trace(out)
+        check_vt_order(lines)
+        assert calls_of_handle(lines) == 3 + 4 + 5 and summary["dropped"] == 0, summary
+    finally:
+        server.kill()
+
+
+def job_stop_traced(pid):
+    """SIGSTOP to a traced target: its threads report the stop to gebpf and
+    wait in it (state t, as under any tracer)."""
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(0.2)
+
+
+def threads_pcs(path):
+    """The exec pcs of each thread of a trace, a restarted syscall's second
+    run of its instruction dropped (the kernel rewinds a syscall interrupted
+    by a signal or a ptrace stop to its instruction: the same pc twice in a
+    row), as a sorted list (vcpus are numbered in the order threads enter)."""
+    lines, _ = read_trace(path)
+    per = {}
+    for ln in lines:
+        if ln["t"] == "exec":
+            seq = per.setdefault(ln["vcpu"], [])
+            if not seq or seq[-1] != ln["pc"]:
+                seq.append(ln["pc"])
+    return sorted(per.values())
+
+
+@pytest.fixture(scope="module")
+def threads_blocked_ref(tmp_path_factory):
+    """trap_threads 200 300 (two threads block in syscalls made inside the
+    range until the other two answer): its native output, and the pcs of a
+    trace of it without signals (threads_pcs)."""
+    out = tmp_path_factory.mktemp("ref") / "t.jsonl"
+    r = run_gebpf(["trace", "--trap", "none", "--range", "traced", "-o", out, "--",
+                   prog_path("trap_threads"), 200, 300], timeout=120)
+    assert r.returncode == 0, r.stderr
+    return native_output("trap_threads", 200, 300), threads_pcs(out)
+
+
+def tgkill(pid, tid, sig):
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.syscall(234, pid, tid, sig) == 0, os.strerror(ctypes.get_errno())  # SYS_tgkill
+
+
+def blocked_in_read(pid):
+    """The thread of PID blocked in read(2) (syscall 0) on its pipe, or None."""
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/syscall" % (pid, tid)) as f:
+                if f.read().split()[:2] == ["0", "0x3"]:
+                    return int(tid)
+        except OSError:
+            pass
+    return None
+
+
+@pytest.mark.parametrize("trap", ["probes", "pages", "none"])
+def test_sigcont_to_a_thread_blocked_in_the_range(trap, threads_blocked_ref, spawn, tmp_path):
+    """The step engine, and a SIGCONT (which enters no handler) sent to the
+    thread blocked in a read made inside the range, which only another thread
+    answers later: the trace ends with the native output and the same
+    in-range instructions, but for the syscalls the signal restarted (under
+    PTRACE_SEIZE a SIGCONT interrupts every thread's blocking call: ptrace's,
+    not the program's).  (The signal, to be taken by the thread at the
+    read's restart, was given to a step over the syscall instruction: the
+    signal dropped, the step ran the read, and waited for it with every
+    other thread held: for ever.  It is now taken on its own first.)"""
+    want, pcs = threads_blocked_ref
+    path = prog_path("trap_threads")
+    before = set(procs_running(path))
+    out = tmp_path / "t.jsonl"
+    g = spawn([gebpf_path(), "trace", "--trap", trap, "--engine", "step", "--range", "traced",
+               "-o", out, "--", path, 200, 300], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pid = wait_for(lambda: (set(procs_running(path)) - before or {0}).pop(), timeout=30,
+                   what="trap_threads started")
+    tid = wait_for(lambda: blocked_in_read(pid), timeout=60, what="a thread blocked in read")
+    tgkill(pid, tid, signal.SIGCONT)
+    try:
+        stdout, err = g.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the trace did not end after the SIGCONT (state of the target: %s)"
+                    % state(pid))
+    assert g.returncode == 0, err
+    assert stdout == want
+    assert threads_pcs(out) == pcs

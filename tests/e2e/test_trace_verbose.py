@@ -66,3 +66,22 @@ def test_verbose_summary_names_what_ran(case, tmp_path):
         assert not p, err[-3000:]
     assert ("probe trap:" in err) == (name == "probe"), err[-3000:]
     assert err.count("the kernel's uprobe page mapped first") == 2, err[-3000:]
+
+
+@pytest.mark.parametrize("trap", ["probes", "patch"])
+def test_verbose_lines_are_gebpf_s_own(trap, tmp_path):
+    """-v says gebpf's lines only: the probe trap's BPF object (also inside
+    the patch trap, loaded before the attach) is loaded without libbpf's
+    ~200 lines about its sections, maps and relocations; --debug adds them
+    (docs/trace.md "What -v says")."""
+    out = tmp_path / "t.jsonl"
+    r = trace("exec_thread", "traced", out, 1, "quiet", trap=trap)
+    lines = [ln for ln in r.stderr.splitlines() if ln]
+    assert lines and all(ln.startswith("gebpf: ") for ln in lines), \
+        [ln for ln in lines if not ln.startswith("gebpf: ")][:5]
+    r = trace("exec_thread", "traced", out, 1, "quiet", trap=trap, extra=["--debug"])
+    libbpf = [ln for ln in r.stderr.splitlines() if ln.startswith("libbpf: ")]
+    assert len(libbpf) > 50, r.stderr[-2000:]
+    assert any("loading object" in ln for ln in libbpf), libbpf[:5]
+    gebpf = [ln for ln in r.stderr.splitlines() if ln.startswith("gebpf: ")]
+    assert any("in-range instructions" in ln for ln in gebpf), "--debug is -v and more"

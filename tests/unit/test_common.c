@@ -1,15 +1,24 @@
 /* The small helpers of user/common every room leans on: the one binary
- * search (bound.h) and the one array growth (grow.h). */
+ * search (bound.h), the one array growth (grow.h), the log (log.h) and
+ * the worker's knowledge of who gebpf is (guard.h). */
+#include <bpf/libbpf.h>
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
+#include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/bound.h"
 #include "common/grow.h"
+#include "common/guard.h"
 #include "common/log.h"
 
 struct span {
@@ -84,4 +93,69 @@ Test(log, demoted_warnings_are_verbose_lines, .init = cr_redirect_stderr)
 	gb_log_set_verbose(false);
 	fflush(stderr);
 	cr_assert_stderr_eq_str("gebpf: an error 2\ngebpf: said 3\ngebpf: warning: loud 4\n");
+}
+
+static void libbpf_says(int level, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	gb_libbpf_print(level, fmt, ap);
+	va_end(ap);
+}
+
+/* libbpf's lines: none by default (gebpf says a failure in its own line),
+ * its warnings under -v, its debug and info lines too only under --debug. */
+Test(log, libbpf_lines_by_level, .init = cr_redirect_stderr)
+{
+	gb_log_set_verbose(false);
+	libbpf_says(LIBBPF_WARN, "libbpf: warn %d\n", 1);
+	libbpf_says(LIBBPF_DEBUG, "libbpf: debug %d\n", 1);
+	gb_log_set_verbose(true);
+	libbpf_says(LIBBPF_WARN, "libbpf: warn %d\n", 2);
+	libbpf_says(LIBBPF_INFO, "libbpf: info %d\n", 2);
+	libbpf_says(LIBBPF_DEBUG, "libbpf: debug %d\n", 2);
+	gb_log_set_debug(true);
+	libbpf_says(LIBBPF_INFO, "libbpf: info %d\n", 3);
+	libbpf_says(LIBBPF_DEBUG, "libbpf: debug %d\n", 3);
+	gb_log_set_debug(false);
+	gb_log_set_verbose(false);
+	fflush(stderr);
+	cr_assert_stderr_eq_str("libbpf: warn 2\nlibbpf: info 3\nlibbpf: debug 3\n");
+}
+
+static void *park(void *arg)
+{
+	pause();
+	return arg;
+}
+
+/* gb_guard_self outside a worker: this process and its threads are gebpf;
+ * its parent (not gebpf's: there is no worker) and a child are not. */
+Test(guard, self_is_this_process_and_its_threads)
+{
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, park, NULL), 0);
+	pid_t tids[64];
+	size_t n = 0;
+	DIR *d = opendir("/proc/self/task");
+	cr_assert(d);
+	for (struct dirent *de; (de = readdir(d)) && n < 64;)
+		if (atoi(de->d_name) > 0)
+			tids[n++] = atoi(de->d_name);
+	closedir(d);
+	cr_assert_geq(n, 2);
+	for (size_t i = 0; i < n; i++) {
+		const char *why = gb_guard_self(tids[i]);
+		cr_assert(why && strstr(why, "is gebpf itself"), "tid %d: %s", tids[i], why ? why : "NULL");
+	}
+	cr_assert_null(gb_guard_self(getppid()));
+	pid_t child = fork();
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	cr_assert_null(gb_guard_self(child));
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	cr_assert_null(gb_guard_self(0));
 }

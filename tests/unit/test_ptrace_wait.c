@@ -7,7 +7,9 @@
  *   step report is left queued for it);
  * - a thread stopped after a step keeps the trap flag (its tracer dying
  *   without a detach kills it with SIGTRAP) unless gb_step_untrap took it
- *   off. */
+ *   off;
+ * - a process stopped by job control is attached to, listened to and let go
+ *   stopped. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -15,6 +17,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -61,6 +65,7 @@ static pid_t spawn_threads(int extra)
 	cr_assert(pid >= 0);
 	if (pid == 0) {
 		pthread_t th;
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* (a test that fails must not leave it) */
 		for (int k = 0; k < extra; k++)
 			pthread_create(&th, NULL, sleeper, NULL);
 		sleeper(NULL);
@@ -213,4 +218,77 @@ Test(ptrace_wait, untrapped_thread_survives_its_tracer, .timeout = 60)
 	status = stepped_then_orphaned(true);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		  "untrapped, the child still died (%#x) when its tracer did", status);
+}
+
+static char task_state(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	return p && p[1] ? p[2] : 0;
+}
+
+/* The kernel's contract for a process stopped by job control (docs/trace.md
+ * "A stopped process"): attached, its threads report a group-stop, and so
+ * does a PTRACE_INTERRUPT while it is stopped (gb_stop_is_interrupt; the
+ * stop's siginfo says the stop signal: gb_stop_event_sig); a listening
+ * thread runs nothing and reports at SIGCONT, then with SIGTRAP; a detach
+ * while it is stopped leaves it stopped (T). */
+Test(ptrace_wait, stopped_process_stays_stopped, .timeout = 60)
+{
+	pid_t pid = spawn_threads(1);
+	struct gb_tracee t;
+	struct gb_stop st;
+	kill(pid, SIGSTOP);
+	for (int i = 0; i < 500 && task_state(pid) != 'T'; i++)
+		usleep(2000);
+	cr_assert_eq(task_state(pid), 'T');
+	attach(pid, &t);
+	cr_assert_eq(t.nthreads, 2);
+	cr_assert_eq(t.stopped_by, SIGSTOP);
+	for (size_t i = 0; i < t.nthreads; i++) {
+		cr_assert(t.threads[i].stopped && t.threads[i].group_stop);
+		cr_assert_eq(gb_stop_event_sig(t.threads[i].tid), SIGSTOP);
+	}
+	pid_t tid = t.threads[1].tid;
+	/* An interrupt while stopped: a group-stop, taken for the interrupt. */
+	cr_assert_eq(ptrace(PTRACE_LISTEN, tid, 0, 0), 0);
+	cr_assert_eq(ptrace(PTRACE_INTERRUPT, tid, 0, 0), 0);
+	cr_assert_eq(gb_wait(tid, 0, &st, false), 0);
+	cr_assert(st.kind == GB_STOP_GROUP && st.sig == SIGSTOP && gb_stop_is_interrupt(&st),
+		  "%s %d", gb_stop_kind_name(st.kind), st.sig);
+	/* Listening, it runs nothing until SIGCONT, then reports SIGTRAP. */
+	cr_assert_eq(ptrace(PTRACE_LISTEN, tid, 0, 0), 0);
+	cr_assert_eq(gb_wait(tid, WNOHANG, &st, false), -EAGAIN);
+	kill(pid, SIGCONT);
+	cr_assert_eq(gb_wait(tid, 0, &st, false), 0);
+	cr_assert(st.kind == GB_STOP_INTERRUPT && gb_stop_is_interrupt(&st), "%s %d",
+		  gb_stop_kind_name(st.kind), st.sig);
+	cr_assert_eq(gb_stop_event_sig(tid), SIGTRAP);
+	/* Stopped again (the thread let run takes the SIGSTOP: the other one
+	 * waits in its stop), then let go: it stays stopped. */
+	cr_assert_eq(ptrace(PTRACE_CONT, tid, 0, 0), 0);
+	kill(pid, SIGSTOP);
+	for (int n = 0;; n++) {
+		cr_assert_eq(gb_wait(tid, 0, &st, false), 0);
+		cr_assert(st.kind == GB_STOP_SIGNAL && n < 4, "%s %d", gb_stop_kind_name(st.kind), st.sig);
+		if (st.sig == SIGSTOP)
+			break;
+		ptrace(PTRACE_CONT, tid, 0, st.sig); /* the SIGCONT, delivered first */
+	}
+	t.threads[1].pending_sig = SIGSTOP; /* (delivered by the detach) */
+	gb_tracee_detach(&t);
+	for (int i = 0; i < 500 && task_state(pid) != 'T'; i++)
+		usleep(2000);
+	cr_assert_eq(task_state(pid), 'T', "not left stopped: %c", task_state(pid));
+	usleep(100000);
+	cr_assert_eq(task_state(pid), 'T');
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
 }

@@ -247,3 +247,59 @@ Test(snap_clonestub, signal_sent_during_the_stop_wakes_the_sigsuspend)
 	cr_assert_eq(w, pid, "still in sigsuspend 2 s after release: its SIGUSR2 was lost");
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x (3: its own mask not back)", st);
 }
+
+static char task_state(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	return p && p[1] ? p[2] : 0;
+}
+
+/* A process stopped by SIGSTOP (docs/snap.md): the stub runs a call in it
+ * and puts it back (its interrupt stop comes as a group-stop while the
+ * process is stopped: the stub took it for something else and resumed the
+ * thread, which then ran the program and never stopped again); let go, it
+ * stays stopped, and its sleep goes on after SIGCONT. */
+Test(snap_clonestub, stopped_process_stays_stopped, .timeout = 30)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* (a test that fails must not leave it stopped) */
+		struct timespec ts = { 30, 0 };
+		nanosleep(&ts, NULL);
+		_exit(7);
+	}
+	usleep(100 * 1000); /* into its nanosleep */
+	struct gb_tracee t;
+	kill(pid, SIGSTOP);
+	for (int i = 0; i < 500 && task_state(pid) != 'T'; i++)
+		usleep(2000);
+	cr_assert_eq(task_state(pid), 'T');
+	if (gb_tracee_attach(pid, &t))
+		cr_skip_test("cannot ptrace our own child (ptrace_scope?)");
+	cr_assert_eq(t.stopped_by, SIGSTOP);
+	struct user_regs_struct before, after;
+	cr_assert_eq(gb_regs_get(pid, &before), 0);
+	long ret = -1;
+	pid_t child = 0;
+	int pending = 0;
+	const uint64_t gp[6] = { 0 };
+	int r = gb_snap_stub_call(pid, pid, 0, SYS_getpid, gp, &ret, &child, &pending);
+	cr_assert_eq(r, 0, "stub: %s", strerror(-r));
+	cr_assert_eq(ret, pid);
+	cr_assert_eq(gb_regs_get(pid, &after), 0);
+	cr_assert_eq(memcmp(&before, &after, sizeof(before)), 0, "registers changed");
+	gb_tracee_detach(&t);
+	usleep(100 * 1000);
+	cr_assert_eq(task_state(pid), 'T', "not left stopped: %c", task_state(pid));
+	kill(pid, SIGCONT);
+	usleep(100 * 1000);
+	cr_assert_eq(task_state(pid), 'S', "not back in its sleep: %c", task_state(pid));
+}

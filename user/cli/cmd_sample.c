@@ -58,7 +58,9 @@ static const char usage_text[] =
 "  --top N              rows per --report table (default 20)\n"
 "  -o, --output FILE    write to FILE instead of stdout\n"
 "  --aslr               keep ASLR on for a launched command\n"
-"  -v, --verbose        show libbpf and probing messages\n"
+"  -v, --verbose        diagnostics on stderr (probing, targets, counts)\n"
+"  --debug              -v, and libbpf's own debug lines (its loading and\n"
+"                       attaching of the BPF programs)\n"
 "  -h, --help           this text\n"
 "\n"
 "Stops when the targets exit (a launched command: when it exits), after\n"
@@ -69,7 +71,7 @@ static const char usage_text[] =
 
 enum { OPT_RANGE = 256, OPT_START, OPT_END, OPT_DURATION, OPT_EVENT, OPT_FAULTS, OPT_REPORT,
        OPT_FOLDED, OPT_TOP, OPT_ASLR, OPT_CGROUP, OPT_PPROF, OPT_CALL_GRAPH, OPT_STACK_SIZE,
-       OPT_KERNEL, OPT_NO_PYTHON, OPT_EVERY, OPT_PPROF_DIR, OPT_KEEP, OPT_MAX_AGE };
+       OPT_KERNEL, OPT_NO_PYTHON, OPT_EVERY, OPT_PPROF_DIR, OPT_KEEP, OPT_MAX_AGE, OPT_DEBUG };
 
 /* A period for --every and --max-age: seconds, or a number with a unit s, m,
  * h or d ("10s", "1.5m", "30"). */
@@ -181,6 +183,7 @@ static int parse(int argc, char **argv, struct gb_sample_session_opts *o)
 		{ "output", required_argument, NULL, 'o' },
 		{ "aslr", no_argument, NULL, OPT_ASLR },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "debug", no_argument, NULL, OPT_DEBUG },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -277,6 +280,7 @@ static int parse(int argc, char **argv, struct gb_sample_session_opts *o)
 		case 'o': o->out = optarg; break;
 		case OPT_ASLR: o->aslr = true; break;
 		case 'v': gb_log_set_verbose(true); break;
+		case OPT_DEBUG: gb_log_set_debug(true); break;
 		case 'h': fputs(usage_text, stdout); return 1;
 		default:
 			gb_err("sample: %s: unknown or incomplete option (try 'gebpf sample --help')",

@@ -66,17 +66,22 @@ static void usage(FILE *f)
 "      --no-pin           do not pin tracer and target to one CPU while stepping\n"
 "  -v, --verbose          diagnostics on stderr, ending with the counters of\n"
 "                         what ran (docs/trace.md \"What -v says\")\n"
+"      --debug            -v, and libbpf's own debug lines (its loading and\n"
+"                         attaching of the BPF programs)\n"
 "  -h, --help             this text\n"
 "\n"
 "The trace ends when the launched command exits, after --duration or --max-insns,\n"
 "or on Ctrl-C/SIGTERM; the summary line is always written.  An attached target is\n"
-"left running as it was found, also when gebpf is SIGKILLed: the tracing is done\n"
-"by a worker process that then ends the trace as SIGTERM does (docs/trace.md\n"
-"\"Ending\").  Launch mode kills the target when the trace is interrupted.\n");
+"left running as it was found (or stopped, if Ctrl-Z or SIGSTOP had stopped it or\n"
+"stops it: docs/trace.md \"A stopped process\"), also when gebpf is SIGKILLed: the\n"
+"tracing is done by a worker process that then ends the trace as SIGTERM does\n"
+"(docs/trace.md \"Ending\").  Launch mode kills the target when the trace is\n"
+"interrupted.\n");
 }
 
 enum { O_START = 256, O_END, O_EXEC, O_MAX_EVENTS, O_MAX_INSNS, O_DURATION, O_OUT, O_SNAP_AT,
-       O_FAULTS, O_STEP_ALL, O_TRAP, O_ASLR, O_NO_PIN, O_FROM, O_FORCE, O_ENGINE, O_COMPRESS };
+       O_FAULTS, O_STEP_ALL, O_TRAP, O_ASLR, O_NO_PIN, O_FROM, O_FORCE, O_ENGINE, O_COMPRESS,
+       O_DEBUG };
 
 static const struct option longopts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -100,6 +105,7 @@ static const struct option longopts[] = {
 	{ "force", no_argument, NULL, O_FORCE },
 	{ "compress", required_argument, NULL, O_COMPRESS },
 	{ "verbose", no_argument, NULL, 'v' },
+	{ "debug", no_argument, NULL, O_DEBUG },
 	{ "help", no_argument, NULL, 'h' },
 	{ 0 },
 };
@@ -213,6 +219,7 @@ int cmd_trace(int argc, char **argv)
 				return bad("--compress", "expected zstd or none");
 			break;
 		case 'v': gb_log_set_verbose(true); break;
+		case O_DEBUG: gb_log_set_debug(true); break;
 		case 'h': usage(stdout); return GB_EXIT_OK;
 		default: return cli_bad_option("trace", argv, "+p:r:o:vh");
 		}

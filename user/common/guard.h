@@ -35,6 +35,14 @@ int gb_guard(void);
 #include <stdint.h>
 #include <sys/types.h>
 
+/* Is pid (as the user gave it: -p PID) this gebpf, the process the user
+ * started or its worker, or one of their threads?  Compared both in gebpf's
+ * pid namespace (the numbers ptrace uses) and in that of the /proc it reads
+ * (another when gebpf runs in a pid namespace of its own without a /proc
+ * of its own: /proc/PID may then be gebpf under another number).  Why it
+ * cannot be the target, as text for "gebpf: pid N: <why>", or NULL. */
+const char *gb_guard_self(pid_t pid);
+
 #define GB_GUARD_UNDO_LEN 16
 /* In the worker: the original bytes of a place of pid about to be
  * overwritten (len at most GB_GUARD_UNDO_LEN; one target at a time: a new

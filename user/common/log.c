@@ -2,9 +2,17 @@
 
 #include <stdio.h>
 
-static bool verbose, demoted;
+#include <bpf/libbpf.h>
+
+static bool verbose, demoted, debug;
 
 void gb_log_set_verbose(bool on) { verbose = on; }
+void gb_log_set_debug(bool on)
+{
+	debug = on;
+	if (on)
+		verbose = true;
+}
 void gb_log_demote_warnings(bool on) { demoted = on; }
 
 /* src with its control characters (a newline in a --range value, a file
@@ -72,7 +80,10 @@ void gb_info(const char *fmt, ...)
 
 int gb_libbpf_print(int level, const char *fmt, va_list ap)
 {
-	if (!verbose)
+	/* libbpf's debug lines (about 200 for each object it loads: ELF
+	 * sections, maps, relocations) only under --debug; its warnings, which
+	 * say why a load or an attach failed, under -v too. */
+	if (!debug && (!verbose || level != LIBBPF_WARN))
 		return 0;
 	return vfprintf(stderr, fmt, ap);
 }

@@ -24,13 +24,17 @@ void gb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void gb_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 void gb_log_set_verbose(bool on);
+/* --debug: verbose, and libbpf's own debug lines too (gb_libbpf_print). */
+void gb_log_set_debug(bool on);
 /* While on, gb_warn's lines are gb_info's (only with verbose logging, no
  * "warning: "): around a step that may fail for a reason the user did not
  * ask about and whose caller then goes on quietly (the default trap's first
  * choice, the patch trap, being refused). */
 void gb_log_demote_warnings(bool on);
 
-/* The libbpf print callback (routes libbpf's messages through gb_info). */
+/* The libbpf print callback: libbpf's warnings with verbose logging (-v),
+ * everything it says (its debug lines too) with --debug, nothing otherwise
+ * (a failure is said in gebpf's own line). */
 int gb_libbpf_print(int level, const char *fmt, va_list ap);
 
 #endif

@@ -175,7 +175,7 @@ static int to_interrupt_stop(pid_t tid, int *pending_sig, int sig)
 			gb_wait_putback(&st);
 			return -ESRCH;
 		}
-		if (st.kind == GB_STOP_INTERRUPT)
+		if (gb_stop_is_interrupt(&st))
 			return 0;
 		sig = keep_signal(&st, pending_sig);
 	}

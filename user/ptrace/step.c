@@ -127,10 +127,15 @@ int gb_step(pid_t tid, int sig, const struct gb_step_insn *in, gb_step_event_fn 
 	return 0;
 }
 
-int gb_step_untrap(pid_t tid, struct gb_stop *st)
+int gb_step_deliver(pid_t tid, int sig, struct gb_stop *st)
 {
 	bool interrupted;
-	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) || ptrace(PTRACE_CONT, tid, 0, 0))
+	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) || ptrace(PTRACE_CONT, tid, 0, sig))
 		return -errno;
 	return gb_wait_resumed(tid, st, &interrupted);
+}
+
+int gb_step_untrap(pid_t tid, struct gb_stop *st)
+{
+	return gb_step_deliver(tid, 0, st);
 }

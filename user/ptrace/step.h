@@ -66,6 +66,14 @@ int gb_step_wait(pid_t tid, int req, gb_step_event_fn on_event, void *ctx, struc
  * the others' turn).  0 with *st the stop it is in now (an interrupt stop,
  * or a group-stop or exit that came first), or -errno. */
 int gb_step_untrap(pid_t tid, struct gb_stop *st);
+/* The same from thread tid's signal-delivery-stop for sig, which it takes
+ * on the way: it stops at its handler's first instruction (the frame built,
+ * an interrupted syscall restarted or failed as SA_RESTART says), or where
+ * it was when the signal is ignored (an interrupted syscall rewound to its
+ * instruction), or in a group-stop (a stop signal), never having run an
+ * instruction; or it dies of it.  (A step with sig runs the instruction
+ * when the signal enters no handler.) */
+int gb_step_deliver(pid_t tid, int sig, struct gb_stop *st);
 
 /* Breakpoints (int3) for run-to-address: plant at addr (*orig gets the
  * byte), recognise the stop at it (SIGTRAP with rip == addr + 1: rip is

@@ -17,6 +17,7 @@
 
 #include "common/cpuset.h"
 #include "common/grow.h"
+#include "common/guard.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/page.h"
@@ -105,6 +106,11 @@ const char *gb_pid_problem(pid_t pid, char *buf, size_t len)
 	char name[64];
 	if (pid <= 0) {
 		snprintf(buf, len, "not a valid process id");
+		return buf;
+	}
+	const char *self = gb_guard_self(pid);
+	if (self) {
+		snprintf(buf, len, "%s", self);
 		return buf;
 	}
 	int r = gb_proc_stat(pid, &state, &flags);
@@ -239,6 +245,14 @@ static int wait_first_stop(struct gb_tracee *t, struct gb_thread *th)
 			if (st.event != PTRACE_EVENT_EXIT)
 				finish_call(t, th);
 			return th->exited ? -ESRCH : 0;
+		case GB_STOP_GROUP:
+			/* Its process is stopped by job control (or being
+			 * stopped): the interrupt comes as a group-stop. */
+			th->group_stop = true;
+			if (!t->stopped_by)
+				t->stopped_by = st.sig;
+			th->stopped = true;
+			return 0;
 		default:
 			th->stopped = true;
 			return 0;
@@ -467,7 +481,7 @@ static void drop_stale(struct gb_tracee *t, struct gb_thread *th)
 			th->exited = true; /* gone: nothing to detach */
 			return;
 		}
-		if (interrupted && st.kind == GB_STOP_INTERRUPT)
+		if (interrupted && gb_stop_is_interrupt(&st))
 			return; /* stopped for the end before it took it (frozen?) */
 		th->pending_sig = 0;
 		switch (st.kind) {

@@ -5,7 +5,11 @@
  * returned stopped at the exec event (the new image's first instruction).
  * Attach: PTRACE_SEIZE every thread of /proc/PID/task (rescanned until two
  * passes find no new thread) and PTRACE_INTERRUPT them all; returned with
- * every thread stopped.
+ * every thread stopped.  A process stopped by job control (SIGSTOP, Ctrl-Z)
+ * is attached to as any other: its threads report group-stops
+ * (gb_thread.group_stop, gb_tracee.stopped_by), and a detach leaves it
+ * stopped (the kernel puts a thread let go back into its process's
+ * group-stop).
  */
 #ifndef GB_PTRACE_TRACEE_H
 #define GB_PTRACE_TRACEE_H
@@ -20,6 +24,10 @@ struct gb_thread {
 	bool stopped;       /* in a ptrace-stop we can operate on */
 	bool exited;
 	int pending_sig;    /* signal to inject on the next resume (0 = none) */
+	bool group_stop;    /* its last stop reported its process stopped by job
+			     * control (a group-stop: SIGSTOP, SIGTSTP, SIGTTIN,
+			     * SIGTTOU, until SIGCONT): a resume other than
+			     * PTRACE_LISTEN would run it all the same */
 	void *eng;          /* the state of whoever runs the thread (the trace
 			     * engine's, trace/engine_int.h), or NULL: theirs to
 			     * make and free */
@@ -34,6 +42,8 @@ struct gb_tracee {
 	bool affinity_saved;
 	int pin_cpu;              /* the CPU tracer and tracee share while pinned */
 	int exit_status;          /* valid once the leader exited (wait status) */
+	int stopped_by;           /* attached: the signal that had stopped the process
+				   * (job control, state T), or 0: it was running */
 	bool exited;
 	double stopped_at;        /* attached: when gebpf began stopping it (monotonic s) for
 				   * the set-up (until its first resume) or the end (until
@@ -76,8 +86,8 @@ void gb_tracee_pin(struct gb_tracee *t, bool all_threads);
 void gb_tracee_pin_thread(struct gb_tracee *t, pid_t tid, bool on);
 
 /* Why a pid cannot be traced, as text for "gebpf: pid N: <why>": checks
- * existence, zombie, kernel thread, permission, existing tracer.  NULL when
- * nothing obvious is wrong. */
+ * gebpf itself (common/guard.h), existence, zombie, kernel thread,
+ * permission, existing tracer.  NULL when nothing obvious is wrong. */
 const char *gb_pid_problem(pid_t pid, char *buf, size_t len);
 
 #endif

@@ -69,7 +69,7 @@ void gb_stop_classify(pid_t tid, int status, struct gb_stop *out)
 	}
 	if (event == PTRACE_EVENT_STOP) {
 		/* Group-stop under PTRACE_SEIZE, or a PTRACE_INTERRUPT/LISTEN stop. */
-		if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU)
+		if (gb_sig_is_stop(sig))
 			out->kind = GB_STOP_GROUP;
 		else
 			out->kind = GB_STOP_INTERRUPT;
@@ -101,6 +101,17 @@ void gb_stop_classify(pid_t tid, int status, struct gb_stop *out)
 		return;
 	}
 	out->kind = GB_STOP_SIGNAL;
+}
+
+int gb_stop_event_sig(pid_t tid)
+{
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	if (ptrace(PTRACE_GETSIGINFO, tid, 0, &si))
+		return -errno;
+	/* An event stop's si_code is its exit code: the signal | the event << 8
+	 * (kernel/signal.c ptrace_do_notify). */
+	return si.si_code >> 8 == PTRACE_EVENT_STOP ? si.si_signo : 0;
 }
 
 /* How long a wait sleeps between looks at the process and the stop flag,

@@ -3,6 +3,7 @@
 #ifndef GB_PTRACE_WAIT_H
 #define GB_PTRACE_WAIT_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -12,10 +13,12 @@ enum gb_stop_kind {
 	GB_STOP_KILLED,      /* killed by a signal: sig */
 	GB_STOP_STEP,        /* single-step trap completed (SIGTRAP TRAP_TRACE, or TRAP_BRKPT at syscall exit) */
 	GB_STOP_SIGNAL,      /* signal-delivery-stop for sig (to be injected on resume) */
-	GB_STOP_GROUP,       /* group-stop (SIGSTOP/SIGTSTP/...): sig */
+	GB_STOP_GROUP,       /* group-stop (SIGSTOP/SIGTSTP/...): sig; also the stop of a
+			      * PTRACE_INTERRUPT while the process is stopped */
 	GB_STOP_SYSCALL,     /* syscall-enter/exit stop (PTRACE_O_TRACESYSGOOD) */
 	GB_STOP_EVENT,       /* PTRACE_EVENT_*: event */
-	GB_STOP_INTERRUPT,   /* PTRACE_INTERRUPT / PTRACE_LISTEN stop (EVENT_STOP, not a group stop) */
+	GB_STOP_INTERRUPT,   /* PTRACE_INTERRUPT / PTRACE_LISTEN stop (EVENT_STOP, the
+			      * process not stopped by job control: SIGTRAP) */
 };
 
 struct gb_stop {
@@ -30,6 +33,30 @@ struct gb_stop {
 	bool sys_exit;      /* GB_STOP_SYSCALL: a syscall-exit stop (else entry) */
 	pid_t sender;       /* GB_STOP_SIGNAL: siginfo si_pid (the sender, for SI_USER) */
 };
+
+/* Is st the stop a PTRACE_INTERRUPT ends in?  GB_STOP_INTERRUPT, or
+ * GB_STOP_GROUP: while its process is stopped by job control (SIGSTOP,
+ * SIGTSTP, SIGTTIN, SIGTTOU, until SIGCONT) the kernel reports an interrupt
+ * with the stop signal, as a group-stop (kernel/signal.c do_jobctl_trap).
+ * Either way the thread is stopped before it returns to user mode, its
+ * registers its own, and runs nothing until resumed. */
+static inline bool gb_stop_is_interrupt(const struct gb_stop *st)
+{
+	return st->kind == GB_STOP_INTERRUPT || st->kind == GB_STOP_GROUP;
+}
+
+/* Is sig a job-control stop signal (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU)? */
+static inline bool gb_sig_is_stop(int sig)
+{
+	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+/* Thread tid, in a ptrace-stop: when it is the stop a PTRACE_INTERRUPT ends
+ * in (or a group-stop), the signal it was reported with: a stop signal while
+ * its process is stopped by job control, SIGTRAP otherwise (a SIGCONT came
+ * before it stopped); 0 at any other stop (a step, a syscall or signal
+ * stop, an event), -errno.  From the stop's siginfo, so it tells the
+ * state of the process at that stop, however long ago it was reported. */
+int gb_stop_event_sig(pid_t tid);
 
 /* Classify a waitpid status of tid (reads siginfo / event message as needed). */
 void gb_stop_classify(pid_t tid, int status, struct gb_stop *out);

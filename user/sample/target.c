@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/guard.h"
 #include "common/log.h"
 #include "ptrace/procfs.h"
 
@@ -120,6 +121,14 @@ struct gb_target *gb_target__attach(pid_t pid)
 		gb_err("sample: pid %d: process has exited (zombie)", pid);
 		return NULL;
 	}
+	if (gb_guard_self(pid)) {
+		gb_err("sample: pid %d: is gebpf itself; it does not sample itself", pid);
+		return NULL;
+	}
+	/* Stopped by job control (Ctrl-Z, SIGSTOP): sampled as it is, which
+	 * is not at all until it gets SIGCONT (docs/sample.md). */
+	if (state == 'T')
+		gb_warn("sample: pid %d is stopped (job control): no samples until it gets SIGCONT", pid);
 	t = calloc(1, sizeof(*t));
 	if (!t) {
 		gb_err("sample: %s", strerror(ENOMEM));

@@ -220,18 +220,23 @@ int gb_snap_session_run(const struct gb_snap_opts *in)
 	struct gb_snap_capture_opts co = { .fork = !o.no_fork, .scratch_dir = outdir, .plan = plan };
 	if (gb_snapshot_capture_opts(&t, &pt, &co, &s))
 		goto cleanup;
+	/* A process stopped by job control stays stopped (the detach puts its
+	 * threads back into its group-stop: docs/snap.md). */
+	int stopped_by = t.stopped_by;
 	if (co.forked) {
 		release(&o, &t, true, &have_tracee, &wait_pid);
 		t_freeze = now_ms() - t0;
-		gb_info("snap: freeze %.1f ms (registers, maps, copy-on-write copy pid %d); the process runs again",
-			t_freeze, gb_snapshot_source_pid(s));
+		gb_info("snap: freeze %.1f ms (registers, maps, copy-on-write copy pid %d); the process %s",
+			t_freeze, gb_snapshot_source_pid(s),
+			stopped_by ? "is let go, stopped as it was found" : "runs again");
 	}
 	if (gb_snapshot_save_stats(s, o.out, &st))
 		goto cleanup;
 	if (!co.forked) {
 		release(&o, &t, true, &have_tracee, &wait_pid);
 		t_freeze = now_ms() - t0;
-		gb_info("snap: freeze %.1f ms (no copy: stopped until the file was written)", t_freeze);
+		gb_info("snap: freeze %.1f ms (no copy: stopped until the file was written)%s", t_freeze,
+			stopped_by ? "; let go, stopped as it was found" : "");
 	}
 	gb_info("snap: copy %.1f ms (%.1f MiB of maps, %.1f MiB written, %.0f MiB/s)", st.copy_s * 1e3,
 		(double)st.bytes / 1048576.0, (double)st.written / 1048576.0,

@@ -137,6 +137,53 @@ void eng_untrap(struct gb_engine *e, size_t i)
 		eng_th(e, i)->stepped = false; /* (a group-stop: stopped all the same) */
 }
 
+void eng_listen(struct gb_engine *e, size_t i)
+{
+	e->t->threads[i].group_stop = true;
+	eng_resume(e, i, PTRACE_LISTEN, 0, T_GROUP);
+}
+
+bool eng_park(struct gb_engine *e, size_t i)
+{
+	struct gb_thread *th = &e->t->threads[i];
+	if (eng_state(e, i) != T_STOPPED || !th->group_stop)
+		return false;
+	int sig = gb_stop_event_sig(th->tid);
+	if (sig == 0 && !th->pending_sig) {
+		/* At another stop (a step, an injected call's end), from which
+		 * PTRACE_LISTEN is refused: to an interrupt stop first, before
+		 * any instruction (its trap flag cleared).  (A thread with a
+		 * signal to take goes on to take it: that signal came while
+		 * gebpf ran it, and a stop signal among them stops it again.) */
+		struct gb_stop st;
+		if (gb_step_untrap(th->tid, &st)) {
+			eng_set_state(e, i, T_DYING);
+			return true;
+		}
+		if (st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED) {
+			eng_on_exit(e, i, &st);
+			return true;
+		}
+		eng_th(e, i)->stepped = false;
+		if (st.kind == GB_STOP_SIGNAL)
+			eng_keep_signal(e, i, st.sig);
+		sig = gb_stop_is_interrupt(&st) ? st.sig : 0;
+	}
+	if (!gb_sig_is_stop(sig)) {
+		th->group_stop = false; /* a SIGCONT came: it runs as any other */
+		return false;
+	}
+	eng_listen(e, i);
+	return true;
+}
+
+void eng_park_all(struct gb_engine *e)
+{
+	for (size_t i = 0; i < e->t->nthreads; i++)
+		if (e->t->threads[i].group_stop)
+			eng_park(e, i);
+}
+
 bool eng_resume(struct gb_engine *e, size_t i, int req, int sig, enum tstate s)
 {
 	if (ptrace(req, eng_tid(e, i), 0, sig)) {
@@ -209,6 +256,8 @@ void eng_run_natives(struct gb_engine *e)
 	for (size_t i = 0; i < e->t->nthreads; i++) {
 		if (eng_state(e, i) != T_STOPPED || eng_th(e, i)->want_entry || (ssize_t)i == e->owner)
 			continue;
+		if (eng_park(e, i))
+			continue; /* its process is stopped (job control) */
 		int sig = eng_take_signal(e, i);
 		TRAP_CALL(e, resuming, i, sig);
 		bool sys = TRAP_OPS(e)->syscalls && TRAP_OPS(e)->syscalls(e->trap, e, i);

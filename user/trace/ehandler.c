@@ -150,7 +150,7 @@ void eng_handler_stop(struct gb_engine *e, size_t i, const struct gb_stop *st)
 		return;
 	case GB_STOP_GROUP:
 		over(e, i, false);
-		eng_resume(e, i, PTRACE_LISTEN, 0, T_GROUP);
+		eng_listen(e, i);
 		return;
 	case GB_STOP_EVENT:
 		eng_event(e, i, st);

@@ -386,7 +386,7 @@ static enum after on_stop(struct gb_engine *e, size_t i, const struct gb_stop *s
 	if (back(e, i, &r, &loc, NULL))
 		return GONE;
 	if (st->kind == GB_STOP_GROUP) {
-		eng_resume(e, i, PTRACE_LISTEN, 0, T_GROUP);
+		eng_listen(e, i);
 		return GONE;
 	}
 	return GIVE_BACK;

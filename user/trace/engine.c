@@ -174,6 +174,29 @@ static void schedule(struct gb_engine *e)
 	TRAP_CALL0(e, idle);
 }
 
+/* Interrupt thread i, in a syscall or listening in a group-stop, for the
+ * end.  One in a syscall whose process is being stopped reports the
+ * group-stop and listens (eng_listen): once more, then (the interrupt of
+ * a listening thread ends in a stop it can be worked through). */
+static void interrupt_held(struct gb_engine *e, size_t i)
+{
+	eng_interrupt(e, i);
+	if (eng_state(e, i) == T_GROUP)
+		eng_interrupt(e, i);
+}
+
+/* Thread i, in a syscall or listening in a group-stop, stopped for the
+ * end: true when it is (detach restarts a syscall it was in, and puts it
+ * back into its process's group-stop). */
+static bool hold_one(struct gb_engine *e, size_t i)
+{
+	if (eng_state(e, i) == T_SYSCALL && eng_stop_in_syscall(e, i))
+		return true;
+	if (eng_state(e, i) == T_GROUP)
+		eng_interrupt(e, i);
+	return eng_state(e, i) == T_STOPPED;
+}
+
 /* Leave every live thread stopped (or in a syscall/group-stop, which detach
  * handles) with nothing of the trap or the code cache in the target. */
 /* Every thread is held.  Any stopped thread runs the code cache's munmap;
@@ -184,7 +207,7 @@ static void jit_teardown(struct gb_engine *e)
 {
 	for (int pass = 0; pass < 2; pass++)
 		for (size_t i = 0; i < e->t->nthreads; i++) {
-			if (pass && (eng_state(e, i) != T_SYSCALL || !eng_stop_in_syscall(e, i)))
+			if (pass && !hold_one(e, i))
 				continue;
 			if (eng_jit_unmap(e, i))
 				return;
@@ -203,11 +226,12 @@ static void teardown(struct gb_engine *e)
 		eng_untrap(e, i);
 	if (TRAP_OPS(e)->must_restore && TRAP_OPS(e)->must_restore(e->trap) && eng_live(e) &&
 	    eng_any_stopped(e, -1) < 0) {
-		/* Everyone is in a syscall: interrupt one to work through. */
+		/* Everyone is in a syscall or a group-stop: interrupt one to
+		 * work through. */
 		for (size_t i = 0; i < e->t->nthreads; i++) {
-			if (eng_state(e, i) != T_SYSCALL)
+			if (eng_state(e, i) != T_SYSCALL && eng_state(e, i) != T_GROUP)
 				continue;
-			eng_interrupt(e, i);
+			interrupt_held(e, i);
 			if (eng_state(e, i) == T_STOPPED)
 				break;
 		}
@@ -215,7 +239,7 @@ static void teardown(struct gb_engine *e)
 	if (TRAP_OPS(e)->stop_all)
 		for (size_t i = 0; i < e->t->nthreads; i++)
 			if (eng_state(e, i) == T_SYSCALL || eng_state(e, i) == T_GROUP)
-				eng_interrupt(e, i);
+				interrupt_held(e, i);
 	TRAP_CALL0(e, teardown);
 	jit_teardown(e);
 }
@@ -251,6 +275,9 @@ enum gb_end gb_engine__run(struct gb_engine *e)
 		}
 		if (any_running(e))
 			eng_poll(e, false, 0);
+		/* A thread of a stopped process is never run, nor made the
+		 * owner (the attach found it so, or it was held meanwhile). */
+		eng_park_all(e);
 		eng_range_follow(e);
 		if (e->owner >= 0 && eng_state(e, (size_t)e->owner) == T_STOPPED) {
 			if (trap_native(e) && !TRAP_OPS(e)->hold_on_enter)

@@ -126,6 +126,19 @@ void eng_set_state(struct gb_engine *e, size_t i, enum tstate s);
  * PTRACE_SYSCALL, PTRACE_LISTEN) into state s: false, and T_DYING (its exit
  * is on its way), when it cannot be resumed. */
 bool eng_resume(struct gb_engine *e, size_t i, int req, int sig, enum tstate s);
+/* Thread i reported a group-stop (its process stopped by job control:
+ * SIGSTOP, SIGTSTP...): left stopped, listening (PTRACE_LISTEN, T_GROUP),
+ * until SIGCONT makes it report again (an interrupt stop). */
+void eng_listen(struct gb_engine *e, size_t i);
+/* Thread i, stopped (T_STOPPED) and last seen in a group-stop (its
+ * gb_thread's group_stop: found stopped at the attach, or held by gebpf
+ * while stopped): when its process is still stopped, it listens again
+ * (eng_listen) and true; false when a SIGCONT came meanwhile (it runs as
+ * any other).  Never run a thread of a stopped process: a resume other
+ * than PTRACE_LISTEN would (docs/trace.md "A stopped process"). */
+bool eng_park(struct gb_engine *e, size_t i);
+/* eng_park every stopped thread that may be in a group-stop. */
+void eng_park_all(struct gb_engine *e);
 /* Thread i, stopped after a step, without the trap flag (gb_step_untrap),
  * still stopped: for a thread that stays stopped long (the end, the
  * others' turn), so that a SIGKILL of gebpf and its worker then does not

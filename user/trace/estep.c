@@ -172,6 +172,42 @@ static bool enter_syscall(struct gb_engine *e, size_t i)
 	return true;
 }
 
+/* A signal for owner i at a syscall instruction (p): taken first, on its
+ * own, no instruction run.  A step with it would also run the syscall when
+ * the signal enters no handler (SIGCONT, SIGCHLD, an ignored one), and a
+ * syscall that blocks (a read another thread answers) would hold the step,
+ * and every other thread with it.  Then the handler is run as after a step
+ * into it, or the next step finds the syscall (the syscall way). */
+static void take_signal_first(struct gb_engine *e, size_t i, const struct pending *p, int sig)
+{
+	pid_t tid = eng_tid(e, i);
+	struct gb_stop st;
+	struct user_regs_struct r;
+	TRAP_CALL(e, deliver, i, p->pc, p->in_range, sig);
+	int err = gb_step_deliver(tid, sig, &st);
+	if (err) {
+		eng_set_state(e, i, T_DYING); /* killed under us */
+		return;
+	}
+	switch (st.kind) {
+	case GB_STOP_EXITED:
+	case GB_STOP_KILLED:
+		eng_on_exit(e, i, &st);
+		break;
+	case GB_STOP_GROUP:
+		eng_listen(e, i); /* a stop signal: stopped until SIGCONT */
+		break;
+	case GB_STOP_SIGNAL:
+		eng_keep_signal(e, i, st.sig);
+		break;
+	default:
+		/* At its handler's first instruction, or where it was. */
+		if (gb_regs_get(tid, &r) == 0 && r.rip != p->pc)
+			eng_handler_run(e, i, p->pc, p->rflags_before);
+		break;
+	}
+}
+
 static int faulted_accesses(const struct pending *p, const struct gb_stop *st, uint64_t rip)
 {
 	return p->insn ? eng_fault_done(p->pc, p->insn->len, p->acc, p->nacc, st, rip) : -1;
@@ -223,6 +259,10 @@ void eng_step(struct gb_engine *e, size_t i)
 	uint32_t fl = p.insn ? p.insn->flags : 0;
 	bool is_sys = fl & GB_INSN_SYSCALL;
 	struct gb_stop st;
+	if (sig && is_sys) {
+		take_signal_first(e, i, &p, sig);
+		return;
+	}
 	e->st.steps++;
 
 	if (!sig && is_sys) {
@@ -292,7 +332,7 @@ void eng_step(struct gb_engine *e, size_t i)
 		break;
 	}
 	case GB_STOP_GROUP:
-		eng_resume(e, i, PTRACE_LISTEN, 0, T_GROUP);
+		eng_listen(e, i);
 		break;
 	case GB_STOP_EXITED:
 	case GB_STOP_KILLED:

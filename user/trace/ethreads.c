@@ -264,6 +264,8 @@ void eng_dispatch(struct gb_engine *e, const struct gb_stop *st)
 		return;
 	case GB_STOP_STEP:
 	case GB_STOP_INTERRUPT:
+		if (st->kind == GB_STOP_INTERRUPT)
+			e->t->threads[i].group_stop = false; /* (SIGTRAP: its process runs) */
 		gb_icache__bump(e->ic); /* a syscall or native code may have written code */
 		stopped_at(e, i);
 		return;
@@ -271,7 +273,15 @@ void eng_dispatch(struct gb_engine *e, const struct gb_stop *st)
 		on_signal(e, i, st);
 		return;
 	case GB_STOP_GROUP:
-		eng_resume(e, i, PTRACE_LISTEN, 0, T_GROUP);
+		if (eng_state(e, i) == T_GROUP) {
+			/* Listening, it was interrupted (the end, a world
+			 * stopped): held, where it can be worked on; it listens
+			 * again when it would run (eng_park). */
+			e->t->threads[i].group_stop = true;
+			eng_set_state(e, i, T_STOPPED);
+			return;
+		}
+		eng_listen(e, i);
 		return;
 	case GB_STOP_EVENT:
 		eng_event(e, i, st);
@@ -391,7 +401,7 @@ void eng_resume_world(struct gb_engine *e, const enum tstate *was)
 			continue;
 		struct user_regs_struct r;
 		if (was[i] == T_GROUP) {
-			eng_resume(e, i, PTRACE_LISTEN, 0, T_GROUP);
+			eng_park(e, i); /* (or it runs: a SIGCONT came meanwhile) */
 		} else if (was[i] == T_SYSCALL && gb_regs_get(eng_tid(e, i), &r) == 0 &&
 			   gb_regs_restarting_syscall(&r)) {
 			/* Interrupted inside its syscall (already traced when it was

@@ -396,6 +396,11 @@ bool gb_pagetrap__writable(const struct gb_pagetrap *p)
 	return false;
 }
 
+bool gb_pagetrap__has_tramp(const struct gb_pagetrap *p)
+{
+	return p->tramp != NULL;
+}
+
 bool gb_pagetrap__touched(const struct gb_pagetrap *p)
 {
 	for (size_t k = 0; k < p->nx; k++)

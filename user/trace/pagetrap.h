@@ -51,6 +51,8 @@ int gb_pagetrap__arm_on_resume(struct gb_pagetrap *p, pid_t tid, const struct us
 void gb_pagetrap__settle(struct gb_pagetrap *p, pid_t tid);
 /* Unmap the trampoline page through stopped thread tid before detaching. */
 void gb_pagetrap__release(struct gb_pagetrap *p, pid_t tid, int *pending_sig);
+/* Is the trampoline page mapped (to be released before detaching)? */
+bool gb_pagetrap__has_tramp(const struct gb_pagetrap *p);
 
 /* The program itself changed [addr, addr+len) to prot (-1: unmapped, -2:
  * unknown, re-read it): those pages are the program's again until armed. */

@@ -84,6 +84,14 @@ static int early(struct session *s)
 	return open_output(s) ? -1 : 1;
 }
 
+static const char *signame(int sig)
+{
+	const char *n = sigabbrev_np(sig);
+	static char buf[32];
+	snprintf(buf, sizeof(buf), "SIG%s", n ? n : "?");
+	return buf;
+}
+
 static int start_target(struct session *s)
 {
 	const struct gb_trace_opts *o = s->o;
@@ -93,6 +101,12 @@ static int start_target(struct session *s)
 	} else if (o->pid) {
 		r = gb_tracee_attach(o->pid, &s->t);
 		s->t.say_windows = true;
+		/* (As gdb attaches: it stays stopped, docs/trace.md "A stopped
+		 * process".) */
+		if (!r && s->t.stopped_by)
+			gb_warn("pid %d is stopped (%s, job control): nothing runs until it gets "
+				"SIGCONT; what runs then is traced, and it is left stopped if it still "
+				"is at the end", o->pid, signame(s->t.stopped_by));
 	} else {
 		struct gb_launch_opts lo = { .argv = o->argv, .aslr = o->aslr };
 		r = gb_tracee_launch(&lo, &s->t);
@@ -250,14 +264,6 @@ static int take_snapshot(void *ctx, struct gb_tracee *t, pid_t tid, uint64_t vt,
 	if (r)
 		return r;
 	return gb_recording__add_snapshot(s->rec, vt, pc, tid, name);
-}
-
-static const char *signame(int sig)
-{
-	const char *n = sigabbrev_np(sig);
-	static char buf[32];
-	snprintf(buf, sizeof(buf), "SIG%s", n ? n : "?");
-	return buf;
 }
 
 static int report_end(struct session *s, enum gb_end why, const struct gb_jsonl_counts *c)

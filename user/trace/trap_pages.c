@@ -365,7 +365,7 @@ static bool pages_translate_ok(struct gb_trap *t, struct gb_engine *e, size_t i)
 
 static bool pages_must_restore(const struct gb_trap *t)
 {
-	return PT(t)->p && gb_pagetrap__touched(PT(t)->p);
+	return PT(t)->p && (gb_pagetrap__touched(PT(t)->p) || gb_pagetrap__has_tramp(PT(t)->p));
 }
 
 /* Leave every live thread with the program's own page protections. */

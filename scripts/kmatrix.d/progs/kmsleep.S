@@ -1,17 +1,21 @@
 /* kmatrix smoke program for `detach`: 7 sleeps of 300 ms (nanosleep through
  * its own syscall instruction), then exit 0.  Traced with --step-all and
  * detached mid-way, it is blocked in a nanosleep it was single-stepped into:
- * it must not die of a SIGTRAP queued at that syscall's exit. */
+ * it must not die of a SIGTRAP queued at that syscall's exit.  For
+ * `stopped`: SIGSTOPped in its first sleep, then traced from its SIGCONT on
+ * (the range `loop`..`loop_end`: the restarted sleep's syscall, then six
+ * more rounds). */
 	.text
-	.globl	_start
+	.globl	_start, loop, loop_end
 _start:
 	mov	$7, %ebx
-1:	mov	$35, %eax		/* nanosleep(&ts, NULL) */
+loop:	mov	$35, %eax		/* nanosleep(&ts, NULL) */
 	lea	ts(%rip), %rdi
 	xor	%esi, %esi
 	syscall
 	dec	%ebx
-	jnz	1b
+	jnz	loop
+loop_end:
 	mov	$60, %eax		/* exit(0) */
 	xor	%edi, %edi
 	syscall
