@@ -9,6 +9,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -42,6 +43,9 @@ func splitmix(x *uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
+// hurry: stdin has ended, the workers no longer sleep.
+var hurry int32
+
 func work(w int, rounds int, done *int64) uint64 {
 	buf := make([]byte, bufSize)
 	h := uint64(0xcbf29ce484222325)
@@ -57,7 +61,9 @@ func work(w int, rounds int, done *int64) uint64 {
 			h = hashLoop(buf[c:], h)
 		}
 		atomic.AddInt64(done, 1)
-		time.Sleep(2 * time.Millisecond)
+		if atomic.LoadInt32(&hurry) == 0 {
+			time.Sleep(2 * time.Millisecond)
+		}
 	}
 	return h
 }
@@ -73,6 +79,10 @@ func main() {
 		rounds = n
 	}
 	runtime.GOMAXPROCS(workers)
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		atomic.StoreInt32(&hurry, 1)
+	}()
 	var done int64
 	res := make([]uint64, workers)
 	var wg sync.WaitGroup

@@ -1,20 +1,23 @@
 // svc_rust: a Rust service for tests/e2e/test_services.py (docs/testing.md
 // "Services"): 4 std::threads hash ROUNDS rounds each through `hash_loop`
-// (#[no_mangle], never inlined: the range), sleeping 2 ms between rounds;
-// the main thread prints a heartbeat once a second; at the end a checksum
-// that depends only on ROUNDS.  Built by rustc alone (no cargo, no crates),
+// (#[no_mangle], never inlined: the range), sleeping 2 ms between rounds
+// until stdin ends (then flat out: the same work); the main thread prints a
+// heartbeat once a second; at the end a checksum that depends only on ROUNDS.  Built by rustc alone (no cargo, no crates),
 // for Debian 12's rustc 1.63 and later.
 //
 //     svc_rust [ROUNDS]    ready PID / beat N DONE/TOTAL / checksum HEX
-use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 const WORKERS: u64 = 4;
 const BUF_SIZE: usize = 2048;
-const CALLS: usize = 64; // hash_loop calls a round
+const CALLS: usize = 16; // hash_loop calls a round
+
+/// stdin has ended: the workers no longer sleep.
+static HURRY: AtomicBool = AtomicBool::new(false);
 
 /// The hot function: FNV-1a over len bytes at buf, from h.
 #[no_mangle]
@@ -49,7 +52,9 @@ fn work(w: u64, rounds: u64, done: &AtomicU64) -> u64 {
             h = hash_loop(buf[c..].as_ptr(), BUF_SIZE - c, h);
         }
         done.fetch_add(1, Ordering::Relaxed);
-        thread::sleep(Duration::from_millis(2));
+        if !HURRY.load(Ordering::Relaxed) {
+            thread::sleep(Duration::from_millis(2));
+        }
     }
     h
 }
@@ -65,6 +70,16 @@ fn main() {
             }
         },
     };
+    thread::spawn(|| {
+        let mut sink = [0u8; 512];
+        let mut stdin = std::io::stdin();
+        while let Ok(n) = stdin.read(&mut sink) {
+            if n == 0 {
+                break;
+            }
+        }
+        HURRY.store(true, Ordering::Relaxed);
+    });
     let done = Arc::new(AtomicU64::new(0));
     let handles: Vec<_> = (0..WORKERS)
         .map(|w| {
