@@ -21,7 +21,7 @@ import (
 const (
 	workers = 4
 	bufSize = 2048
-	calls   = 24 // hashLoop calls a round
+	calls   = 8 // hashLoop calls a round
 )
 
 // hashLoop is the hot function: FNV-1a over buf, from h.

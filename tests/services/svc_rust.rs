@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 const WORKERS: u64 = 4;
 const BUF_SIZE: usize = 2048;
-const CALLS: usize = 16; // hash_loop calls a round
+const CALLS: usize = 8; // hash_loop calls a round
 
 /// stdin has ended: the workers no longer sleep.
 static HURRY: AtomicBool = AtomicBool::new(false);
