@@ -1,7 +1,8 @@
 // SvcJava: a Java service for tests/e2e/test_services.py (docs/testing.md
-// "Services"): 4 threads compress ROUNDS rounds each with
-// java.util.zip.Deflater (the JDK's libzip over Debian's zlib, libz.so.1:
-// its zlib wrapper runs libz's adler32_z over every input, the range),
+// "Services"): 4 threads deflate ROUNDS rounds each with
+// java.util.zip.Deflater at level 0 (the JDK's libzip over Debian's zlib,
+// libz.so.1: stored blocks, and its zlib wrapper runs libz's adler32_z over
+// every input, the range: a fifth of the samples),
 // sleeping 2 ms between rounds until stdin ends (then flat out: the same
 // work); the main thread prints a heartbeat once a second; at the end a
 // checksum that depends only on ROUNDS (and on zlib's output, the same in
@@ -13,7 +14,7 @@ import java.util.zip.CRC32;
 import java.util.zip.Deflater;
 
 public class SvcJava {
-    static final int WORKERS = 4, BUF_SIZE = 8192, CALLS = 1;
+    static final int WORKERS = 4, BUF_SIZE = 32768, CALLS = 1;
     /** stdin has ended: the workers no longer sleep. */
     static volatile boolean hurry;
 
@@ -27,10 +28,10 @@ public class SvcJava {
     static long work(int w, int rounds, AtomicLong done) throws InterruptedException {
         byte[] buf = new byte[BUF_SIZE], out = new byte[2 * BUF_SIZE];
         long h = 0xcbf29ce484222325L;
-        Deflater d = new Deflater(1);
+        Deflater d = new Deflater(Deflater.NO_COMPRESSION);
         CRC32 crc = new CRC32();
         for (int r = 0; r < rounds; r++) {
-            // compressible bytes that depend on (w, r) only
+            // bytes that depend on (w, r) only
             long[] x = {((long) w << 32) | r};
             for (int i = 0; i < BUF_SIZE; i += 8) {
                 long v = splitmix(x) & 0x0f0f0f0f0f0f0f0fL;

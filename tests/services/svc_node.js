@@ -1,11 +1,11 @@
 // svc_node: a Node service for tests/e2e/test_services.py (docs/testing.md
 // "Services"): 4 worker_threads gzip ROUNDS rounds each with zlib.gzipSync
-// (zlib's deflate and its crc32_z over every input: the range, in node's own
-// copy of zlib or in Debian's libz.so.1, whichever this node uses), sleeping
-// 2 ms between rounds (Atomics.wait) until stdin ends (then flat out: the
-// same work); the main thread prints a heartbeat once a second; at the end a
-// checksum that depends only on ROUNDS.  Node 18
-// (Debian 12's nodejs) and later.
+// at level 1 (zlib's deflate_fast, and crc32_z over every input: the range
+// is one of them, in node's own copy of zlib or in Debian's libz.so.1,
+// whichever this node uses), sleeping 2 ms between rounds (Atomics.wait)
+// until stdin ends (then flat out: the same work); the main thread prints a
+// heartbeat once a second; at the end a checksum that depends only on
+// ROUNDS.  Node 18 (Debian 12's nodejs) and later.
 //
 //     node svc_node.js [ROUNDS]    ready PID / beat N DONE/TOTAL / checksum HEX
 'use strict';
