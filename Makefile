@@ -54,7 +54,7 @@ UNIT_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(UNIT_SRCS))
 
 BIN       := $(OUTPUT)/gebpf
 
-all: gebpf progs $(OUTPUT)/probecheck $(OUTPUT)/gebpf-qemu.so
+all: gebpf progs services $(OUTPUT)/probecheck $(OUTPUT)/gebpf-qemu.so
 
 # ./gebpf is a link to the binary of the default output directory; a build
 # with OUTPUT=.output-x (used to build side by side) leaves it alone.
@@ -143,7 +143,7 @@ $(OUTPUT)/unit-tests: $(UNIT_OBJS) $(LIB_OBJS)
 unit: $(OUTPUT)/unit-tests
 	$(OUTPUT)/unit-tests --jobs 2
 
-e2e: gebpf progs
+e2e: gebpf progs services
 	GEBPF_OUTPUT=$(abspath $(OUTPUT)) $(PYTHON) -m pytest -q tests/e2e
 
 test: unit e2e
@@ -184,6 +184,8 @@ progs:
 else
 include tests/progs/progs.mk
 endif
+# Services in Go, Rust, Java, Node and Python (test_services.py).
+include tests/services/services.mk
 
 clean:
 	$(call msg,CLEAN)
