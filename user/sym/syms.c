@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -17,7 +18,9 @@
 #include "sym/gotslots.h"
 
 struct module {
-	char path[4096];
+	char path[4096 + 64];     /* the file, as gebpf opens it (in a target with
+				   * another root: through /proc/PID/root) */
+	char mpath[4096];         /* ... as the target's maps name it */
 	bool loaded, is_exe;
 	bool headers;             /* es holds its program headers only */
 	struct gb_elfsyms es;
@@ -25,6 +28,7 @@ struct module {
 
 struct gb_syms {
 	pid_t pid;
+	char root[64];            /* "/proc/PID/root" when its root is not gebpf's, else "" */
 	struct gb_maps maps;
 	struct module *mods;
 	size_t nmods;
@@ -64,6 +68,13 @@ struct gb_syms *gb_syms__new(pid_t pid)
 		errno = -r;
 		return NULL;
 	}
+	/* A target in a container or a chroot names its files from its own
+	 * root: they are opened through /proc/PID/root (the paths its maps
+	 * give are its own, and the same path here may be another file). */
+	struct stat rs, ours;
+	snprintf(s->root, sizeof(s->root), "/proc/%d/root", pid);
+	if (stat(s->root, &rs) || stat("/", &ours) || (rs.st_dev == ours.st_dev && rs.st_ino == ours.st_ino))
+		s->root[0] = 0;
 	char link[64];
 	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
 	ssize_t n = readlink(link, s->exe, sizeof(s->exe) - 1);
@@ -75,11 +86,12 @@ struct gb_syms *gb_syms__new(pid_t pid)
 			continue;
 		bool seen = false;
 		for (size_t j = 0; j < s->nmods && !seen; j++)
-			seen = !strcmp(s->mods[j].path, p);
+			seen = !strcmp(s->mods[j].mpath, p);
 		if (seen)
 			continue;
 		struct module *m = &s->mods[s->nmods++];
-		snprintf(m->path, sizeof(m->path), "%s", p);
+		snprintf(m->mpath, sizeof(m->mpath), "%s", p);
+		snprintf(m->path, sizeof(m->path), "%s%s", s->root, p);
 		m->is_exe = !strcmp(p, s->exe);
 	}
 	return s;
@@ -107,7 +119,7 @@ static uint64_t to_runtime(const struct gb_syms *s, const struct module *m, uint
 		uint64_t off = vaddr - l->vaddr + l->offset;
 		for (size_t k = 0; k < s->maps.n; k++) {
 			const struct gb_map *mp = &s->maps.v[k];
-			if (strcmp(mp->path, m->path))
+			if (strcmp(mp->path, m->mpath))
 				continue;
 			if (off >= mp->offset && off < mp->offset + (mp->end - mp->start))
 				return mp->start + (off - mp->offset);
@@ -121,7 +133,7 @@ static uint64_t to_runtime(const struct gb_syms *s, const struct module *m, uint
 static int to_vaddr(const struct gb_syms *s, const struct module *m, uint64_t a, uint64_t *va)
 {
 	const struct gb_map *mp = gb_maps_find(&s->maps, a);
-	if (!mp || strcmp(mp->path, m->path) || !(mp->prot & PROT_EXEC))
+	if (!mp || strcmp(mp->path, m->mpath) || !(mp->prot & PROT_EXEC))
 		return -ENOENT;
 	return gb_elfsyms_to_vaddr(&m->es, a - mp->start + mp->offset, va);
 }
@@ -274,7 +286,7 @@ static const struct gb_elfsym *sym_at(struct gb_syms *s, uint64_t addr, const st
 		return NULL;
 	for (size_t i = 0; i < s->nmods; i++) {
 		struct module *m = &s->mods[i];
-		if (strcmp(m->path, (*mp)->path))
+		if (strcmp(m->mpath, (*mp)->path))
 			continue;
 		module_load(m);
 		/* Run-time -> file vaddr through the mapping and the PT_LOADs. */
@@ -326,7 +338,7 @@ int gb_syms__to_file(struct gb_syms *s, uint64_t addr, char *path, size_t len,
 		return -ENOENT;
 	for (size_t i = 0; i < s->nmods; i++) {
 		struct module *m = &s->mods[i];
-		if (strcmp(m->path, mp->path))
+		if (strcmp(m->mpath, mp->path))
 			continue;
 		module_headers(m);
 		uint64_t off = addr - mp->start + mp->offset;
