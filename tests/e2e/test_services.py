@@ -27,11 +27,11 @@ every thread), its heartbeat goes on with work done, a second `gebpf trace
 -p` of the same range works (exit 0, lines written), and the service ends by
 itself with the native checksum.
 
-GEBPF_CRASH_RUNS=N runs N per service and kind of kill (default 3: one per
-phase; a soak run uses more), three at a time.  GEBPF_CRASH_SEED=S starts
-the seeds at S (default 1, printed: CI is reproducible).
-GEBPF_CRASH_REPORT=FILE appends each campaign's counts and every failed
-run.  GEBPF_CHROOT_DIR (default /var/cache/gebpf/bullseye-python3) is where
+Each kill test is a campaign (campaign.py, docs/testing.md "Random
+campaigns"): in CI the fixed seeds 1..RUNS (one per phase), three runs at a
+time; GEBPF_SEEDS=S1,S2 replays seeds, and scripts/soak runs the same
+campaigns on fresh seeds for as long as it is told.  GEBPF_CRASH_REPORT=FILE
+appends each campaign's counts and every failed run.  GEBPF_CHROOT_DIR (default /var/cache/gebpf/bullseye-python3) is where
 the bullseye chroot is built once (debootstrap, GEBPF_DEBIAN_MIRROR)."""
 import concurrent.futures
 import fcntl
@@ -56,8 +56,7 @@ pytestmark = [pytest.mark.probetrap, pytest.mark.usefixtures("probes_ready")]
 
 SRC = os.path.join(REPO, "tests", "services")
 BUILT = os.path.join(OUTPUT, "services")
-RUNS = int(os.environ.get("GEBPF_CRASH_RUNS", "0") or 0) or 3
-SEED0 = int(os.environ.get("GEBPF_CRASH_SEED", "0") or 0) or 1
+RUNS = 3           # CI's runs per service and kind of kill: one per phase
 CHROOT = os.environ.get("GEBPF_CHROOT_DIR") or "/var/cache/gebpf/bullseye-python3"
 MIRROR = os.environ.get("GEBPF_DEBIAN_MIRROR") or "http://deb.debian.org/debian"
 BEAT_GAP = 8.0      # s without a heartbeat that counts as hung (a beat is due every 1 s)
@@ -814,14 +813,12 @@ def finish_run(res, problems):
     return res
 
 
-def campaign(svc, mode, outdir):
-    seeds = list(range(SEED0, SEED0 + RUNS))
-    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as ex:
-        runs = list(ex.map(lambda s: one_run(svc, mode, s, outdir), seeds))
+def campaign_of(c, svc, mode, outdir):
+    """The runs of campaign C (its seeds), three at a time, and their counts."""
+    runs = [r for _, r in c.map(lambda seed: one_run(svc, mode, seed, outdir), workers=3)]
     count = lambda f: sum(1 for r in runs if f(r))
     summary = {
-        "service": svc.name, "mode": mode, "runs": len(runs), "seeds": "%d-%d" % (
-            seeds[0], seeds[-1]),
+        "service": svc.name, "mode": mode, "runs": len(runs),
         "ok": count(lambda r: r["result"] == "ok"),
         "attached": count(lambda r: r.get("attached")),
         "killed_after_patching": count(lambda r: r.get("patched")),
@@ -844,13 +841,14 @@ def campaign(svc, mode, outdir):
 
 
 def failures(runs):
-    return ["%s: kill of %s, seed %d (%s phase, %.2f s after gebpf started, %s patched; "
+    """{seed: what went wrong} for the runs that failed."""
+    return {r["seed"]: "%s: kill of %s (%s phase, %.2f s after gebpf started, %s patched; "
             "--duration %.2f): %s%s" % (
-                r["service"], r["mode"], r["seed"], r["phase"], r.get("at", -1),
+                r["service"], r["mode"], r["phase"], r.get("at", -1),
                 "after the entries were" if r.get("patched") else "before the entries were",
                 r["duration"], r["result"],
                 "\n    gebpf -v (tail): %s" % r["stderr"][-600:] if r.get("stderr") else "")
-            for r in runs if r["result"] != "ok"]
+            for r in runs if r["result"] != "ok"}
 
 
 KILLS = [(svc, mode) for svc in SERVICES for mode in ("gebpf", "worker", "both")]
@@ -858,12 +856,13 @@ KILLS = [(svc, mode) for svc in SERVICES for mode in ("gebpf", "worker", "both")
 
 @pytest.mark.parametrize("service,mode", KILLS, ids=["%s-%s" % k for k in KILLS],
                          indirect=["service"])
-def test_kill(service, mode, tmp_path):
+@pytest.mark.campaign
+def test_kill(service, mode, campaign, tmp_path):
     """SIGKILL of gebpf, of its worker, or of both, at moments of the
     set-up, the run and the end of an attached trace: the service is left
     untraced, keeps its heartbeat and work, can be traced again, and ends
     with the native checksum."""
-    runs, s = campaign(service, mode, str(tmp_path))
-    bad = failures(runs)
-    assert not bad, "%s\n%s" % (json.dumps(s), "\n".join(bad))
-    assert s["attached"] >= max(1, RUNS // 3), s
+    c = campaign(RUNS)
+    runs, s = campaign_of(c, service, mode, str(tmp_path))
+    c.check(failures(runs), s)
+    assert s["attached"] >= max(1, len(runs) // 3), s
