@@ -51,3 +51,10 @@ def test_a_handler_that_returns_by_a_ret_never_lands_inside_a_patch(tmp_path):
     # (no system call among them: every one is stepped out at once)
     assert out == later, "%d of %d taken after a step out" % (out, later)
 
+
+def test_threads_each_with_a_timer_of_its_own(tmp_path):
+    """Four threads, each under a SIGALRM timer of its own (Go's SIGURG goes
+    to the thread that runs the goroutine): the lock passes between them
+    while one of them is stepped out of the patch's copies holding it."""
+    later, out = trace(tmp_path, "mt", ["250000", "4"])
+    assert later > 0 and out == later, "%d of %d taken after a step out" % (out, later)
