@@ -7,14 +7,23 @@
  * asyncPreempt).  `traced` is called in a loop; the instructions its
  * entry's 5 bytes cover (a mov and an add) are where a signal may stop the
  * thread in the cache: delivered at the original add, the detour would
- * return into the patch's jump.  Usage: pt_preempt N.  Prints a checksum
- * (which depends only on N) and exits 0.  Range: traced. */
+ * return into the patch's jump.  With THREADS > 1, each of that many
+ * threads calls it N times under a timer of its own (SIGEV_THREAD_ID: a
+ * signal to that thread, as Go's SIGURG goes to the thread that runs the
+ * goroutine); US sets the timers' interval.  Usage: pt_preempt N [THREADS
+ * [US]] (defaults 20000000, 1, 100).  Prints a checksum per thread (which
+ * depends only on N) and exits 0 (2 on bad arguments).  Range: traced. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/time.h>
+#include <time.h>
 #include <ucontext.h>
+#include <unistd.h>
+
+#define MAXTHREADS 16
 
 long traced(long x);
 void detour(void);
@@ -41,6 +50,8 @@ __asm__(".text\n"
 	".size detour,.-detour\n");
 
 static volatile unsigned long detours;
+static long calls = 20000000, interval_us = 100;
+static unsigned long result[MAXTHREADS];
 
 static void on_alarm(int sig, siginfo_t *si, void *ctx)
 {
@@ -51,23 +62,60 @@ static void on_alarm(int sig, siginfo_t *si, void *ctx)
 	g[REG_RSP] -= 8;
 	*(greg_t *)g[REG_RSP] = g[REG_RIP];
 	g[REG_RIP] = (greg_t)detour;
-	detours++;
+	__atomic_add_fetch(&detours, 1, __ATOMIC_RELAXED);
+}
+
+static unsigned long loop(void)
+{
+	unsigned long sum = 0;
+	for (long i = 0; i < calls; i++)
+		sum = sum * 3 + (unsigned long)traced(i);
+	return sum;
+}
+
+/* A thread with a timer of its own: SIGALRM to this thread every interval. */
+static void *worker(void *arg)
+{
+	long id = (long)arg;
+	struct sigevent sev = { .sigev_notify = SIGEV_THREAD_ID, .sigev_signo = SIGALRM };
+	sev._sigev_un._tid = gettid();
+	timer_t t;
+	struct itimerspec on = { { 0, interval_us * 1000 }, { 0, interval_us * 1000 } }, off = { 0 };
+	if (timer_create(CLOCK_MONOTONIC, &sev, &t) || timer_settime(t, 0, &on, NULL))
+		exit(3);
+	result[id] = loop();
+	timer_settime(t, 0, &off, NULL);
+	timer_delete(t);
+	return NULL;
 }
 
 int main(int argc, char **argv)
 {
-	long n = argc > 1 ? atol(argv[1]) : 20000000;
+	int nthreads = argc > 2 ? atoi(argv[2]) : 1;
+	if (argc > 1)
+		calls = atol(argv[1]);
+	if (argc > 3)
+		interval_us = atol(argv[3]);
+	if (nthreads < 1 || nthreads > MAXTHREADS || interval_us < 1 || interval_us >= 1000000)
+		return 2;
 	struct sigaction sa = { .sa_sigaction = on_alarm, .sa_flags = SA_SIGINFO | SA_RESTART };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGALRM, &sa, NULL);
-	struct itimerval it = { { 0, 100 }, { 0, 100 } };
-	setitimer(ITIMER_REAL, &it, NULL);
-	unsigned long sum = 0;
-	for (long i = 0; i < n; i++)
-		sum = sum * 3 + (unsigned long)traced(i);
-	struct itimerval off = { { 0, 0 }, { 0, 0 } };
-	setitimer(ITIMER_REAL, &off, NULL);
-	printf("%lx\n", sum);
+	if (nthreads == 1) {
+		struct itimerval it = { { 0, interval_us }, { 0, interval_us } };
+		setitimer(ITIMER_REAL, &it, NULL);
+		result[0] = loop();
+		struct itimerval off = { { 0, 0 }, { 0, 0 } };
+		setitimer(ITIMER_REAL, &off, NULL);
+	} else {
+		pthread_t t[MAXTHREADS];
+		for (long i = 0; i < nthreads; i++)
+			pthread_create(&t[i], NULL, worker, (void *)i);
+		for (int i = 0; i < nthreads; i++)
+			pthread_join(t[i], NULL);
+	}
+	for (int i = 0; i < nthreads; i++)
+		printf("%lx\n", result[i]);
 	fprintf(stderr, "pt_preempt: %lu detours\n", detours);
 	return 0;
 }

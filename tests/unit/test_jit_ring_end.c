@@ -11,8 +11,10 @@
  * lock's ticket words and the consumer found the head out of bounds:
  * "the code cache's ring holds a record gebpf did not write"). */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/ptrace.h>
 #include <sys/user.h>
 #include <sys/wait.h>
@@ -34,14 +36,15 @@ __asm__(
 
 /* the same in two blocks: the second's head (which may be the one that
  * runs out of budget) comes after the first's records, not a marker */
-extern uint8_t re_inc2[], re_inc2_end[];
+extern uint8_t re_inc2[], re_inc2_b[], re_inc2_end[];
 __asm__(
 	".text\n"
-	".globl re_inc2, re_inc2_end\n"
+	".globl re_inc2, re_inc2_b, re_inc2_end\n"
 	"re_inc2:\n"
 	"	lea 1(%rdi), %rax\n"
-	"	jmp 1f\n"
-	"1:	nop\n"
+	"	jmp re_inc2_b\n"
+	"re_inc2_b:\n"
+	"	nop\n"
 	"	ret\n"
 	"re_inc2_end:\n");
 
@@ -162,4 +165,120 @@ Test(jit_ring_end, a_writer_unwound_again_and_again_at_a_pass_end_stays_in_its_r
 Test(jit_ring_end, a_writer_unwound_with_records_in_its_stretch_stays_in_its_room)
 {
 	unwound_at_the_end(re_inc2, re_inc2_end);
+}
+
+/* A writer unwound in the ring's slow path after it has counted the blocks
+ * that still fit (the recount near a pass's end gives half of them at once
+ * and wakes the consumer: a FUTEX_WAKE, where a signal pending meanwhile
+ * stops the thread), or at the head it goes back to then: the thread comes
+ * back through the entry block, whose acquire writes a marker the count did
+ * not make room for (it counted that head's marker, written before the
+ * slow path).  Before, the stretch's own marker stayed too (it was taken
+ * back only at a budget of 0), and a pass of pt_preempt (a 100 us SIGALRM)
+ * ended one or two words past the ring's end: "the code cache's ring holds
+ * a record gebpf did not write".
+ *
+ * The child runs under PTRACE_SYSCALL; at the exit of each wake of the
+ * slow path in the last 3% of the pass (with something written since the
+ * last one: the pass's last wake comes again after each) it is unwound as
+ * for a signal there (or single-stepped to the head the slow path returns
+ * to, and unwound there: HEAD_AT) and let go, until it waits for the
+ * consumer at the pass's end.  The ring must then be within its room. */
+enum { WAKE_AT, HEAD_AT };
+
+static void unwound_after_the_count(const uint8_t *f, const uint8_t *f_end, const uint8_t *f_b,
+				    int where)
+{
+	mem = jit_map_near_as((uint64_t)f, true);
+	jit = jit_open_nostop(&mem, f, f_end, 30000);
+	uint64_t e = gb_jit__entry(jit, (uint64_t)f, jit_fetch, NULL);
+	cr_assert_neq(e, 0);
+	cr_assert_eq(gb_jit__translate_from(jit, (uint64_t)f, jit_fetch, NULL), 0);
+	uint64_t heads[2] = { gb_jit__block(jit, (uint64_t)f, jit_fetch, NULL),
+			      f_b ? gb_jit__block(jit, (uint64_t)f_b, jit_fetch, NULL) : 0 };
+	cr_assert_neq(heads[0], 0);
+	gb_jit__ring_reset(jit);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		child(e);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	ptrace(PTRACE_SETOPTIONS, pid, NULL, (void *)(long)(PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD));
+	const size_t near_end = (size_t)GB_JIT_RING_SIZE / 8 * 97 / 100;
+	size_t last = 0;
+	unsigned unwound = 0, at_heads = 0;
+	struct gb_jit_cursor c = { 0 };
+	struct user_regs_struct r;
+	for (;;) {
+		cr_assert_eq(ptrace(PTRACE_SYSCALL, pid, NULL, NULL), 0);
+		cr_assert_eq(waitpid(pid, &st, 0), pid);
+		cr_assert(WIFSTOPPED(st) && WSTOPSIG(st) == (SIGTRAP | 0x80),
+			  "a system call stop of the child (status %#x)", st);
+		ptrace(PTRACE_GETREGS, pid, NULL, &r);
+		struct gb_jit_loc loc;
+		cr_assert_eq(gb_jit__locate(jit, r.rip, &loc), 0, "a system call of the cache's");
+		cr_assert(loc.ns == GB_JIT_NS_RING && r.orig_rax == 202, "the ring's slow path");
+		bool entry = (long long)r.rax == -ENOSYS;
+		if (entry && r.rsi == 0 /* FUTEX_WAIT */)
+			break; /* the end of the pass: the consumer awaited */
+		size_t used = gb_jit__ring_used(jit);
+		if (entry || r.rsi != 1 /* FUTEX_WAKE */ || used < near_end || used == last)
+			continue;
+		last = used;
+		/* on to the head it returns to (not into the wait that follows
+		 * the pass's last wake: unwound in the slow path there) */
+		if (where == HEAD_AT)
+			for (int k = 0; r.rip != heads[0] && r.rip != heads[1] &&
+					memcmp(mem.code + (r.rip - mem.code_addr), "\x0f\x05", 2); k++) {
+				cr_assert_lt(k, 100, "the slow path returns to a head");
+				cr_assert_eq(ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL), 0);
+				cr_assert_eq(waitpid(pid, &st, 0), pid);
+				cr_assert(WIFSTOPPED(st) && WSTOPSIG(st) == SIGTRAP);
+				ptrace(PTRACE_GETREGS, pid, NULL, &r);
+			}
+		struct gb_jit_unwound u;
+		cr_assert_eq(gb_jit__unwind(jit, &r, &c, &u), 0);
+		cr_assert(u.held, "it held the lock");
+		cr_assert_eq(ptrace(PTRACE_SETREGS, pid, NULL, &r), 0);
+		unwound++;
+		at_heads += u.ns == GB_JIT_NS_NONE;
+	}
+	cr_assert_gt(unwound, 0, "the child was unwound after a count of the ring's room");
+	if (where == HEAD_AT)
+		cr_assert_gt(at_heads, 0, "the child was unwound at a head");
+	long n = read_all(&c);
+	cr_assert_geq(n, 0, "the consumer finds the ring past its room (%u unwinds)", unwound);
+	/* the consumer reads on until the child is done */
+	cr_assert_eq(ptrace(PTRACE_CONT, pid, NULL, NULL), 0);
+	pid_t w;
+	while ((w = waitpid(pid, &st, WNOHANG)) == 0) {
+		cr_assert_geq(read_all(&c), 0);
+		gb_jit__ring_commit(jit, &c);
+		usleep(1000);
+	}
+	cr_assert_eq(w, pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the native result (status %#x)", st);
+	cr_assert_eq(gb_jit__lock_word(jit), 0, "the lock free");
+	cr_assert_geq(read_all(&c), 0);
+}
+
+Test(jit_ring_end, a_writer_unwound_at_the_wake_after_a_count_stays_in_its_room)
+{
+	unwound_after_the_count(re_inc, re_inc_end, NULL, WAKE_AT);
+}
+
+Test(jit_ring_end, a_writer_unwound_at_the_head_after_a_count_stays_in_its_room)
+{
+	unwound_after_the_count(re_inc, re_inc_end, NULL, HEAD_AT);
+}
+
+Test(jit_ring_end, a_writer_with_records_unwound_at_the_wake_after_a_count_stays_in_its_room)
+{
+	unwound_after_the_count(re_inc2, re_inc2_end, re_inc2_b, WAKE_AT);
+}
+
+Test(jit_ring_end, a_writer_with_records_unwound_at_the_head_after_a_count_stays_in_its_room)
+{
+	unwound_after_the_count(re_inc2, re_inc2_end, re_inc2_b, HEAD_AT);
 }

@@ -418,6 +418,8 @@ bool ns_ring_ends_with_mark(const struct gb_jit *j, const struct gb_jit_cursor *
 	size_t p = 0;
 	bool mark = false;
 	unsigned area = 0;
+	if (!used || ((const uint64_t *)(j->m.data + RING))[used - 1] != (NS_MARK | k))
+		return false; /* (a marker is one word: no decoding needed) */
 	if (c && c->base == vload(j, NS_BASE) && c->pos <= used &&
 	    (c->pos < used || c->mark != SIZE_MAX)) {
 		p = c->pos; /* (a record boundary; at used, what it read last is known) */

@@ -460,16 +460,21 @@ int gb_jit__unwind(struct gb_jit *j, struct user_regs_struct *regs, struct gb_ji
 	}
 	if (err)
 		return err;
-	/* A head that ran out of budget (0: on its way to the ring's slow
-	 * path, or waiting there at a pass's end): the thread comes back
-	 * through an entry block, whose acquire writes a marker before that
-	 * head again, in the one marker's room each head's budget counts.  A
-	 * stretch with records after its marker (the head a link's) had
-	 * none there; one with nothing after it gives its marker back, or a
-	 * writer unwound again and again at a pass's end (Go's SIGURG every
-	 * 10 ms to a goroutine that runs on) left one more each time, past
-	 * the ring's end into the lock's ticket words. */
-	if (w.held && !w.drop && !*dword(j, BUDGET) &&
+	/* A head not run yet (the thread at it, at its budget's exit, or in
+	 * the ring's slow path, before or after it counted the room: the
+	 * budget at 0, or the blocks that still fit already given): the
+	 * thread comes back through an entry block, whose acquire writes a
+	 * marker before that head again, in the one marker's room each head's
+	 * budget counts (a count made in the slow path counted that head's
+	 * marker as written, before it).  A stretch with records after its
+	 * marker (the head a link's) had none there; one with nothing after
+	 * it gives its marker back, or a writer unwound again and again at a
+	 * pass's end (Go's SIGURG every 10 ms to a goroutine that runs on)
+	 * left one more each time, past the ring's end into the lock's ticket
+	 * words, and one unwound at the FUTEX_WAKE after a count (pt_preempt's
+	 * 100 us SIGALRM) one more per count near the end. */
+	bool at_head = u->kind == U_HEAD || (u->kind == U_NS && u->ns == GB_JIT_NS_RING);
+	if (w.held && !w.drop && at_head &&
 	    !__atomic_load_n(dword(j, NS_DROPPING), __ATOMIC_ACQUIRE) &&
 	    ns_ring_ends_with_mark(j, c, gb_jit__ring_used(j), (unsigned)(a / GB_JIT_TLS_SIZE)))
 		w.drop = 1;

@@ -312,32 +312,39 @@ static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *
 	bool sync = eng_sync_fault(st) && gb_jit__locate(pt->j, r.rip, &loc) == 0 && loc.at_insn;
 	if (!sync && patch_later(pt, e, i, st, &r)) /* (not inside a patch's bytes) */
 		return GB_TRAP_SWALLOW;
+	return patch_take(pt, e, i, &r, st->sig, sync ? st : NULL);
+}
+
+enum gb_trap_verdict patch_take(struct patch_trap *pt, struct gb_engine *e, size_t i,
+				struct user_regs_struct *r, int sig, const struct gb_stop *fault)
+{
+	pid_t tid = eng_tid(e, i);
 	patch_later_taken(e, i);
-	uint64_t rip = r.rip;
-	int u = unwind(pt, e, i, &r, sync);
+	uint64_t rip = r->rip;
+	int u = unwind(pt, e, i, r, fault != NULL);
 	if (u == -ESRCH) {
 		eng_set_state(e, i, T_DYING);
 		return GB_TRAP_SWALLOW;
 	}
-	drain_fault(pt, e, sync ? st : NULL, false);
+	drain_fault(pt, e, fault, false);
 	if (u) {
 		gb_warn("trace: thread %d: signal %d in the code cache at 0x%llx: delivered there",
-			tid, st->sig, (unsigned long long)rip);
+			tid, sig, (unsigned long long)rip);
 		if (pth(e, i)->sigret)
 			pth(e, i)->sigret++;
 		return GB_TRAP_PROGRAM;
 	}
-	if (sync) {
+	if (fault) {
 		siginfo_t si;
 		if (ptrace(PTRACE_GETSIGINFO, tid, 0, &si) == 0 && (uint64_t)si.si_addr == rip) {
-			si.si_addr = (void *)r.rip;
+			si.si_addr = (void *)r->rip;
 			ptrace(PTRACE_SETSIGINFO, tid, 0, &si);
 		}
 	}
 	pth(e, i)->sigret++;
 	pt->handled++;
-	gb_info("trace: thread %d: signal %d taken at 0x%llx, out of the code cache", tid, st->sig,
-		(unsigned long long)r.rip);
+	gb_info("trace: thread %d: signal %d taken at 0x%llx, out of the code cache", tid, sig,
+		(unsigned long long)r->rip);
 	return GB_TRAP_PROGRAM;
 }
 
@@ -477,7 +484,8 @@ void patch_report(struct patch_trap *pt)
 		(unsigned long long)(pt->tinsns + js.insns), pt->images);
 	if (pt->later)
 		gb_info("trace: the patch trap: %llu asynchronous signals taken at a later instruction "
-			"(they stopped a thread inside a patch's bytes)", (unsigned long long)pt->later);
+			"(they stopped a thread inside a patch's bytes; %llu of them after a step out of "
+			"its copies)", (unsigned long long)pt->later, (unsigned long long)pt->later_out);
 	if (pt->misses)
 		gb_warn("trace: the patch trap: %llu in-range misses (targets not translated up front): "
 			"each missed stretch ran natively until the next entry, the trace is not exact "

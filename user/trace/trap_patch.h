@@ -46,9 +46,11 @@ struct patch_thread {
 	unsigned sigret;              /* handlers in flight whose rt_sigreturn it runs
 				       * with PTRACE_SYSCALL for (nested ones too) */
 	/* An asynchronous signal taken later (trap_patch_later.c): its number
-	 * (0: none), re-sent (its next stop with it is the one), postponed so
-	 * many times in a row, its first siginfo. */
+	 * (0: none), the thread still stopped where it found it (stepped out
+	 * before it runs again), re-sent (its next stop with it is the one), postponed
+	 * so many times in a row, its first siginfo. */
 	int later_sig;
+	bool later_step;
 	bool later_sent;
 	unsigned later_n;
 	siginfo_t later_si;
@@ -103,6 +105,7 @@ struct patch_trap {
 	uint64_t probe_hits;          /* entries through them (statistics) */
 	uint64_t probe_waits;         /* ... that found the lock held (stayed stopped) */
 	uint64_t later;               /* signals taken later (trap_patch_later.c) */
+	uint64_t later_out;           /* ... of them after a step out of the patch's copies */
 };
 
 /* An area for a new thread: one an exited thread gave back, else the next
@@ -171,13 +174,24 @@ void patch_flush(struct patch_trap *pt, struct gb_engine *e);
 /* The entries' bytes in process pid: the patches, or with orig the
  * original bytes (trap_patch.c). */
 void patch_write(struct patch_trap *pt, pid_t pid, bool orig);
+/* The program's signal sig that stopped thread i (registers r) in the
+ * cache is taken at the original boundary r is put at (the lock released,
+ * what it did not run taken back, the ring drained, its rt_sigreturn
+ * watched; fault: sig is that fault of the instruction at r->rip):
+ * GB_TRAP_PROGRAM (deliver it), or GB_TRAP_SWALLOW (the thread died). */
+enum gb_trap_verdict patch_take(struct patch_trap *pt, struct gb_engine *e, size_t i,
+				struct user_regs_struct *r, int sig, const struct gb_stop *fault);
 /* trap_patch_later.c: an asynchronous signal that stopped thread i (regs
- * r) in the copy of a patch's instructions is taken later, at the next
- * idle (true: not delivered now); the idle re-sends it; its stop gets its
- * first siginfo back (arrived: call at every signal stop); a signal taken
- * resets the count; at the end one not re-sent yet is left pending. */
+ * r) in the copy of a patch's instructions is taken later (true: not
+ * delivered now): before the stopped threads run again (before_run) the
+ * thread is single-stepped out of those copies and takes it there (step);
+ * where it cannot be, the idle re-sends it once the thread runs (resend);
+ * its stop gets its first siginfo back (arrived: call at every signal
+ * stop); a signal taken resets the count; at the end one not re-sent yet
+ * is left pending. */
 bool patch_later(struct patch_trap *pt, struct gb_engine *e, size_t i, const struct gb_stop *st,
 		 const struct user_regs_struct *r);
+void patch_later_step(struct patch_trap *pt, struct gb_engine *e);
 void patch_later_resend(struct patch_trap *pt, struct gb_engine *e);
 void patch_later_arrived(struct gb_engine *e, size_t i, const struct gb_stop *st);
 void patch_later_taken(struct gb_engine *e, size_t i);
