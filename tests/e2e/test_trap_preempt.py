@@ -6,12 +6,15 @@ ret (not rt_sigreturn).  A signal that stopped the thread in the copies of
 the instructions `traced`'s patch covers, delivered at the original pc,
 would send the detour into the middle of the patch's jump: SIGSEGV (every
 run of 3, before).  It must be taken at a later instruction instead: the
-program's checksum is a native run's, -v counts the signals taken later,
-each after a step out of the patch's copies (let go instead, the thread
-met the timer's next signal at every resume under load and, after 50, took
-it inside the patch: SIGSEGV in 3 traces of 20).  The same program also
-overran the end of the cache's ring ("the code cache's ring holds a record
-gebpf did not write", 3 traces of 5; tests/unit/test_jit_ring_end.c)."""
+program's checksum is a native run's, -v counts the signals taken later.  A
+100 us timer comes faster than gebpf's round trip from the stop back to the
+resume (the thread, resumed, meets the next signal before an instruction),
+so after 3 tries such a signal is taken at the instruction's relocated copy
+in the patch's entry block (its native copy), from which the thread goes on
+in the original code after the patch (let go for 50 tries instead, it took
+the signal inside the patch: SIGSEGV in 3 traces of 20).  The same program
+also overran the end of the cache's ring ("the code cache's ring holds a
+record gebpf did not write", 3 traces of 5; tests/unit/test_jit_ring_end.c)."""
 import re
 import subprocess
 
@@ -22,7 +25,7 @@ N = "3000000"
 
 def trace(tmp_path, name, args):
     """One trace of pt_preempt ARGS: the signals taken later, and of them
-    those taken after a step out of the patch's copies."""
+    those taken at the native copy of the patch's instructions."""
     native = subprocess.run([prog_path("pt_preempt")] + args, capture_output=True, text=True,
                             timeout=120, check=True).stdout
     out = tmp_path / (name + ".jsonl")
@@ -35,8 +38,8 @@ def trace(tmp_path, name, args):
     assert r.stdout == native, "checksum %r, native %r" % (r.stdout, native)
     summary = out.read_text().splitlines()[-1]
     assert '"t":"summary"' in summary and int(re.search(r'"insns":(\d+)', summary).group(1)) > 0
-    m = re.search(r"(\d+) asynchronous signals taken at a later instruction .*; (\d+) of them "
-                  r"after a step out", err)
+    m = re.search(r"(\d+) asynchronous signals taken at a later instruction .*; (\d+) put off "
+                  r"too often", err)
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
@@ -48,13 +51,12 @@ def test_a_handler_that_returns_by_a_ret_never_lands_inside_a_patch(tmp_path):
     # (a 100 us timer over a few seconds lands inside the 2 covered
     # instructions of 10 more than a hundred times a run here)
     assert later > 0, "no signal stopped a thread inside a patch's bytes in 2 runs"
-    # (no system call among them: every one is stepped out at once)
-    assert out == later, "%d of %d taken after a step out" % (out, later)
+    assert out <= later
 
 
 def test_threads_each_with_a_timer_of_its_own(tmp_path):
     """Four threads, each under a SIGALRM timer of its own (Go's SIGURG goes
     to the thread that runs the goroutine): the lock passes between them
-    while one of them is stepped out of the patch's copies holding it."""
+    while one of them is put off or sent to the native copy."""
     later, out = trace(tmp_path, "mt", ["250000", "4"])
-    assert later > 0 and out == later, "%d of %d taken after a step out" % (out, later)
+    assert later > 0 and out <= later, (later, out)

@@ -108,6 +108,9 @@ bool gb_jit__live(const struct gb_jit *j);
  * are written, and after each translation).  Blocks with no way yet (0)
  * run on translated, dropping their records.  Returns the ways set now. */
 size_t gb_jit__ways(struct gb_jit *j);
+/* The copy of the original instruction at pc in an entry block's native
+ * copy (owner.c: the instructions a patch covers, relocated), or 0. */
+uint64_t gb_jit__native_at(const struct gb_jit *j, uint64_t pc);
 
 /* The cache's header (live.c), in its data part: what a later gebpf reads to
  * recognise a cache an earlier one left in a target (docs/trace.md "What an

@@ -170,3 +170,13 @@ size_t gb_jit__ways(struct gb_jit *j)
 	free(v);
 	return set;
 }
+
+uint64_t gb_jit__native_at(const struct gb_jit *j, uint64_t pc)
+{
+	for (size_t k = 0; j->o.nostop && k < j->nu; k++) {
+		const struct unit *u = &j->u[k];
+		if (u->kind == U_NS && u->ns == GB_JIT_NS_NATIVE && u->pc == pc && !u->tgt)
+			return j->m.code_addr + u->off;
+	}
+	return 0;
+}

@@ -343,6 +343,12 @@ enum gb_trap_verdict patch_take(struct patch_trap *pt, struct gb_engine *e, size
 	}
 	pth(e, i)->sigret++;
 	pt->handled++;
+	uint64_t pc = r->rip;
+	if (!fault && patch_later_native(pt, e, i, r)) { /* (trap_patch_later.c) */
+		gb_info("trace: thread %d: signal %d taken at 0x%llx, the native copy of 0x%llx inside "
+			"a patch's bytes", tid, sig, (unsigned long long)r->rip, (unsigned long long)pc);
+		return GB_TRAP_PROGRAM;
+	}
 	gb_info("trace: thread %d: signal %d taken at 0x%llx, out of the code cache", tid, sig,
 		(unsigned long long)r->rip);
 	return GB_TRAP_PROGRAM;
@@ -484,8 +490,9 @@ void patch_report(struct patch_trap *pt)
 		(unsigned long long)(pt->tinsns + js.insns), pt->images);
 	if (pt->later)
 		gb_info("trace: the patch trap: %llu asynchronous signals taken at a later instruction "
-			"(they stopped a thread inside a patch's bytes; %llu of them after a step out of "
-			"its copies)", (unsigned long long)pt->later, (unsigned long long)pt->later_out);
+			"(they stopped a thread inside a patch's bytes; %llu put off too often: taken at "
+			"the native copy of its instructions)", (unsigned long long)pt->later,
+			(unsigned long long)pt->later_native);
 	if (pt->misses)
 		gb_warn("trace: the patch trap: %llu in-range misses (targets not translated up front): "
 			"each missed stretch ran natively until the next entry, the trace is not exact "

@@ -46,11 +46,9 @@ struct patch_thread {
 	unsigned sigret;              /* handlers in flight whose rt_sigreturn it runs
 				       * with PTRACE_SYSCALL for (nested ones too) */
 	/* An asynchronous signal taken later (trap_patch_later.c): its number
-	 * (0: none), the thread still stopped where it found it (stepped out
-	 * before it runs again), re-sent (its next stop with it is the one), postponed
-	 * so many times in a row, its first siginfo. */
+	 * (0: none), re-sent (its next stop with it is the one), postponed so
+	 * many times in a row, its first siginfo. */
 	int later_sig;
-	bool later_step;
 	bool later_sent;
 	unsigned later_n;
 	siginfo_t later_si;
@@ -105,7 +103,7 @@ struct patch_trap {
 	uint64_t probe_hits;          /* entries through them (statistics) */
 	uint64_t probe_waits;         /* ... that found the lock held (stayed stopped) */
 	uint64_t later;               /* signals taken later (trap_patch_later.c) */
-	uint64_t later_out;           /* ... of them after a step out of the patch's copies */
+	uint64_t later_native;        /* ... put off too often: taken at their native copy */
 };
 
 /* An area for a new thread: one an exited thread gave back, else the next
@@ -183,15 +181,16 @@ enum gb_trap_verdict patch_take(struct patch_trap *pt, struct gb_engine *e, size
 				struct user_regs_struct *r, int sig, const struct gb_stop *fault);
 /* trap_patch_later.c: an asynchronous signal that stopped thread i (regs
  * r) in the copy of a patch's instructions is taken later (true: not
- * delivered now): before the stopped threads run again (before_run) the
- * thread is single-stepped out of those copies and takes it there (step);
- * where it cannot be, the idle re-sends it once the thread runs (resend);
- * its stop gets its first siginfo back (arrived: call at every signal
- * stop); a signal taken resets the count; at the end one not re-sent yet
- * is left pending. */
+ * delivered now): the idle re-sends it once the thread runs (resend); its
+ * stop gets its first siginfo back (arrived: call at every signal stop); a
+ * signal taken resets the count; at the end one not re-sent yet is left
+ * pending.  One put off too often is taken where patch_take put the thread,
+ * but for a pc inside a patch's bytes, which native moves (r and the
+ * thread's registers) to its copy in the patch's entry block: true. */
 bool patch_later(struct patch_trap *pt, struct gb_engine *e, size_t i, const struct gb_stop *st,
 		 const struct user_regs_struct *r);
-void patch_later_step(struct patch_trap *pt, struct gb_engine *e);
+bool patch_later_native(struct patch_trap *pt, struct gb_engine *e, size_t i,
+			struct user_regs_struct *r);
 void patch_later_resend(struct patch_trap *pt, struct gb_engine *e);
 void patch_later_arrived(struct gb_engine *e, size_t i, const struct gb_stop *st);
 void patch_later_taken(struct gb_engine *e, size_t i);

@@ -128,7 +128,6 @@ static void set_up(struct patch_trap *pt, struct gb_engine *e)
 void patch_before_run(struct gb_trap *t, struct gb_engine *e)
 {
 	struct patch_trap *pt = PT(t);
-	patch_later_step(pt, e); /* (before the stopped threads run) */
 	if (!pt->due)
 		return;
 	pt->due = false;
