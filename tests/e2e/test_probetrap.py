@@ -40,14 +40,16 @@ pytestmark = [pytest.mark.probetrap, pytest.mark.usefixtures("probes_ready")]
 NAMES = ("probes", "none")
 
 
-def probes_vs_none(name, rng, tmp_path, *args, timeout=60, check_native=True, ref="none"):
+def probes_vs_none(name, rng, tmp_path, *args, timeout=60, check_native=True, ref="none",
+                   ref_args=None):
     """Trace NAME ARGS with --trap probes and --trap REF (none: everything
-    single-stepped): byte-identical, well-formed traces, the same output, and
-    that of a native run (unless check_native is false: programs that exit
-    non-zero).  Returns (lines, summary)."""
+    single-stepped; with REF_ARGS instead of ARGS): byte-identical,
+    well-formed traces, the same output, and that of a native run (unless
+    check_native is false: programs that exit non-zero).  Returns (lines,
+    summary)."""
     a, b = tmp_path / "probes.jsonl", tmp_path / ("%s.jsonl" % ref)
     ra = trace(name, rng, a, *args, trap="probes", timeout=timeout)
-    rb = trace(name, rng, b, *args, trap=ref, timeout=timeout)
+    rb = trace(name, rng, b, *(args if ref_args is None else ref_args), trap=ref, timeout=timeout)
     assert ra.stdout == rb.stdout, "%s printed differently: probes %r, %s %r" % (
         name, ra.stdout, ref, rb.stdout)
     want = native(name, *args) if check_native else ra.stdout.encode()
@@ -209,9 +211,14 @@ def test_signal_returns_into_middle(timer, tmp_path):
     handler (outside) as the syscall returns, and sigreturn resumes the
     range after the syscall (10 times); with "timer", a 1 ms interval timer
     also interrupts the range anywhere (its handler touches nothing the
-    range reads, so the trace is the same wherever it hits)."""
-    args = (50, "timer") if timer else (50,)
-    lines, _ = probes_vs_none("pt_sigmid", "traced", tmp_path, *args)
+    range reads, so the trace is the same wherever it hits).  The reference
+    (--trap none) gets a 20 ms timer: single-stepped, the handler and its
+    return take ~10 steps, and a step of 40 us or more (a loaded VM) makes
+    that longer than 1 ms, so every step met the timer's next signal first
+    and the program never went on (a CI run: 60 s at one pc)."""
+    args = (50, "timer", 1000) if timer else (50,)
+    ref = (50, "timer", 20000) if timer else None
+    lines, _ = probes_vs_none("pt_sigmid", "traced", tmp_path, *args, ref_args=ref)
     pcs = syscall_pcs("pt_sigmid", "traced")
     assert len(pcs) == 1, pcs
     after = insn_after("pt_sigmid", "traced", r"^syscall")

@@ -2,9 +2,10 @@
  * returns into its middle.  `traced` sends itself SIGUSR1 with an inline
  * tgkill syscall (the handler runs as the syscall returns, then sigreturn
  * resumes `traced` after the syscall instruction); with "timer", an
- * interval timer (SIGALRM every ms) also interrupts it at arbitrary points.
+ * interval timer (SIGALRM every US microseconds, default 1000) also
+ * interrupts it at arbitrary points.
  * The handlers only count; `traced` reads nothing they write, so its trace
- * does not depend on where the timer hits.  Usage: pt_sigmid [N [timer]]
+ * does not depend on where the timer hits.  Usage: pt_sigmid [N [timer [US]]]
  * (default 50).  Prints a checksum; exit 0.  Range: `traced`. */
 #include <signal.h>
 #include <stdio.h>
@@ -44,7 +45,8 @@ int main(int argc, char **argv)
 	sigaction(SIGUSR1, &sa, NULL);
 	sa.sa_handler = on_alarm;
 	sigaction(SIGALRM, &sa, NULL);
-	struct itimerval it = { { 0, 1000 }, { 0, 1000 } };
+	long us = argc > 3 ? atol(argv[3]) : 1000;
+	struct itimerval it = { { us / 1000000, us % 1000000 }, { us / 1000000, us % 1000000 } };
 	if (argc > 2 && !strcmp(argv[2], "timer"))
 		setitimer(ITIMER_REAL, &it, NULL);
 	long pid = getpid(), tid = syscall(SYS_gettid);

@@ -1,7 +1,7 @@
 /* An indirect call target under another entry's patch that shares its
  * lookup-table slot with a later instruction (tests/e2e/test_trap_patch.py,
- * test_target_under_a_patch): the range is past 64 KiB (6550 10-byte
- * movabs, then nops) but under 8192 instructions, so every instruction is
+ * test_target_under_a_patch): the range is past 64 KiB (4360 15-byte
+ * nops, then 1-byte ones) but under 8192 instructions, so every instruction is
  * translated up front, in address order; the nop at .Lf + 0x10000 (the
  * same low 16 bits) came later and evicted .Lf from the table (the later
  * wins), the lookup of `call *%rax` missed, ran .Lf natively, i.e. the
@@ -26,8 +26,10 @@ traced:
 	ret
 2:	sub $7, %eax
 	ret
-	.rept 6550
-	movabsq $0x1122334455667788, %r11
+	.rept 4360	/* nopw %cs:0(%rax,%rax,1) with five more 0x66: 15 bytes, the
+			 * longest instruction (6550 10-byte movabs filled the code
+			 * cache's 8 MiB once its blocks grew: a block from each) */
+	.byte 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0
 	.endr
 	.fill .Lf + 0x10004 - ., 1, 0x90
 	.size traced, .-traced

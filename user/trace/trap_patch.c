@@ -309,8 +309,10 @@ static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *
 	if (!patch_caught(pt->pid, st->sig))
 		return GB_TRAP_PROGRAM; /* ignored, or the default action: nothing sees it */
 	struct gb_jit_loc loc;
-	bool sync = eng_sync_fault(st) && gb_jit__locate(pt->j, r.rip, &loc) == 0 && loc.at_insn;
-	if (!sync && patch_later(pt, e, i, st, &r)) /* (not inside a patch's bytes) */
+	/* (int3's SIGTRAP is the instruction's own, like a fault: never put off) */
+	bool own = eng_sync_fault(st) || (st->sig == SIGTRAP && st->code > 0);
+	bool sync = own && gb_jit__locate(pt->j, r.rip, &loc) == 0 && loc.at_insn;
+	if (!own && patch_later(pt, e, i, st, &r)) /* (not inside a patch's bytes) */
 		return GB_TRAP_SWALLOW;
 	return patch_take(pt, e, i, &r, st->sig, sync ? st : NULL);
 }
@@ -319,7 +321,7 @@ enum gb_trap_verdict patch_take(struct patch_trap *pt, struct gb_engine *e, size
 				struct user_regs_struct *r, int sig, const struct gb_stop *fault)
 {
 	pid_t tid = eng_tid(e, i);
-	patch_later_taken(e, i);
+	bool late = patch_later_taken(e, i) && !fault; /* (put off too often) */
 	uint64_t rip = r->rip;
 	int u = unwind(pt, e, i, r, fault != NULL);
 	if (u == -ESRCH) {
@@ -344,7 +346,7 @@ enum gb_trap_verdict patch_take(struct patch_trap *pt, struct gb_engine *e, size
 	pth(e, i)->sigret++;
 	pt->handled++;
 	uint64_t pc = r->rip;
-	if (!fault && patch_later_native(pt, e, i, r)) { /* (trap_patch_later.c) */
+	if (late && patch_later_native(pt, e, i, r)) { /* (trap_patch_later.c) */
 		gb_info("trace: thread %d: signal %d taken at 0x%llx, the native copy of 0x%llx inside "
 			"a patch's bytes", tid, sig, (unsigned long long)r->rip, (unsigned long long)pc);
 		return GB_TRAP_PROGRAM;

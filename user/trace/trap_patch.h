@@ -184,16 +184,17 @@ enum gb_trap_verdict patch_take(struct patch_trap *pt, struct gb_engine *e, size
  * delivered now): the idle re-sends it once the thread runs (resend); its
  * stop gets its first siginfo back (arrived: call at every signal stop); a
  * signal taken resets the count; at the end one not re-sent yet is left
- * pending.  One put off too often is taken where patch_take put the thread,
- * but for a pc inside a patch's bytes, which native moves (r and the
- * thread's registers) to its copy in the patch's entry block: true. */
+ * pending; taken returns whether it had been put off too often.  Such a
+ * one is taken where patch_take put the thread, but for a pc inside a
+ * patch's bytes, which native moves (r and the thread's registers) to its
+ * copy in the patch's entry block: true. */
 bool patch_later(struct patch_trap *pt, struct gb_engine *e, size_t i, const struct gb_stop *st,
 		 const struct user_regs_struct *r);
 bool patch_later_native(struct patch_trap *pt, struct gb_engine *e, size_t i,
 			struct user_regs_struct *r);
 void patch_later_resend(struct patch_trap *pt, struct gb_engine *e);
 void patch_later_arrived(struct gb_engine *e, size_t i, const struct gb_stop *st);
-void patch_later_taken(struct gb_engine *e, size_t i);
+bool patch_later_taken(struct gb_engine *e, size_t i);
 void patch_later_end(struct gb_engine *e);
 
 /* trap_patch_child.c: the child hook (fork, vfork). */

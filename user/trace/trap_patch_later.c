@@ -75,7 +75,12 @@ void patch_later_arrived(struct gb_engine *e, size_t i, const struct gb_stop *st
 	th->later_sent = false;
 }
 
-void patch_later_taken(struct gb_engine *e, size_t i) { pth(e, i)->later_n = 0; }
+bool patch_later_taken(struct gb_engine *e, size_t i)
+{
+	bool due = pth(e, i)->later_n >= PATCH_LATER_TRIES;
+	pth(e, i)->later_n = 0;
+	return due;
+}
 
 void patch_later_end(struct gb_engine *e)
 {
