@@ -146,6 +146,7 @@ struct gb_jit {
 	uint64_t *tk, *tv; uint8_t *tf; size_t tcap, tn;  /* pc -> twin (tf: TW_F_*) */
 	struct twlink *tl; size_t ntl, tlcap;  /* twin jumps waiting for their target's twin */
 	struct twslot *ts; size_t nts, tscap;  /* acquire sites with a twin word */
+	size_t nts_seen;                       /* ... looked at by a pass */
 	uint64_t *twant; size_t ntwant, twantcap; /* pcs wanted as twins (a pass's work) */
 	uint64_t cbase[GB_JIT_TLS_COUNT][3];   /* each area's counts harvested so far */
 };
@@ -355,6 +356,8 @@ int ns_transfer(struct gb_jit *j, const struct gb_insn *gi, struct link *l);
  * thread in). */
 void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, bool translate);
 void ns_twin_reset(struct gb_jit *j);
+/* A block was translated at pc: the next pass makes its twin. */
+void ns_twin_want(struct gb_jit *j, uint64_t pc);
 /* The published twin of pc for the lookup table's column (0: none). */
 uint64_t ns_twin_pub(const struct gb_jit *j, uint64_t pc);
 /* An acquire site's twin word at code offset off, for pc. */

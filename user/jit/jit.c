@@ -489,6 +489,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 				 j->u[k].kind == U_NS && j->u[k].ns == GB_JIT_NS_SYSCALL;
 		ns_ring_block(j, words);
 		ns_table_put(j, pc, head);
+		ns_twin_want(j, pc); /* (its counting twin: twin.c) */
 	}
 	/* Exits waiting for this block jump straight to it now. */
 	for (size_t k = 0; k < j->nst;) {
@@ -563,5 +564,12 @@ uint64_t gb_jit__entry(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 		if (j->en[k].pc == pc)
 			return j->en[k].addr;
 	uint64_t blk = gb_jit__block(j, pc, fetch, ctx);
-	return blk ? ns_entry_block(j, pc, blk, fetch, ctx) : 0;
+	uint64_t at = blk ? ns_entry_block(j, pc, blk, fetch, ctx) : 0;
+	/* its twin (twin.c): made and published with nothing translated for
+	 * the recording blocks (other threads may be running in them) */
+	if (at && !j->em.err) {
+		ns_twins(j, fetch, ctx, false);
+		j->em.err = 0;
+	}
+	return at;
 }

@@ -109,7 +109,7 @@ void ns_twin_reset(struct gb_jit *j)
 {
 	if (j->tk)
 		memset(j->tk, 0, j->tcap * sizeof(*j->tk));
-	j->tn = j->ntl = j->nts = j->ntwant = 0;
+	j->tn = j->ntl = j->nts = j->nts_seen = j->ntwant = 0;
 }
 
 uint64_t ns_twin_pub(const struct gb_jit *j, uint64_t pc)
@@ -646,19 +646,28 @@ static void forget_new(struct gb_jit *j)
 	free(f);
 }
 
+void ns_twin_want(struct gb_jit *j, uint64_t pc)
+{
+	if (j->o.nostop && j->o.twins && want(j, pc))
+		j->em.err = -ENOMEM;
+}
+
 void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, bool translate)
 {
 	if (!j->o.nostop || !j->o.twins || j->em.err)
 		return;
-	j->ntwant = j->ntl = 0;
-	for (size_t k = 0; k < j->hcap; k++)
-		if (j->hk[k] && !twin_of(j, j->hk[k], NULL) && want(j, j->hk[k]))
-			return;
-	for (size_t k = 0; k < j->nts; k++)
+	/* the work: blocks translated since the last pass (gb_jit__block
+	 * wants them), and acquire sites made since */
+	if (j->nts_seen > j->nts)
+		j->nts_seen = j->nts;
+	for (size_t k = j->nts_seen; k < j->nts; k++)
 		if (!twin_of(j, j->ts[k].pc, NULL) && want(j, j->ts[k].pc))
 			return;
-	uint64_t *failed = NULL;
-	size_t nfailed = 0, capfailed = 0;
+	bool sites = j->nts_seen < j->nts;
+	j->nts_seen = j->nts;
+	j->ntl = 0;
+	uint64_t *failed = NULL, *made = NULL;
+	size_t nfailed = 0, capfailed = 0, nmade = 0, capmade = 0;
 	while (j->ntwant && !j->em.err) {
 		uint64_t pc = j->twant[--j->ntwant];
 		bool tried = false;
@@ -671,9 +680,10 @@ void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, bool translate
 		if (j->em.err)
 			break;
 		int e = 0;
-		if (t)
-			e = twin_put(j, pc, t, f | TW_F_NEW);
-		else if (!(e = GB_GROW(&failed, &capfailed, nfailed + 1)))
+		if (t && !(e = twin_put(j, pc, t, f | TW_F_NEW)) &&
+		    !(e = GB_GROW(&made, &capmade, nmade + 1)))
+			made[nmade++] = pc;
+		else if (!t && !(e = GB_GROW(&failed, &capfailed, nfailed + 1)))
 			failed[nfailed++] = pc;
 		if (e)
 			j->em.err = -ENOMEM;
@@ -690,17 +700,20 @@ void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, bool translate
 	free(failed);
 	j->ntl = j->ntwant = 0;
 	if (j->em.err) {
+		free(made);
 		forget_new(j);
 		return; /* (em.err stays: the caller's) */
 	}
 	/* published: the table's column, the acquire sites' words */
-	for (size_t i = 0; i < j->tcap; i++)
-		if (j->tk[i] && (j->tf[i] & TW_F_NEW)) {
-			j->tf[i] &= (uint8_t)~TW_F_NEW;
-			j->stats.twins += j->tf[i] == TW_F_TWIN;
-			table_twin(j, j->tk[i], j->tv[i]);
-		}
-	for (size_t k = 0; k < j->nts; k++) {
+	for (size_t k = 0; k < nmade; k++) {
+		uint8_t f = 0;
+		uint64_t t = twin_of(j, made[k], &f);
+		twin_put(j, made[k], t, (uint8_t)(f & ~TW_F_NEW));
+		j->stats.twins += f == (TW_F_TWIN | TW_F_NEW);
+		table_twin(j, made[k], t);
+	}
+	free(made);
+	for (size_t k = 0; (nmade || sites) && k < j->nts; k++) {
 		uint64_t *w = (uint64_t *)(j->m.code + j->ts[k].off);
 		uint64_t t = gb_jit__twin(j, j->ts[k].pc);
 		if (t && !*w)

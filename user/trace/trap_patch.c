@@ -181,6 +181,7 @@ static void patch_idle(struct gb_trap *t, struct gb_engine *e)
 {
 	drain(PT(t), e);
 	collect_misses(PT(t), false);
+	patch_count_idle(PT(t), e); /* (trap_patch_count.c) */
 }
 
 /* Thread i (stopped, registers r) in the cache is put at its original
@@ -190,12 +191,19 @@ static void patch_idle(struct gb_trap *t, struct gb_engine *e)
  * raised (put at it, its saved registers reloaded, its record kept).
  * 0, -ESRCH (it died), -EAGAIN (not in the cache's code). */
 static int unwind(struct patch_trap *pt, struct gb_engine *e, size_t i,
-		  struct user_regs_struct *r, bool fault)
+		  struct user_regs_struct *r, const struct gb_stop *fault)
 {
 	struct gb_jit_loc loc;
 	struct gb_jit_unwound u;
 	pid_t tid = eng_tid(e, i);
-	if (fault && gb_jit__locate(pt->j, r->rip, &loc) == 0 && loc.at_insn) {
+	bool at = fault && gb_jit__locate(pt->j, r->rip, &loc) == 0 && loc.at_insn;
+	if (at && loc.twin) { /* a counting twin's copy: its counts as it faulted */
+		if (gb_jit__unwind(pt->j, r, &pt->cur, &u))
+			return -EAGAIN;
+		patch_count_fault(pt, e, i, r, fault, pth(e, i)->k);
+		return gb_regs_set(tid, r) ? -ESRCH : 0;
+	}
+	if (at) {
 		for (unsigned k = 0; k < GB_REG_COUNT; k++)
 			if (loc.restore & (1u << k))
 				*gb_regs_field(r, k) = gb_jit__saved(pt->j, k);
@@ -307,7 +315,7 @@ static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *
 	struct gb_jit_loc loc;
 	bool sync = eng_sync_fault(st) && gb_jit__locate(pt->j, r.rip, &loc) == 0 && loc.at_insn;
 	uint64_t rip = r.rip;
-	int u = unwind(pt, e, i, &r, sync);
+	int u = unwind(pt, e, i, &r, sync ? st : NULL);
 	if (u == -ESRCH) {
 		eng_set_state(e, i, T_DYING);
 		return GB_TRAP_SWALLOW;
@@ -450,6 +458,7 @@ void patch_flush(struct patch_trap *pt, struct gb_engine *e)
 {
 	patch_drain(pt, e, true); /* (an exec: no other thread) */
 	collect_misses(pt, true);
+	patch_count_all(pt, e);
 	gb_guard_undo_clear(); /* the old image's bytes went with it */
 }
 
@@ -465,6 +474,8 @@ static void patch_exit(struct gb_trap *t, struct gb_engine *e, size_t i)
 		gb_probes__forget(pt->probes, eng_tid(e, i));
 	struct patch_thread *th = pth(e, i);
 	if (th->known && th->k < GB_JIT_TLS_COUNT && pt->area_of[th->k] == (ssize_t)i) {
+		if (pt->counting)
+			patch_count_area(pt, e, th->k); /* (before another thread has it) */
 		if (pt->cur_i == (ssize_t)i)
 			pt->cur_i = -1; /* (the next record is a marker) */
 		pt->area_of[th->k] = -1;
@@ -487,6 +498,10 @@ void patch_report(struct patch_trap *pt)
 		(unsigned long long)pt->handled, (unsigned long long)pt->records,
 		(unsigned long long)(pt->blocks + js.blocks),
 		(unsigned long long)(pt->tinsns + js.insns), pt->images);
+	if (pt->counting)
+		gb_info("trace: the patch trap: %llu instructions counted by the counting twins "
+			"after the budget (%llu twins)", (unsigned long long)pt->counted,
+			(unsigned long long)js.twins);
 	if (pt->misses)
 		gb_warn("trace: the patch trap: %llu in-range misses (targets not translated up front): "
 			"each missed stretch ran natively until the next entry, the trace is not exact "
@@ -508,6 +523,7 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 	gb_guard_test_point("end-begin");
 	if (!eng_live(e)) {
 		patch_drain(pt, e, true);
+		patch_count_all(pt, e);
 		pt->written = false;
 		patch_report(pt);
 		return;
@@ -523,7 +539,7 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 		pid_t tid = eng_tid(e, i);
 		if (eng_state(e, i) != T_STOPPED || gb_regs_get(tid, &r))
 			continue;
-		if (gb_jit__in_code(pt->j, r.rip) && unwind(pt, e, i, &r, false)) {
+		if (gb_jit__in_code(pt->j, r.rip) && unwind(pt, e, i, &r, NULL)) {
 			gb_err("trace: thread %d: cannot leave the code cache at 0x%llx", tid,
 			       (unsigned long long)r.rip);
 			continue;
@@ -533,6 +549,7 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 	/* What the end stepped through is the trace's too, up to --max-insns
 	 * (no thread in the cache now). */
 	patch_drain(pt, e, true);
+	patch_count_all(pt, e); /* (the threads unwound out of twins: counts taken back) */
 	ssize_t via = patch_gs_zero(e);
 	gb_guard_test_point("end-gs0");
 	e->t->zero_gs = true; /* (and a thread made since, at the detach) */

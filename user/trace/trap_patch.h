@@ -94,6 +94,10 @@ struct patch_trap {
 	unsigned nprobed;
 	uint64_t probe_hits;          /* entries through them (statistics) */
 	uint64_t probe_waits;         /* ... that found the lock held (stayed stopped) */
+	/* Counting after the budget (trap_patch_count.c): */
+	bool twins;                   /* the cache has counting twins */
+	bool counting;                /* its switch is on */
+	uint64_t counted;             /* instructions the twins counted (statistics) */
 };
 
 /* An area for a new thread: one an exited thread gave back, else the next
@@ -162,6 +166,20 @@ void patch_flush(struct patch_trap *pt, struct gb_engine *e);
 /* The entries' bytes in process pid: the patches, or with orig the
  * original bytes (trap_patch.c). */
 void patch_write(struct patch_trap *pt, pid_t pid, bool orig);
+/* trap_patch_count.c: counting after the budget (docs/trace.md
+ * "Counting after the budget").  At an idle: the switch turned on once the
+ * writer is full (no --max-insns), every area's counts added to the
+ * writer's.  Area k's counts added (a thread exiting: before the area is
+ * reused); every area's (an exec, the end).  A twin's instruction that
+ * faulted (thread i stopped at it, area k, after gb_jit__unwind): its exec
+ * and completed accesses counted. */
+void patch_count_idle(struct patch_trap *pt, struct gb_engine *e);
+void patch_count_area(struct patch_trap *pt, struct gb_engine *e, unsigned k);
+void patch_count_all(struct patch_trap *pt, struct gb_engine *e);
+struct user_regs_struct;
+void patch_count_fault(struct patch_trap *pt, struct gb_engine *e, size_t i,
+		       const struct user_regs_struct *r, const struct gb_stop *st, unsigned k);
+
 /* trap_patch_child.c: the child hook (fork, vfork). */
 void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, bool vfork);
 

@@ -1,0 +1,80 @@
+/* The patch trap's counting mode (docs/trace.md "Counting after the
+ * budget"): once the writer has written --max-events lines every further
+ * line is only counted, so the cache's counting twins (user/jit/twin.c)
+ * take over from the recording blocks: no lock, no record, the counts in
+ * each thread's area.  gebpf turns the switch on at an idle (never with
+ * --max-insns: its end must stay exact to the instruction), and adds what
+ * the areas counted to the writer's counts (gb_jsonl__count_more) at each
+ * idle, for a thread that exits (before its area is reused), before an
+ * exec drops the cache, and at the end.  A thread already in a recording
+ * stretch finishes it; its records are drained and counted as before. */
+#include <errno.h>
+#include <signal.h>
+#include <sys/user.h>
+
+#include "common/log.h"
+#include "decode/decode.h"
+#include "trace/cpu.h"
+#include "trace/engine_int.h"
+#include "trace/trap_patch.h"
+
+void patch_count_area(struct patch_trap *pt, struct gb_engine *e, unsigned k)
+{
+	struct gb_jit_counts c;
+	if (!pt->j || k >= GB_JIT_TLS_COUNT)
+		return;
+	gb_jit__count_take(pt->j, k, &c);
+	if (pt->area_of[k] == AREA_UNTRACED || !(c.insns | c.reads | c.writes))
+		return; /* (a vfork child's: untraced as under every trap) */
+	gb_jsonl__count_more(e->out, c.insns, c.reads, c.writes, e->vt);
+	e->vt += (uint64_t)c.insns;
+	pt->counted += (uint64_t)c.insns;
+}
+
+void patch_count_all(struct patch_trap *pt, struct gb_engine *e)
+{
+	if (!pt->j || !pt->counting)
+		return;
+	for (unsigned k = 0; k < pt->nareas; k++)
+		patch_count_area(pt, e, k);
+}
+
+void patch_count_idle(struct patch_trap *pt, struct gb_engine *e)
+{
+	if (!pt->j)
+		return;
+	if (!pt->counting && pt->twins && !e->o.max_insns && gb_jsonl__full(e->out)) {
+		pt->counting = true;
+		gb_jit__counting(pt->j, true);
+		gb_info("trace: the patch trap: the budget is full at vt %llu: counting from then "
+			"on, no records", (unsigned long long)e->vt);
+	}
+	patch_count_all(pt, e);
+}
+
+/* Thread i, stopped by a synchronous fault (st) of the instruction a twin
+ * ran at r->rip, was put at it (gb_jit__unwind took its counts back): its
+ * exec and the accesses it completed count, as the line of a recorded
+ * instruction that faults would (eng_fault_done). */
+void patch_count_fault(struct patch_trap *pt, struct gb_engine *e, size_t i,
+		       const struct user_regs_struct *r, const struct gb_stop *st, unsigned k)
+{
+	const struct gb_insn *gi = patch_fetch(pt, r->rip);
+	struct gb_access acc[GB_MAX_ACCESSES];
+	struct gb_cpu cpu;
+	int n = 0;
+	if (!gi)
+		return;
+	gb_cpu_from_regs(&cpu, r);
+	(void)i;
+	n = gb_insn_accesses(gi, &cpu, acc, GB_MAX_ACCESSES);
+	if (n < 0)
+		n = 0;
+	int d = eng_fault_done(gi->pc, gi->len, acc, n, st, gi->pc);
+	if (d < 0)
+		return; /* not the instruction's own: it did not run */
+	struct gb_jit_counts c = { 1, 0, 0 };
+	for (int a = 0; a < d; a++)
+		*(acc[a].write ? &c.writes : &c.reads) += 1;
+	gb_jit__count_add(pt->j, k, &c);
+}
