@@ -668,6 +668,7 @@ void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, bool translate
 	j->ntl = 0;
 	uint64_t *failed = NULL, *made = NULL;
 	size_t nfailed = 0, capfailed = 0, nmade = 0, capmade = 0;
+	bool deferred = false;
 	while (j->ntwant && !j->em.err) {
 		uint64_t pc = j->twant[--j->ntwant];
 		bool tried = false;
@@ -679,6 +680,14 @@ void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, bool translate
 		uint64_t t = twin_block(j, pc, fetch, ctx, translate, &f);
 		if (j->em.err)
 			break;
+		if (!t && !translate && f == TW_F_TOREC) {
+			/* its recording block is not translated yet: the pass
+			 * waits for one that may translate it (nothing of it
+			 * published; its work kept) */
+			deferred = true;
+			want(j, pc);
+			break;
+		}
 		int e = 0;
 		if (t && !(e = twin_put(j, pc, t, f | TW_F_NEW)) &&
 		    !(e = GB_GROW(&made, &capmade, nmade + 1)))
@@ -687,6 +696,15 @@ void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, bool translate
 			failed[nfailed++] = pc;
 		if (e)
 			j->em.err = -ENOMEM;
+	}
+	if (deferred) {
+		for (size_t k = 0; k < nmade; k++)
+			want(j, made[k]);
+		free(failed);
+		free(made);
+		j->ntl = 0;
+		forget_new(j);
+		return;
 	}
 	/* every jump of the new twins resolved: to a twin, or counted as a
 	 * miss */
