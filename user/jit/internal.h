@@ -149,6 +149,7 @@ struct gb_jit {
 	size_t nts_seen;                       /* ... looked at by a pass */
 	uint64_t *twant; size_t ntwant, twantcap; /* pcs wanted as twins (a pass's work) */
 	uint64_t cbase[GB_JIT_TLS_COUNT][3];   /* each area's counts harvested so far */
+	unsigned tset;                         /* the set the next twin counts in */
 };
 
 /* A twin's jump (its rel32 at src) to the twin of target, made in the same
@@ -232,14 +233,18 @@ _Static_assert(GB_JIT_MISS_LOG == 256, "the miss log's index is a byte (movzx)")
 #define T_BAIL  136  /* an acquire's way on without the lock once gebpf is
 		      * gone (the site's: its entry block again, or the
 		      * original code after a system call), or 0: wait on */
-/* Counting mode (twin.c): the thread's counts (only its own twins add to
- * them; gebpf harvests the differences), a register's save in a twin's
+/* Counting mode (twin.c): the thread's counts, in NS_CSETS sets (only its
+ * own twins add to them; gebpf harvests the differences of their sums):
+ * consecutive blocks, and the copies of a block that loops to itself, add
+ * to different sets, so that no one counter's chain of read-modify-writes
+ * through memory holds a tight loop up; a register's save in a twin's
  * flag-free head, and an acquire site's jump to its twin. */
-#define T_CINS 144   /* instructions */
-#define T_CRD  152   /* reads */
-#define T_CWR  160   /* writes */
-#define T_TWS  168   /* rax in a twin head's flag-free adds */
-#define T_TWJ  176   /* the twin an acquire site jumps to */
+#define T_CSET(s) (144 + 24 * (s))   /* instructions, reads, writes */
+#define NS_CSETS  3
+#define T_TWS  216   /* rax in a twin head's flag-free adds */
+#define T_TWJ  224   /* the twin an acquire site jumps to */
+#define T_EXIT 232   /* the last target a twin's lookup left the range for */
+_Static_assert(T_CSET(NS_CSETS) <= T_TWS && T_EXIT + 8 <= GB_JIT_TLS_SIZE, "the area's room");
 /* A stretch marker's ring word: instruction ids are below it. */
 #define NS_MARK   0x8000000000000000ull
 #define NS_MARK_K 0xffffull

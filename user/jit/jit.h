@@ -400,6 +400,7 @@ struct gb_jit_stats {
 	uint64_t owner_checks;   /* entry blocks with the owner check (owner.c) */
 	uint64_t twins;          /* counting twins made (twin.c) */
 	uint64_t twin_full;      /* twin passes that ran out of room */
+	uint64_t exits_learned;  /* gb_jit__learn_exits */
 };
 
 /* Counting mode (twin.c, twin_unwind.c; docs/trace.md "Counting after the
@@ -416,6 +417,12 @@ uint64_t gb_jit__twin(const struct gb_jit *j, uint64_t pc);
  * it instead of taking the lock; a thread in a recording stretch finishes
  * it as before. */
 void gb_jit__counting(struct gb_jit *j, bool on);
+/* The targets out of the range that the twins of areas 0..nareas-1 last
+ * left for (a ret to a caller) become keys of the lookup table (into free
+ * home slots only), so the next lookups of them are hits: no flags saved,
+ * no bounds compared.  Made while the program runs (nothing of it is
+ * reachable before its key).  How many. */
+unsigned gb_jit__learn_exits(struct gb_jit *j, unsigned nareas);
 bool gb_jit__is_counting(const struct gb_jit *j);
 /* What the twins counted: instructions, reads, writes (a difference may be
  * negative: counts taken back by gb_jit__unwind after they were taken). */

@@ -23,10 +23,9 @@ bool gb_jit__is_counting(const struct gb_jit *j)
 	return j->o.nostop && __atomic_load_n(j->m.data + NS_COUNT, __ATOMIC_ACQUIRE);
 }
 
-static uint64_t *cnt(struct gb_jit *j, unsigned k, unsigned c)
+static uint64_t *cnt(struct gb_jit *j, unsigned k, unsigned set, unsigned c)
 {
-	static const size_t slot[3] = { T_CINS, T_CRD, T_CWR };
-	return (uint64_t *)(j->m.data + NS_TLS + (size_t)k * GB_JIT_TLS_SIZE + slot[c]);
+	return (uint64_t *)(j->m.data + NS_TLS + (size_t)k * GB_JIT_TLS_SIZE + T_CSET(set) + 8 * c);
 }
 
 void gb_jit__count_take(struct gb_jit *j, unsigned k, struct gb_jit_counts *out)
@@ -34,7 +33,9 @@ void gb_jit__count_take(struct gb_jit *j, unsigned k, struct gb_jit_counts *out)
 	int64_t d[3] = { 0 };
 	if (j->o.nostop && k < GB_JIT_TLS_COUNT)
 		for (unsigned c = 0; c < 3; c++) {
-			uint64_t v = __atomic_load_n(cnt(j, k, c), __ATOMIC_ACQUIRE);
+			uint64_t v = 0;
+			for (unsigned s = 0; s < NS_CSETS; s++)
+				v += __atomic_load_n(cnt(j, k, s, c), __ATOMIC_ACQUIRE);
 			d[c] = (int64_t)(v - j->cbase[k][c]);
 			j->cbase[k][c] = v;
 		}
@@ -45,15 +46,16 @@ void gb_jit__count_add(struct gb_jit *j, unsigned k, const struct gb_jit_counts 
 {
 	if (!j->o.nostop || k >= GB_JIT_TLS_COUNT)
 		return;
-	*cnt(j, k, 0) += (uint64_t)c->insns;
-	*cnt(j, k, 1) += (uint64_t)c->reads;
-	*cnt(j, k, 2) += (uint64_t)c->writes;
+	*cnt(j, k, 0, 0) += (uint64_t)c->insns;
+	*cnt(j, k, 0, 1) += (uint64_t)c->reads;
+	*cnt(j, k, 0, 2) += (uint64_t)c->writes;
 }
 
 void ns_count_area_new(struct gb_jit *j, unsigned k)
 {
 	for (unsigned c = 0; c < 3; c++) {
-		*cnt(j, k, c) = 0;
+		for (unsigned s = 0; s < NS_CSETS; s++)
+			*cnt(j, k, s, c) = 0;
 		j->cbase[k][c] = 0;
 	}
 }
@@ -78,11 +80,11 @@ static uint64_t aslot(const uint8_t *area, size_t off)
 	return v;
 }
 
+/* (any set: the harvest sums them) */
 static void take_back(uint8_t *area, unsigned c, uint64_t n)
 {
-	static const size_t slot[3] = { T_CINS, T_CRD, T_CWR };
-	uint64_t v = aslot(area, slot[c]) - n;
-	memcpy(area + slot[c], &v, 8);
+	uint64_t v = aslot(area, T_CSET(0) + 8 * c) - n;
+	memcpy(area + T_CSET(0) + 8 * c, &v, 8);
 }
 
 static void flags_from(struct user_regs_struct *r, const uint8_t *area)

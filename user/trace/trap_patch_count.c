@@ -50,6 +50,8 @@ void patch_count_idle(struct patch_trap *pt, struct gb_engine *e)
 			"on, no records", (unsigned long long)e->vt);
 	}
 	patch_count_all(pt, e);
+	if (pt->counting)
+		gb_jit__learn_exits(pt->j, pt->nareas);
 }
 
 /* Thread i, stopped by a synchronous fault (st) of the instruction a twin
