@@ -27,9 +27,9 @@ default budget of 1,000,000 lines is full long before).  Rows, medians over
   ratio traced/native, target >= 0.80 (per CPU second; the wall ratio is
   printed beside it).
 
-Exactness: `budgetjob THREADS -CALLS` (a fixed number of calls) traced with
-the default budget has the summary counts (insns, mem, events; dropped =
-events - budget) of the same run with --max-events 0; a mismatch is a
+Exactness: `budgetjob THREADS -CALLS` (a fixed number of calls) traced into
+a recording with the default budget has the counts of its meta.json (insns,
+read, write, events) of the same run with --max-events 0; a mismatch is a
 WARNING (exit 1).  The Go program's counts are printed (against the ones its
 code implies) for both, not checked: the recording path loses a few records
 of it with or without the budget (docs/benchmarks.md).  Needs root.
@@ -66,12 +66,6 @@ def run(cmd, env=None, verbose=False):
     return calls / wall, calls / cpu if cpu > 0 else 0.0, p.stderr
 
 
-def summary(path):
-    with open(path, "rb") as f:
-        f.seek(max(0, os.path.getsize(path) - 4096))
-        return json.loads(f.read().decode().strip().split("\n")[-1])
-
-
 def build_go(tmp):
     if not shutil.which("go"):
         return None
@@ -91,11 +85,11 @@ def main():
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--skip", type=float, default=1.0)
     ap.add_argument("--threads", type=int, default=4)
-    ap.add_argument("--calls", type=int, default=300000, help="per thread, the exactness runs")
+    ap.add_argument("--calls", type=int, default=100000, help="per thread, the exactness runs")
     ap.add_argument("--no-go", action="store_true")
     a = ap.parse_args()
     if a.quick:
-        a.reps, a.seconds, a.calls = 1, 2.0, 50000
+        a.reps, a.seconds, a.calls = 1, 2.0, 20000
     if os.geteuid() != 0:
         print("bench_budget: skipped: needs root (ptrace, uprobes)")
         return 0
@@ -141,28 +135,33 @@ def main():
                 if kind == "traced":
                     line += " %8s %s" % (">=%.2f" % TARGET, verdict(c / nc, TARGET, True))
                 print(line)
-        # exactness: the deterministic C run, its counts with and without the budget
+        # exactness: the deterministic runs, their counts with and without the
+        # budget (a recording's meta.json: its trace is zstd)
         for name, exe, rng in jobs:
             fixed = [exe, str(a.threads), "-%d" % a.calls]
             got = {}
             for me in ("0", None):
-                cmd = [GEBPF, "trace", "--range", rng, "-o", out]
+                rec = os.path.join(tmp, "rec-%s-%s" % (name, me or "default"))
+                cmd = [GEBPF, "trace", "--range", rng, "--out", rec]
                 cmd += ["--max-events", me] if me else []
-                p = subprocess.run(cmd + ["--"] + fixed, capture_output=True, text=True, timeout=600)
+                if a.verbose:
+                    print("  $ " + " ".join(cmd + ["--"] + fixed), file=sys.stderr, flush=True)
+                p = subprocess.run(cmd + ["--"] + fixed, capture_output=True, text=True, timeout=900)
                 if p.returncode:
                     raise SystemExit("bench_budget: %s: %s" % (" ".join(cmd), p.stderr[-300:]))
-                got[me] = summary(out)
+                with open(os.path.join(rec, "meta.json")) as f:
+                    got[me] = json.load(f)["trace"]
+                shutil.rmtree(rec)
             s0, s1 = got["0"], got[None]
-            same = all(s0[k] == s1[k] for k in ("insns", "mem", "events"))
-            budget = s1["events"] - s1["dropped"]
+            same = all(s0[k] == s1[k] for k in ("insns", "read", "write", "events"))
             per = {"C": (100, 17), "Go": (151, 33)}[name]  # (instructions, accesses) a call
             want = (per[0] * a.threads * a.calls, per[1] * a.threads * a.calls)
             print("%-4s exact: --max-events 0: insns %d mem %d events %d; default budget: insns %d "
-                  "mem %d events %d dropped %d (%d written); the code's: insns %d mem %d: %s"
-                  % (name, s0["insns"], s0["mem"], s0["events"], s1["insns"], s1["mem"],
-                     s1["events"], s1["dropped"], budget, want[0], want[1],
+                  "mem %d events %d dropped %d; the code's: insns %d mem %d: %s"
+                  % (name, s0["insns"], s0["read"] + s0["write"], s0["events"], s1["insns"],
+                     s1["read"] + s1["write"], s1["events"], s1["dropped"], want[0], want[1],
                      "same" if same else "DIFFERENT"))
-            if name == "C" and (not same or (s0["insns"], s0["mem"]) != want):
+            if name == "C" and (not same or (s0["insns"], s0["read"] + s0["write"]) != want):
                 warn.append("C: the counts after the budget are not those of --max-events 0")
     return finish(warn)
 
