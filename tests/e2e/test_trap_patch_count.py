@@ -70,3 +70,23 @@ def test_no_counting_mode_with_max_insns(tmp_path):
     r = traced(tmp_path, "mi", "--max-events", "100", "--max-insns", "30000")
     assert not COUNTING.search(r.stderr), r.stderr
     assert summary_of(tmp_path / "mi.jsonl.zst")["insns"] == 30000
+
+
+@pytest.mark.parametrize("case", ["segv", "fpe", "push", "ill"])
+def test_faults_in_twins_count_as_recorded(tmp_path, case):
+    """sync_sigs: an instruction of the range faults every round, its
+    handler repairs it and it runs again.  Past the budget the twins run
+    it: the faulting instruction counts with the accesses it completed
+    (fpe and push: the read before the fault), the rest of its block is
+    taken back (segv, fpe, push; ill: ud2 is left to the recording block),
+    so the counts are those of --max-events 0."""
+    got = {}
+    for me in ("0", "10"):
+        out = tmp_path / ("s%s.jsonl" % me)
+        r = run_gebpf(["trace", "-v", "--trap", "patch", "--max-events", me, "--range", "sf_" + case,
+                       "-o", out, "--", prog_path("sync_sigs"), case, 2000], timeout=300)
+        assert r.returncode == 0, r.stderr
+        got[me] = (summary_of(out), r.stderr)
+    assert COUNTING.search(got["10"][1]), got["10"][1][-2000:]
+    for k in ("insns", "mem", "events"):
+        assert got["10"][0][k] == got["0"][0][k], (k, got["0"][0], got["10"][0])
