@@ -32,7 +32,11 @@
 
 static uint64_t *tbl_view(const struct gb_jit *j) { return (uint64_t *)(j->m.code + (j->tbl - j->m.code_addr)); }
 
-void ns_table_clear(struct gb_jit *j) { memset(tbl_view(j), 0, NS_TBL_BYTES); }
+void ns_table_clear(struct gb_jit *j)
+{
+	memset(tbl_view(j), 0, NS_TBL_BYTES);
+	memset(ns_twcol(j), 0, NS_TBL_ENTRIES * 8);
+}
 
 void ns_table_put(struct gb_jit *j, uint64_t pc, uint64_t blk)
 {
@@ -47,7 +51,7 @@ void ns_table_put(struct gb_jit *j, uint64_t pc, uint64_t blk)
 	if (t[i] && t[i] != -pc)
 		i = home;
 	t[NS_TBL_ENTRIES + i] = blk;
-	t[2 * NS_TBL_ENTRIES + i] = ns_twin_pub(j, pc); /* (twin.c; 0: none yet) */
+	ns_twcol(j)[i] = ns_twin_pub(j, pc); /* (twin.c; 0: none yet) */
 	__atomic_store_n(&t[i], -pc, __ATOMIC_RELEASE); /* after its target */
 }
 
@@ -141,7 +145,7 @@ void ns_probe_chain(struct gb_jit *j, uint64_t hit, int32_t col)
 	rel8_to(m, to_found, m->used);
 	load_tbl(m, GB_REG_RCX, col);
 	size_t to_none3 = 0;
-	if (col == NS_TBL_TWIN) { /* a block whose twin is not made yet */
+	if (col != (int32_t)(NS_TBL_ENTRIES * 8)) { /* twins: a block whose twin is not made yet */
 		gb_emit_jrcxz(m, gb_emit_here(m) + 2);
 		to_none3 = m->used;
 	}

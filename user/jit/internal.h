@@ -150,6 +150,9 @@ struct gb_jit {
 	uint64_t *twant; size_t ntwant, twantcap; /* pcs wanted as twins (a pass's work) */
 	uint64_t cbase[GB_JIT_TLS_COUNT][3];   /* each area's counts harvested so far */
 	unsigned tset;                         /* the set the next twin counts in */
+	bool tw_auto;                          /* twins made with each translation
+						* (after the first gb_jit__twins: a
+						* set-up translates its blocks first) */
 };
 
 /* A twin's jump (its rel32 at src) to the twin of target, made in the same
@@ -212,6 +215,10 @@ _Static_assert(GB_JIT_MISS_LOG == 256, "the miss log's index is a byte (movzx)")
  * its taker is gone; whoever serves it serves the next). */
 #define NS_TSLOTS    65536u   /* the index is the ticket's low 16 bits (movzx) */
 #define NS_TSLOT     (NS_MISSLOG - NS_TSLOTS * 4)
+/* ... below them the lookup table's twin column (twin.c: the counting twin
+ * of each slot's block, 0 none), read as the table's other columns are,
+ * [rax*8 + disp32] (ns_twcol_disp), and the ring below it. */
+#define NS_TWCOL     (NS_TSLOT - NS_TBL_ENTRIES * 8)
 /* ... and one area's slots. */
 #define T_RAX  0
 #define T_RCX  8
@@ -248,12 +255,11 @@ _Static_assert(T_CSET(NS_CSETS) <= T_TWS && T_EXIT + 8 <= GB_JIT_TLS_SIZE, "the 
 /* A stretch marker's ring word: instruction ids are below it. */
 #define NS_MARK   0x8000000000000000ull
 #define NS_MARK_K 0xffffull
-/* The lookup table: 64 Ki entries, negated keys, then targets, then the
- * targets' counting twins (twin.c; 0 none), 512 KiB-aligned at the top of
- * the code region. */
+/* The lookup table: 64 Ki entries, negated keys then targets, 512 KiB-aligned
+ * at the top of the code region (the twins' column: NS_TWCOL, in the data
+ * part). */
 #define NS_TBL_ENTRIES 65536u
-#define NS_TBL_BYTES   (3 * NS_TBL_ENTRIES * 8)
-#define NS_TBL_TWIN    (2 * NS_TBL_ENTRIES * 8)   /* the twin column's offset */
+#define NS_TBL_BYTES   (2 * NS_TBL_ENTRIES * 8)
 /* A block whose home slot (the low 16 bits) is taken goes in one of the
  * next NS_TBL_PROBES slots, where a lookup's miss path looks (ibl.c). */
 #define NS_TBL_PROBES  7u
@@ -379,9 +385,16 @@ void ns_count_area_new(struct gb_jit *j, unsigned k);
 struct gb_jit_misses;
 void ns_twin_misses(struct gb_jit *j, struct gb_jit_misses *out, bool clear);
 /* probe chain of the lookup's miss path (ibl.c), from column col
- * (NS_TBL_ENTRIES * 8: targets, NS_TBL_TWIN: twins; a 0 there is not
+ * (NS_TBL_ENTRIES * 8: targets, ns_twcol_disp: twins, where a 0 is not
  * found). */
 void ns_probe_chain(struct gb_jit *j, uint64_t hit, int32_t col);
+/* The twin column's displacement from the table (a lookup's [rax*8 + d]),
+ * and gebpf's view of it. */
+static inline int32_t ns_twcol_disp(const struct gb_jit *j)
+{
+	return (int32_t)(int64_t)(j->m.data_addr + NS_TWCOL - j->tbl);
+}
+static inline uint64_t *ns_twcol(const struct gb_jit *j) { return (uint64_t *)(j->m.data + NS_TWCOL); }
 void ns_push_ret(struct gb_emit *m, uint64_t ret);
 
 /* ring.c: the slow path (copied after the lock routines), and a block

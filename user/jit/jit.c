@@ -60,9 +60,9 @@ struct gb_jit *gb_jit__new_opts(const struct gb_jit_mem *m, uint64_t start, uint
 	j->ring_bytes = GB_JIT_RING_SIZE;
 	if (o->nostop) {
 		uint64_t top = m->code_addr + GB_JIT_CODE_SIZE - NS_TBL_BYTES;
-		j->tbl = top & ~(uint64_t)(NS_TBL_ENTRIES * 8 - 1); /* (tbl/8: low 16 bits 0) */
+		j->tbl = top & ~(uint64_t)(NS_TBL_BYTES / 2 - 1);
 		j->em.size = j->tbl - m->code_addr;
-		j->ring_bytes = NS_TSLOT - RING;
+		j->ring_bytes = NS_TWCOL - RING;
 		if (!j->o.ring_timeout_ms)
 			j->o.ring_timeout_ms = 1000;
 	}
@@ -530,11 +530,14 @@ int gb_jit__translate_from(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch,
 				more = true;
 	}
 	int e = j->em.err;
-	/* counting twins (twin.c): without room for them the trace only
-	 * counts slower after its budget (the recording blocks count) */
-	ns_twins(j, fetch, ctx, true);
-	j->stats.twin_full += j->em.err == -ENOSPC;
-	j->em.err = 0;
+	/* counting twins (twin.c), once the first gb_jit__twins made them:
+	 * without room for them the trace only counts slower after its budget
+	 * (the recording blocks count) */
+	if (j->tw_auto) {
+		ns_twins(j, fetch, ctx, true);
+		j->stats.twin_full += j->em.err == -ENOSPC;
+		j->em.err = 0;
+	}
 	return e;
 }
 
@@ -567,7 +570,7 @@ uint64_t gb_jit__entry(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	uint64_t at = blk ? ns_entry_block(j, pc, blk, fetch, ctx) : 0;
 	/* its twin (twin.c): made and published with nothing translated for
 	 * the recording blocks (other threads may be running in them) */
-	if (at && !j->em.err) {
+	if (at && !j->em.err && j->tw_auto) {
 		ns_twins(j, fetch, ctx, false);
 		j->em.err = 0;
 	}

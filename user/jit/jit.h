@@ -406,8 +406,9 @@ struct gb_jit_stats {
 /* Counting mode (twin.c, twin_unwind.c; docs/trace.md "Counting after the
  * budget"), with gb_jit_opts.twins.  gb_jit__twins: the twin of every
  * block (and of every acquire site's pc) that has none, made, linked and
- * published (gb_jit__translate_from makes them too): 0, or -ENOSPC (the
- * blocks without one keep recording).  Call it as gb_jit__translate_from
+ * published, and from then on gb_jit__translate_from and gb_jit__entry make
+ * them too (a set-up translates its blocks first, so twins never take the
+ * room they need): 0, or -ENOSPC (the blocks without one keep recording).  Call it as gb_jit__translate_from
  * (the lock held, or no thread in the range).  gb_jit__twin: pc's twin
  * (0: none, or its first instruction is left to the recording block). */
 int gb_jit__twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx);

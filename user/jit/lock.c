@@ -24,14 +24,14 @@ void ns_routines(struct gb_jit *j)
 }
 
 /* Counting mode (twin.c, docs/trace.md "Counting after the budget"): an
- * acquire site whose twin word holds the twin of pc goes there instead of
- * taking the lock, flag-free (rax and rcx saved in the area already; rcx
- * back from there, rax untouched):
+ * acquire site jumps through its twin word, which holds the twin of pc once
+ * the twin pass has published it and until then the site's own way on
+ * (lock, below): flag-free, rax and rcx saved in the area already (rcx back
+ * from there, rax untouched):
  *
  *   movzx ecx, byte [NS_COUNT] ; jrcxz lock
- *   mov rcx, [rip+word] ; jrcxz lock           (0: no twin published)
- *   mov gs:[T_TWJ], rcx ; mov rcx, gs:[T_RCX] ; jmp gs:[T_TWJ]
- *   (padding) word: .quad 0                     (8-aligned: stored whole)
+ *   mov rcx, gs:[T_RCX] ; jmp qword [rip+word]
+ *   (padding) word: .quad lock                  (8-aligned: stored whole)
  *   lock: ...
  *
  * A stop anywhere in it is before the site's point of no return: unwind.c
@@ -39,8 +39,7 @@ void ns_routines(struct gb_jit *j)
 static void twin_check(struct gb_jit *j, uint64_t pc)
 {
 	struct gb_emit *m = &j->em;
-	static const uint8_t MOV_RCX_RIP[] = { 0x48, 0x8b, 0x0d };
-	size_t j1, j2;
+	static const uint8_t JMP_RIP[] = { 0xff, 0x25 };
 	int64_t d = (int64_t)(daddr(j, NS_COUNT) - (gb_emit_here(m) + 7));
 	uint8_t mz[7] = { 0x0f, 0xb6, 0x0d };
 	int32_t d32 = (int32_t)d;
@@ -50,31 +49,28 @@ static void twin_check(struct gb_jit *j, uint64_t pc)
 	}
 	memcpy(mz + 3, &d32, 4);
 	gb_emit_raw(m, mz, sizeof(mz));
-	j1 = m->used;
+	size_t j1 = m->used;
 	gb_emit_jrcxz(m, gb_emit_here(m) + 2);
-	size_t ld = m->used;
-	gb_emit_raw(m, MOV_RCX_RIP, sizeof(MOV_RCX_RIP));
-	gb_emit_raw(m, (const uint8_t[4]){ 0 }, 4);
-	j2 = m->used;
-	gb_emit_jrcxz(m, gb_emit_here(m) + 2);
-	gb_emit_tls_store(m, T_TWJ, GB_REG_RCX);
 	gb_emit_tls_load(m, GB_REG_RCX, T_RCX);
-	gb_emit_tls_jmp(m, T_TWJ);
+	size_t jw = m->used;
+	gb_emit_raw(m, JMP_RIP, sizeof(JMP_RIP));
+	gb_emit_raw(m, (const uint8_t[4]){ 0 }, 4);
 	while (!m->err && m->used % 8)
 		gb_emit_raw(m, (const uint8_t[1]){ 0xcc }, 1);
 	size_t word = m->used;
 	gb_emit_raw(m, (const uint8_t[8]){ 0 }, 8);
 	if (m->err)
 		return;
-	int32_t rel = (int32_t)(word - (ld + 7));
-	memcpy(m->buf + ld + 3, &rel, 4);
+	int32_t rel = (int32_t)(word - (jw + 6));
+	memcpy(m->buf + jw + 2, &rel, 4);
 	size_t lock = m->used;
+	uint64_t at = gb_emit_here(m);
+	memcpy(m->buf + word, &at, 8);
 	if (lock - (j1 + 2) > 127) {
 		m->err = -EINVAL;
 		return;
 	}
 	m->buf[j1 + 1] = (uint8_t)(lock - (j1 + 2));
-	m->buf[j2 + 1] = (uint8_t)(lock - (j2 + 2));
 	ns_twin_slot(j, pc, (uint32_t)word);
 }
 

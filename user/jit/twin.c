@@ -45,6 +45,14 @@
 #include "jit/internal.h"
 #include "jit/twin.h"
 
+/* Twins are made while the code region is less full than this (percent):
+ * the rest is kept for the recording blocks, which a trace cannot do
+ * without (a range of 8,000 10-byte instructions, each translated as a
+ * block of up to 16: tests/progs/pt_slot, 6.5 of its 7 MiB) made later
+ * (a missed target, a re-entry), and a set-up makes its twins after its
+ * blocks (gb_jit__twins). */
+#define TW_ROOM_PCT 85
+
 /* --- the pc -> twin map (open addressing, key 0 empty) --- */
 
 static size_t tslot(const struct gb_jit *j, uint64_t pc)
@@ -377,8 +385,9 @@ static void lookup(struct gb_jit *j, const struct gb_insn *gi, struct unit *u)
 	static const uint8_t LEA_RCX_RCX_RDX[] = { 0x48, 0x8d, 0x0c, 0x11 };
 	static const uint8_t CMP_RCX_RDX[] = { 0x48, 0x39, 0xd1 };
 	static const uint8_t LOAD_KEY[] = { 0x48, 0x8b, 0x14, 0xc5, 0, 0, 0, 0 };  /* mov rdx, [rax*8] */
-	static const uint8_t LOAD_TWIN[] = { 0x48, 0x8b, 0x0c, 0xc5, 0, 0, 0x10, 0 }; /* mov rcx, [rax*8+1 MiB] */
-	_Static_assert(NS_TBL_TWIN == 0x100000, "the twin column's displacement");
+	uint8_t LOAD_TWIN[8] = { 0x48, 0x8b, 0x0c, 0xc5 }; /* mov rcx, [rax*8 + the twin column] */
+	int32_t twd = ns_twcol_disp(j);
+	memcpy(LOAD_TWIN + 4, &twd, 4);
 	struct gb_emit *m = &j->em;
 	bool ret = gi->zi.mnemonic == ZYDIS_MNEMONIC_RET, call = gi->zi.mnemonic == ZYDIS_MNEMONIC_CALL;
 	uint64_t next = gi->pc + gi->len;
@@ -421,7 +430,7 @@ static void lookup(struct gb_jit *j, const struct gb_insn *gi, struct unit *u)
 	gb_emit_raw(m, SAVE_FLAGS, sizeof(SAVE_FLAGS));
 	gb_emit_tls_store(m, T_FLG, GB_REG_RAX);
 	u->o_flg = (uint32_t)m->used;
-	ns_probe_chain(j, hit2, NS_TBL_TWIN);
+	ns_probe_chain(j, hit2, twd);
 	gb_emit_tls_load(m, GB_REG_RCX, T_TGT);
 	gb_emit_mov_imm64(m, GB_REG_RDX, j->start);
 	gb_emit_raw(m, CMP_RCX_RDX, sizeof(CMP_RCX_RDX));
@@ -648,7 +657,7 @@ static void table_twin(struct gb_jit *j, uint64_t pc, uint64_t twin)
 	size_t i = pc & (NS_TBL_ENTRIES - 1);
 	for (unsigned k = 0; k <= NS_TBL_PROBES; k++, i = (i + 1) & (NS_TBL_ENTRIES - 1))
 		if (t[i] == -pc) {
-			__atomic_store_n(&t[2 * NS_TBL_ENTRIES + i], twin, __ATOMIC_RELEASE);
+			__atomic_store_n(&ns_twcol(j)[i], twin, __ATOMIC_RELEASE);
 			return;
 		}
 }
@@ -702,6 +711,14 @@ void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, bool translate
 			tried |= failed[k] == pc;
 		if (tried || twin_of(j, pc, NULL))
 			continue;
+		if (j->em.used > j->em.size / 100 * TW_ROOM_PCT) {
+			/* the rest of the code region is the recording blocks':
+			 * these keep recording (nothing of the pass published) */
+			deferred = true;
+			want(j, pc);
+			j->stats.twin_full++;
+			break;
+		}
 		uint8_t f = 0;
 		uint64_t t = twin_block(j, pc, fetch, ctx, translate, &f);
 		if (j->em.err)
@@ -760,7 +777,7 @@ void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, bool translate
 	for (size_t k = 0; (nmade || sites) && k < j->nts; k++) {
 		uint64_t *w = (uint64_t *)(j->m.code + j->ts[k].off);
 		uint64_t t = gb_jit__twin(j, j->ts[k].pc);
-		if (t && !*w)
+		if (t && *w == j->m.code_addr + j->ts[k].off + 8) /* (still its own way on) */
 			__atomic_store_n(w, t, __ATOMIC_RELEASE);
 	}
 }
@@ -795,7 +812,7 @@ unsigned gb_jit__learn_exits(struct gb_jit *j, unsigned nareas)
 			break;
 		}
 		t[NS_TBL_ENTRIES + i] = at;
-		t[2 * NS_TBL_ENTRIES + i] = pc;
+		ns_twcol(j)[i] = pc;
 		__atomic_store_n(&t[i], -pc, __ATOMIC_RELEASE); /* (after its columns) */
 		n++;
 	}
@@ -805,6 +822,7 @@ unsigned gb_jit__learn_exits(struct gb_jit *j, unsigned nareas)
 
 int gb_jit__twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx)
 {
+	j->tw_auto = j->o.twins;
 	ns_twins(j, fetch, ctx, true);
 	int e = j->em.err;
 	j->em.err = 0;

@@ -228,6 +228,11 @@ static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, ui
 		why = "the code cache is full";
 	if (!why && !pt->npatched)
 		why = "no entry can be patched";
+	/* the counting twins (docs/trace.md "Counting after the budget"),
+	 * after every block: a range that fills the cache keeps recording */
+	if (!why && pt->twins && gb_jit__twins(pt->j, patch_fetch, pt))
+		gb_info("patch trap: no room for every counting twin: the rest of its blocks record "
+			"after the budget too");
 	if (!why && nref && patch_probe_attach(pt, path, lo, hi, bias, ev, nref))
 		why = "its other entries cannot keep a uprobe";
 out:
