@@ -10,8 +10,9 @@ hash: 100 instructions and 17 accesses a call) and, when Debian's golang-go
 is installed, the same in Go, bench/budgetgo.go, built here (GOMAXPROCS
 THREADS goroutines calling `main.hot`: 151 and 33; Go
 preempts them with SIGURG every 10 ms, which lands in the cache).  Each runs
-SECONDS (default 3) and counts the calls made after SKIP (default 1: the
-default budget of 1,000,000 lines is full long before).  Rows, medians over
+SECONDS (default 4) and counts the calls made after SKIP (default 2: the
+default budget of 1,000,000 lines is full long before; a traced run whose -v
+does not say the counting mode came on is said and not counted).  Rows, medians over
 --reps interleaved rounds:
 
   native      the calls per second untraced, per wall second and per CPU
@@ -82,14 +83,14 @@ def build_go(tmp):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_common_args(ap, 5, "1 round of 2 s (a smoke run)")
-    ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--skip", type=float, default=1.0)
+    ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--skip", type=float, default=2.0)
     ap.add_argument("--threads", type=int, default=4)
-    ap.add_argument("--calls", type=int, default=100000, help="per thread, the exactness runs")
+    ap.add_argument("--calls", type=int, default=20000, help="per thread, the exactness runs")
     ap.add_argument("--no-go", action="store_true")
     a = ap.parse_args()
     if a.quick:
-        a.reps, a.seconds, a.calls = 1, 2.0, 20000
+        a.reps, a.seconds, a.skip, a.calls = 1, 2.5, 1.5, 10000
     if os.geteuid() != 0:
         print("bench_budget: skipped: needs root (ptrace, uprobes)")
         return 0
@@ -109,10 +110,11 @@ def main():
                 n = run([exe] + args, verbose=a.verbose)
                 t = run([GEBPF, "trace", "-v", "--range", rng, "-o", out, "--", exe] + args,
                         verbose=a.verbose)
-                if "counting from then on" not in t[2] or "counted by the counting twins" not in t[2]:
-                    warn.append("%s: the counting mode did not come on: %s" % (name, t[2][-300:]))
                 rows.setdefault(name, {"native": [], "traced": []})
                 rows[name]["native"].append(n[:2])
+                if "counting from then on" not in t[2] or "counted by the counting twins" not in t[2]:
+                    print("   %s: the budget was not full before the end: not counted" % name)
+                    continue
                 rows[name]["traced"].append(t[:2])
         for name, exe, rng in jobs:
             env = dict(os.environ, GEBPF_PATCH_NOCOUNT="1")
@@ -129,8 +131,11 @@ def main():
             nw, nc = med([x[0] for x in rows[name]["native"]]), med([x[1] for x in rows[name]["native"]])
             print("%-4s %-10s %14.2f %14.2f" % (name, "native", nw / 1e6, nc / 1e6))
             for kind in ("traced", "recording"):
+                if not rows[name][kind]:
+                    warn.append("%s: no traced run reached its budget" % name)
+                    continue
                 w, c = med([x[0] for x in rows[name][kind]]), med([x[1] for x in rows[name][kind]])
-                line = "%-4s %-10s %14.2f %14.2f %10.3f %10.3f" % (name, kind, w / 1e6, c / 1e6, w / nw,
+                line = "%-4s %-10s %14.4f %14.4f %10.4f %10.4f" % (name, kind, w / 1e6, c / 1e6, w / nw,
                                                                   c / nc)
                 if kind == "traced":
                     line += " %8s %s" % (">=%.2f" % TARGET, verdict(c / nc, TARGET, True))
@@ -149,6 +154,9 @@ def main():
                 p = subprocess.run(cmd + ["--"] + fixed, capture_output=True, text=True, timeout=900)
                 if p.returncode:
                     raise SystemExit("bench_budget: %s: %s" % (" ".join(cmd), p.stderr[-300:]))
+                for x in p.stderr.splitlines():
+                    if "ring dropped" in x:
+                        print("   %s: %s" % (name, x))
                 with open(os.path.join(rec, "meta.json")) as f:
                     got[me] = json.load(f)["trace"]
                 shutil.rmtree(rec)

@@ -157,7 +157,7 @@ static void drain(struct patch_trap *pt, struct gb_engine *e) { patch_drain(pt, 
  * lock taken (within PATCH_LOCK_US; held: again at the next idle), no
  * thread recording then;
  * at the end (held: every thread stopped, out of the cache) only counted. */
-static void collect_misses(struct patch_trap *pt, bool held)
+void patch_collect_misses(struct patch_trap *pt, bool held)
 {
 	static struct gb_jit_misses m;
 	if (!pt->j)
@@ -180,7 +180,7 @@ static void collect_misses(struct patch_trap *pt, bool held)
 static void patch_idle(struct gb_trap *t, struct gb_engine *e)
 {
 	drain(PT(t), e);
-	collect_misses(PT(t), false);
+	patch_collect_misses(PT(t), false);
 	patch_count_idle(PT(t), e); /* (trap_patch_count.c) */
 }
 
@@ -457,7 +457,7 @@ static void patch_start(struct gb_trap *t, struct gb_engine *e)
 void patch_flush(struct patch_trap *pt, struct gb_engine *e)
 {
 	patch_drain(pt, e, true); /* (an exec: no other thread) */
-	collect_misses(pt, true);
+	patch_collect_misses(pt, true);
 	patch_count_all(pt, e);
 	gb_guard_undo_clear(); /* the old image's bytes went with it */
 }
@@ -484,29 +484,6 @@ static void patch_exit(struct gb_trap *t, struct gb_engine *e, size_t i)
 	}
 }
 
-
-/* The end's statistics (-v) and what makes the trace inexact. */
-void patch_report(struct patch_trap *pt)
-{
-	struct gb_jit_stats js = { 0 };
-	collect_misses(pt, true);
-	if (pt->j)
-		gb_jit__stats(pt->j, &js);
-	gb_info("trace: the patch trap: %llu entries, %llu in-range misses, %llu signals taken "
-		"out of the cache, %llu records, %llu blocks translated (%llu instructions), images "
-		"set up: %u", (unsigned long long)pt->marks, (unsigned long long)pt->misses,
-		(unsigned long long)pt->handled, (unsigned long long)pt->records,
-		(unsigned long long)(pt->blocks + js.blocks),
-		(unsigned long long)(pt->tinsns + js.insns), pt->images);
-	if (pt->counting)
-		gb_info("trace: the patch trap: %llu instructions counted by the counting twins "
-			"after the budget (%llu twins)", (unsigned long long)pt->counted,
-			(unsigned long long)js.twins);
-	if (pt->misses)
-		gb_warn("trace: the patch trap: %llu in-range misses (targets not translated up front): "
-			"each missed stretch ran natively until the next entry, the trace is not exact "
-			"there", (unsigned long long)pt->misses);
-}
 
 /* The end, every thread held. */
 static void patch_teardown(struct gb_trap *t, struct gb_engine *e)

@@ -159,8 +159,12 @@ const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *
 			uint64_t hi, uint64_t bias, char *buf, size_t len);
 /* No cache, no plan, no areas (the target is not touched). */
 void patch_unbuild(struct patch_trap *pt);
-/* The statistics so far (-v) and the warning for misses (trap_patch.c). */
+/* The statistics so far (-v) and the warnings for what is not exact
+ * (trap_patch_count.c). */
 void patch_report(struct patch_trap *pt);
+/* In-range misses counted, their targets translated unless held (every
+ * thread stopped: only counted); trap_patch.c. */
+void patch_collect_misses(struct patch_trap *pt, bool held);
 /* The ring drained to its end, the misses counted (trap_patch.c). */
 void patch_flush(struct patch_trap *pt, struct gb_engine *e);
 /* The entries' bytes in process pid: the patches, or with orig the

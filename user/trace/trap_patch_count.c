@@ -80,3 +80,33 @@ void patch_count_fault(struct patch_trap *pt, struct gb_engine *e, size_t i,
 		*(acc[a].write ? &c.writes : &c.reads) += 1;
 	gb_jit__count_add(pt->j, k, &c);
 }
+
+/* The end's statistics (-v) and what makes the trace inexact. */
+void patch_report(struct patch_trap *pt)
+{
+	struct gb_jit_stats js = { 0 };
+	patch_collect_misses(pt, true);
+	if (pt->j)
+		gb_jit__stats(pt->j, &js);
+	gb_info("trace: the patch trap: %llu entries, %llu in-range misses, %llu signals taken "
+		"out of the cache, %llu records, %llu blocks translated (%llu instructions), images "
+		"set up: %u", (unsigned long long)pt->marks, (unsigned long long)pt->misses,
+		(unsigned long long)pt->handled, (unsigned long long)pt->records,
+		(unsigned long long)(pt->blocks + js.blocks),
+		(unsigned long long)(pt->tinsns + js.insns), pt->images);
+	struct gb_jit_ring_state rs = { 0 };
+	if (pt->j)
+		gb_jit__ring_state(pt->j, &rs);
+	if (rs.dropping) /* (jit/ring.c: its writer waited ring_timeout_ms for gebpf in vain) */
+		gb_warn("trace: the patch trap: the code cache's ring dropped %llu records (gebpf did "
+			"not drain it in time): the trace and its counts are short of them",
+			(unsigned long long)rs.dropped);
+	if (pt->counting)
+		gb_info("trace: the patch trap: %llu instructions counted by the counting twins "
+			"after the budget (%llu twins)", (unsigned long long)pt->counted,
+			(unsigned long long)js.twins);
+	if (pt->misses)
+		gb_warn("trace: the patch trap: %llu in-range misses (targets not translated up front): "
+			"each missed stretch ran natively until the next entry, the trace is not exact "
+			"there", (unsigned long long)pt->misses);
+}
