@@ -53,13 +53,19 @@ RATE = re.compile(r"calls (\d+) seconds ([\d.]+) cpu ([\d.]+)")
 TARGET = 0.80
 
 
-def run(cmd, env=None, verbose=False):
-    """(calls/wall s, calls/CPU s, stderr) of one run of a tracee."""
+def run(cmd, env=None, verbose=False, may_fail=False):
+    """(calls/wall s, calls/CPU s, stderr) of one run of a tracee (may_fail:
+    None when it did not finish, its own lines on stderr said)."""
     if verbose:
         print("  $ " + " ".join(cmd), file=sys.stderr, flush=True)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                        timeout=300)
     m = RATE.search(p.stdout)
+    if may_fail and not m:
+        own = [x for x in p.stderr.splitlines() if not x.startswith(("gebpf:", "libbpf:"))]
+        print("   %s: no result (exit %d): %s" % (os.path.basename(cmd[-4]), p.returncode,
+                                                  " | ".join(own[:12])))
+        return None
     if p.returncode or not m:
         raise SystemExit("bench_budget: %s: exit %d: %s %s" % (" ".join(cmd), p.returncode,
                                                               p.stdout[-300:], p.stderr[-500:]))
@@ -109,9 +115,12 @@ def main():
             for name, exe, rng in jobs:
                 n = run([exe] + args, verbose=a.verbose)
                 t = run([GEBPF, "trace", "-v", "--range", rng, "-o", out, "--", exe] + args,
-                        verbose=a.verbose)
+                        verbose=a.verbose, may_fail=True)
                 rows.setdefault(name, {"native": [], "traced": []})
                 rows[name]["native"].append(n[:2])
+                if t is None:
+                    warn.append("%s: a traced run did not finish" % name)
+                    continue
                 if "counting from then on" not in t[2] or "counted by the counting twins" not in t[2]:
                     print("   %s: the budget was not full before the end: not counted" % name)
                     continue
@@ -119,8 +128,8 @@ def main():
         for name, exe, rng in jobs:
             env = dict(os.environ, GEBPF_PATCH_NOCOUNT="1")
             r = run([GEBPF, "trace", "--range", rng, "-o", out, "--", exe] + args, env=env,
-                    verbose=a.verbose)
-            rows[name]["recording"] = [r[:2]]
+                    verbose=a.verbose, may_fail=True)
+            rows[name]["recording"] = [r[:2]] if r else []
         print("== bench_budget: %d threads calling a 16-byte hash, the calls after %.1f of %.1f s, "
               "median of %d; load average %s ==" % (a.threads, a.skip, a.seconds, a.reps,
                                                     " ".join("%.2f" % x for x in os.getloadavg())))

@@ -182,6 +182,7 @@ static void patch_idle(struct gb_trap *t, struct gb_engine *e)
 	drain(PT(t), e);
 	patch_collect_misses(PT(t), false);
 	patch_count_idle(PT(t), e); /* (trap_patch_count.c) */
+	patch_signal_resend(PT(t), e);
 }
 
 /* Thread i (stopped, registers r) in the cache is put at its original
@@ -315,6 +316,8 @@ static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *
 	struct gb_jit_loc loc;
 	bool sync = eng_sync_fault(st) && gb_jit__locate(pt->j, r.rip, &loc) == 0 && loc.at_insn;
 	uint64_t rip = r.rip;
+	if (!sync && patch_signal_later(pt, e, i, &r, st))
+		return GB_TRAP_SWALLOW; /* (trap_patch_count.c) */
 	int u = unwind(pt, e, i, &r, sync ? st : NULL);
 	if (u == -ESRCH) {
 		eng_set_state(e, i, T_DYING);

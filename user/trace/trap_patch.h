@@ -45,6 +45,10 @@ struct patch_thread {
 	unsigned sigret;              /* handlers in flight whose rt_sigreturn it runs
 				       * with PTRACE_SYSCALL for (nested ones too) */
 	struct patch_probe_thread pp;
+	unsigned resent;              /* its asynchronous signals put off in a row
+				       * (patch_signal_later) */
+	uint64_t later;               /* ... the signals (bit sig - 1) to send it at
+				       * the next idle */
 };
 
 struct patch_trap {
@@ -98,6 +102,7 @@ struct patch_trap {
 	bool twins;                   /* the cache has counting twins */
 	bool counting;                /* its switch is on */
 	uint64_t counted;             /* instructions the twins counted (statistics) */
+	uint64_t resent;              /* signals sent again (patch_signal_later) */
 };
 
 /* An area for a new thread: one an exited thread gave back, else the next
@@ -183,6 +188,18 @@ void patch_count_all(struct patch_trap *pt, struct gb_engine *e);
 struct user_regs_struct;
 void patch_count_fault(struct patch_trap *pt, struct gb_engine *e, size_t i,
 		       const struct user_regs_struct *r, const struct gb_stop *st, unsigned k);
+
+/* Thread i, stopped in the cache (registers r) for an asynchronous signal
+ * of the program's that it catches, would take it at an original pc
+ * strictly inside a patch's bytes: a handler that resumes there natively
+ * (Go's preemption: asyncPreempt returns to the pc with a ret, not through
+ * rt_sigreturn, which gebpf watches) would run the jump's tail (SIGILL).
+ * The thread goes on in the cache without it and it is sent again
+ * (tgkill: from gebpf, its siginfo not kept) at the next idle, when the
+ * thread is elsewhere: true (swallow this one).  At most 64 times in a row. */
+bool patch_signal_later(struct patch_trap *pt, struct gb_engine *e, size_t i,
+			const struct user_regs_struct *r, const struct gb_stop *st);
+void patch_signal_resend(struct patch_trap *pt, struct gb_engine *e);
 
 /* trap_patch_child.c: the child hook (fork, vfork). */
 void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, bool vfork);

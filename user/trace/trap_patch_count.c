@@ -10,7 +10,10 @@
  * stretch finishes it; its records are drained and counted as before. */
 #include <errno.h>
 #include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/user.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "decode/decode.h"
@@ -101,6 +104,9 @@ void patch_report(struct patch_trap *pt)
 		gb_warn("trace: the patch trap: the code cache's ring dropped %llu records (gebpf did "
 			"not drain it in time): the trace and its counts are short of them",
 			(unsigned long long)rs.dropped);
+	if (pt->resent)
+		gb_info("trace: the patch trap: %llu signals sent again (they came inside a patch's "
+			"bytes)", (unsigned long long)pt->resent);
 	if (pt->counting)
 		gb_info("trace: the patch trap: %llu instructions counted by the counting twins "
 			"after the budget (%llu twins)", (unsigned long long)pt->counted,
@@ -109,4 +115,33 @@ void patch_report(struct patch_trap *pt)
 		gb_warn("trace: the patch trap: %llu in-range misses (targets not translated up front): "
 			"each missed stretch ran natively until the next entry, the trace is not exact "
 			"there", (unsigned long long)pt->misses);
+}
+
+bool patch_signal_later(struct patch_trap *pt, struct gb_engine *e, size_t i,
+			const struct user_regs_struct *r, const struct gb_stop *st)
+{
+	struct patch_thread *th = eng_trap_priv(e, i);
+	struct gb_jit_loc loc;
+	uint64_t at;
+	if (gb_jit__locate(pt->j, r->rip, &loc) || !loc.pc || !gb_patch_inside(&pt->plan, loc.pc, &at) ||
+	    st->sig < 1 || st->sig > 64 || th->resent >= 64) {
+		th->resent = 0;
+		return false;
+	}
+	th->later |= 1ull << (st->sig - 1);
+	th->resent++;
+	pt->resent++;
+	return true;
+}
+
+void patch_signal_resend(struct patch_trap *pt, struct gb_engine *e)
+{
+	for (size_t i = 0; i < e->t->nthreads; i++) {
+		struct patch_thread *th = eng_trap_priv(e, i);
+		for (int sig = 1; th->later && sig <= 64; sig++)
+			if (th->later & (1ull << (sig - 1))) {
+				th->later &= ~(1ull << (sig - 1));
+				syscall(SYS_tgkill, pt->pid, eng_tid(e, i), sig);
+			}
+	}
 }
