@@ -230,16 +230,25 @@ static bool flags_dead(const struct gb_insn *v, size_t n)
 static const uint8_t SAVE_FLAGS[] = { 0x9f, 0x0f, 0x90, 0xc0 };    /* lahf ; seto al */
 static const uint8_t LOAD_FLAGS[] = { 0x04, 0x7f, 0x9e };          /* add al, 0x7f ; sahf */
 
-/* add qword gs:[slot], imm8 */
-static void tls_add8(struct gb_emit *m, int32_t slot, uint8_t imm)
+/* add qword gs:[slot], imm8 (or imm32) */
+static void tls_add(struct gb_emit *m, int32_t slot, uint32_t imm)
 {
-	const uint8_t b[] = { 0x65, 0x48, 0x83, 0x04, 0x25, (uint8_t)slot, (uint8_t)(slot >> 8), 0, 0, imm };
+	uint8_t b[13] = { 0x65, 0x48, 0x83, 0x04, 0x25, (uint8_t)slot, (uint8_t)(slot >> 8), 0, 0 };
+	if (imm < 128) {
+		b[9] = (uint8_t)imm;
+		gb_emit_raw(m, b, 10);
+		return;
+	}
+	b[2] = 0x81;
+	memcpy(b + 9, &imm, 4);
 	gb_emit_raw(m, b, sizeof(b));
 }
 
-/* The head's adds: tb (the block's counts) to counter set set; each
- * add's end in done[] (0: none).  Flag-free unless dead. */
-static void head(struct gb_jit *j, struct unit *u, const uint16_t tb[3], bool dead, unsigned set)
+/* The head's adds: tb (the block's counts) to counter set set (sign -1:
+ * taken off, always flag-free: a loop's exit, below); each add's end in
+ * done[] (0: none).  Flag-free unless dead. */
+static void head(struct gb_jit *j, struct unit *u, const uint16_t tb[3], bool dead, unsigned set,
+		 int sign)
 {
 	const int32_t slot[3] = { T_CSET(set), T_CSET(set) + 8, T_CSET(set) + 16 };
 	struct gb_emit *m = &j->em;
@@ -253,10 +262,10 @@ static void head(struct gb_jit *j, struct unit *u, const uint16_t tb[3], bool de
 		if (!tb[c])
 			continue;
 		if (dead) {
-			tls_add8(m, slot[c], (uint8_t)tb[c]);
+			tls_add(m, slot[c], tb[c]);
 		} else {
 			gb_emit_tls_load(m, GB_REG_RAX, slot[c]);
-			gb_emit_lea(m, GB_REG_RAX, GB_REG_RAX, GB_REG_NONE, 0, tb[c]);
+			gb_emit_lea(m, GB_REG_RAX, GB_REG_RAX, GB_REG_NONE, 0, sign * (int64_t)tb[c]);
 			gb_emit_tls_store(m, slot[c], GB_REG_RAX);
 		}
 		*done[c] = (uint32_t)m->used;
@@ -549,11 +558,13 @@ static uint64_t twin_block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch,
 		for (unsigned k = 0; k < 3; k++)
 			rest[i][k] = (uint16_t)(rest[i + 1][k] + c[i][k]);
 	/* A block whose last instruction branches back to its own start (a
-	 * tight loop) gets NS_CSETS copies, each counting in a set of its own
-	 * and branching to the next: one counter's chain through memory
-	 * (store, load, add) per NS_CSETS iterations, not one per iteration
-	 * (in CPU time per call of bench_budget.py's hash: 33.6-36.0 ns
-	 * against 18.5-19.6 natively with one copy; see docs/benchmarks.md). */
+	 * tight loop) gets NS_CSETS copies branching to the next, the first
+	 * counting NS_CSETS iterations at its head and the others nothing:
+	 * one add per counter per NS_CSETS iterations (a chain through memory,
+	 * store, load, add, and four micro-ops each: bench_budget.py's hash
+	 * spent 33.6-36.0 CPU ns a call against 18.5-19.6 natively with an add
+	 * per iteration; docs/benchmarks.md).  Leaving the loop from copy c
+	 * takes back the iterations counted ahead (flag-free: TW_FIX). */
 	const struct gb_insn *last = &in[n - 1];
 	bool self = ends && (last->flags & GB_INSN_BRANCH) && !gb_jit__emulated(last) &&
 		    last->zi.mnemonic != ZYDIS_MNEMONIC_SYSCALL &&
@@ -563,18 +574,26 @@ static uint64_t twin_block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch,
 	struct gb_emit *m = &j->em;
 	uint64_t twin = gb_emit_here(m), copy0 = twin;
 	size_t back = 0; /* the previous copy's branch to this one (rel32) */
+	unsigned set = j->tset++ % NS_CSETS;
+	uint16_t all[3], ahead[3];
+	for (unsigned k = 0; k < 3; k++)
+		all[k] = (uint16_t)(rest[0][k] * copies);
 	for (unsigned cp = 0; cp < copies && !m->err; cp++) {
 		uint64_t here = gb_emit_here(m);
+		unsigned left = copies - 1 - cp; /* iterations counted ahead */
+		for (unsigned k = 0; k < 3; k++)
+			ahead[k] = (uint16_t)(rest[0][k] * left);
 		if (cp)
 			gb_emit_repoint(m, back, here);
-		unsigned set = j->tset++ % NS_CSETS;
-		struct unit *h = jit_unit_add(j, U_TWIN, pc);
-		if (!h)
-			return 0;
-		h->tw = TW_HEAD;
-		memcpy(h->tb, rest[0], sizeof(h->tb));
-		head(j, h, rest[0], dead, set);
-		jit_unit_end(j, h);
+		if (!cp) {
+			struct unit *h = jit_unit_add(j, U_TWIN, pc);
+			if (!h)
+				return 0;
+			h->tw = TW_HEAD;
+			memcpy(h->tb, all, sizeof(h->tb));
+			head(j, h, all, dead, set, 1);
+			jit_unit_end(j, h);
+		}
 		for (size_t i = 0; i < n && !m->err; i++) {
 			const struct gb_insn *gi = &in[i];
 			uint64_t next = gi->pc + gi->len;
@@ -582,7 +601,8 @@ static uint64_t twin_block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch,
 			if (!u)
 				return 0;
 			u->tw = TW_INSN;
-			memcpy(u->tb, rest[i], sizeof(u->tb));
+			for (unsigned k = 0; k < 3; k++)
+				u->tb[k] = (uint16_t)(rest[i][k] + ahead[k]);
 			if (gi->zi.mnemonic == ZYDIS_MNEMONIC_SYSCALL) {
 				u->tw = TW_SYSCALL;
 				u->tgt = next;
@@ -618,6 +638,15 @@ static uint64_t twin_block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch,
 				else
 					gb_emit_repoint(m, src, copy0);
 				jit_unit_end(j, u);
+				if (gi->zi.mnemonic != ZYDIS_MNEMONIC_JMP && left) {
+					struct unit *x = jit_unit_add(j, U_TWIN, next);
+					if (!x)
+						return 0;
+					x->tw = TW_FIX;
+					memcpy(x->tb, ahead, sizeof(x->tb));
+					head(j, x, ahead, false, set, -1);
+					jit_unit_end(j, x);
+				}
 				if (gi->zi.mnemonic != ZYDIS_MNEMONIC_JMP) {
 					struct unit *l = jit_unit_add(j, U_TWIN, next);
 					if (!l)

@@ -26,6 +26,8 @@ enum tw_kind {
 	TW_SYSCALL,  /* the system call; from o_insn on at tgt (after it) */
 	TW_MISS,     /* a jump whose target has no twin, at pc: counted and
 		      * logged (saves as a lookup's), then natively on */
+	TW_FIX,      /* a loop's exit from a copy that counted iterations ahead
+		      * (twin.c): tb taken off, flag-free, as TW_HEAD's adds */
 };
 
 /* The map's flags (struct gb_jit .tf). */

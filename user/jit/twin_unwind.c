@@ -123,6 +123,15 @@ void ns_twin_unwind(struct gb_jit *j, const struct unit *u, uint32_t off,
 	}
 	case TW_LINK:
 		return;
+	case TW_FIX: { /* the loop left (at pc): what is not taken off yet */
+		const uint32_t done[3] = { u->o_b, u->o_load, u->o_commit };
+		for (unsigned c = 0; c < 3; c++)
+			if (done[c] && off < done[c])
+				take_back(area, c, u->tb[c]);
+		if (off >= u->o_flg && off < u->o_sahf1)
+			r->rax = aslot(area, T_TWS);
+		return;
+	}
 	case TW_CALL:
 		if (off >= u->o_insn) { /* pushed: on at its target */
 			*pc = u->tgt;
