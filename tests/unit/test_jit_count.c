@@ -430,3 +430,21 @@ Test(jit_count, stopped_at_every_step_with_a_rep_the_counts_are_one_runs)
 {
 	every_step(cn_rep, cn_rep_end, (long (*)(long))(uintptr_t)cn_rep, 4, 10);
 }
+
+/* Harmless without gebpf (docs/trace.md): a twin's to-recording entry (the
+ * REP of cn_rep) whose lock a dead gebpf holds gives its ticket up and
+ * runs the instruction natively from its copy, then the twins again: the
+ * native result, never a wait. */
+Test(jit_count, gebpf_gone_a_to_recording_entry_goes_on_natively)
+{
+	uint64_t e = open_twins(cn_rep, cn_rep_end, false);
+	long want = ((fn1_t)cn_rep)(9);
+	gb_jit__counting(jit, true);
+	cr_assert_eq(gb_jit__lock_try(jit), 1, "this process holds the lock, as a gebpf that died");
+	gb_jit__live_end(jit);
+	struct gb_jit_counts c;
+	gb_jit__count_take(jit, 0, &c);
+	cr_assert_eq(((fn1_t)e)(9), want);
+	cr_assert_eq(gb_jit__ring_used(jit), 0, "it recorded");
+	cr_assert_eq(gb_jit__lock_word(jit), 2, "its ticket given up (ours and its, not yet passed on)");
+}
