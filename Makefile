@@ -124,6 +124,12 @@ $(OUTPUT)/bench/qsortjob $(OUTPUT)/bench/shortcall: $(OUTPUT)/bench/%: bench/%.c
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -g -static -no-pie -fno-pie $< -o $@
 
+# bench_budget.py's threads calling a hash after the trace's budget is full.
+$(OUTPUT)/bench/budgetjob: bench/budgetjob.c
+	$(call msg,PROG,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -static -no-pie -fno-pie -pthread $< -o $@
+
 # The stop-free mode of user/jit in one process (bench_nostop.py).
 $(OUTPUT)/bench/jit_nostop: bench/jit_nostop.c $(LIB_OBJS)
 	$(call msg,LINK,$@)
@@ -131,7 +137,7 @@ $(OUTPUT)/bench/jit_nostop: bench/jit_nostop.c $(LIB_OBJS)
 	$(Q)$(CC) $(CFLAGS) $(INCLUDES) $< $(LIB_OBJS) $(LDLIBS) -o $@
 
 BENCH_BINS := $(OUTPUT)/bench/rawstep $(OUTPUT)/bench/qsortjob $(OUTPUT)/bench/shortcall \
-              $(OUTPUT)/bench/jit_nostop \
+              $(OUTPUT)/bench/jit_nostop $(OUTPUT)/bench/budgetjob \
               $(patsubst bench/%.S,$(OUTPUT)/bench/%,$(wildcard bench/*.S))
 $(patsubst bench/%.S,$(OUTPUT)/bench/%,$(wildcard bench/*.S)): bench/tracee.inc
 

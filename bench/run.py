@@ -25,6 +25,8 @@ REPO = os.path.dirname(BENCH)
 # Arguments and environment per benchmark: "full" for `make bench`, "quick"
 # for a smoke run of the harness (small sizes, one or two repetitions).
 ARGS = {
+    "bench_budget.py": {"full": (["--reps", "3"], {}),
+                        "quick": (["--quick"], {})},
     "bench_drain.py": {"full": (["--reps", "3"], {}),
                        "quick": (["--quick"], {})},
     "bench_engines.py": {"full": (["--reps", "3"], {}),

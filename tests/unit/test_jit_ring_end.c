@@ -205,7 +205,7 @@ static void unwound_after_the_count(const uint8_t *f, const uint8_t *f_end, cons
 	int st;
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	ptrace(PTRACE_SETOPTIONS, pid, NULL, (void *)(long)(PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD));
-	const size_t near_end = (size_t)GB_JIT_RING_SIZE / 8 * 97 / 100;
+	const size_t near_end = gb_jit__ring_words(jit) * 97 / 100; /* (its room, not GB_JIT_RING_SIZE) */
 	size_t last = 0;
 	unsigned unwound = 0, at_heads = 0;
 	struct gb_jit_cursor c = { 0 };
@@ -245,7 +245,9 @@ static void unwound_after_the_count(const uint8_t *f, const uint8_t *f_end, cons
 		at_heads += u.ns == GB_JIT_NS_NONE;
 	}
 	cr_assert_gt(unwound, 0, "the child was unwound after a count of the ring's room");
-	if (where == HEAD_AT)
+	/* (a pass of blocks all of one size, re_inc's, is counted exactly: its
+	 * last recount may be its last wake, followed by the wait) */
+	if (where == HEAD_AT && f_b)
 		cr_assert_gt(at_heads, 0, "the child was unwound at a head");
 	long n = read_all(&c);
 	cr_assert_geq(n, 0, "the consumer finds the ring past its room (%u unwinds)", unwound);

@@ -32,7 +32,11 @@
 
 static uint64_t *tbl_view(const struct gb_jit *j) { return (uint64_t *)(j->m.code + (j->tbl - j->m.code_addr)); }
 
-void ns_table_clear(struct gb_jit *j) { memset(tbl_view(j), 0, NS_TBL_BYTES); }
+void ns_table_clear(struct gb_jit *j)
+{
+	memset(tbl_view(j), 0, NS_TBL_BYTES);
+	memset(ns_twcol(j), 0, NS_TBL_ENTRIES * 8);
+}
 
 void ns_table_put(struct gb_jit *j, uint64_t pc, uint64_t blk)
 {
@@ -47,6 +51,7 @@ void ns_table_put(struct gb_jit *j, uint64_t pc, uint64_t blk)
 	if (t[i] && t[i] != -pc)
 		i = home;
 	t[NS_TBL_ENTRIES + i] = blk;
+	ns_twcol(j)[i] = ns_twin_pub(j, pc); /* (twin.c; 0: none yet) */
 	__atomic_store_n(&t[i], -pc, __ATOMIC_RELEASE); /* after its target */
 }
 
@@ -69,7 +74,7 @@ static void load_tbl(struct gb_emit *m, unsigned r, int32_t disp)
 }
 
 /* The call's write of its return address (ret): at rsp-8, then rsp moves. */
-static void push_ret(struct gb_emit *m, uint64_t ret)
+void ns_push_ret(struct gb_emit *m, uint64_t ret)
 {
 	gb_emit_tls_store(m, T_RAX, GB_REG_RAX);
 	gb_emit_mov_imm64(m, GB_REG_RAX, ret);
@@ -113,7 +118,7 @@ static void rel8_to(struct gb_emit *m, size_t at, size_t to)
  *   found: mov rcx, [rax*8 + 512 KiB] ; mov gs:[T_DST], rcx
  *          mov rax, gs:[T_FLG] ; add al, 0x7f ; sahf ; jmp hit
  *   none: */
-static void probe_chain(struct gb_jit *j, uint64_t hit)
+void ns_probe_chain(struct gb_jit *j, uint64_t hit, int32_t col)
 {
 	struct gb_emit *m = &j->em;
 	static const uint8_t MOV_AX_TGT[] = { 0x65, 0x66, 0x8b, 0x04, 0x25, T_TGT, 0, 0, 0 };
@@ -138,13 +143,20 @@ static void probe_chain(struct gb_jit *j, uint64_t hit)
 	gb_emit_raw(m, JMP8, sizeof(JMP8));
 	size_t to_none2 = m->used;
 	rel8_to(m, to_found, m->used);
-	load_tbl(m, GB_REG_RCX, (int32_t)(NS_TBL_ENTRIES * 8));
+	load_tbl(m, GB_REG_RCX, col);
+	size_t to_none3 = 0;
+	if (col != (int32_t)(NS_TBL_ENTRIES * 8)) { /* twins: a block whose twin is not made yet */
+		gb_emit_jrcxz(m, gb_emit_here(m) + 2);
+		to_none3 = m->used;
+	}
 	gb_emit_tls_store(m, T_DST, GB_REG_RCX);
 	gb_emit_tls_load(m, GB_REG_RAX, T_FLG);
 	gb_emit_raw(m, LOAD_FLAGS, sizeof(LOAD_FLAGS));
 	gb_emit_jump(m, ZYDIS_MNEMONIC_JMP, hit);
 	rel8_to(m, to_none1, m->used);
 	rel8_to(m, to_none2, m->used);
+	if (to_none3)
+		rel8_to(m, to_none3, m->used);
 }
 
 static void lookup(struct gb_jit *j, const struct gb_insn *gi, enum xfer x, struct unit *u)
@@ -175,7 +187,7 @@ static void lookup(struct gb_jit *j, const struct gb_insn *gi, enum xfer x, stru
 	if (x == X_RET)
 		gb_emit_lea(m, GB_REG_RSP, GB_REG_RSP, GB_REG_NONE, 0, pop);
 	else if (x == X_CALL)
-		push_ret(m, next);
+		ns_push_ret(m, next);
 	u->o_hit = (uint32_t)m->used;
 	gb_emit_tls_jmp(m, T_DST);
 	/* miss: inside the range? */
@@ -184,7 +196,7 @@ static void lookup(struct gb_jit *j, const struct gb_insn *gi, enum xfer x, stru
 	gb_emit_raw(m, SAVE_FLAGS, sizeof(SAVE_FLAGS));
 	gb_emit_tls_store(m, T_FLG, GB_REG_RAX);
 	u->o_flg = (uint32_t)m->used;
-	probe_chain(j, hit);
+	ns_probe_chain(j, hit, (int32_t)(NS_TBL_ENTRIES * 8));
 	gb_emit_tls_load(m, GB_REG_RCX, T_TGT);
 	gb_emit_mov_imm64(m, GB_REG_RDX, j->start);
 	gb_emit_raw(m, CMP_RCX_RDX, sizeof(CMP_RCX_RDX));
@@ -221,7 +233,7 @@ static void lookup(struct gb_jit *j, const struct gb_insn *gi, enum xfer x, stru
 		gb_emit_repoint(m, to_out, gb_emit_here(m));
 	restore3(m);
 	if (x == X_CALL)
-		push_ret(m, next);
+		ns_push_ret(m, next);
 	u->o_rel = (uint32_t)m->used;
 	ns_release(j);
 	if (x == X_RET)
@@ -261,7 +273,7 @@ int ns_transfer(struct gb_jit *j, const struct gb_insn *gi, struct link *l)
 		uint64_t tgt = next + (uint64_t)gi->zi.raw.imm[0].value.s;
 		u->ns = GB_JIT_NS_EXIT;
 		u->tgt = tgt;
-		push_ret(m, next);
+		ns_push_ret(m, next);
 		u->o_insn = (uint32_t)m->used;
 		if (inside(j, tgt)) {
 			*l = (struct link){ ZYDIS_MNEMONIC_JMP, tgt,

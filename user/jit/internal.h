@@ -25,6 +25,8 @@ enum ukind {
 	U_CHECK,     /* stop-free mode: popf's TF check (popf.c; pc the popf):
 		      * rcx in its save slot after off (from off if a), rax
 		      * from o_b */
+	U_TWIN,      /* counting mode: a piece of a counting twin (twin.c;
+		      * tw: enum tw_kind) */
 };
 
 /* A piece of the code region, in address order. */
@@ -58,6 +60,11 @@ struct unit {
 	 * gb_jit__ways fills it) */
 	uint32_t o_way;
 	uint64_t tgt;
+	/* U_TWIN: the counts its block's head added that a thread stopped
+	 * here has not run yet (exec, reads, writes: taken back from its
+	 * area when it is put at pc), and the piece's kind (twin.c) */
+	uint16_t tb[3];
+	uint8_t tw;
 	uint64_t pc;           /* U_HEAD: block; U_INSN: instruction; U_STUB/U_LINK: target */
 };
 
@@ -139,7 +146,23 @@ struct gb_jit {
 	struct ns_offs ro;                    /* the shared routines */
 	bool live_held;                       /* this process holds NS_LIVE (live.c) */
 	struct nscall *cs; size_t ncs, cscap; /* every call of them, in address order */
+	/* counting twins (twin.c), with gb_jit_opts.twins */
+	uint64_t *tk, *tv; uint8_t *tf; size_t tcap, tn;  /* pc -> twin (tf: TW_F_*) */
+	struct twlink *tl; size_t ntl, tlcap;  /* twin jumps waiting for their target's twin */
+	struct twslot *ts; size_t nts, tscap;  /* acquire sites with a twin word */
+	size_t nts_seen;                       /* ... looked at by a pass */
+	uint64_t *twant; size_t ntwant, twantcap; /* pcs wanted as twins (a pass's work) */
+	uint64_t cbase[GB_JIT_TLS_COUNT][3];   /* each area's counts harvested so far */
+	unsigned tset;                         /* the set the next twin counts in */
+	bool tw_auto;                          /* twins made with each translation
+						* (after the first gb_jit__twins: a
+						* set-up translates its blocks first) */
 };
+
+/* A twin's jump (its rel32 at src) to the twin of target, made in the same
+ * pass; an acquire site's 8-byte word (off) for the twin of pc. */
+struct twlink { uint32_t src; uint64_t target; };
+struct twslot { uint64_t pc; uint32_t off; };
 
 /* Data part. */
 #define SLOT(r)   ((uint64_t)(r) * 8)
@@ -173,9 +196,16 @@ struct gb_jit {
 #define NS_LIVE      384   /* pthread_mutex_t (40 bytes): to 424 */
 #define NS_GONE      (NS_LIVE + 3)   /* the byte the cache's code reads */
 #define NS_LKTO      432   /* struct timespec: the acquire's sleep (a bound) */
+#define NS_COUNT     448   /* byte: 1 counting mode (twin.c: acquire sites with a
+			    * twin go there instead of taking the lock) */
+#define NS_TMISSES   456   /* twins' in-range misses (lock xadd), logged at NS_TMISSLOG */
 #define NS_HDR       GB_JIT_HDR_OFF   /* the header (jit.h struct gb_jit_hdr): to 1024 */
 #define NS_TFBIT     1024  /* 256 bytes: b & 1 (popf.c's flag-free TF test) */
 #define NS_SCRATCH   2048  /* dropping: where records go (one block) */
+#define NS_TMISSLOG  3072  /* twins' last NS_TMISSLOG_N missed targets */
+#define NS_TMISSLOG_N 128u
+_Static_assert(NS_SCRATCH + 16 * 7 * 8 <= NS_TMISSLOG && NS_TMISSLOG + NS_TMISSLOG_N * 8 <= 4096,
+	       "the twins' miss log's room");
 /* The per-thread areas, at the end of the data part (their addresses are
  * the threads' gs bases). */
 #define NS_TLS_BYTES (GB_JIT_TLS_COUNT * GB_JIT_TLS_SIZE)
@@ -189,6 +219,10 @@ _Static_assert(GB_JIT_MISS_LOG == 256, "the miss log's index is a byte (movzx)")
  * its taker is gone; whoever serves it serves the next). */
 #define NS_TSLOTS    65536u   /* the index is the ticket's low 16 bits (movzx) */
 #define NS_TSLOT     (NS_MISSLOG - NS_TSLOTS * 4)
+/* ... below them the lookup table's twin column (twin.c: the counting twin
+ * of each slot's block, 0 none), read as the table's other columns are,
+ * [rax*8 + disp32] (ns_twcol_disp), and the ring below it. */
+#define NS_TWCOL     (NS_TSLOT - NS_TBL_ENTRIES * 8)
 /* ... and one area's slots. */
 #define T_RAX  0
 #define T_RCX  8
@@ -212,11 +246,24 @@ _Static_assert(GB_JIT_MISS_LOG == 256, "the miss log's index is a byte (movzx)")
 #define T_BAIL  136  /* an acquire's way on without the lock once gebpf is
 		      * gone (the site's: its entry block again, or the
 		      * original code after a system call), or 0: wait on */
+/* Counting mode (twin.c): the thread's counts, in NS_CSETS sets (only its
+ * own twins add to them; gebpf harvests the differences of their sums):
+ * consecutive blocks, and the copies of a block that loops to itself, add
+ * to different sets, so that no one counter's chain of read-modify-writes
+ * through memory holds a tight loop up; a register's save in a twin's
+ * flag-free head, and an acquire site's jump to its twin. */
+#define T_CSET(s) (144 + 24 * (s))   /* instructions, reads, writes */
+#define NS_CSETS  3
+#define T_TWS  216   /* rax in a twin head's flag-free adds */
+#define T_TWJ  224   /* the twin an acquire site jumps to */
+#define T_EXIT 232   /* the last target a twin's lookup left the range for */
+_Static_assert(T_CSET(NS_CSETS) <= T_TWS && T_EXIT + 8 <= GB_JIT_TLS_SIZE, "the area's room");
 /* A stretch marker's ring word: instruction ids are below it. */
 #define NS_MARK   0x8000000000000000ull
 #define NS_MARK_K 0xffffull
 /* The lookup table: 64 Ki entries, negated keys then targets, 512 KiB-aligned
- * at the top of the code region. */
+ * at the top of the code region (the twins' column: NS_TWCOL, in the data
+ * part). */
 #define NS_TBL_ENTRIES 65536u
 #define NS_TBL_BYTES   (2 * NS_TBL_ENTRIES * 8)
 /* A block whose home slot (the low 16 bits) is taken goes in one of the
@@ -228,6 +275,8 @@ static inline uint64_t daddr(const struct gb_jit *j, size_t off) { return j->m.d
 static inline bool inside(const struct gb_jit *j, uint64_t pc) { return pc >= j->start && pc <= j->end; }
 
 /* jit.c */
+/* The translated block of pc, or 0. */
+uint64_t jit_block_of(const struct gb_jit *j, uint64_t pc);
 static inline struct unit *jit_unit_add(struct gb_jit *j, enum ukind k, uint64_t pc)
 {
 	if (GB_GROW(&j->u, &j->ucap, j->nu + 1))
@@ -257,6 +306,9 @@ void ns_lock_routines(struct gb_jit *j);
 /* bail: where its thread goes on without the lock once gebpf is gone (the
  * lock's wait gives its ticket up, rax, rcx and the flags back), or 0. */
 void ns_acquire(struct gb_jit *j, uint64_t bail);
+/* ... and, with gb_jit_opts.twins, in counting mode on to the twin of pc
+ * once the twin pass has made it (twin.c: the site's word), else as above. */
+void ns_acquire_tw(struct gb_jit *j, uint64_t bail, uint64_t pc);
 void ns_release(struct gb_jit *j);
 /* Release the lock and jump to target (an exit out of the range). */
 void ns_leave(struct gb_jit *j, uint64_t target);
@@ -313,6 +365,43 @@ void ns_table_put(struct gb_jit *j, uint64_t pc, uint64_t blk);
  * A direct call to the range fills *l (a link to its target) and returns 1;
  * otherwise 0; -1 on an encoding error. */
 int ns_transfer(struct gb_jit *j, const struct gb_insn *gi, struct link *l);
+
+/* twin.c: counting twins (docs/trace.md "Counting after the budget").
+ * The pass that makes the twins of every block (and wanted pc) that has
+ * none, links them and publishes them (lookup table, acquire sites);
+ * translate: it may translate recording blocks (the lock held, or no
+ * thread in). */
+void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, bool translate);
+void ns_twin_reset(struct gb_jit *j);
+/* A block was translated at pc: the next pass makes its twin. */
+void ns_twin_want(struct gb_jit *j, uint64_t pc);
+/* The published twin of pc for the lookup table's column (0: none). */
+uint64_t ns_twin_pub(const struct gb_jit *j, uint64_t pc);
+/* An acquire site's twin word at code offset off, for pc. */
+void ns_twin_slot(struct gb_jit *j, uint64_t pc, uint32_t off);
+/* A thread stopped at off of twin piece u: *pc where it goes on, its
+ * registers fixed (r), the counts it has not run taken back from its area
+ * (area: gebpf's view, writable); *keep_syscall as unwind.c's. */
+struct user_regs_struct;
+void ns_twin_unwind(struct gb_jit *j, const struct unit *u, uint32_t off,
+		    struct user_regs_struct *r, uint8_t *area, uint64_t *pc, bool *keep_syscall);
+/* twin_unwind.c: area k's counts 0 (a clone's child: not its parent's);
+ * the twins' misses added to out (gb_jit__misses). */
+void ns_count_area_new(struct gb_jit *j, unsigned k);
+struct gb_jit_misses;
+void ns_twin_misses(struct gb_jit *j, struct gb_jit_misses *out, bool clear);
+/* probe chain of the lookup's miss path (ibl.c), from column col
+ * (NS_TBL_ENTRIES * 8: targets, ns_twcol_disp: twins, where a 0 is not
+ * found). */
+void ns_probe_chain(struct gb_jit *j, uint64_t hit, int32_t col);
+/* The twin column's displacement from the table (a lookup's [rax*8 + d]),
+ * and gebpf's view of it. */
+static inline int32_t ns_twcol_disp(const struct gb_jit *j)
+{
+	return (int32_t)(int64_t)(j->m.data_addr + NS_TWCOL - j->tbl);
+}
+static inline uint64_t *ns_twcol(const struct gb_jit *j) { return (uint64_t *)(j->m.data + NS_TWCOL); }
+void ns_push_ret(struct gb_emit *m, uint64_t ret);
 
 /* ring.c: the slow path (copied after the lock routines), and a block
  * head's exit to it when its budget is spent (stop-free mode). */

@@ -39,6 +39,7 @@ static void ns_setup(struct gb_jit *j)
 	if (!j->o.nostop)
 		return;
 	ns_table_clear(j);
+	ns_twin_reset(j);
 	j->ncs = 0;
 	ns_routines(j);
 	j->nen = j->nwant = 0;
@@ -61,7 +62,7 @@ struct gb_jit *gb_jit__new_opts(const struct gb_jit_mem *m, uint64_t start, uint
 		uint64_t top = m->code_addr + GB_JIT_CODE_SIZE - NS_TBL_BYTES;
 		j->tbl = top & ~(uint64_t)(NS_TBL_BYTES / 2 - 1);
 		j->em.size = j->tbl - m->code_addr;
-		j->ring_bytes = NS_TSLOT - RING;
+		j->ring_bytes = NS_TWCOL - RING;
 		if (!j->o.ring_timeout_ms)
 			j->o.ring_timeout_ms = 1000;
 	}
@@ -93,6 +94,12 @@ void gb_jit__free(struct gb_jit *j)
 	free(j->en);
 	free(j->want);
 	free(j->cs);
+	free(j->tk);
+	free(j->tv);
+	free(j->tf);
+	free(j->tl);
+	free(j->ts);
+	free(j->twant);
 	free(j);
 }
 
@@ -126,6 +133,8 @@ static uint64_t block_of(const struct gb_jit *j, uint64_t pc)
 	size_t h = hslot(j, pc);
 	return j->hk[h] == pc ? j->hv[h] : 0;
 }
+
+uint64_t jit_block_of(const struct gb_jit *j, uint64_t pc) { return block_of(j, pc); }
 
 static int block_put(struct gb_jit *j, uint64_t pc, uint64_t addr)
 {
@@ -340,7 +349,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	if (!first || !translatable(j, first))
 		return 0;
 	size_t mark_u = j->nu, mark_in = j->nin, mark_used = j->em.used, mark_st = j->nst,
-	       mark_want = j->nwant, mark_cs = j->ncs;
+	       mark_want = j->nwant, mark_cs = j->ncs, mark_ts = j->nts;
 	uint64_t head = gb_emit_here(&j->em);
 
 	/* Budget check: leave (to this block's own address) when the ring may
@@ -465,6 +474,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 		j->nst = mark_st;
 		j->nwant = mark_want;
 		j->ncs = mark_cs;
+		j->nts = mark_ts;
 		j->em.used = mark_used;
 		j->em.err = 0;
 		return 0;
@@ -479,6 +489,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 				 j->u[k].kind == U_NS && j->u[k].ns == GB_JIT_NS_SYSCALL;
 		ns_ring_block(j, words);
 		ns_table_put(j, pc, head);
+		ns_twin_want(j, pc); /* (its counting twin: twin.c) */
 	}
 	/* Exits waiting for this block jump straight to it now. */
 	for (size_t k = 0; k < j->nst;) {
@@ -518,7 +529,16 @@ int gb_jit__translate_from(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch,
 			if (!block_of(j, j->want[k]) && gb_jit__block(j, j->want[k], fetch, ctx))
 				more = true;
 	}
-	return j->em.err;
+	int e = j->em.err;
+	/* counting twins (twin.c), once the first gb_jit__twins made them:
+	 * without room for them the trace only counts slower after its budget
+	 * (the recording blocks count) */
+	if (j->tw_auto) {
+		ns_twins(j, fetch, ctx, true);
+		j->stats.twin_full += j->em.err == -ENOSPC;
+		j->em.err = 0;
+	}
+	return e;
 }
 
 size_t gb_jit__ninsns(const struct gb_jit *j) { return j->nin; }
@@ -547,5 +567,12 @@ uint64_t gb_jit__entry(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 		if (j->en[k].pc == pc)
 			return j->en[k].addr;
 	uint64_t blk = gb_jit__block(j, pc, fetch, ctx);
-	return blk ? ns_entry_block(j, pc, blk, fetch, ctx) : 0;
+	uint64_t at = blk ? ns_entry_block(j, pc, blk, fetch, ctx) : 0;
+	/* its twin (twin.c): made and published with nothing translated for
+	 * the recording blocks (other threads may be running in them) */
+	if (at && !j->em.err && j->tw_auto) {
+		ns_twins(j, fetch, ctx, false);
+		j->em.err = 0;
+	}
+	return at;
 }

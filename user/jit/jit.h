@@ -84,6 +84,11 @@ struct gb_jit_opts {
 	bool owner_tcb;
 	int (*read)(void *ctx, uint64_t addr, void *buf, size_t n);   /* 0 or -1 */
 	void *read_ctx;
+	/* Counting twins of every block (twin.c; docs/trace.md "Counting after
+	 * the budget"): in counting mode (gb_jit__counting) an entry goes to
+	 * its twin, which runs the original instructions and only adds the
+	 * block's counts to the thread's area (gb_jit__count_take). */
+	bool twins;
 };
 /* Harmless without gebpf (live.c; docs/trace.md "Harmless without gebpf"):
  * the cache serves only while gebpf says it does.  gb_jit__live_start (the
@@ -307,6 +312,7 @@ void gb_jit__span(const struct gb_jit *j, uint64_t *lo, uint64_t *hi);
 /* The ring: empty it (head at its start, budget full), and read it. */
 void gb_jit__ring_reset(struct gb_jit *j);
 size_t gb_jit__ring_used(const struct gb_jit *j);        /* words */
+size_t gb_jit__ring_words(const struct gb_jit *j);       /* its room, words */
 /* Drop the last words written (a rolled-back instruction). */
 void gb_jit__ring_unwrite(struct gb_jit *j, size_t words);
 
@@ -395,6 +401,9 @@ struct gb_jit_loc {
 			       * the ring's last, unwrite says how long) */
 	uint8_t ns;           /* stop-free mode: enum gb_jit_ns_kind (pc: the
 			       * original instruction, 0 in a shared routine) */
+	bool twin;            /* ... in a counting twin (at_insn: its copy of
+			       * the instruction at pc; unwinding takes the
+			       * instruction's counts back) */
 	bool lookup_miss;     /* ... stopped at a lookup's in-range miss: the
 			       * target is the thread area's T_TGT slot; after
 			       * gb_jit__block and gb_jit__table_put for it, put
@@ -410,7 +419,42 @@ bool gb_jit__in_code(const struct gb_jit *j, uint64_t rip);
 struct gb_jit_stats {
 	uint64_t blocks, insns, stubs, links, flushes, entries;
 	uint64_t owner_checks;   /* entry blocks with the owner check (owner.c) */
+	uint64_t twins;          /* counting twins made (twin.c) */
+	uint64_t twin_full;      /* twin passes that ran out of room */
+	uint64_t exits_learned;  /* gb_jit__learn_exits */
 };
+
+/* Counting mode (twin.c, twin_unwind.c; docs/trace.md "Counting after the
+ * budget"), with gb_jit_opts.twins.  gb_jit__twins: the twin of every
+ * block (and of every acquire site's pc) that has none, made, linked and
+ * published, and from then on gb_jit__translate_from and gb_jit__entry make
+ * them too (a set-up translates its blocks first, so twins never take the
+ * room they need): 0, or -ENOSPC (the blocks without one keep recording).  Call it as gb_jit__translate_from
+ * (the lock held, or no thread in the range).  gb_jit__twin: pc's twin
+ * (0: none, or its first instruction is left to the recording block). */
+int gb_jit__twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx);
+uint64_t gb_jit__twin(const struct gb_jit *j, uint64_t pc);
+/* The switch (a byte of the data part): on, every entry (and the
+ * re-acquire after a system call of the range) whose site has a twin runs
+ * it instead of taking the lock; a thread in a recording stretch finishes
+ * it as before. */
+void gb_jit__counting(struct gb_jit *j, bool on);
+/* The targets out of the range that the twins of areas 0..nareas-1 last
+ * left for (a ret to a caller) become keys of the lookup table (into free
+ * home slots only), so the next lookups of them are hits: no flags saved,
+ * no bounds compared.  Made while the program runs (nothing of it is
+ * reachable before its key).  How many. */
+unsigned gb_jit__learn_exits(struct gb_jit *j, unsigned nareas);
+bool gb_jit__is_counting(const struct gb_jit *j);
+/* What the twins counted: instructions, reads, writes (a difference may be
+ * negative: counts taken back by gb_jit__unwind after they were taken). */
+struct gb_jit_counts { int64_t insns, reads, writes; };
+/* Area k's counts since its last take (gebpf's harvest: no reset, so no
+ * race with the thread adding to them). */
+void gb_jit__count_take(struct gb_jit *j, unsigned k, struct gb_jit_counts *out);
+/* Add c to area k's counts (the thread stopped): a faulting instruction's
+ * exec and the accesses it completed, after gb_jit__unwind took it back. */
+void gb_jit__count_add(struct gb_jit *j, unsigned k, const struct gb_jit_counts *c);
 void gb_jit__stats(const struct gb_jit *j, struct gb_jit_stats *s);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include "common/bound.h"
 #include "jit/internal.h"
+#include "jit/twin.h"
 
 bool gb_jit__in_code(const struct gb_jit *j, uint64_t rip)
 {
@@ -37,6 +38,10 @@ int gb_jit__locate(const struct gb_jit *j, uint64_t rip, struct gb_jit_loc *out)
 		return 0;
 	case U_LINK:
 	case U_REP: /* (unwind.c says where in the loop) */
+		return 0;
+	case U_TWIN: /* (twin_unwind.c says where) */
+		out->twin = true;
+		out->at_insn = u->tw == TW_INSN && off == u->off;
 		return 0;
 	case U_STUB: {
 		static const uint8_t saved[] = { GB_REG_RAX, GB_REG_RCX, GB_REG_R11 };

@@ -23,10 +23,61 @@ void ns_routines(struct gb_jit *j)
 	ns_ring_routine(j);
 }
 
+/* Counting mode (twin.c, docs/trace.md "Counting after the budget"): an
+ * acquire site jumps through its twin word, which holds the twin of pc once
+ * the twin pass has published it and until then the site's own way on
+ * (lock, below): flag-free, rax and rcx saved in the area already (rcx back
+ * from there, rax untouched):
+ *
+ *   movzx ecx, byte [NS_COUNT] ; jrcxz lock
+ *   mov rcx, gs:[T_RCX] ; jmp qword [rip+word]
+ *   (padding) word: .quad lock                  (8-aligned: stored whole)
+ *   lock: ...
+ *
+ * A stop anywhere in it is before the site's point of no return: unwind.c
+ * reads it as the site's saves (rax, rcx from the area, nothing taken). */
+static void twin_check(struct gb_jit *j, uint64_t pc)
+{
+	struct gb_emit *m = &j->em;
+	static const uint8_t JMP_RIP[] = { 0xff, 0x25 };
+	int64_t d = (int64_t)(daddr(j, NS_COUNT) - (gb_emit_here(m) + 7));
+	uint8_t mz[7] = { 0x0f, 0xb6, 0x0d };
+	int32_t d32 = (int32_t)d;
+	if (d != d32) {
+		m->err = -EINVAL;
+		return;
+	}
+	memcpy(mz + 3, &d32, 4);
+	gb_emit_raw(m, mz, sizeof(mz));
+	size_t j1 = m->used;
+	gb_emit_jrcxz(m, gb_emit_here(m) + 2);
+	gb_emit_tls_load(m, GB_REG_RCX, T_RCX);
+	size_t jw = m->used;
+	gb_emit_raw(m, JMP_RIP, sizeof(JMP_RIP));
+	gb_emit_raw(m, (const uint8_t[4]){ 0 }, 4);
+	while (!m->err && m->used % 8)
+		gb_emit_raw(m, (const uint8_t[1]){ 0xcc }, 1);
+	size_t word = m->used;
+	gb_emit_raw(m, (const uint8_t[8]){ 0 }, 8);
+	if (m->err)
+		return;
+	int32_t rel = (int32_t)(word - (jw + 6));
+	memcpy(m->buf + jw + 2, &rel, 4);
+	size_t lock = m->used;
+	uint64_t at = gb_emit_here(m);
+	memcpy(m->buf + word, &at, 8);
+	if (lock - (j1 + 2) > 127) {
+		m->err = -EINVAL;
+		return;
+	}
+	m->buf[j1 + 1] = (uint8_t)(lock - (j1 + 2));
+	ns_twin_slot(j, pc, (uint32_t)word);
+}
+
 /* Call a shared routine: rax and rcx saved around it in the thread's area.
  * An acquire's site says where its thread goes on without the lock once
  * gebpf is gone (T_BAIL: bail, or 0 to wait on; live.c). */
-static void ns_call(struct gb_jit *j, uint64_t routine, uint64_t bail)
+static void ns_call(struct gb_jit *j, uint64_t routine, uint64_t bail, uint64_t twpc)
 {
 	struct gb_emit *m = &j->em;
 	if (GB_GROW(&j->cs, &j->cscap, j->ncs + 1)) {
@@ -39,6 +90,8 @@ static void ns_call(struct gb_jit *j, uint64_t routine, uint64_t bail)
 	gb_emit_tls_store(m, T_RAX, GB_REG_RAX);
 	gb_emit_tls_store(m, T_RCX, GB_REG_RCX);
 	c->o_saved = (uint32_t)m->used;
+	if (c->acq && twpc)
+		twin_check(j, twpc);
 	if (c->acq) {
 		gb_emit_mov_imm64(m, GB_REG_RCX, bail);
 		gb_emit_tls_store(m, T_BAIL, GB_REG_RCX);
@@ -55,8 +108,13 @@ static void ns_call(struct gb_jit *j, uint64_t routine, uint64_t bail)
 	c->o_end = (uint32_t)m->used;
 }
 
-void ns_acquire(struct gb_jit *j, uint64_t bail) { ns_call(j, j->acq, bail); }
-void ns_release(struct gb_jit *j) { ns_call(j, j->rel, 0); }
+void ns_acquire(struct gb_jit *j, uint64_t bail) { ns_call(j, j->acq, bail, 0); }
+void ns_release(struct gb_jit *j) { ns_call(j, j->rel, 0, 0); }
+
+void ns_acquire_tw(struct gb_jit *j, uint64_t bail, uint64_t pc)
+{
+	ns_call(j, j->acq, bail, j->o.twins ? pc : 0);
+}
 
 void ns_leave(struct gb_jit *j, uint64_t target)
 {
@@ -89,7 +147,7 @@ void ns_syscall(struct gb_jit *j, const struct gb_insn *gi)
 		j->em.err = j->em.err ? j->em.err : -EINVAL;
 	/* rcx: the return address the kernel leaves is the original one */
 	gb_emit_mov_imm64(&j->em, GB_REG_RCX, next);
-	ns_acquire(j, next);
+	ns_acquire_tw(j, next, next); /* (counting: the twin of what follows) */
 	jit_unit_end(j, u);
 }
 
@@ -100,7 +158,7 @@ uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk, gb_jit_fetc
 	size_t to_native = 0;
 	if (GB_GROW(&j->en, &j->encap, j->nen + 1))
 		return 0;
-	size_t mark_u = j->nu, mark_used = j->em.used, mark_cs = j->ncs;
+	size_t mark_u = j->nu, mark_used = j->em.used, mark_cs = j->ncs, mark_ts = j->nts;
 	uint64_t at = gb_emit_here(&j->em);
 	struct unit *u = jit_unit_add(j, U_NS, pc);
 	if (!u)
@@ -109,13 +167,14 @@ uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk, gb_jit_fetc
 	unsigned n = ns_owner_check(j, u, pc, fetch, ctx, in, &to_native);
 	/* gone while it waits: this block again, whose check sends it to the
 	 * native copy (without one it waits on) */
-	ns_acquire(j, n ? at : 0);
+	ns_acquire_tw(j, n ? at : 0, pc);
 	gb_emit_jump(&j->em, ZYDIS_MNEMONIC_JMP, blk);
 	jit_unit_end(j, u);
 	ns_owner_native(j, in, n, to_native);
 	if (j->em.err) {
 		j->nu = mark_u;
 		j->ncs = mark_cs;
+		j->nts = mark_ts;
 		j->em.used = mark_used;
 		j->em.err = 0;
 		return 0;
@@ -172,6 +231,7 @@ void gb_jit__area_clone(struct gb_jit *j, unsigned child, unsigned parent)
 		return;
 	memcpy(area(j, child, 0), area(j, parent, 0), GB_JIT_TLS_SIZE);
 	*area(j, child, T_MARK) = NS_MARK | child;
+	ns_count_area_new(j, child); /* (the parent's counts are the parent's) */
 	j->fs[child] = j->fs[parent];
 }
 
@@ -193,4 +253,5 @@ void gb_jit__misses(struct gb_jit *j, struct gb_jit_misses *out, bool clear)
 		out->pc[k] = log[(n - out->n + k) % GB_JIT_MISS_LOG];
 	if (clear)
 		__atomic_store_n(dword(j, NS_MISSES), 0, __ATOMIC_RELEASE);
+	ns_twin_misses(j, out, clear); /* (the twins': twin.c) */
 }

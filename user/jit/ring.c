@@ -25,6 +25,8 @@ void gb_jit__ring_reset(struct gb_jit *j)
 	*dword(j, BUDGET) = GB_JIT_RING_SIZE / 8 / BLOCK_WORDS;
 }
 
+size_t gb_jit__ring_words(const struct gb_jit *j) { return j->ring_bytes / 8; }
+
 size_t gb_jit__ring_used(const struct gb_jit *j)
 {
 	uint64_t h = *(volatile uint64_t *)dword(j, HEAD);

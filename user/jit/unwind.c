@@ -449,6 +449,9 @@ int gb_jit__unwind(struct gb_jit *j, struct user_regs_struct *regs, struct gb_ji
 	case U_REP:
 		rep_tail(&w, u, off);
 		break;
+	case U_TWIN: /* a counting twin (twin_unwind.c): no lock, no record */
+		ns_twin_unwind(j, u, off, &r, j->m.data + NS_TLS + a, &w.pc, &w.keep_syscall);
+		break;
 	default: /* an instruction, a block head, a link: the lock held */
 		w.held = true;
 		w.pc = loc.pc;

@@ -72,19 +72,24 @@ void gb_jsonl__batch(struct gb_jsonl *w, bool on)
 	w->batch = on;
 }
 
+/* Once, when the first line is dropped for the budget. */
+static void budget_warn(struct gb_jsonl *w, uint64_t vt)
+{
+	if (w->o.max_events && w->written >= w->o.max_events && !w->budget_said) {
+		w->budget_said = true;
+		gb_warn("trace: --max-events %llu reached at vt %llu: further lines are counted "
+			"as dropped (--max-events 0 for no limit)",
+			(unsigned long long)w->o.max_events, (unsigned long long)vt);
+	}
+}
+
 /* Account one generated line; where to format it, or NULL when it is
  * dropped (budget spent, write error, stalled output). */
 static inline char *admit(struct gb_jsonl *w, uint64_t vt)
 {
 	w->c.events++;
 	char *p = NULL;
-	if (w->o.max_events && w->written >= w->o.max_events && !w->budget_said) {
-		/* once, when the first line is dropped for the budget */
-		w->budget_said = true;
-		gb_warn("trace: --max-events %llu reached at vt %llu: further lines are counted "
-			"as dropped (--max-events 0 for no limit)",
-			(unsigned long long)w->o.max_events, (unsigned long long)vt);
-	}
+	budget_warn(w, vt);
 	if (!w->o.max_events || w->written < w->o.max_events) {
 		if (!w->batch) {
 			p = gb_lines__reserve(w->lines, LINE_MAX_LEN);
@@ -328,6 +333,28 @@ void gb_jsonl__counts(const struct gb_jsonl *w, struct gb_jsonl_counts *c)
 {
 	*c = w->c;
 	c->dropped += status(w).lost;
+}
+
+bool gb_jsonl__full(const struct gb_jsonl *w)
+{
+	return w->o.max_events && w->written >= w->o.max_events;
+}
+
+uint64_t gb_jsonl__max_events(const struct gb_jsonl *w) { return w->o.max_events; }
+
+void gb_jsonl__count_more(struct gb_jsonl *w, int64_t exec, int64_t reads, int64_t writes,
+			  uint64_t vt)
+{
+	if (!w->o.exec)
+		exec = 0;
+	int64_t n = exec + reads + writes;
+	if (n > 0)
+		budget_warn(w, vt);
+	w->c.insns += (uint64_t)exec;
+	w->c.reads += (uint64_t)reads;
+	w->c.writes += (uint64_t)writes;
+	w->c.events += (uint64_t)n;
+	w->c.dropped += (uint64_t)n;
 }
 
 void gb_jsonl__free(struct gb_jsonl *w)

@@ -81,6 +81,18 @@ bool gb_jsonl__stalled(const struct gb_jsonl *w);
  * pipe or FIFO; record/lines.h) or "writing the trace failed: <strerror>". */
 const char *gb_jsonl__failure(const struct gb_jsonl *w, char *buf, size_t len);
 void gb_jsonl__counts(const struct gb_jsonl *w, struct gb_jsonl_counts *c);
+/* max_events lines are written: every line from now on is dropped
+ * (always false with max_events 0). */
+bool gb_jsonl__full(const struct gb_jsonl *w);
+uint64_t gb_jsonl__max_events(const struct gb_jsonl *w);
+/* Lines generated but not written, counted by their kind only (the patch
+ * trap's counting mode, once the budget is full: docs/trace.md "Counting
+ * after the budget"): exec lines (none with exec off, as gb_jsonl__exec),
+ * reads, writes; each counts in "events" and "dropped", as a line admitted
+ * after the budget would (vt: for the budget's warning, when these are the
+ * first lines dropped).  A count may be negative (counts taken back). */
+void gb_jsonl__count_more(struct gb_jsonl *w, int64_t exec, int64_t reads, int64_t writes,
+			  uint64_t vt);
 void gb_jsonl__free(struct gb_jsonl *w);
 
 #endif

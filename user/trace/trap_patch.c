@@ -157,7 +157,7 @@ static void drain(struct patch_trap *pt, struct gb_engine *e) { patch_drain(pt, 
  * lock taken (within PATCH_LOCK_US; held: again at the next idle), no
  * thread recording then;
  * at the end (held: every thread stopped, out of the cache) only counted. */
-static void collect_misses(struct patch_trap *pt, bool held)
+void patch_collect_misses(struct patch_trap *pt, bool held)
 {
 	static struct gb_jit_misses m;
 	if (!pt->j)
@@ -182,7 +182,8 @@ static void collect_misses(struct patch_trap *pt, bool held)
 static void patch_idle(struct gb_trap *t, struct gb_engine *e)
 {
 	drain(PT(t), e);
-	collect_misses(PT(t), false);
+	patch_collect_misses(PT(t), false);
+	patch_count_idle(PT(t), e); /* (trap_patch_count.c) */
 	patch_later_resend(PT(t), e);
 }
 
@@ -193,12 +194,19 @@ static void patch_idle(struct gb_trap *t, struct gb_engine *e)
  * raised (put at it, its saved registers reloaded, its record kept).
  * 0, -ESRCH (it died), -EAGAIN (not in the cache's code). */
 static int unwind(struct patch_trap *pt, struct gb_engine *e, size_t i,
-		  struct user_regs_struct *r, bool fault)
+		  struct user_regs_struct *r, const struct gb_stop *fault)
 {
 	struct gb_jit_loc loc;
 	struct gb_jit_unwound u;
 	pid_t tid = eng_tid(e, i);
-	if (fault && gb_jit__locate(pt->j, r->rip, &loc) == 0 && loc.at_insn) {
+	bool at = fault && gb_jit__locate(pt->j, r->rip, &loc) == 0 && loc.at_insn;
+	if (at && loc.twin) { /* a counting twin's copy: its counts as it faulted */
+		if (gb_jit__unwind(pt->j, r, &pt->cur, &u))
+			return -EAGAIN;
+		patch_count_fault(pt, e, i, r, fault, pth(e, i)->k);
+		return gb_regs_set(tid, r) ? -ESRCH : 0;
+	}
+	if (at) {
 		for (unsigned k = 0; k < GB_REG_COUNT; k++)
 			if (loc.restore & (1u << k))
 				*gb_regs_field(r, k) = gb_jit__saved(pt->j, k);
@@ -323,7 +331,7 @@ enum gb_trap_verdict patch_take(struct patch_trap *pt, struct gb_engine *e, size
 	pid_t tid = eng_tid(e, i);
 	bool late = patch_later_taken(e, i) && !fault; /* (put off too often) */
 	uint64_t rip = r->rip;
-	int u = unwind(pt, e, i, r, fault != NULL);
+	int u = unwind(pt, e, i, r, fault);
 	if (u == -ESRCH) {
 		eng_set_state(e, i, T_DYING);
 		return GB_TRAP_SWALLOW;
@@ -452,7 +460,8 @@ static void patch_start(struct gb_trap *t, struct gb_engine *e)
 void patch_flush(struct patch_trap *pt, struct gb_engine *e)
 {
 	patch_drain(pt, e, true); /* (an exec: no other thread) */
-	collect_misses(pt, true);
+	patch_collect_misses(pt, true);
+	patch_count_all(pt, e);
 	gb_guard_undo_clear(); /* the old image's bytes went with it */
 }
 
@@ -468,6 +477,8 @@ static void patch_exit(struct gb_trap *t, struct gb_engine *e, size_t i)
 		gb_probes__forget(pt->probes, eng_tid(e, i));
 	struct patch_thread *th = pth(e, i);
 	if (th->known && th->k < GB_JIT_TLS_COUNT && pt->area_of[th->k] == (ssize_t)i) {
+		if (pt->counting)
+			patch_count_area(pt, e, th->k); /* (before another thread has it) */
 		if (pt->cur_i == (ssize_t)i)
 			pt->cur_i = -1; /* (the next record is a marker) */
 		pt->area_of[th->k] = -1;
@@ -476,30 +487,6 @@ static void patch_exit(struct gb_trap *t, struct gb_engine *e, size_t i)
 	}
 }
 
-
-/* The end's statistics (-v) and what makes the trace inexact. */
-void patch_report(struct patch_trap *pt)
-{
-	struct gb_jit_stats js = { 0 };
-	collect_misses(pt, true);
-	if (pt->j)
-		gb_jit__stats(pt->j, &js);
-	gb_info("trace: the patch trap: %llu entries, %llu in-range misses, %llu signals taken "
-		"out of the cache, %llu records, %llu blocks translated (%llu instructions), images "
-		"set up: %u", (unsigned long long)pt->marks, (unsigned long long)pt->misses,
-		(unsigned long long)pt->handled, (unsigned long long)pt->records,
-		(unsigned long long)(pt->blocks + js.blocks),
-		(unsigned long long)(pt->tinsns + js.insns), pt->images);
-	if (pt->later)
-		gb_info("trace: the patch trap: %llu asynchronous signals taken at a later instruction "
-			"(they stopped a thread inside a patch's bytes; %llu put off too often: taken at "
-			"the native copy of its instructions)", (unsigned long long)pt->later,
-			(unsigned long long)pt->later_native);
-	if (pt->misses)
-		gb_warn("trace: the patch trap: %llu in-range misses (targets not translated up front): "
-			"each missed stretch ran natively until the next entry, the trace is not exact "
-			"there", (unsigned long long)pt->misses);
-}
 
 /* The end, every thread held. */
 static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
@@ -517,6 +504,7 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 	gb_guard_test_point("end-begin");
 	if (!eng_live(e)) {
 		patch_drain(pt, e, true);
+		patch_count_all(pt, e);
 		pt->written = false;
 		patch_report(pt);
 		return;
@@ -532,7 +520,7 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 		pid_t tid = eng_tid(e, i);
 		if (eng_state(e, i) != T_STOPPED || gb_regs_get(tid, &r))
 			continue;
-		if (gb_jit__in_code(pt->j, r.rip) && unwind(pt, e, i, &r, false)) {
+		if (gb_jit__in_code(pt->j, r.rip) && unwind(pt, e, i, &r, NULL)) {
 			gb_err("trace: thread %d: cannot leave the code cache at 0x%llx", tid,
 			       (unsigned long long)r.rip);
 			continue;
@@ -542,6 +530,7 @@ static void patch_teardown(struct gb_trap *t, struct gb_engine *e)
 	/* What the end stepped through is the trace's too, up to --max-insns
 	 * (no thread in the cache now). */
 	patch_drain(pt, e, true);
+	patch_count_all(pt, e); /* (the threads unwound out of twins: counts taken back) */
 	ssize_t via = patch_gs_zero(e);
 	gb_guard_test_point("end-gs0");
 	e->t->zero_gs = true; /* (and a thread made since, at the detach) */

@@ -104,6 +104,10 @@ struct patch_trap {
 	uint64_t probe_waits;         /* ... that found the lock held (stayed stopped) */
 	uint64_t later;               /* signals taken later (trap_patch_later.c) */
 	uint64_t later_native;        /* ... put off too often: taken at their native copy */
+	/* Counting after the budget (trap_patch_count.c): */
+	bool twins;                   /* the cache has counting twins */
+	bool counting;                /* its switch is on */
+	uint64_t counted;             /* instructions the twins counted (statistics) */
 };
 
 /* An area for a new thread: one an exited thread gave back, else the next
@@ -165,8 +169,12 @@ const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *
 			uint64_t hi, uint64_t bias, char *buf, size_t len);
 /* No cache, no plan, no areas (the target is not touched). */
 void patch_unbuild(struct patch_trap *pt);
-/* The statistics so far (-v) and the warning for misses (trap_patch.c). */
+/* The statistics so far (-v) and the warnings for what is not exact
+ * (trap_patch_count.c). */
 void patch_report(struct patch_trap *pt);
+/* In-range misses counted, their targets translated unless held (every
+ * thread stopped: only counted); trap_patch.c. */
+void patch_collect_misses(struct patch_trap *pt, bool held);
 /* The ring drained to its end, the misses counted (trap_patch.c). */
 void patch_flush(struct patch_trap *pt, struct gb_engine *e);
 /* The entries' bytes in process pid: the patches, or with orig the
@@ -196,6 +204,19 @@ void patch_later_resend(struct patch_trap *pt, struct gb_engine *e);
 void patch_later_arrived(struct gb_engine *e, size_t i, const struct gb_stop *st);
 bool patch_later_taken(struct gb_engine *e, size_t i);
 void patch_later_end(struct gb_engine *e);
+/* trap_patch_count.c: counting after the budget (docs/trace.md
+ * "Counting after the budget").  At an idle: the switch turned on once the
+ * writer is full (no --max-insns), every area's counts added to the
+ * writer's.  Area k's counts added (a thread exiting: before the area is
+ * reused); every area's (an exec, the end).  A twin's instruction that
+ * faulted (thread i stopped at it, area k, after gb_jit__unwind): its exec
+ * and completed accesses counted. */
+void patch_count_idle(struct patch_trap *pt, struct gb_engine *e);
+void patch_count_area(struct patch_trap *pt, struct gb_engine *e, unsigned k);
+void patch_count_all(struct patch_trap *pt, struct gb_engine *e);
+struct user_regs_struct;
+void patch_count_fault(struct patch_trap *pt, struct gb_engine *e, size_t i,
+		       const struct user_regs_struct *r, const struct gb_stop *st, unsigned k);
 
 /* trap_patch_child.c: the child hook (fork, vfork). */
 void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, bool vfork);

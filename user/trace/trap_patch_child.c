@@ -14,12 +14,13 @@
 #include "trace/trap_patch.h"
 
 /* rip is right after the system call of a piece that makes one without
- * the lock: its original instruction (the syscall at *pc). */
+ * the lock (a recording block's, or a counting twin's: user/jit/twin.c):
+ * its original instruction (the syscall at *pc). */
 static bool after_ns_syscall(const struct patch_trap *pt, uint64_t rip, uint64_t *pc)
 {
 	struct gb_jit_loc loc;
 	uint64_t off = rip - pt->map.addr;
-	return gb_jit__locate(pt->j, rip, &loc) == 0 && loc.ns == GB_JIT_NS_SYSCALL && loc.pc &&
+	return gb_jit__locate(pt->j, rip, &loc) == 0 && (loc.ns == GB_JIT_NS_SYSCALL || loc.twin) && loc.pc &&
 	       off >= 2 && off <= GB_JIT_CODE_SIZE && pt->map.view[off - 2] == 0x0f &&
 	       pt->map.view[off - 1] == 0x05 && (*pc = loc.pc, true);
 }

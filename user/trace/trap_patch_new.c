@@ -19,10 +19,12 @@
 #include "ptrace/mem.h"
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
+#include "record/jsonl.h"
 #include "sym/codeptrs.h"
 #include "sym/entries.h"
 #include "trace/leftover.h"
 #include "trace/probes.h"
+#include "trace/range.h"
 #include "trace/trap_patch.h"
 
 /* Ranges of at most this many instructions get a block from each. */
@@ -226,6 +228,11 @@ static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, ui
 		why = "the code cache is full";
 	if (!why && !pt->npatched)
 		why = "no entry can be patched";
+	/* the counting twins (docs/trace.md "Counting after the budget"),
+	 * after every block: a range that fills the cache keeps recording */
+	if (!why && pt->twins && gb_jit__twins(pt->j, patch_fetch, pt))
+		gb_info("patch trap: no room for every counting twin: the rest of its blocks record "
+			"after the budget too");
 	if (!why && nref && patch_probe_attach(pt, path, lo, hi, bias, ev, nref))
 		why = "its other entries cannot keep a uprobe";
 out:
@@ -271,8 +278,14 @@ const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *
 	/* (the owner check: user/jit/owner.c; rdfsbase needs FSGSBASE, else
 	 * the TCB's self-pointer at fs:0 names the thread) */
 	bool fsgsbase = getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE;
+	/* counting twins (docs/trace.md "Counting after the budget"): for a
+	 * trace with a budget; GEBPF_PATCH_NOCOUNT=1: none (bench_budget.py's
+	 * row of what recording every instruction costs) */
+	const char *nc = getenv("GEBPF_PATCH_NOCOUNT");
+	pt->twins = gb_jsonl__max_events(pt->range->out) && !(nc && *nc == '1');
 	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = 1000, .owner_check = true,
-				 .owner_tcb = !fsgsbase, .read = read_target, .read_ctx = pt };
+				 .owner_tcb = !fsgsbase, .read = read_target, .read_ctx = pt,
+				 .twins = pt->twins };
 	pt->j = gb_jit__new_opts(&m, pt->start, pt->end, &o);
 	int lv = pt->j ? gb_jit__live_start(pt->j) : 0;
 	if (!pt->j)
@@ -327,6 +340,7 @@ void patch_unbuild(struct patch_trap *pt)
 	free(pt->code);
 	pt->code = NULL;
 	pt->written = false;
+	pt->counting = false; /* (a new image's cache: on again at the next idle) */
 	pt->npatched = 0;
 	pt->nareas = pt->nfreed = 0;
 	pt->cur_i = -1;
