@@ -566,19 +566,6 @@ static bool patch_free_later(const struct gb_trap *t)
 	return !PT(t)->instead && !PT(t)->written;
 }
 
-void patch_free(struct gb_trap *t)
-{
-	struct patch_trap *pt = PT(t);
-	gb_probes__free(pt->probes); /* (every uprobe gone) */
-	gb_patch_plan_free(&pt->plan);
-	gb_jit__free(pt->j);
-	gb_jitmap_drop(&pt->map);
-	free(pt->code);
-	if (pt->instead)
-		gb_trap_free(pt->instead);
-	free(pt);
-}
-
 const struct gb_trap_ops patch_ops = {
 	.name = "patch",
 	.thread_size = sizeof(struct patch_thread),

@@ -1,5 +1,6 @@
 /* The patch trap's end, the part a SIGKILL of the worker must not make
  * harmful (docs/trace.md "Ending"): see trap_patch.h. */
+#include <stdlib.h>
 #include <sys/user.h>
 
 #include "common/guard.h"
@@ -8,6 +9,7 @@
 
 #include "ptrace/regs.h"
 #include "trace/engine_int.h"
+#include "trace/probes.h"
 #include "trace/trap_patch.h"
 
 ssize_t patch_gs_zero(struct gb_engine *e)
@@ -43,4 +45,18 @@ void patch_write(struct patch_trap *pt, pid_t pid, bool orig)
 		gb_guard_undo_clear();
 		gb_guard_test_point("end-cleared");
 	}
+}
+
+/* gebpf's own view of it, after the teardown (or a set-up that failed). */
+void patch_free(struct gb_trap *t)
+{
+	struct patch_trap *pt = (struct patch_trap *)t;
+	gb_probes__free(pt->probes); /* (every uprobe gone) */
+	gb_patch_plan_free(&pt->plan);
+	gb_jit__free(pt->j);
+	gb_jitmap_drop(&pt->map);
+	free(pt->code);
+	if (pt->instead)
+		gb_trap_free(pt->instead);
+	free(pt);
 }
