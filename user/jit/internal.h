@@ -241,7 +241,7 @@ _Static_assert(GB_JIT_MISS_LOG == 256, "the miss log's index is a byte (movzx)")
 #define T_TICKET 112 /* the ticket taken (acquire) or now served (release) */
 #define T_WADDR 120  /* the ticket's wait word (a futex call's address) */
 #define T_NEGFS 128  /* minus its owner's key, its fs base or fs:0 (owner.c) */
-#define T_WAY   144  /* a budget exit's way on, natively, once gebpf is gone
+#define T_WAY   240  /* a budget exit's way on, natively, once gebpf is gone
 		      * (ring.c: the block's original code, or 0) */
 #define T_BAIL  136  /* an acquire's way on without the lock once gebpf is
 		      * gone (the site's: its entry block again, or the
@@ -257,7 +257,9 @@ _Static_assert(GB_JIT_MISS_LOG == 256, "the miss log's index is a byte (movzx)")
 #define T_TWS  216   /* rax in a twin head's flag-free adds */
 #define T_TWJ  224   /* the twin an acquire site jumps to */
 #define T_EXIT 232   /* the last target a twin's lookup left the range for */
-_Static_assert(T_CSET(NS_CSETS) <= T_TWS && T_EXIT + 8 <= GB_JIT_TLS_SIZE, "the area's room");
+_Static_assert(T_CSET(NS_CSETS) <= T_TWS && T_EXIT + 8 <= T_WAY && T_WAY + 8 <= GB_JIT_TLS_SIZE,
+	       "the area's room");
+_Static_assert(T_BAIL + 8 <= T_CSET(0), "the area's slots apart");
 /* A stretch marker's ring word: instruction ids are below it. */
 #define NS_MARK   0x8000000000000000ull
 #define NS_MARK_K 0xffffull
