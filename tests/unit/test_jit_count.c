@@ -1,4 +1,4 @@
-/* Counting twins (user/jit/twin.c, twin_unwind.c; docs/trace.md "Counting
+/* Counting twins (user/jit/twin*.c; docs/trace.md "Counting
  * after the budget"), in this process: functions translated into a cache
  * mapped here with their twins, called through their entry blocks.  With
  * the counting switch on they run their twins: the native result, no lock,

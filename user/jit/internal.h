@@ -62,7 +62,7 @@ struct unit {
 	uint64_t tgt;
 	/* U_TWIN: the counts its block's head added that a thread stopped
 	 * here has not run yet (exec, reads, writes: taken back from its
-	 * area when it is put at pc), and the piece's kind (twin.c) */
+	 * area when it is put at pc), and the piece's kind (twin.h) */
 	uint16_t tb[3];
 	uint8_t tw;
 	uint64_t pc;           /* U_HEAD: block; U_INSN: instruction; U_STUB/U_LINK: target */
@@ -374,9 +374,10 @@ int ns_transfer(struct gb_jit *j, const struct gb_insn *gi, struct link *l);
  * translate: it may translate recording blocks (the lock held, or no
  * thread in). */
 void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, bool translate);
-void ns_twin_reset(struct gb_jit *j);
 /* A block was translated at pc: the next pass makes its twin. */
 void ns_twin_want(struct gb_jit *j, uint64_t pc);
+/* twin_link.c: the map of twins emptied. */
+void ns_twin_reset(struct gb_jit *j);
 /* The published twin of pc for the lookup table's column (0: none). */
 uint64_t ns_twin_pub(const struct gb_jit *j, uint64_t pc);
 /* An acquire site's twin word at code offset off, for pc. */

@@ -3,7 +3,8 @@
  * thread stopped in a twin put back at its original instruction with the
  * counts its block's head added for what it has not run taken back from
  * its area (so its re-entry, after a signal handler, does not count them
- * twice).  twin.c makes the twins; the piece kinds are in twin.h. */
+ * twice).  twin.c, twin_block.c and twin_link.c make the twins; the
+ * piece kinds are in twin.h. */
 #include <string.h>
 #include <sys/user.h>
 
