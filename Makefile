@@ -154,7 +154,7 @@ e2e: gebpf progs services
 
 test: unit e2e
 
-bench: gebpf progs $(BENCH_BINS) $(OUTPUT)/gebpf-qemu.so
+bench: gebpf progs services $(BENCH_BINS) $(OUTPUT)/gebpf-qemu.so
 	GEBPF_OUTPUT=$(abspath $(OUTPUT)) $(PYTHON) bench/run.py
 
 kmatrix: gebpf progs $(OUTPUT)/probecheck

@@ -27,6 +27,8 @@ REPO = os.path.dirname(BENCH)
 ARGS = {
     "bench_budget.py": {"full": (["--reps", "3"], {}),
                         "quick": (["--quick"], {})},
+    "bench_budget_services.py": {"full": (["--reps", "3"], {}),
+                                 "quick": (["--quick"], {})},
     "bench_drain.py": {"full": (["--reps", "3"], {}),
                        "quick": (["--quick"], {})},
     "bench_engines.py": {"full": (["--reps", "3"], {}),
