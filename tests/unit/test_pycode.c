@@ -117,3 +117,22 @@ Test(pycode, profile_python_locations_by_function_and_line)
 	free(buf);
 	gb_profile__free(p);
 }
+
+/* A name longer than the buffer is cut at a whole UTF-8 character: a
+ * Python function named in another script (--folded's lines are UTF-8). */
+Test(pycode, a_long_name_is_cut_at_a_whole_character)
+{
+	char func[] = "mod.f\xc3\xa9\xc3\xa9";  /* "mod.féé": 9 bytes */
+	struct gb_profile_loc l = { .python = true, .func = func };
+	char buf[9];
+	gb_profile__loc_name(&l, buf, sizeof(buf)); /* 8 fit: "mod.fé" and half an é */
+	cr_assert_str_eq(buf, "mod.f\xc3\xa9");
+	char big[16];
+	gb_profile__loc_name(&l, big, sizeof(big));
+	cr_assert_str_eq(big, func);
+	char three[] = "\xe2\x82\xac\xe2\x82\xac";     /* "€€" */
+	l.func = three;
+	char b5[6];
+	gb_profile__loc_name(&l, b5, sizeof(b5)); /* 5 fit: one € and two thirds */
+	cr_assert_str_eq(b5, "\xe2\x82\xac");
+}

@@ -351,6 +351,22 @@ int gb_profile__each_stack(const struct gb_profile *p, gb_profile_stack_cb cb, v
 	return err;
 }
 
+/* A name cut by the buffer's end ends at a whole UTF-8 character. */
+static void utf8_cut(char *buf, size_t len)
+{
+	size_t n = strlen(buf), k = n;
+	if (!len || n + 1 < len)
+		return;
+	while (k > 0 && ((unsigned char)buf[k - 1] & 0xc0) == 0x80)
+		k--; /* continuation bytes */
+	if (k > 0 && ((unsigned char)buf[k - 1] & 0xc0) == 0xc0) {
+		unsigned char b = (unsigned char)buf[k - 1];
+		size_t want = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2;
+		if (n - (k - 1) < want)
+			buf[k - 1] = 0; /* its last character incomplete */
+	}
+}
+
 void gb_profile__loc_name(const struct gb_profile_loc *l, char *buf, size_t len)
 {
 	const char *base;
@@ -364,6 +380,7 @@ void gb_profile__loc_name(const struct gb_profile_loc *l, char *buf, size_t len)
 	} else {
 		snprintf(buf, len, "[unknown]%s", l->kernel ? "_[k]" : "");
 	}
+	utf8_cut(buf, len);
 }
 
 struct folded_ctx {

@@ -138,6 +138,17 @@ static char *read_str(pid_t pid, const struct gb_py_code_layout *L, uint64_t obj
 	for (int64_t i = 0; i < n; i++) {
 		uint32_t cp = kind == 1 ? raw[i] : kind == 2 ? ((uint16_t *)raw)[i] :
 			      ((uint32_t *)raw)[i];
+		/* Not a string's character: read while the object changed
+		 * (freed, reused: the target runs on), so not a name.  A lone
+		 * surrogate (a file name's undecodable byte, surrogateescape)
+		 * is U+FFFD: UTF-8 has no form for it. */
+		if (cp > 0x10ffff || (ascii && cp >= 0x80)) {
+			free(raw);
+			free(out);
+			return NULL;
+		}
+		if (cp >= 0xd800 && cp <= 0xdfff)
+			cp = 0xfffd;
 		put_utf8(&o, out + n * 4 + 1, cp);
 	}
 	*o = 0;
