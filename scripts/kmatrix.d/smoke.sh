@@ -108,7 +108,9 @@ run trace_exec_thread 30 "$G" trace -v --trap probes --range "$P/kmtrace:work" -
 # kmalarm runs the original code through the entries left patched (its 1 ms
 # SIGALRM too) and finishes ("kmalarm ok", killed.target); the next trace
 # recognises the cache, writes the entries back from the file and traces
-# (killed_retrace; trace/leftover.c: /proc/PID/pagemap, map_files)
+# (killed_retrace, 3 s: each SIGALRM stops kmalarm for gebpf, and under TCG
+# with the other kernels booting a round trip took ~4 ms, so 1 s once saw no
+# whole call of `work`; trace/leftover.c: /proc/PID/pagemap, map_files)
 rm -f "$O/.killed.fifo"
 mkfifo "$O/.killed.fifo"
 "$P/kmalarm" <"$O/.killed.fifo" >"$O/.killed.out" &
@@ -133,7 +135,7 @@ wait "$gp"
 echo $? >"$O/killed.rc"
 echo "$wp" >"$O/killed.worker"
 sleep 1
-run killed_retrace 30 "$G" trace -v -p "$kp" --range "$ALARM_START-$ALARM_LAST" --duration 1 \
+run killed_retrace 30 "$G" trace -v -p "$kp" --range "$ALARM_START-$ALARM_LAST" --duration 3 \
 	--max-events 20000 -o "$O/killed_retrace.jsonl"
 exec 9>&-
 wait "$kp"
