@@ -283,6 +283,29 @@ def check_line(raw):
     return obj
 
 
+# The canonical forms of the common lines (check_line's verdict and object,
+# without its json.loads + dumps round trip: a quarter of its time on the
+# million lines of a full budget); any other line goes to check_line.
+_N = r"(0|[1-9][0-9]*)"
+_H = r'"(0x(?:0|[1-9a-f][0-9a-f]*))"'
+_EXEC = re.compile(r'\{"t":"exec","vcpu":%s,"pc":%s,"vt":%s\}' % (_N, _H, _N))
+_ACCESS = re.compile(r'\{"t":"(read|write)","vcpu":%s,"addr":%s,"size":%s,"pc":%s,"vt":%s\}'
+                     % (_N, _H, _N, _H, _N))
+
+
+def check_line_fast(raw):
+    """check_line(RAW), the same object and verdict, quicker for exec and
+    access lines."""
+    m = _EXEC.fullmatch(raw)
+    if m:
+        return {"t": "exec", "vcpu": int(m[1]), "pc": m[2], "vt": int(m[3])}
+    m = _ACCESS.fullmatch(raw)
+    if m:
+        return {"t": m[1], "vcpu": int(m[2]), "addr": m[3], "size": int(m[4]), "pc": m[5],
+                "vt": int(m[6])}
+    return check_line(raw)
+
+
 def trace_bytes(path):
     """The bytes of a trace file, decompressed by the zstd CLI when it is
     zstd (a .zst trace, a recording's blobs/trace.jsonl.zst)."""
@@ -304,7 +327,7 @@ def read_trace(path):
     assert data.endswith(b"\n"), "%s does not end with a newline" % path
     raws = data.decode().split("\n")[:-1]
     assert raws, "%s is empty" % path
-    objs = [check_line(r) for r in raws]
+    objs = [check_line_fast(r) for r in raws]
     summary, lines = objs[-1], objs[:-1]
     assert summary["t"] == "summary", "last line is not the summary: %r" % raws[-1]
     assert all(o["t"] != "summary" for o in lines), "summary line before the end"

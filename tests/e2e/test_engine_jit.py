@@ -203,8 +203,10 @@ def code_cache_left(pid):
     return [ln for ln in maps if ln.endswith("/dev/zero (deleted)")]
 
 
-FORK_ROUNDS = 10000  # about 2 s natively on a quiet machine: --duration 1 ends in the middle
-#                     (20000 made the test 390 s at load 10: each run's rest ran natively)
+FORK_ROUNDS = 5000  # about 1 s natively on a quiet machine, ~3x that traced (3,000 rounds:
+#                    3.2 s traced, 1.05 s natively at load 3.4): --duration 1 ends in the
+#                    middle.  (20000 made the test 390 s at load 10, 10000 108 s: each run's
+#                    rest ran natively, at about half the native speed after the end)
 
 
 def test_duration_end_with_forks_leaves_no_code_cache(tmp_path):

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import gebpf_path, prog_path, read_trace, stable_env
+from conftest import gebpf_path, output_grew, prog_path, read_trace, stable_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
@@ -173,9 +173,12 @@ def children(pid):
 @pytest.mark.parametrize("sleep_us", [0, 20000], ids=["fast", "slow"])
 def test_sigkill_leaves_a_readable_file(trace_ready, zstd_cli, tmp_path, sleep_us):
     """gebpf, its worker (the writer) and the launched spin SIGKILLed at once
-    2.5 s into the trace: the file decompresses up to its last frame.  Fast
-    lines fill 4 MiB frames; slow ones (a call every 20 ms: ~100 kB of lines
-    a second) reach the file because a frame ends at least every second."""
+    mid-trace: the file decompresses up to its last frame.  Fast lines fill
+    4 MiB frames, killed once the file holds 1 MB (about a dozen frames,
+    ~200 written a second: the kill still falls at any point of one; 2.5 s
+    of them were 30 million lines that took 90 s to check); slow ones (a
+    call every 20 ms: ~100 kB of lines a second), killed 2.5 s in, reach the
+    file because a frame ends at least every second."""
     z = tmp_path / "t.jsonl.zst"
     g = subprocess.Popen([gebpf_path(), "trace", "--range", "traced", "--max-events", "0",
                           "-o", str(z), "--", prog_path("spin"), "100000000", str(sleep_us)],
@@ -184,7 +187,10 @@ def test_sigkill_leaves_a_readable_file(trace_ready, zstd_cli, tmp_path, sleep_u
     kids = []
     try:
         assert g.stdout.readline() == b"ready\n"
-        time.sleep(2.5)
+        if sleep_us:
+            time.sleep(2.5)
+        else:
+            assert output_grew(z, g, 1 << 20), "the trace did not reach 1 MB"
         kids = children(g.pid)
         kids += [k for w in kids for k in children(w)]
         assert kids, "no worker"
