@@ -14,13 +14,11 @@ from conftest import prog_path, read_trace, run_gebpf
 COUNTING = re.compile(r"trace: the patch trap: the budget is full at vt (\d+): counting from then "
                       r"on, no records")
 COUNTED = re.compile(r"trace: the patch trap: (\d+) instructions counted by the counting twins")
-CALLS, THREADS = 10000, 4  # (400,000 instructions: the switch comes on well before the end,
-#                            at a 5,000-line budget after about 1% of them; 50,000 calls made
-#                            a 2.6M-line trace without the budget that took 11 s to read)
+CALLS, THREADS = 50000, 4  # (2M instructions: the switch comes on well before the end)
 
 
 def traced(tmp_path, name, *extra, out=None):
-    dest = out or tmp_path / (name + ".jsonl.zst")  # (zstd: 520,000 lines without a budget)
+    dest = out or tmp_path / (name + ".jsonl.zst")  # (zstd: 2.6M lines without a budget)
     r = run_gebpf(["trace", "-v", "--trap", "patch", "--range", "traced", *extra,
                    "--out" if out else "-o", dest, "--", prog_path("pt_threads"), CALLS, THREADS],
                   timeout=300)
