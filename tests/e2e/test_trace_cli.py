@@ -666,7 +666,11 @@ def test_stopped_target_left_stopped_at_duration(trap, tmp_path):
         lines, summary = read_trace(out)
         assert summary["insns"] == 0 and not lines, summary
         assert took < 20, "--duration 1 took %.1f s" % took
-        assert state(server.pid) == "T" and tracer_of(server.pid) == 0
+        # (detached from a ptrace stop of a stopped process, a thread is
+        # woken to enter the group-stop again: 'R' for that moment, seen
+        # once in a CI run at load 6; silent() below checks nothing ran)
+        wait_for(lambda: state(server.pid) == "T", timeout=10, what="the target stopped again")
+        assert tracer_of(server.pid) == 0
         assert maps_but_uprobes(server.pid) == maps, "gebpf left something mapped"
         send(server, 5)
         assert silent(server, 0.5), "the stopped target ran after the trace"
