@@ -105,6 +105,24 @@ static long read_all(struct gb_jit_cursor *c)
 	return r < 0 ? r : n;
 }
 
+/* The child let go, the consumer reads on until it is done: its native
+ * result, the lock free, the ring within its room to the end. */
+static void read_until_done(pid_t pid, struct gb_jit_cursor *c)
+{
+	int st;
+	cr_assert_eq(ptrace(PTRACE_CONT, pid, NULL, NULL), 0);
+	pid_t w;
+	while ((w = waitpid(pid, &st, WNOHANG)) == 0) {
+		cr_assert_geq(read_all(c), 0);
+		gb_jit__ring_commit(jit, c);
+		usleep(1000);
+	}
+	cr_assert_eq(w, pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the native result (status %#x)", st);
+	cr_assert_eq(gb_jit__lock_word(jit), 0, "the lock free");
+	cr_assert_geq(read_all(c), 0);
+}
+
 static void unwound_at_the_end(const uint8_t *f, const uint8_t *f_end)
 {
 	mem = jit_map_near_as((uint64_t)f, true);
@@ -144,17 +162,7 @@ static void unwound_at_the_end(const uint8_t *f, const uint8_t *f_end)
 	}
 	/* the consumer tells the writer it has read everything (the next
 	 * pass), and goes on reading until the child is done */
-	cr_assert_eq(ptrace(PTRACE_CONT, pid, NULL, NULL), 0);
-	pid_t w;
-	while ((w = waitpid(pid, &st, WNOHANG)) == 0) {
-		cr_assert_geq(read_all(&c), 0);
-		gb_jit__ring_commit(jit, &c);
-		usleep(1000);
-	}
-	cr_assert_eq(w, pid);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the native result (status %#x)", st);
-	cr_assert_eq(gb_jit__lock_word(jit), 0, "the lock free");
-	cr_assert_geq(read_all(&c), 0);
+	read_until_done(pid, &c);
 }
 
 Test(jit_ring_end, a_writer_unwound_again_and_again_at_a_pass_end_stays_in_its_room)
@@ -252,17 +260,7 @@ static void unwound_after_the_count(const uint8_t *f, const uint8_t *f_end, cons
 	long n = read_all(&c);
 	cr_assert_geq(n, 0, "the consumer finds the ring past its room (%u unwinds)", unwound);
 	/* the consumer reads on until the child is done */
-	cr_assert_eq(ptrace(PTRACE_CONT, pid, NULL, NULL), 0);
-	pid_t w;
-	while ((w = waitpid(pid, &st, WNOHANG)) == 0) {
-		cr_assert_geq(read_all(&c), 0);
-		gb_jit__ring_commit(jit, &c);
-		usleep(1000);
-	}
-	cr_assert_eq(w, pid);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the native result (status %#x)", st);
-	cr_assert_eq(gb_jit__lock_word(jit), 0, "the lock free");
-	cr_assert_geq(read_all(&c), 0);
+	read_until_done(pid, &c);
 }
 
 Test(jit_ring_end, a_writer_unwound_at_the_wake_after_a_count_stays_in_its_room)
