@@ -96,6 +96,32 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(line)
 
 
+# GEBPF_TEST_CPU=FILE: one line per test appended to FILE, "CPU WALL NODEID":
+# the CPU seconds of the test's pytest process and of the children it waited
+# for (gebpf, its targets, QEMU) during the test, and its wall seconds.  The
+# suite's time on a 2-core CI host is bound by CPU, not by waiting, so this
+# is what to sort by when cutting it (docs/testing.md "How scripts/test runs
+# the suite").
+_CPU_FILE = os.environ.get("GEBPF_TEST_CPU")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not _CPU_FILE:
+        yield
+        return
+    t0, w0 = os.times(), time.monotonic()
+    yield
+    t1, w1 = os.times(), time.monotonic()
+    cpu = sum(getattr(t1, k) - getattr(t0, k)
+              for k in ("user", "system", "children_user", "children_system"))
+    fd = os.open(_CPU_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, ("%.2f %.2f %s\n" % (cpu, w1 - w0, item.nodeid)).encode())
+    finally:
+        os.close(fd)
+
+
 @pytest.fixture
 def campaign(request):
     """campaign(runs, fixed=()) -> a Campaign (campaign.py) for this test."""
