@@ -48,9 +48,13 @@ run() {
 	echo "kmatrix: $name: $*" >&2
 	t0=$(date +%s)
 	timeout "$secs" "$@" >"$O/$name.out" 2>"$O/$name.err"
-	echo $? >"$O/$name.rc"
+	rc=$?
+	echo $rc >"$O/$name.rc"
+	took=$(($(date +%s) - t0))
+	# (each check's seconds on the console: where a guest's time goes)
+	echo "kmatrix: $name: exit $rc after $took s" >&2
 	# gebpf handles SIGTERM (exit 1, summary written): say it was ours.
-	[ $(($(date +%s) - t0)) -lt "$secs" ] || echo "$secs" >"$O/$name.timeout"
+	[ "$took" -lt "$secs" ] || echo "$secs" >"$O/$name.timeout"
 	flush
 }
 

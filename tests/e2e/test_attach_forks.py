@@ -15,8 +15,9 @@ from conftest import gebpf_path, prog_path
 
 pytestmark = pytest.mark.usefixtures("trace_ready")
 
-ROUNDS = "10000"  # about 2 s natively on a quiet machine (10 under load): --duration 1 ends in
-#                   the middle; 20000 made the campaigns 160-400 s at load 10
+ROUNDS = "5000"   # about 1 s natively on a quiet machine (5 under load): --duration 0.5, from
+#                   0-0.3 s in, ends in the middle; 20000 made the campaigns 160-400 s at load
+#                   10, 10000 (--duration 1) 70 CPU s each (GEBPF_TEST_CPU)
 
 
 @pytest.mark.campaign
@@ -36,7 +37,7 @@ def test_attach_in_a_fork_leaves_its_result(args, campaign, tmp_path):
             pid = int(p.stdout.readline().split()[1])
             time.sleep(Campaign.rng(seed, *args).uniform(0, 0.3))
             g = subprocess.run([gebpf_path(), "trace", "-p", str(pid), "--range", "traced_forks",
-                                "--duration", "1", "-o", str(tmp_path / ("t%d.jsonl" % seed))]
+                                "--duration", "0.5", "-o", str(tmp_path / ("t%d.jsonl" % seed))]
                                + args, capture_output=True, text=True, timeout=120)
             out = p.stdout.read().strip()
             p.wait(timeout=120)

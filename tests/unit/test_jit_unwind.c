@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <asm/prctl.h>
 #include <sys/auxv.h>
@@ -199,11 +200,93 @@ static __attribute__((noreturn)) void child(uint64_t e)
 }
 
 /* Run a child to its k-th step in the cache; unwind it there and let it
- * go natively.  Returns false when it left the cache before k steps. */
+ * go natively.  Returns false when it left the cache before k steps.
+ *
+ * every_step's first run single-steps the child through the whole cache
+ * and keeps the pc of each step (seq); the runs for each k then reach the
+ * k-th step by a breakpoint (int3 written into the shared cache) at its pc,
+ * passed over as often as that pc began a run of steps before it, and
+ * single-step from there only through a REP's iterations (or a loop
+ * instruction's jumps to itself): the same state as k single-steps, with
+ * a few stops where k steps were k^2/2 in all (90 s of this suite). */
 static uint64_t budget; /* 0, or the ring's budget word to start with */
 static pid_t cur_child;  /* the child run_to runs */
+static uint64_t *seq;    /* the pc after each step in the cache (every_step) */
+static int seq_n, seq_cap;
 
-static bool run_to(uint64_t e, int k, uint64_t *pc, struct gb_jit_unwound *uo)
+/* Single-step the child k steps in the cache (or until it leaves it: true),
+ * keeping each step's pc in seq when recording. */
+static bool step_to(pid_t pid, int k, struct user_regs_struct *r, bool recording)
+{
+	int n = 0, st;
+	bool was_in = false;
+	for (;;) {
+		cr_assert_eq(ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL), 0);
+		cr_assert_eq(waitpid(pid, &st, 0), pid);
+		cr_assert(WIFSTOPPED(st), "step %d: status %#x", n, st);
+		ptrace(PTRACE_GETREGS, pid, NULL, r);
+		bool in = gb_jit__in_code(jit, r->rip);
+		if (in)
+			was_in = true;
+		if (was_in && !in)
+			return true;
+		if (!in)
+			continue;
+		if (recording) {
+			if (seq_n == seq_cap) {
+				seq_cap = seq_cap ? 2 * seq_cap : 1024;
+				seq = realloc(seq, seq_cap * sizeof(*seq));
+				cr_assert_not_null(seq);
+			}
+			seq[seq_n++] = r->rip;
+		}
+		if (++n == k)
+			return false;
+	}
+}
+
+/* The child at its k-th step in the cache (k <= seq_n), by a breakpoint. */
+static void break_at(pid_t pid, int k, struct user_regs_struct *r)
+{
+	uint64_t pc = seq[k - 1];
+	int first = k - 1, st;
+	while (first > 0 && seq[first - 1] == pc)
+		first--;
+	int hits = 0; /* runs of steps at pc up to the k-th step's */
+	for (int i = 0; i <= first; i++)
+		hits += seq[i] == pc && (i == 0 || seq[i - 1] != pc);
+	uint8_t *at = mem.code + (pc - mem.code_addr), saved = *at;
+	*at = 0xcc;
+	for (int h = 1;; h++) {
+		cr_assert_eq(ptrace(PTRACE_CONT, pid, NULL, NULL), 0);
+		cr_assert_eq(waitpid(pid, &st, 0), pid);
+		cr_assert(WIFSTOPPED(st) && WSTOPSIG(st) == SIGTRAP, "step %d: status %#x", k, st);
+		ptrace(PTRACE_GETREGS, pid, NULL, r);
+		cr_assert_eq(r->rip, pc + 1, "step %d: a stop at %#llx, not the breakpoint", k, r->rip);
+		*at = saved;
+		r->rip = pc;
+		ptrace(PTRACE_SETREGS, pid, NULL, r);
+		if (h == hits)
+			break;
+		/* over this run of pc's steps, then the breakpoint back */
+		do {
+			cr_assert_eq(ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL), 0);
+			cr_assert_eq(waitpid(pid, &st, 0), pid);
+			cr_assert(WIFSTOPPED(st), "step %d: status %#x", k, st);
+			ptrace(PTRACE_GETREGS, pid, NULL, r);
+		} while (r->rip == pc);
+		*at = 0xcc;
+	}
+	for (int i = first; i < k - 1; i++) {
+		cr_assert_eq(ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL), 0);
+		cr_assert_eq(waitpid(pid, &st, 0), pid);
+		cr_assert(WIFSTOPPED(st), "step %d: status %#x", k, st);
+	}
+	ptrace(PTRACE_GETREGS, pid, NULL, r);
+	cr_assert_eq(r->rip, pc, "step %d: at %#llx, not the step's %#lx", k, r->rip, pc);
+}
+
+static bool run_to(uint64_t e, int k, uint64_t *pc, struct gb_jit_unwound *uo, bool by_break)
 {
 	gb_jit__ring_reset(jit);
 	if (budget) /* the data part's word 136 (docs/trace.md): the slow path at once */
@@ -217,24 +300,12 @@ static bool run_to(uint64_t e, int k, uint64_t *pc, struct gb_jit_unwound *uo)
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_assert(WIFSTOPPED(st));
 	ptrace(PTRACE_SETOPTIONS, pid, NULL, (void *)(long)PTRACE_O_EXITKILL);
-	int n = 0;
-	bool was_in = false, left = false;
+	bool left = false;
 	struct user_regs_struct r;
-	for (;;) {
-		cr_assert_eq(ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL), 0);
-		cr_assert_eq(waitpid(pid, &st, 0), pid);
-		cr_assert(WIFSTOPPED(st), "step %d: status %#x", n, st);
-		ptrace(PTRACE_GETREGS, pid, NULL, &r);
-		bool in = gb_jit__in_code(jit, r.rip);
-		if (in)
-			was_in = true;
-		if (was_in && !in) {
-			left = true;
-			break;
-		}
-		if (in && ++n == k)
-			break;
-	}
+	if (by_break)
+		break_at(pid, k, &r);
+	else
+		left = step_to(pid, k, &r, true);
 	if (!left) {
 		uint64_t rip = r.rip;
 		cr_assert_eq(gb_jit__unwind(jit, &r, NULL, uo), 0, "step %d: rip +%#lx", k,
@@ -288,10 +359,12 @@ static bool run_to(uint64_t e, int k, uint64_t *pc, struct gb_jit_unwound *uo)
  * each kind of piece. */
 static int every_step(uint64_t e, int *held, int kinds[8])
 {
-	int k = 1;
 	uint64_t pc = 0;
 	struct gb_jit_unwound uo;
-	for (; run_to(e, k, &pc, &uo); k++) {
+	seq_n = 0;
+	cr_assert(!run_to(e, INT32_MAX, &pc, &uo, false), "the child never left the cache");
+	int k = 1;
+	for (; k <= seq_n && run_to(e, k, &pc, &uo, true); k++) {
 		*held += uo.held;
 		kinds[uo.ns & 7]++;
 	}
