@@ -6,8 +6,8 @@
 Each RESULT_DIR holds row.env (written by scripts/kmatrix: NAME, SUITE,
 PACKAGE, MODE=vm|host, VM_RC, VM_SECONDS) and either the files smoke.sh wrote
 (host) or serial.txt, the guest's framed results channel, which is decoded
-here first (init: "@@KM-FILE NAME SHA256", base64, "@@KM-END NAME",
-"@@KM-DONE").
+here first (smoke.sh: "@@KM-FILE NAME SHA256 gz", the base64 of the gzipped
+file, "@@KM-END NAME", "@@KM-DONE"; without "gz" the file's own base64).
 
 Verdicts (docs/kmatrix.md): pass; skip only when gebpf reported a missing
 kernel feature in one clear line (FEATURE_RE) and did not produce what the
@@ -16,6 +16,7 @@ any check failed (except those named in $KMATRIX_OPTIONAL) or a guest gave
 no results, else 0.
 """
 import base64
+import gzip
 import hashlib
 import json
 import os
@@ -68,14 +69,18 @@ def decode_serial(rdir):
     for line in lines:
         if line.startswith("@@KM-FILE "):
             parts = line.split()
-            cur, buf = ((parts[1], parts[2]) if len(parts) == 3 else None), []
+            # (NAME SHA256, or NAME SHA256 gz: the base64 of the gzipped file)
+            ok = len(parts) == 3 or (len(parts) == 4 and parts[3] == "gz")
+            cur, buf = ((parts[1], parts[2], len(parts) == 4) if ok else None), []
             if cur is None:
                 bad.append("bad header: %.40s" % line)
         elif line.startswith("@@KM-END ") and cur is not None:
-            name, want = cur
+            name, want, gz = cur
             try:
                 data = base64.b64decode("".join(buf), validate=True)
-            except ValueError:
+                if gz:
+                    data = gzip.decompress(data)
+            except (ValueError, OSError, EOFError):
                 data = None
             if data is None or hashlib.sha256(data).hexdigest() != want:
                 bad.append(name)

@@ -415,15 +415,18 @@ def test_probe_fail_line_and_missing_uprobes(good):
     assert verdicts(good)["probe"][0] == "fail"
 
 
-def frame(d, names, done=True, corrupt=None):
+def frame(d, names, done=True, corrupt=None, gz=True):
+    """The guest's channel (smoke.sh's flush): each file gzipped (gz), or
+    plain as older suites sent it."""
     out = []
     for n in names:
         data = open(os.path.join(d, n), "rb").read()
         h = hashlib.sha256(data).hexdigest()
-        b = base64.encodebytes(data).decode()
+        b = base64.encodebytes(gzip.compress(data) if gz else data).decode()
         if n == corrupt:
             b = "AAAA" + b
-        out.append("@@KM-FILE %s %s\r\n%s@@KM-END %s\r\n" % (n, h, b.replace("\n", "\r\n"), n))
+        out.append("@@KM-FILE %s %s%s\r\n%s@@KM-END %s\r\n" % (n, h, " gz" if gz else "",
+                                                                b.replace("\n", "\r\n"), n))
     if done:
         out.append("@@KM-DONE\r\n")
     return "".join(out)
@@ -460,16 +463,30 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
         assert res[ck][0] == "fail" and "Oops: int3" in res[ck][1]
 
 
-def test_corrupt_channel_file_is_detected(tmp_path):
+@pytest.mark.parametrize("gz", [True, False], ids=["gzipped", "plain"])
+def test_corrupt_channel_file_is_detected(tmp_path, gz):
     src = tmp_path / "src"
     src.mkdir()
     write_good(str(src))
     vm = tmp_path / "vm"
     vm.mkdir()
     put(vm, "row.env", "NAME=9.9\nSUITE=test\nMODE=vm\nVM_RC=0\n")
-    put(vm, "serial.txt", frame(str(src), sorted(os.listdir(src)), corrupt="trace.jsonl"))
+    put(vm, "serial.txt", frame(str(src), sorted(os.listdir(src)), corrupt="trace.jsonl", gz=gz))
     res = verdicts(vm)
     assert res["trace"][0] == "fail" and "corrupt" in res["trace"][1]
+
+
+@pytest.mark.parametrize("gz", [True, False], ids=["gzipped", "plain"])
+def test_a_whole_channel_judges_as_the_files(tmp_path, good, gz):
+    """Every file sent on the channel (gzipped, as smoke.sh sends them, or
+    plain, as older suites did) gives the verdicts the files themselves give."""
+    vm = tmp_path / "vm"
+    vm.mkdir()
+    put(vm, "row.env", "NAME=9.9\nSUITE=test\nMODE=vm\nVM_RC=0\n")
+    put(vm, "serial.txt", frame(str(good), sorted(n for n in os.listdir(good) if n != "row.env"
+                                                  and os.path.isfile(os.path.join(good, n))),
+                                gz=gz))
+    assert verdicts(vm) == verdicts(good)
 
 
 def test_resume_must_run_the_snapshot_s_next_instructions(good):
