@@ -61,7 +61,7 @@ TARGET = 0.80
 BEAT = re.compile(r"^beat (\d+) (\d+)/(\d+)$")
 COUNTING = "counting from then on"
 TWINS = re.compile(r"(\d+) instructions counted by the counting twins after the budget "
-                   r"\((\d+) twins\)")
+                   r"\((\d+) twins")
 END_STOP = re.compile(r"stopped ([\d.]+) ms for the end")
 # -v lines printed at the trace's end (the first one bounds the window)
 END_LINE = re.compile(r"stopped [\d.]+ ms for the end|the patch trap: \d+ entries|"

@@ -115,6 +115,29 @@ __asm__(
 	"	ret\n"
 	"cn_meet_end:\n");
 
+/* n rounds of a block whose flags are live at its start (the jcc's other
+ * side begins with an adc that reads memory) and dead from its second
+ * instruction: its twin's adds go there (the units before take back what
+ * ran).  Returns a value of n only. */
+extern uint8_t cn_mid[], cn_mid_end[];
+__asm__(
+	".text\n"
+	".globl cn_mid, cn_mid_end\n"
+	"cn_mid:\n"
+	"	xor %eax, %eax\n"
+	"	mov %rdi, %rcx\n"
+	"	mov %rdi, -8(%rsp)\n"
+	"1:	cmp $2, %rcx\n"
+	"	jb 2f\n"
+	"	adc -8(%rsp), %rax\n"     /* CF read: the flags live here */
+	"	mov %rax, -16(%rsp)\n"    /* dead from here: the adds */
+	"	add $3, %rax\n"
+	"	dec %rcx\n"
+	"	jnz 1b\n"
+	"2:	lea 1(%rax), %rax\n"
+	"	ret\n"
+	"cn_mid_end:\n");
+
 static struct gb_jit_mem mem;
 static struct gb_jit *jit;
 
@@ -424,6 +447,27 @@ static void every_step(const uint8_t *lo, const uint8_t *end, long (*fn)(long), 
 Test(jit_count, stopped_at_every_step_of_a_twin_the_counts_are_one_runs)
 {
 	every_step(cn_f, cn_f_end, (long (*)(long))(uintptr_t)cn_f, 3, 150);
+}
+
+Test(jit_count, a_head_where_the_flags_are_dead_counts_as_at_the_start)
+{
+	uint64_t e = open_twins(cn_mid, cn_mid_end, false);
+	struct gb_jit_stats st;
+	gb_jit__stats(jit, &st);
+	cr_assert_gt(st.twin_heads_moved, 0, "no head moved (%lu of %lu heads with the flags live)",
+		     (unsigned long)st.twin_heads_live, (unsigned long)st.twin_heads);
+	for (long n = 1; n < 9; n += 3) {
+		long want = ((fn1_t)cn_mid)(n);
+		struct gb_jit_counts rec, cnt;
+		cr_assert_eq(run(e, n, false, &rec), want, "recording: not the native result");
+		cr_assert_eq(run(e, n, true, &cnt), want, "counting: not the native result");
+		same(&cnt, &rec, "counting with a head inside the block");
+	}
+}
+
+Test(jit_count, stopped_at_every_step_around_a_head_inside_the_block_the_counts_are_one_runs)
+{
+	every_step(cn_mid, cn_mid_end, (long (*)(long))(uintptr_t)cn_mid, 4, 10);
 }
 
 Test(jit_count, stopped_at_every_step_with_a_rep_the_counts_are_one_runs)

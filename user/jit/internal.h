@@ -62,8 +62,10 @@ struct unit {
 	uint64_t tgt;
 	/* U_TWIN: the counts its block's head added that a thread stopped
 	 * here has not run yet (exec, reads, writes: taken back from its
-	 * area when it is put at pc), and the piece's kind (twin.h) */
-	uint16_t tb[3];
+	 * area when it is put at pc; negative before a head placed inside the
+	 * block: what it ran and no add has counted), tpre a TW_HEAD's before
+	 * its add is done, and the piece's kind (twin.h) */
+	int16_t tb[3], tpre[3];
 	uint8_t tw;
 	uint64_t pc;           /* U_HEAD: block; U_INSN: instruction; U_STUB/U_LINK: target */
 };

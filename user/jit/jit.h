@@ -420,6 +420,9 @@ struct gb_jit_stats {
 	uint64_t blocks, insns, stubs, links, flushes, entries;
 	uint64_t owner_checks;   /* entry blocks with the owner check (owner.c) */
 	uint64_t twins;          /* counting twins made (twin.c) */
+	uint64_t twin_heads;     /* twin heads emitted (twin_block.c; a pass that ran out of room counts too) */
+	uint64_t twin_heads_live; /* of them with the flags live at the block's start */
+	uint64_t twin_heads_moved; /* of those, placed later in the block where they are dead */
 	uint64_t twin_full;      /* twin passes that ran out of room */
 	uint64_t exits_learned;  /* gb_jit__learn_exits */
 };

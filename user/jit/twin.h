@@ -22,7 +22,10 @@ enum tw_kind {
 	TW_HEAD,     /* the block's adds (a: the flags dead, add form; else
 		      * flag-free, rax in T_TWS over [o_flg, o_sahf1)); each
 		      * add done at o_b (instructions), o_load (reads), o_commit
-		      * (writes), 0 when the block has none */
+		      * (writes), 0 when the block has none.  At the block's
+		      * start, or (the flags live there) before its first
+		      * instruction where they are dead: pc that instruction,
+		      * tb taken back once its add is done, tpre before */
 	TW_INSN,     /* an instruction's copy (a jcc/jmp: to the twin of its
 		      * target) */
 	TW_LINK,     /* a jump to the twin of pc (the block's fall-through) */

@@ -240,6 +240,17 @@ uint64_t ns_twin_block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 		    last->pc + last->len + (uint64_t)last->zi.raw.imm[0].value.s == pc;
 	unsigned copies = self ? NS_CSETS : 1;
 	bool dead = flags_dead(in, n);
+	/* The flags live at the block's start (a jcc's other side, an adc, a
+	 * setcc: a third of deflate_fast's blocks in node), the adds go before
+	 * the first instruction where they are dead, in the add form (three
+	 * instructions where the flag-free form takes eleven); the units
+	 * before it take back a negative count (what ran, not yet added).
+	 * Not in a tight loop's copies (their heads count ahead). */
+	size_t hat = 0;
+	if (!dead && copies == 1)
+		for (size_t i = 1; i < n && !hat; i++)
+			if (flags_dead(in + i, n - i))
+				hat = i;
 	struct gb_emit *m = &j->em;
 	uint64_t twin = gb_emit_here(m), copy0 = twin;
 	size_t back = 0; /* the previous copy's branch to this one (rel32) */
@@ -254,24 +265,30 @@ uint64_t ns_twin_block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 			ahead[k] = (uint16_t)(rest[0][k] * left);
 		if (cp)
 			gb_emit_repoint(m, back, here);
-		if (!cp) {
-			struct unit *h = jit_unit_add(j, U_TWIN, pc);
-			if (!h)
-				return 0;
-			h->tw = TW_HEAD;
-			memcpy(h->tb, all, sizeof(h->tb));
-			head(j, h, all, dead, set, 1);
-			jit_unit_end(j, h);
-		}
 		for (size_t i = 0; i < n && !m->err; i++) {
 			const struct gb_insn *gi = &in[i];
 			uint64_t next = gi->pc + gi->len;
+			if (!cp && i == hat) {
+				struct unit *h = jit_unit_add(j, U_TWIN, gi->pc);
+				if (!h)
+					return 0;
+				h->tw = TW_HEAD;
+				for (unsigned k = 0; k < 3; k++) {
+					h->tb[k] = (int16_t)(hat ? rest[hat][k] : all[k]);
+					h->tpre[k] = (int16_t)(hat ? rest[hat][k] - all[k] : 0);
+				}
+				head(j, h, all, dead || hat, set, 1);
+				j->stats.twin_heads++;
+				j->stats.twin_heads_live += !dead;
+				j->stats.twin_heads_moved += hat != 0;
+				jit_unit_end(j, h);
+			}
 			struct unit *u = jit_unit_add(j, U_TWIN, gi->pc);
 			if (!u)
 				return 0;
 			u->tw = TW_INSN;
 			for (unsigned k = 0; k < 3; k++)
-				u->tb[k] = (uint16_t)(rest[i][k] + ahead[k]);
+				u->tb[k] = (int16_t)(i < hat ? rest[i][k] - all[k] : rest[i][k] + ahead[k]);
 			if (gi->zi.mnemonic == ZYDIS_MNEMONIC_SYSCALL) {
 				u->tw = TW_SYSCALL;
 				u->tgt = next;
@@ -312,7 +329,8 @@ uint64_t ns_twin_block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 					if (!x)
 						return 0;
 					x->tw = TW_FIX;
-					memcpy(x->tb, ahead, sizeof(x->tb));
+					for (unsigned k = 0; k < 3; k++)
+						x->tb[k] = (int16_t)ahead[k];
 					head(j, x, ahead, false, set, -1);
 					jit_unit_end(j, x);
 				}

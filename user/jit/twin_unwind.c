@@ -113,11 +113,12 @@ void ns_twin_unwind(struct gb_jit *j, const struct unit *u, uint32_t off,
 	*pc = u->pc;
 	(void)j;
 	switch (u->tw) {
-	case TW_HEAD: { /* nothing run: the adds done so far */
+	case TW_HEAD: { /* the adds done so far: what the block has not run; else
+			 * (a head inside the block) what it ran, not yet added */
 		const uint32_t done[3] = { u->o_b, u->o_load, u->o_commit };
 		for (unsigned c = 0; c < 3; c++)
-			if (done[c] && off >= done[c])
-				take_back(area, c, u->tb[c]);
+			take_back(area, c, (uint64_t)(int64_t)(done[c] && off >= done[c] ? u->tb[c]
+											     : u->tpre[c]));
 		if (!u->a && off >= u->o_flg && off < u->o_sahf1)
 			r->rax = aslot(area, T_TWS);
 		return;
@@ -128,7 +129,7 @@ void ns_twin_unwind(struct gb_jit *j, const struct unit *u, uint32_t off,
 		const uint32_t done[3] = { u->o_b, u->o_load, u->o_commit };
 		for (unsigned c = 0; c < 3; c++)
 			if (done[c] && off < done[c])
-				take_back(area, c, u->tb[c]);
+				take_back(area, c, (uint64_t)(int64_t)u->tb[c]);
 		if (off >= u->o_flg && off < u->o_sahf1)
 			r->rax = aslot(area, T_TWS);
 		return;
@@ -167,5 +168,5 @@ void ns_twin_unwind(struct gb_jit *j, const struct unit *u, uint32_t off,
 		break;
 	}
 	for (unsigned c = 0; back && c < 3; c++)
-		take_back(area, c, u->tb[c]);
+		take_back(area, c, (uint64_t)(int64_t)u->tb[c]);
 }

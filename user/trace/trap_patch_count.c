@@ -108,8 +108,11 @@ void patch_report(struct patch_trap *pt)
 			(unsigned long long)pt->later_native);
 	if (pt->counting)
 		gb_info("trace: the patch trap: %llu instructions counted by the counting twins "
-			"after the budget (%llu twins)", (unsigned long long)pt->counted,
-			(unsigned long long)js.twins);
+			"after the budget (%llu twins; the flags live at the start of %llu of %llu "
+			"blocks, their adds moved to where the flags are dead in %llu)",
+			(unsigned long long)pt->counted, (unsigned long long)js.twins,
+			(unsigned long long)js.twin_heads_live, (unsigned long long)js.twin_heads,
+			(unsigned long long)js.twin_heads_moved);
 	if (pt->misses)
 		gb_warn("trace: the patch trap: %llu in-range misses (targets not translated up front): "
 			"each missed stretch ran natively until the next entry, the trace is not exact "
