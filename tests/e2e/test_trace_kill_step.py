@@ -172,8 +172,15 @@ def one_kill(seed, outdir, args):
             while not tracer_of(p.pid) and p.poll() is None and time.monotonic() < end:
                 time.sleep(0.005)
         time.sleep(rnd.uniform(0, 0.5 if phase == "setup" else 1.0))
-        with open("/proc/%d/status" % p.pid) as f:
-            attached = "TracerPid:\t0\n" not in f.read()
+        try:
+            with open("/proc/%d/status" % p.pid) as f:
+                attached = "TracerPid:\t0\n" not in f.read()
+        except FileNotFoundError:
+            # pt_hot ended (and p.poll() above reaped it) before the kill's
+            # moment: a run slowed by load (a clean clone's CI, seed 9 of
+            # the step engine).  Not a kill while attached; its output and
+            # status are still checked.
+            attached = False
         g.send_signal(sig)
         g.wait(timeout=60)
         out, _ = p.communicate(timeout=180)
