@@ -214,16 +214,23 @@ static pid_t cur_child;  /* the child run_to runs */
 static uint64_t *seq;    /* the pc after each step in the cache (every_step) */
 static int seq_n, seq_cap;
 
+/* One single-step of the child (the k-th step's run, for messages). */
+static void step1(pid_t pid, int k)
+{
+	int st;
+	cr_assert_eq(ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL), 0);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFSTOPPED(st), "step %d: status %#x", k, st);
+}
+
 /* Single-step the child k steps in the cache (or until it leaves it: true),
  * keeping each step's pc in seq when recording. */
 static bool step_to(pid_t pid, int k, struct user_regs_struct *r, bool recording)
 {
-	int n = 0, st;
+	int n = 0;
 	bool was_in = false;
 	for (;;) {
-		cr_assert_eq(ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL), 0);
-		cr_assert_eq(waitpid(pid, &st, 0), pid);
-		cr_assert(WIFSTOPPED(st), "step %d: status %#x", n, st);
+		step1(pid, n);
 		ptrace(PTRACE_GETREGS, pid, NULL, r);
 		bool in = gb_jit__in_code(jit, r->rip);
 		if (in)
@@ -270,18 +277,13 @@ static void break_at(pid_t pid, int k, struct user_regs_struct *r)
 			break;
 		/* over this run of pc's steps, then the breakpoint back */
 		do {
-			cr_assert_eq(ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL), 0);
-			cr_assert_eq(waitpid(pid, &st, 0), pid);
-			cr_assert(WIFSTOPPED(st), "step %d: status %#x", k, st);
+			step1(pid, k);
 			ptrace(PTRACE_GETREGS, pid, NULL, r);
 		} while (r->rip == pc);
 		*at = 0xcc;
 	}
-	for (int i = first; i < k - 1; i++) {
-		cr_assert_eq(ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL), 0);
-		cr_assert_eq(waitpid(pid, &st, 0), pid);
-		cr_assert(WIFSTOPPED(st), "step %d: status %#x", k, st);
-	}
+	for (int i = first; i < k - 1; i++)
+		step1(pid, k);
 	ptrace(PTRACE_GETREGS, pid, NULL, r);
 	cr_assert_eq(r->rip, pc, "step %d: at %#llx, not the step's %#lx", k, r->rip, pc);
 }

@@ -81,10 +81,10 @@ static uint64_t aslot(const uint8_t *area, size_t off)
 	return v;
 }
 
-/* (any set: the harvest sums them) */
-static void take_back(uint8_t *area, unsigned c, uint64_t n)
+/* (any set: the harvest sums them; n < 0: what ran and no add counted) */
+static void take_back(uint8_t *area, unsigned c, int64_t n)
 {
-	uint64_t v = aslot(area, T_CSET(0) + 8 * c) - n;
+	uint64_t v = aslot(area, T_CSET(0) + 8 * c) - (uint64_t)n;
 	memcpy(area + T_CSET(0) + 8 * c, &v, 8);
 }
 
@@ -117,8 +117,7 @@ void ns_twin_unwind(struct gb_jit *j, const struct unit *u, uint32_t off,
 			 * (a head inside the block) what it ran, not yet added */
 		const uint32_t done[3] = { u->o_b, u->o_load, u->o_commit };
 		for (unsigned c = 0; c < 3; c++)
-			take_back(area, c, (uint64_t)(int64_t)(done[c] && off >= done[c] ? u->tb[c]
-											     : u->tpre[c]));
+			take_back(area, c, done[c] && off >= done[c] ? u->tb[c] : u->tpre[c]);
 		if (!u->a && off >= u->o_flg && off < u->o_sahf1)
 			r->rax = aslot(area, T_TWS);
 		return;
@@ -129,7 +128,7 @@ void ns_twin_unwind(struct gb_jit *j, const struct unit *u, uint32_t off,
 		const uint32_t done[3] = { u->o_b, u->o_load, u->o_commit };
 		for (unsigned c = 0; c < 3; c++)
 			if (done[c] && off < done[c])
-				take_back(area, c, (uint64_t)(int64_t)u->tb[c]);
+				take_back(area, c, u->tb[c]);
 		if (off >= u->o_flg && off < u->o_sahf1)
 			r->rax = aslot(area, T_TWS);
 		return;
@@ -168,5 +167,5 @@ void ns_twin_unwind(struct gb_jit *j, const struct unit *u, uint32_t off,
 		break;
 	}
 	for (unsigned c = 0; back && c < 3; c++)
-		take_back(area, c, (uint64_t)(int64_t)u->tb[c]);
+		take_back(area, c, u->tb[c]);
 }
