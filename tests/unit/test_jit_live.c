@@ -298,8 +298,13 @@ Test(jit_live, a_stretch_under_way_leaves_the_cache_at_its_next_block_when_gebpf
 	/* A long loop in the range, entered while gebpf serves the cache (the
 	 * lock handed over, as at a probed entry), gebpf killed while it runs:
 	 * its next block head sends it to the original code (a way set by
-	 * gb_jit__ways), so nearly all of it runs natively, writing nothing. */
-	uint64_t e = open_live(jt_sum, jt_sum_end, 60000);
+	 * gb_jit__ways), so nearly all of it runs natively, writing nothing.
+	 * (Where the loop fills the ring before the kill, as on a loaded
+	 * machine where this thread's sleep runs long, the writer waits for
+	 * its consumer and leaves at its next wake, a second later: the same
+	 * outcome; a minute's wait made that a test timeout, as in a CI's
+	 * sanitizer pass.) */
+	uint64_t e = open_live(jt_sum, jt_sum_end, 1000);
 	(void)e;
 	start_holder(false);
 	cr_assert_eq(gb_jit__lock_try(jit), 1);
@@ -311,7 +316,7 @@ Test(jit_live, a_stretch_under_way_leaves_the_cache_at_its_next_block_when_gebpf
 	cr_assert_eq(pthread_create(&th, NULL, loop_held, &l), 0);
 	while (!l.started)
 		usleep(1000);
-	usleep(50000);
+	usleep(5000);
 	kill_holder();
 	cr_assert_eq(pthread_join(th, NULL), 0);
 	cr_assert_eq(l.r, 5 * l.n, "native result");
