@@ -152,10 +152,13 @@ TestSuite(jit_count, .fini = teardown);
 /* A cache with twins over [lo, end), every instruction of it translated
  * (as the patch trap does for a small range), this thread's gs base area
  * 0; shared: a forked child runs in the same cache.  The entry of lo. */
+static bool sets_only; /* every head in the form past the block counters */
+
 static uint64_t open_twins(const uint8_t *lo, const uint8_t *end, bool shared)
 {
 	mem = jit_map_near_as((uint64_t)lo, shared);
-	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = 200, .twins = true };
+	struct gb_jit_opts o = { .nostop = true, .ring_timeout_ms = 200, .twins = true,
+				 .twin_sets = sets_only };
 	jit = gb_jit__new_opts(&mem, (uint64_t)lo, (uint64_t)end - 1, &o);
 	cr_assert_not_null(jit);
 	cr_assert_eq(syscall(SYS_arch_prctl, ARCH_SET_GS, gb_jit__tls(jit, 0)), 0);
@@ -172,6 +175,11 @@ static uint64_t open_twins(const uint8_t *lo, const uint8_t *end, bool shared)
 	struct gb_jit_stats st;
 	gb_jit__stats(jit, &st);
 	cr_assert_gt(st.twins, 0, "no twin made");
+	if (sets_only)
+		cr_assert_eq(st.twin_heads_own, 0, "a head with its own counter");
+	else
+		cr_assert_eq(st.twin_heads_own, st.twin_heads, "%lu of %lu heads with their own counter",
+			     (unsigned long)st.twin_heads_own, (unsigned long)st.twin_heads);
 	return e;
 }
 
@@ -231,7 +239,7 @@ static long run(uint64_t e, long arg, bool counting, struct gb_jit_counts *got)
 	return r;
 }
 
-Test(jit_count, twins_give_the_native_result_and_the_records_counts)
+static void native_and_records(void)
 {
 	uint64_t e = open_twins(cn_f, cn_f_end, false);
 	long want = ((fn1_t)cn_f)(7);
@@ -246,6 +254,47 @@ Test(jit_count, twins_give_the_native_result_and_the_records_counts)
 	cr_assert_eq(run(e, 4, true, &cnt), ((fn1_t)cn_f)(4));
 	cr_assert_eq(run(e, 4, false, &rec), ((fn1_t)cn_f)(4));
 	same(&cnt, &rec, "a second counting run");
+}
+
+Test(jit_count, twins_give_the_native_result_and_the_records_counts)
+{
+	native_and_records();
+}
+
+/* A flush (the code region full) forgets the twins whose counts the block
+ * counters weigh: what they counted stays in the thread's counts, and the
+ * counters go to the twins made after it (here translated in the other
+ * order: each counter weighs another block). */
+Test(jit_count, a_flush_keeps_what_the_block_counters_counted)
+{
+	uint64_t e = open_twins(cn_f, cn_f_end, false);
+	long want = ((fn1_t)cn_f)(7);
+	struct gb_jit_counts rec, cnt;
+	cr_assert_eq(run(e, 7, false, &rec), want);
+	gb_jit__counting(jit, true);
+	gb_jit__count_take(jit, 0, &cnt);
+	cr_assert_eq(((fn1_t)e)(7), want);
+	gb_jit__flush(jit);
+	uint64_t pcs[256];
+	size_t n = 0;
+	for (const uint8_t *p = cn_f; p < cn_f_end && n < 256; p += jit_fetch(NULL, (uint64_t)p)->len)
+		pcs[n++] = (uint64_t)p;
+	while (n-- > 0)
+		cr_assert_eq(gb_jit__translate_from(jit, pcs[n], jit_fetch, NULL), 0);
+	uint64_t e2 = gb_jit__entry(jit, (uint64_t)cn_f, jit_fetch, NULL);
+	cr_assert_neq(e2, 0);
+	cr_assert_eq(gb_jit__twins(jit, jit_fetch, NULL), 0);
+	cr_assert_eq(((fn1_t)e2)(7), want);
+	gb_jit__count_take(jit, 0, &cnt);
+	add(&rec, &rec);
+	same(&cnt, &rec, "one run before a flush and one after, taken together");
+}
+
+/* (the twins made after the block counters are all given out) */
+Test(jit_count, twins_adding_the_counts_themselves_give_the_records_counts)
+{
+	sets_only = true;
+	native_and_records();
 }
 
 Test(jit_count, a_rep_is_left_to_its_recording_block)
@@ -467,6 +516,20 @@ Test(jit_count, a_head_where_the_flags_are_dead_counts_as_at_the_start)
 
 Test(jit_count, stopped_at_every_step_around_a_head_inside_the_block_the_counts_are_one_runs)
 {
+	every_step(cn_mid, cn_mid_end, (long (*)(long))(uintptr_t)cn_mid, 4, 10);
+}
+
+/* The same two with every head adding the counts themselves (the form
+ * past the block counters: three adds, or eleven flag-free instructions) */
+Test(jit_count, stopped_at_every_step_of_a_twin_adding_the_counts_the_counts_are_one_runs)
+{
+	sets_only = true;
+	every_step(cn_f, cn_f_end, (long (*)(long))(uintptr_t)cn_f, 3, 150);
+}
+
+Test(jit_count, stopped_at_every_step_around_a_head_adding_the_counts_inside_the_block_the_counts_are_one_runs)
+{
+	sets_only = true;
 	every_step(cn_mid, cn_mid_end, (long (*)(long))(uintptr_t)cn_mid, 4, 10);
 }
 

@@ -124,6 +124,13 @@ struct ns_offs {
 	uint32_t slow_way;   /* gone: every register and the flags from the area, then T_WAY */
 };
 
+/* A per-thread area (below: its slots) holds, from T_BLK to the area's end, a counter of its own for each of
+ * the first NS_BSLOTS twins (twin_block.c): a head adds 1 to it (one
+ * read-modify-write where the three counts took three), and gebpf's harvest
+ * weighs it by the block's counts (struct gb_jit's bw). */
+#define T_BLK     256
+#define NS_BSLOTS ((GB_JIT_TLS_SIZE - T_BLK) / 8)
+
 struct gb_jit {
 	struct gb_jit_mem m;
 	struct gb_emit em;
@@ -156,6 +163,9 @@ struct gb_jit {
 	uint64_t *twant; size_t ntwant, twantcap; /* pcs wanted as twins (a pass's work) */
 	uint64_t cbase[GB_JIT_TLS_COUNT][3];   /* each area's counts harvested so far */
 	unsigned tset;                         /* the set the next twin counts in */
+	uint16_t bw[NS_BSLOTS][3];             /* each block counter's weights (T_BLK):
+						* the counts of one add of 1 */
+	unsigned nbs;                          /* block counters given out */
 	bool tw_auto;                          /* twins made with each translation
 						* (after the first gb_jit__twins: a
 						* set-up translates its blocks first) */
@@ -256,12 +266,14 @@ _Static_assert(GB_JIT_MISS_LOG == 256, "the miss log's index is a byte (movzx)")
  * flag-free head, and an acquire site's jump to its twin. */
 #define T_CSET(s) (144 + 24 * (s))   /* instructions, reads, writes */
 #define NS_CSETS  3
+/* (T_BLK, NS_BSLOTS: a twin's block counter, above) */
 #define T_TWS  216   /* rax in a twin head's flag-free adds */
 #define T_TWJ  224   /* the twin an acquire site jumps to */
 #define T_EXIT 232   /* the last target a twin's lookup left the range for */
 _Static_assert(T_CSET(NS_CSETS) <= T_TWS && T_EXIT + 8 <= T_WAY && T_WAY + 8 <= GB_JIT_TLS_SIZE,
 	       "the area's room");
 _Static_assert(T_BAIL + 8 <= T_CSET(0), "the area's slots apart");
+_Static_assert(T_WAY + 8 <= T_BLK && NS_BSLOTS >= 256, "the block counters' room");
 /* A stretch marker's ring word: instruction ids are below it. */
 #define NS_MARK   0x8000000000000000ull
 #define NS_MARK_K 0xffffull
@@ -393,6 +405,9 @@ void ns_twin_unwind(struct gb_jit *j, const struct unit *u, uint32_t off,
 /* twin_unwind.c: area k's counts 0 (a clone's child: not its parent's);
  * the twins' misses added to out (gb_jit__misses). */
 void ns_count_area_new(struct gb_jit *j, unsigned k);
+/* The block counters' counts moved into each area's sets, and the counters
+ * given out again (a flush: the twins they weighed are gone). */
+void ns_count_fold(struct gb_jit *j);
 struct gb_jit_misses;
 void ns_twin_misses(struct gb_jit *j, struct gb_jit_misses *out, bool clear);
 /* probe chain of the lookup's miss path (ibl.c), from column col

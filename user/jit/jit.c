@@ -39,6 +39,7 @@ static void ns_setup(struct gb_jit *j)
 	if (!j->o.nostop)
 		return;
 	ns_table_clear(j);
+	ns_count_fold(j);
 	ns_twin_reset(j);
 	j->ncs = 0;
 	ns_routines(j);

@@ -89,6 +89,10 @@ struct gb_jit_opts {
 	 * its twin, which runs the original instructions and only adds the
 	 * block's counts to the thread's area (gb_jit__count_take). */
 	bool twins;
+	/* Every twin head adds the block's counts to the thread's sets, none
+	 * a block counter of its own: the form of the twins made after the
+	 * block counters are all given out (for tests). */
+	bool twin_sets;
 };
 /* Harmless without gebpf (live.c; docs/trace.md "Harmless without gebpf"):
  * the cache serves only while gebpf says it does.  gb_jit__live_start (the
@@ -138,7 +142,7 @@ void gb_jit__mark(struct gb_jit *j, const char *module);
 bool gb_jit__hdr_ok(const struct gb_jit_hdr *h);
 
 #define GB_JIT_TLS_COUNT 256u       /* threads (areas at the end of the data part) */
-#define GB_JIT_TLS_SIZE  256u
+#define GB_JIT_TLS_SIZE  4096u      /* its slots, then its twins' block counters */
 struct gb_jit *gb_jit__new_opts(const struct gb_jit_mem *m, uint64_t start, uint64_t end,
 				const struct gb_jit_opts *o);
 /* Target address of per-thread area k (a thread's gs base). */
@@ -423,6 +427,7 @@ struct gb_jit_stats {
 	uint64_t twin_heads;     /* twin heads emitted (twin_block.c; a pass that ran out of room counts too) */
 	uint64_t twin_heads_live; /* of them with the flags live at the block's start */
 	uint64_t twin_heads_moved; /* of those, placed later in the block where they are dead */
+	uint64_t twin_heads_own; /* twin heads adding to a block counter of their own */
 	uint64_t twin_full;      /* twin passes that ran out of room */
 	uint64_t exits_learned;  /* gb_jit__learn_exits */
 };

@@ -6,11 +6,14 @@
  * when it is translated, each instruction's access plan) to counters in
  * the thread's own area (gs-relative: no two threads share one):
  *
- *   head:  add qword gs:[T_CSET(s)], n ; add gs:[+8], r ; add gs:[+16], w
- *          (where the flags are dead at the head: each status flag written
- *          before any is read, Zydis's cpu_flags; else flag-free:
- *          mov gs:[T_TWS], rax ; mov rax, gs:[C] ; lea rax, [rax+n] ;
- *          mov gs:[C], rax ... ; mov rax, gs:[T_TWS])
+ *   head:  add qword gs:[T_BLK + 8b], 1
+ *          (a counter of the block's own, for the first NS_BSLOTS twins:
+ *          gebpf weighs it by the block's counts; after them, the counts
+ *          themselves: add qword gs:[T_CSET(s)], n ; add gs:[+8], r ;
+ *          add gs:[+16], w), where the flags are dead at the head: each
+ *          status flag written before any is read, Zydis's cpu_flags; else
+ *          flag-free: mov gs:[T_TWS], rax ; mov rax, gs:[C] ;
+ *          lea rax, [rax+n] ; mov gs:[C], rax ... ; mov rax, gs:[T_TWS])
  *          <the instructions>
  *
  * Twins link to twins (a jcc/jmp rel32 to the target's twin, a fall-through
@@ -129,6 +132,7 @@ void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, bool translate
 			return;
 	bool sites = j->nts_seen < j->nts;
 	j->nts_seen = j->nts;
+	const unsigned nbs0 = j->nbs; /* (a pass forgotten gives its block counters back) */
 	j->ntl = 0;
 	uint64_t *failed = NULL, *made = NULL;
 	size_t nfailed = 0, capfailed = 0, nmade = 0, capmade = 0;
@@ -175,6 +179,7 @@ void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, bool translate
 		free(failed);
 		free(made);
 		j->ntl = 0;
+		j->nbs = nbs0;
 		forget_new(j);
 		return;
 	}
@@ -191,6 +196,7 @@ void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, bool translate
 	j->ntl = j->ntwant = 0;
 	if (j->em.err) {
 		free(made);
+		j->nbs = nbs0;
 		forget_new(j);
 		return; /* (em.err stays: the caller's) */
 	}

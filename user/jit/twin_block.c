@@ -135,6 +135,31 @@ static void head(struct gb_jit *j, struct unit *u, const uint16_t tb[3], bool de
 	}
 }
 
+/* A head with a block counter of its own (T_BLK + 8 * b): one add of 1,
+ * its weights (the counts a head of the set form would add) kept for the
+ * harvest.  Its end is each count's done[] (one add does all three). */
+static void head_own(struct gb_jit *j, struct unit *u, const uint16_t tb[3], bool dead, unsigned b)
+{
+	struct gb_emit *m = &j->em;
+	const int32_t slot = T_BLK + 8 * (int32_t)b;
+	memcpy(j->bw[b], tb, sizeof(j->bw[b]));
+	u->a = dead;
+	if (dead) {
+		tls_add(m, slot, 1);
+	} else {
+		gb_emit_tls_store(m, T_TWS, GB_REG_RAX);
+		u->o_flg = (uint32_t)m->used;
+		gb_emit_tls_load(m, GB_REG_RAX, slot);
+		gb_emit_lea(m, GB_REG_RAX, GB_REG_RAX, GB_REG_NONE, 0, 1);
+		gb_emit_tls_store(m, slot, GB_REG_RAX);
+	}
+	u->o_b = u->o_load = u->o_commit = (uint32_t)m->used;
+	if (!dead) {
+		gb_emit_tls_load(m, GB_REG_RAX, T_TWS);
+		u->o_sahf1 = (uint32_t)m->used;
+	}
+}
+
 static bool direct(const struct gb_insn *gi)
 {
 	return gi->ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && gi->ops[0].imm.is_relative;
@@ -277,7 +302,12 @@ uint64_t ns_twin_block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 					h->tb[k] = (int16_t)(hat ? rest[hat][k] : all[k]);
 					h->tpre[k] = (int16_t)(hat ? rest[hat][k] - all[k] : 0);
 				}
-				head(j, h, all, dead || hat, set, 1);
+				if (j->nbs < NS_BSLOTS && !j->o.twin_sets) {
+					head_own(j, h, all, dead || hat, j->nbs++);
+					j->stats.twin_heads_own++;
+				} else {
+					head(j, h, all, dead || hat, set, 1);
+				}
 				j->stats.twin_heads++;
 				j->stats.twin_heads_live += !dead;
 				j->stats.twin_heads_moved += hat != 0;

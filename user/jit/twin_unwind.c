@@ -29,18 +29,52 @@ static uint64_t *cnt(struct gb_jit *j, unsigned k, unsigned set, unsigned c)
 	return (uint64_t *)(j->m.data + NS_TLS + (size_t)k * GB_JIT_TLS_SIZE + T_CSET(set) + 8 * c);
 }
 
+static uint64_t *bcnt(struct gb_jit *j, unsigned k, unsigned b)
+{
+	return (uint64_t *)(j->m.data + NS_TLS + (size_t)k * GB_JIT_TLS_SIZE + T_BLK + 8 * b);
+}
+
+/* Area k's counts so far: its sets, and its block counters by their
+ * weights (modulo 2^64, as the differences are taken). */
+static void totals(struct gb_jit *j, unsigned k, uint64_t v[3])
+{
+	v[0] = v[1] = v[2] = 0;
+	for (unsigned c = 0; c < 3; c++)
+		for (unsigned s = 0; s < NS_CSETS; s++)
+			v[c] += __atomic_load_n(cnt(j, k, s, c), __ATOMIC_ACQUIRE);
+	for (unsigned b = 0; b < j->nbs; b++) {
+		uint64_t n = __atomic_load_n(bcnt(j, k, b), __ATOMIC_ACQUIRE);
+		for (unsigned c = 0; n && c < 3; c++)
+			v[c] += n * j->bw[b][c];
+	}
+}
+
 void gb_jit__count_take(struct gb_jit *j, unsigned k, struct gb_jit_counts *out)
 {
 	int64_t d[3] = { 0 };
-	if (j->o.nostop && k < GB_JIT_TLS_COUNT)
+	if (j->o.nostop && k < GB_JIT_TLS_COUNT) {
+		uint64_t v[3];
+		totals(j, k, v);
 		for (unsigned c = 0; c < 3; c++) {
-			uint64_t v = 0;
-			for (unsigned s = 0; s < NS_CSETS; s++)
-				v += __atomic_load_n(cnt(j, k, s, c), __ATOMIC_ACQUIRE);
-			d[c] = (int64_t)(v - j->cbase[k][c]);
-			j->cbase[k][c] = v;
+			d[c] = (int64_t)(v[c] - j->cbase[k][c]);
+			j->cbase[k][c] = v[c];
 		}
+	}
 	*out = (struct gb_jit_counts){ d[0], d[1], d[2] };
+}
+
+void ns_count_fold(struct gb_jit *j)
+{
+	if (!j->o.nostop)
+		return;
+	for (unsigned k = 0; k < GB_JIT_TLS_COUNT && j->nbs; k++)
+		for (unsigned b = 0; b < j->nbs; b++) {
+			uint64_t n = *bcnt(j, k, b);
+			for (unsigned c = 0; n && c < 3; c++)
+				*cnt(j, k, 0, c) += n * j->bw[b][c];
+			*bcnt(j, k, b) = 0;
+		}
+	j->nbs = 0;
 }
 
 void gb_jit__count_add(struct gb_jit *j, unsigned k, const struct gb_jit_counts *c)
@@ -59,6 +93,8 @@ void ns_count_area_new(struct gb_jit *j, unsigned k)
 			*cnt(j, k, s, c) = 0;
 		j->cbase[k][c] = 0;
 	}
+	for (unsigned b = 0; b < NS_BSLOTS; b++)
+		*bcnt(j, k, b) = 0;
 }
 
 void ns_twin_misses(struct gb_jit *j, struct gb_jit_misses *out, bool clear)
