@@ -25,7 +25,7 @@ CFLAGS    += $(SAN_FLAGS) -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-mi
              -D_GNU_SOURCE -MMD -MP
 INCLUDES  := -Iuser -Ibpf -I$(OUTPUT) -I$(OUTPUT)/proto
 LDLIBS    := -lZydis -lbpf -ldw -lelf -lcjson -lcrypto -lprotobuf-c -lz -lpthread
-LDLIBS    += -lzstd
+LDLIBS    += -lzstd -liberty
 # pprof's profile.proto as Debian ships it (golang-github-google-pprof-dev).
 PROFILE_PROTO ?= /usr/share/gocode/src/github.com/google/pprof/proto/profile.proto
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux -Ibpf -I$(OUTPUT) -Wall

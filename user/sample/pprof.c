@@ -173,6 +173,8 @@ static uint64_t function_of(struct enc *e, const char *name, const struct gb_pro
 	perftools__profiles__function__init(fn);
 	fn->id = id;
 	fn->name = fn->system_name = n;
+	if (l->sym && l->func && strcmp(l->sym, l->func))
+		fn->system_name = str(e, l->sym); /* (the mangled name, as the ELF has it) */
 	fn->filename = f;
 	fn->start_line = l->start_line;
 	return id;

@@ -160,6 +160,7 @@ static void name_loc(struct gb_profile *p, struct gb_profile_loc *l)
 		return;
 	gb_unwinder__describe(p->u, l->pid, l->addr, l->ret, &fi);
 	l->func = dup_or_null(fi.func);
+	l->sym = dup_or_null(fi.sym);
 	l->func_off = fi.func_off;
 	l->module = dup_or_null(fi.module);
 	l->build_id = dup_or_null(fi.build_id);
@@ -521,6 +522,7 @@ void gb_profile__free(struct gb_profile *p)
 		return;
 	for (size_t i = 0; i < p->nlocs; i++) {
 		free(p->locs[i].func);
+		free(p->locs[i].sym);
 		free(p->locs[i].module);
 		free(p->locs[i].build_id);
 		free(p->locs[i].file);

@@ -68,6 +68,7 @@ struct gb_profile_loc {
 	bool python;               /* a Python function (addr: 0) */
 	int start_line;            /* Python: the function's first line */
 	char *func, *module, *build_id, *file;   /* NULL when unknown */
+	char *sym;                 /* func as the ELF names it (mangled, @version), or NULL */
 	uint64_t func_off, mod_start, mod_end;
 	int line;
 };

@@ -32,6 +32,7 @@ struct proc {
 	uint64_t newest_ns;        /* the newest sample of the process seen */
 	uint64_t maps_hash;        /* of its text then */
 	char *exe;                 /* its executable then (/proc/PID/exe), NULL if unknown */
+	struct gb_perfmap *jit;    /* its /tmp/perf-PID.map (names.c), opened at first use */
 	/* The walk under way (for the callbacks). */
 	const struct gb_user_regs *regs;
 	const uint8_t *stack;      /* a sample's copied stack (live processes) */
@@ -51,6 +52,7 @@ struct gb_unwinder {
 	void *files;               /* tsearch tree of struct elf_file, by (dev, ino) */
 	char build_id[2 * 64 + 1];
 	char func[512];
+	char *dem; size_t demcap;   /* a demangled name (names.c) */
 };
 
 /* The tsearch order of struct proc: by pid. */

@@ -5,7 +5,29 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "sym/demangle.h"
+#include "sym/perfmap.h"
 #include "unwind/internal.h"
+
+/* Code in no module of a live process: its runtime's perf map names it
+ * (sym/perfmap.h), as perf, pprof's converters and the profilers that
+ * read the convention do; module the map's name, the piece of code its
+ * range. */
+static int name_jit(struct proc *p, uint64_t a, uint64_t addr, struct gb_frame_info *fi)
+{
+	uint64_t start, size;
+	if (!p->jit)
+		p->jit = gb_perfmap__open(p->pid);
+	const char *n = p->jit ? gb_perfmap__lookup(p->jit, a, &start, &size) : NULL;
+	if (!n)
+		return -ENOENT;
+	fi->func = fi->sym = n;
+	fi->func_off = addr - start;
+	fi->module = gb_perfmap__name(p->jit);
+	fi->mod_start = start;
+	fi->mod_end = start + size;
+	return 0;
+}
 
 static int name_addr(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
 		     struct gb_frame_info *fi, bool full)
@@ -23,7 +45,7 @@ static int name_addr(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
 	memset(fi, 0, sizeof(*fi));
 	m = p ? unw_module_of(p, a) : NULL;
 	if (!m)
-		return -ENOENT;
+		return p && !p->image ? name_jit(p, a, addr, fi) : -ENOENT;
 	fi->module = dwfl_module_info(m, NULL, &lo, &hi, NULL, NULL, NULL, NULL);
 	fi->mod_start = lo;
 	fi->mod_end = hi;
@@ -33,6 +55,7 @@ static int name_addr(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
 		snprintf(u->func, sizeof(u->func), "%.*s", (int)strcspn(fi->func, "@"), fi->func);
 		fi->func = u->func;
 	}
+	fi->func = gb_demangle(fi->func, &u->dem, &u->demcap);
 	fi->func_off = off + (addr - a);
 	if (!full)
 		return 0;

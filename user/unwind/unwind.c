@@ -16,6 +16,7 @@
 
 #include "common/clock.h"
 #include "sym/debugfile.h"
+#include "sym/perfmap.h"
 #include "unwind/internal.h"
 
 int unw_cmp_proc(const void *a, const void *b)
@@ -513,6 +514,7 @@ static void free_proc(void *x)
 {
 	struct proc *p = x;
 	free(p->exe);
+	gb_perfmap__free(p->jit);
 	if (p->dwfl)
 		dwfl_end(p->dwfl);
 	free(p);
@@ -533,5 +535,6 @@ void gb_unwinder__free(struct gb_unwinder *u)
 	/* Modules (and their references to the files) first. */
 	tdestroy(u->procs, free_proc);
 	tdestroy(u->files, free_file);
+	free(u->dem);
 	free(u);
 }

@@ -55,8 +55,11 @@ struct gb_unwinder;
 /* What an address is.  Strings belong to the unwinder (valid until free);
  * NULL when unknown. */
 struct gb_frame_info {
-	const char *func;          /* function (symbol) name, without a @version */
-	const char *sym;           /* the symbol as the ELF names it ("memcpy@@GLIBC_2.14") */
+	const char *func;          /* function name: the symbol without a @version, C++ and
+				    * Rust names demangled ("node::Start(int, char**)");
+				    * valid until the next call */
+	const char *sym;           /* the symbol as the ELF names it ("memcpy@@GLIBC_2.14",
+				    * "_ZN4node5StartEiPPc") */
 	uint64_t func_off;         /* addr - symbol start */
 	const char *module;        /* path of the mapped file */
 	const char *build_id;      /* lower-case hex, NULL if the file has none */
