@@ -56,6 +56,11 @@ def perf_map_pid(p, tmp_path):
     raise AssertionError("node wrote no map naming hotLoopForGebpf")
 
 
+def rm_map(pid):
+    if os.path.exists("/tmp/perf-%d.map" % pid):
+        os.unlink("/tmp/perf-%d.map" % pid)
+
+
 def children(pid):
     try:
         with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
@@ -92,6 +97,7 @@ def test_jit_code_named_and_cxx_demangled(tmp_path):
     finally:
         p.kill()
         p.wait()
+        rm_map(pid)
     stacks = r.stdout.splitlines()
     hot = [s for s in stacks if "hotLoopForGebpf" in s]
     assert hot, "no stack through the JIT's hotLoopForGebpf: %s" % "\n".join(stacks[:5])[:3000]
@@ -125,5 +131,55 @@ def test_jit_code_of_a_process_in_its_own_pid_namespace(tmp_path):
     finally:
         p.kill()
         p.wait()
+        rm_map(1)
     fns = r.stdout.split("# top functions", 1)
     assert len(fns) == 2 and "hotLoopForGebpf" in fns[1], r.stdout[-2000:]
+
+
+HOT_JAVA = """
+public class Hot {
+    static int hotLoopForGebpf(int n) { int s = 0; for (int i = 0; i < n; i++) { s = s * 31 + i; } return s; }
+    public static void main(String[] a) throws Exception {
+        long end = System.currentTimeMillis() + Integer.parseInt(a[0]); int t = 0;
+        while (System.currentTimeMillis() < end) t ^= hotLoopForGebpf(100000);
+        System.out.println("done " + t);
+    }
+}
+"""
+
+
+def test_java_jit_code_named_from_jcmds_perfmap(tmp_path):
+    """A JVM (JDK 17+) writes its map when asked: jcmd PID Compiler.perfmap
+    (docs/sample.md "JIT code"); its compiled methods are then named."""
+    need_bpf()
+    tools = [shutil.which(t) for t in ("java", "javac", "jcmd")]
+    if not all(tools):
+        pytest.skip("no java, javac or jcmd (Debian: default-jdk-headless)")
+    java, javac, jcmd = tools
+    (tmp_path / "Hot.java").write_text(HOT_JAVA)
+    subprocess.run([javac, "-d", str(tmp_path), str(tmp_path / "Hot.java")], check=True, timeout=120)
+    p = subprocess.Popen([java, "-cp", str(tmp_path), "Hot", "15000"], stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        path = "/tmp/perf-%d.map" % p.pid
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 30:   # (the method compiled, the map naming it)
+            r = subprocess.run([jcmd, str(p.pid), "Compiler.perfmap"], capture_output=True,
+                               text=True, timeout=60)
+            if os.path.exists(path) and "hotLoopForGebpf" in open(path).read():
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("jcmd wrote no map naming hotLoopForGebpf: %s" % r.stdout[-500:])
+        r = sample(["-p", str(p.pid), "--duration", "1.5", "--report", "--top", "10"])
+        assert r.returncode == 0, r.stderr[-2000:]
+    finally:
+        p.kill()
+        p.wait()
+        if os.path.exists("/tmp/perf-%d.map" % p.pid):
+            os.unlink("/tmp/perf-%d.map" % p.pid)
+    fns = r.stdout.split("# top functions", 1)
+    assert len(fns) == 2, r.stdout[-2000:]
+    top = [l for l in fns[1].splitlines() if "%" not in l and l.strip()][:1]
+    assert top and "Hot.hotLoopForGebpf" in top[0], "the hot method is not the top function: %s" % (
+        fns[1][:1500])
