@@ -56,6 +56,12 @@ ParameterizedTestParameters(range, symbol_forms)
 		{ "_start", "", "_start", "_start" },
 		{ "memcpy@GLIBC_2.14", "", "memcpy@GLIBC_2.14", "memcpy@GLIBC_2.14" },
 		{ "deadbeef", "", "deadbeef", "deadbeef" },
+		/* names as gdb shows them: a "::" is no module's colon */
+		{ "app::Acc::add", "", "app::Acc::add", "app::Acc::add" },
+		{ "node:node::Start(int, char**)", "node", "node::Start(int, char**)",
+		  "node:node::Start(int, char**)" },
+		{ "x:app::twice<long>", "x", "app::twice<long>", "x:app::twice<long>" },
+		{ "f(int)", "", "f(int)", "f(int)" },
 	};
 	return cr_make_param_array(struct sym_case, c, sizeof(c) / sizeof(c[0]));
 }

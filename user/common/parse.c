@@ -140,10 +140,37 @@ int gb_range_parse(const char *cmd, const char *s, struct gb_range_spec *out)
 	return gb_sym_spec_parse(cmd, "--range", s, out);
 }
 
+/* The colon of MODULE:SYMBOL: the last one that is not half of a C++ or
+ * Rust "::" (node:node::Start, app::Acc::add with none), or NULL. */
+static const char *module_colon(const char *s)
+{
+	const char *c = NULL;
+	for (const char *p = s; *p; p++)
+		if (*p == ':') {
+			if (p[1] == ':')
+				p++;
+			else
+				c = p;
+		}
+	return c;
+}
+
+/* A name as gdb shows it (demangled: "ns::f", "f(int, char**)"): any
+ * printable character. */
+static bool demangled_form(const char *sym)
+{
+	if (!strstr(sym, "::") && !strchr(sym, '('))
+		return false;
+	for (const char *p = sym; *p; p++)
+		if (!isprint((unsigned char)*p))
+			return false;
+	return true;
+}
+
 int gb_sym_spec_parse(const char *cmd, const char *opt, const char *s, struct gb_range_spec *out)
 {
 	memset(out, 0, sizeof(*out));
-	const char *colon = strrchr(s, ':');
+	const char *colon = module_colon(s);
 	const char *sym = colon ? colon + 1 : s;
 	if (colon) {
 		size_t lm = (size_t)(colon - s);
@@ -154,7 +181,7 @@ int gb_sym_spec_parse(const char *cmd, const char *opt, const char *s, struct gb
 	}
 	if (!*sym || strlen(sym) >= sizeof(out->symbol))
 		return fail(cmd, opt, s, "expected a symbol name");
-	for (const char *p = sym; *p; p++)
+	for (const char *p = sym; *p && !demangled_form(sym); p++)
 		if (!is_symbol_char(*p))
 			return fail(cmd, opt, s, strcmp(opt, "--range") ?
 				    "not a symbol name or an address" :

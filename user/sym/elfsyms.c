@@ -12,6 +12,7 @@
 #include "common/bound.h"
 #include "common/grow.h"
 #include "sym/debugfile.h"
+#include "sym/demangle.h"
 
 /* By address; at one address as libdwfl's dwfl_module_addrinfo prefers
  * (the sampler's names, unwind/): globals, weak ones, locals, each in
@@ -152,12 +153,91 @@ void gb_elfsyms_free(struct gb_elfsyms *s)
 	memset(s, 0, sizeof(*s));
 }
 
-const struct gb_elfsym *gb_elfsyms_find(const struct gb_elfsyms *s, const char *name)
+/* Does the demangled d name want (as gdb takes a name: the whole of it,
+ * or without its parameter list when want has none)?  2 whole, 1 without
+ * the parameters, 0 not. */
+static int demangled_match(const char *d, const char *want)
+{
+	size_t n = strlen(want), ld = strlen(d);
+	/* (a template's instance starts with its return type: "long
+	 * app::twice<long>(long)") */
+	if (!strcmp(d, want) || (ld > n && d[ld - n - 1] == ' ' && !strcmp(d + ld - n, want)))
+		return 2;
+	if (strchr(want, '('))
+		return 0;
+	for (const char *k = strstr(d, want); k; k = strstr(k + 1, want))
+		if ((k == d || k[-1] == ' ') && k[n] == '(')
+			return 1;
+	return 0;
+}
+
+/* By the demangled form (C++, Rust: sym/demangle.h): the function whose
+ * whole demangled name is want, else the one whose name without its
+ * parameters is, when only one is (*overloads: how many were). */
+static const struct gb_elfsym *find_demangled(const struct gb_elfsyms *s, const char *want,
+					      size_t *overloads)
 {
 	const struct gb_elfsym *best = NULL;
+	int best_m = 0;
+	char *buf = NULL;
+	size_t cap = 0, n1 = 0;
+	uint64_t v1 = 0;
+	for (size_t j = 0; j < s->nsyms; j++) {
+		const char *nm = s->syms[j].name;
+		if (nm[0] != '_' || (nm[1] != 'Z' && nm[1] != 'R'))
+			continue;
+		const char *d = gb_demangle(nm, &buf, &cap);
+		int m = d == nm ? 0 : demangled_match(d, want);
+		if (m == 1 && (!n1 || s->syms[j].value != v1)) { /* (aliases: one function) */
+			n1++;
+			v1 = s->syms[j].value;
+		}
+		if (m > best_m || (m && m == best_m && s->syms[j].global && !best->global)) {
+			best = &s->syms[j];
+			best_m = m;
+		}
+	}
+	free(buf);
+	*overloads = best_m == 1 ? n1 : 1;
+	return best_m == 1 && n1 > 1 ? NULL : best;
+}
+
+void gb_elfsyms_overloads(const struct gb_elfsyms *s, const char *want, char *out, size_t len)
+{
+	char *buf = NULL;
+	size_t cap = 0, used = 0;
+	uint64_t last = 0;
+	out[0] = 0;
+	for (size_t j = 0; j < s->nsyms && used + 1 < len; j++) {
+		const char *nm = s->syms[j].name;
+		if (nm[0] != '_' || (nm[1] != 'Z' && nm[1] != 'R') || (used && s->syms[j].value == last))
+			continue;
+		const char *d = gb_demangle(nm, &buf, &cap);
+		if (d == nm || demangled_match(d, want) != 1)
+			continue;
+		int k = snprintf(out + used, len - used, "%s'%s'", used ? ", " : "", d);
+		used = k < 0 || (size_t)k >= len - used ? len - 1 : used + (size_t)k;
+		last = s->syms[j].value;
+	}
+	free(buf);
+}
+
+const struct gb_elfsym *gb_elfsyms_find(const struct gb_elfsyms *s, const char *name)
+{
+	size_t overloads;
+	return gb_elfsyms_find_ex(s, name, &overloads);
+}
+
+const struct gb_elfsym *gb_elfsyms_find_ex(const struct gb_elfsyms *s, const char *name,
+					   size_t *overloads)
+{
+	const struct gb_elfsym *best = NULL;
+	*overloads = 0;
 	for (size_t j = 0; j < s->nsyms; j++)
 		if (!strcmp(s->syms[j].name, name) && (!best || (s->syms[j].global && !best->global)))
 			best = &s->syms[j];
+	if (!best && (strstr(name, "::") || strchr(name, '(')))
+		best = find_demangled(s, name, overloads);
 	return best;
 }
 

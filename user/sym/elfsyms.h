@@ -45,6 +45,15 @@ void gb_elfsyms_free(struct gb_elfsyms *s);
 
 /* The symbol called name (a global one wins over a local), or NULL. */
 const struct gb_elfsym *gb_elfsyms_find(const struct gb_elfsyms *s, const char *name);
+/* ... and a name in its demangled form as gdb takes it (a C++ or Rust name
+ * with "::" or a parameter list: "app::Acc::add", "node::Start(int,
+ * char**)", or without the parameters where only one function has that
+ * name).  NULL with *overloads > 1 when several functions (overloads)
+ * have the name without parameters. */
+const struct gb_elfsym *gb_elfsyms_find_ex(const struct gb_elfsyms *s, const char *name,
+					   size_t *overloads);
+/* Those functions, as "'NAME(ARGS)', ..." into out (cut at len). */
+void gb_elfsyms_overloads(const struct gb_elfsyms *s, const char *want, char *out, size_t len);
 /* Why y cannot be a --range, as words that follow "symbol NAME in FILE":
  * it has no size, or it is an IFUNC (its code is the resolver that picks
  * an implementation at load time, not the function the name calls).  NULL

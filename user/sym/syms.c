@@ -241,7 +241,17 @@ int gb_syms__resolve(struct gb_syms *s, const char *module, const char *name,
 				continue;
 			any_module = true;
 			module_load(m);
-			const struct gb_elfsym *best = gb_elfsyms_find(&m->es, name);
+			size_t overloads;
+			const struct gb_elfsym *best = gb_elfsyms_find_ex(&m->es, name, &overloads);
+			if (!best && overloads > 1) {
+				char list[512];
+				gb_elfsyms_overloads(&m->es, name, list, sizeof(list));
+				if (what)
+					gb_err("%s: '%s' names %zu functions in %s (overloads): give one "
+					       "with its parameter list, as gdb shows it: %s", what, name,
+					       overloads, m->path, list);
+				return -EINVAL;
+			}
 			if (!best)
 				continue;
 			int r = best->ifunc ? resolve_ifunc(s, m, &best, what) : 0;

@@ -1,0 +1,92 @@
+"""C++ and Rust names as gdb shows them (docs/trace.md "Range", docs/sample.md
+"Names"): `--range` takes the demangled form (with or without the parameter
+list where one function has the name; overloads refused with the list of
+them), and profiles show it.  tests/progs/cxx_names.cc: a namespace, a
+class, an overload pair and a template; a Rust binary built by the test
+(rustc, where present)."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import prog_path, run_gebpf
+
+CXX = "cxx_names"
+
+
+def trace(tmp_path, rng, prog, args, name):
+    out = tmp_path / (name + ".jsonl")
+    r = run_gebpf(["trace", "--range", rng, "-o", out, "--", prog] + list(args))
+    return r, out.read_bytes() if out.exists() else b""
+
+
+@pytest.mark.parametrize("demangled,mangled", [
+    ("app::Acc::add", "_ZN3app3Acc3addEl"),
+    ("app::Acc::add(long)", "_ZN3app3Acc3addEl"),
+    ("app::mix(long, long)", "_ZN3app3mixEll"),
+    ("cxx_names:app::mix(long)", "_ZN3app3mixEl"),
+    ("app::twice<long>", "_ZN3app5twiceIlEET_S1_"),
+])
+def test_range_by_demangled_name_is_the_mangled_ones(tmp_path, demangled, mangled):
+    r1, want = trace(tmp_path, mangled, prog_path(CXX), ["5"], "mangled")
+    assert r1.returncode == 0, r1.stderr[-2000:]
+    r2, got = trace(tmp_path, demangled, prog_path(CXX), ["5"], "demangled")
+    assert r2.returncode == 0, r2.stderr[-2000:]
+    assert b'"t":"exec"' in want
+    assert got == want, "the trace of %r differs from %r's" % (demangled, mangled)
+
+
+def test_overloads_without_parameters_are_refused_with_their_names(tmp_path):
+    r, _ = trace(tmp_path, "app::mix", prog_path(CXX), ["5"], "x")
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "names 2 functions" in lines[0] and "'app::mix(long)'" in lines[0] and \
+        "'app::mix(long, long)'" in lines[0], lines[0]
+
+
+def test_an_unknown_demangled_name_says_so(tmp_path):
+    r, _ = trace(tmp_path, "app::nothere", prog_path(CXX), ["5"], "x")
+    assert r.returncode == 2
+    assert "symbol 'app::nothere' not found" in r.stderr, r.stderr
+
+
+def test_rust_name_by_its_path(tmp_path):
+    rustc = shutil.which("rustc") or os.path.expanduser("~/.cargo/bin/rustc")
+    if not os.path.exists(rustc):
+        pytest.skip("no rustc (Debian: rustc)")
+    src = tmp_path / "rhot.rs"
+    src.write_text("""
+pub struct Acc { v: u64 }
+impl Acc {
+    #[inline(never)]
+    pub fn add(&mut self, x: u64) { self.v = self.v.wrapping_mul(31) ^ x; }
+}
+fn main() {
+    let n: u64 = std::env::args().nth(1).map(|a| a.parse().unwrap()).unwrap_or(1000);
+    let mut a = Acc { v: 1 };
+    for i in 0..n { a.add(i); }
+    println!("checksum {}", a.v);
+}
+""")
+    exe = tmp_path / "rhot"
+    subprocess.run([rustc, "-C", "opt-level=0", "-o", str(exe), str(src)], check=True,
+                   timeout=300, capture_output=True)
+    r, got = trace(tmp_path, "rhot::Acc::add", str(exe), ["4"], "rust")
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = got.decode().splitlines()
+    summary = [l for l in lines if '"t":"summary"' in l]
+    assert summary and '"insns":0' not in summary[0], summary
+    execs = [l for l in lines if '"t":"exec"' in l]
+    assert len(execs) % 4 == 0 and execs, "four calls of one function: %d lines" % len(execs)
+
+
+@pytest.mark.serial   # (sampling: alone, docs/testing.md)
+def test_profiles_show_demangled_names(tmp_path):
+    if os.geteuid() != 0 or not os.path.exists("/sys/kernel/btf/vmlinux"):
+        pytest.skip("needs root and BTF: BPF sampling")
+    r = run_gebpf(["sample", "--folded", "--duration", "1", "--", prog_path(CXX), "50000000"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "main;app::Acc::add(long)" in r.stdout or "app::mix(long" in r.stdout, r.stdout[:2000]
+    assert "_ZN3app" not in r.stdout, r.stdout[:2000]
