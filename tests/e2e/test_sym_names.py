@@ -90,3 +90,54 @@ def test_profiles_show_demangled_names(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "main;app::Acc::add(long)" in r.stdout or "app::mix(long" in r.stdout, r.stdout[:2000]
     assert "_ZN3app" not in r.stdout, r.stdout[:2000]
+
+
+@pytest.mark.serial   # (sampling: alone, docs/testing.md)
+def test_flamegraph_holds_the_folded_stacks(tmp_path):
+    """--flamegraph FILE beside --folded, one run: the SVG parses, its frames
+    are the folded stacks merged by name (each frame's width its samples,
+    its children inside it), names escaped, and its script is there."""
+    import xml.etree.ElementTree as ET
+    if os.geteuid() != 0 or not os.path.exists("/sys/kernel/btf/vmlinux"):
+        pytest.skip("needs root and BTF: BPF sampling")
+    svg = tmp_path / "f.svg"
+    r = run_gebpf(["sample", "--folded", "--flamegraph", svg, "--duration", "1", "--",
+                   prog_path(CXX), "50000000"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    want = {}
+    for line in r.stdout.splitlines():
+        stack, n = line.rsplit(" ", 1)
+        path = ()
+        for f in stack.split(";"):
+            path += (f,)
+            want[path] = want.get(path, 0) + int(n)
+    total = sum(int(l.rsplit(" ", 1)[1]) for l in r.stdout.splitlines())
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    root = ET.parse(str(svg)).getroot()
+    assert "function zoom(" in root.find("s:script", ns).text
+    got, spans = {}, {}
+    for g in root.iter("{http://www.w3.org/2000/svg}g"):
+        title = g.find("s:title", ns).text
+        name, rest = title.rsplit(" (", 1)
+        n = int(rest.split(" ")[0])
+        x, w, d = int(g.get("data-x")), int(g.get("data-w")), int(g.get("data-d"))
+        assert w == n, title
+        spans[(d, x)] = (name, w)
+    assert spans[(0, 0)] == ("all", total), spans.get((0, 0))
+    # rebuild each frame's path: its parent is the frame one level down whose span holds it
+    for (d, x), (name, w) in spans.items():
+        if d == 0:
+            continue
+        path = (name,)
+        dd, xx = d, x
+        while dd > 1:
+            dd -= 1
+            par = [(px, v) for (pd, px), v in spans.items()
+                   if pd == dd and px <= xx < px + v[1]]
+            assert len(par) == 1, (name, d, x, par)
+            path = (par[0][1][0],) + path
+            assert par[0][0] <= x and x + w <= par[0][0] + par[0][1][1], "outside its parent"
+        got[path] = got.get(path, 0) + w
+    wide = {p: n for p, n in want.items() if n * 1180.0 / total >= 0.1}
+    assert {p: got.get(p) for p in wide} == wide, "frames differ from the folded stacks"
+    assert any(p[-1] == "app::Acc::add(long)" for p in got), list(got)[:10]

@@ -334,6 +334,11 @@ const char *gb_profile__exe(const struct gb_profile *p, pid_t pid)
 	return p->u ? gb_unwinder__exe(p->u, pid) : NULL;
 }
 
+bool gb_profile__per_process(const struct gb_profile *p)
+{
+	return p->per_process;
+}
+
 int gb_profile__each_stack(const struct gb_profile *p, gb_profile_stack_cb cb, void *ctx)
 {
 	struct ent *v = tab_sorted(&p->stacks);

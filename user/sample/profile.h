@@ -83,6 +83,8 @@ typedef int (*gb_profile_stack_cb)(void *ctx, const uint64_t *ids, size_t n, pid
 				   const char *comm, uint64_t count);
 int gb_profile__each_stack(const struct gb_profile *p, gb_profile_stack_cb cb, void *ctx);
 uint64_t gb_profile__total(const struct gb_profile *p);
+/* Do its stacks start with the process (COMM-PID)? */
+bool gb_profile__per_process(const struct gb_profile *p);
 /* The executable of pid as its maps name it (NULL when unknown). */
 const char *gb_profile__exe(const struct gb_profile *p, pid_t pid);
 
