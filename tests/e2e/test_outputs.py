@@ -107,6 +107,16 @@ def stop(p):
     p.wait()
 
 
+def pipe_bytes(fd):
+    """Bytes waiting in the pipe of fd (FIONREAD)."""
+    import array
+    import fcntl
+    import termios
+    n = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, n, True)
+    return n[0]
+
+
 @pytest.mark.parametrize("how", ["duration", "sigterm"])
 def test_stalled_fifo_ends_the_trace(trace_ready, tmp_path, how):
     """-o FIFO whose reader never reads: the trace still ends on --duration
@@ -124,7 +134,12 @@ def test_stalled_fifo_ends_the_trace(trace_ready, tmp_path, how):
         t0 = time.monotonic()
         g = trace_spin(fifo, target.pid, *extra)
         if how == "sigterm":
-            time.sleep(1.5)
+            # once gebpf has filled the pipe (a fixed 1.5 s was not enough
+            # for a sanitizer build at load 8: it had traced nothing yet,
+            # and ended cleanly)
+            while time.monotonic() - t0 < 30 and g.poll() is None and pipe_bytes(reader) < 60000:
+                time.sleep(0.05)
+            time.sleep(0.5)
             g.send_signal(signal.SIGTERM)
         try:
             g.wait(timeout=30)
