@@ -586,6 +586,14 @@ def test_both_killed_needs_the_program_to_finish_and_the_next_trace_to_take_over
     put(good, "killed_retrace.err", "gebpf: range work = 0x4010b8-0x4010c8\n")
     v = verdicts(good)["trace"]
     assert v[0] == "fail" and "not taken over" in v[1], v
+    # gebpf outlived its worker long enough to write the entries back (the
+    # two SIGKILLs are two signals): the takeover had none left to write
+    put(good, "killed_retrace.err", KILLED_RETRACE.replace("1 patched places", "0 patched places"))
+    v = verdicts(good)["trace"]
+    assert v[0] == "fail" and "not taken over" in v[1], v
+    put(good, "killed.err", (judge.read(os.path.join(good, "killed.err")) or "") +
+        "gebpf: pid 40: the tracing process was killed: 1 of 1 patched places written back\n")
+    assert verdicts(good)["trace"][0] == "pass", verdicts(good)["trace"]
     put(good, "killed_retrace.err", KILLED_RETRACE)
     put(good, "killed.err", "gebpf: trace: pid 40 stopped 3 ms for the set-up\n")
     v = verdicts(good)["trace"]
