@@ -20,7 +20,7 @@
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
 #include "trace/engine_int.h"
-#include "trace/probes.h"
+#include "trace/xol.h"
 
 /* A new task is a thread of ours when its thread group is our process
  * (/proc/TID/status Tgid; /proc/PID/task/TID may not list it yet). */
@@ -148,7 +148,7 @@ static void exec_exit(struct gb_engine *e, size_t i)
 	if (!e->xol_due)
 		return;
 	e->xol_due = false;
-	gb_probes_reserve_xol(e->t->pid, eng_tid(e, i));
+	gb_xol_reserve(e->t->pid, eng_tid(e, i));
 }
 
 /* A native thread at an event stop inside a syscall (exec, vfork-done) must

@@ -102,12 +102,4 @@ void gb_probes__patch(void *p, uint64_t addr, uint8_t *buf, size_t len);
  * gb_probetrap__reattach).  0 or -errno (the new image is not probed). */
 int gb_probes__exec(struct gb_probes *p, pid_t from);
 
-/* Launch mode, before the program runs: make the kernel map its uprobe
- * page ("[uprobes]", where probed instructions run out of line) now, at a
- * place that does not depend on when the first probe fires, so that the
- * program's later mappings are placed the same under every trap (thread
- * stacks, large allocations).  tid: the stopped thread; no instruction of
- * the program runs.  0 or -errno (no uprobes: nothing changes). */
-int gb_probes_reserve_xol(pid_t tgid, pid_t tid);
-
 #endif

@@ -36,6 +36,7 @@
 #include "trace/session_int.h"
 #include "trace/range.h"
 #include "trace/trap.h"
+#include "trace/xol.h"
 
 
 /* After the checks (target, range): a refused command leaves no file. */
@@ -113,7 +114,7 @@ static int start_target(struct session *s)
 		/* The same layout under every trap: the kernel's uprobe page is
 		 * placed before the program maps anything (docs/trace.md). */
 		if (!r)
-			gb_probes_reserve_xol(s->t.pid, s->t.pid);
+			gb_xol_reserve(s->t.pid, s->t.pid);
 	}
 	if (r)
 		return -1;
