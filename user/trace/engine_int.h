@@ -1,10 +1,12 @@
-/* Engine internals, not for other rooms.  The files, bottom to top (each
- * calls only the ones above it in this list, never one below):
+/* Engine internals, for the engine's files and the entry traps (user/trap/,
+ * which sit above the engine: they call it through this header, and it calls
+ * them only through their table, trace/trap.h); not for other rooms.  The
+ * engine's files, bottom to top (each calls only the ones above it in this
+ * list, never one below):
  *
  *   ecore.c     the state: threads (the one per-thread struct), owner,
  *               signals, the one resume, limits
  *   commit.c    an in-range instruction's lines (both engines)
- *   trap_*.c    the entry traps (trace/trap.h), over pagetrap.c / probes.c
  *   ethreads.c  the dispatcher of every stop of a thread not being run by
  *               a runner, and thread/process events (clone, fork, exec, exit)
  *   ehandler.c  the owner's signal handler outside the range, run natively

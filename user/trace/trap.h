@@ -1,11 +1,11 @@
 /* The entry trap interface (docs/trace.md "Inside the engine").
  *
  * An entry trap decides how threads that do not own the range run, and how
- * one is stopped when it enters the range.  The session makes one (the probe
- * trap, trace/trap_probes.c; the page trap, trap_pages.c; the null trap,
- * trap_none.c, for --trap none: every thread is single-stepped) and hands
- * it to the engine, which calls it only through this table: the engine's
- * files never ask which trap it is.
+ * one is stopped when it enters the range.  The session makes one of the
+ * traps of user/trap/ (trap/traps.h: the patch, probe, page or null trap)
+ * and hands it to the engine, which calls it only through this table: the
+ * engine's files never ask which trap it is, and include nothing of
+ * user/trap/.
  *
  * Every hook but free may be NULL (nothing to do; where NULL means more,
  * the hook's comment says so).  A trap keeps its per-thread state in the
@@ -151,34 +151,19 @@ struct gb_trap {
 	const struct gb_trap_ops *ops;
 };
 
-struct gb_trace_range;
-struct gb_probes;
-
-/* --trap none: every thread is single-stepped (a pending range is looked
- * for after each mmap). */
-struct gb_trap *gb_trap_none_new(struct gb_trace_range *r);
-/* The page trap over the range's pages of pid (trace/pagetrap.h); NULL
- * when there is nothing to trap (said why). */
-struct gb_trap *gb_trap_pages_new(pid_t pid, struct gb_trace_range *r);
-/* The probe trap over the probes p (trace/probes.h), which it owns. */
-struct gb_trap *gb_trap_probes_new(struct gb_probes *p, struct gb_trace_range *r);
-/* The patch trap (trace/trap_patch.c) over the range of the stopped
- * tracee t, in the module file path (link-time lo..hi, run-time = + bias):
- * NULL, with one line saying why, when it does not apply (the caller uses
- * the probe trap). */
-struct gb_tracee;
-struct gb_trap *gb_trap_patch_new(struct gb_tracee *t, struct gb_trace_range *r, const char *path,
-				  uint64_t lo, uint64_t hi, uint64_t bias);
-/* The patch trap for a range whose module is not mapped yet: set up once
- * it is (looked for after each mmap; trap_patch_exec.c). */
-struct gb_trap *gb_trap_patch_pending(struct gb_tracee *t, struct gb_trace_range *r);
-/* Whether --trap patch was asked for: if not (the default), its refusal in
- * a later image (exec, a module mapped late) is said under -v only. */
-void gb_trap_patch_asked(struct gb_trap *t, bool asked);
 /* Free a trap: the probe trap's uprobes go (every thread must be held). */
-void gb_trap_free(struct gb_trap *t);
+static inline void gb_trap_free(struct gb_trap *t)
+{
+	if (t)
+		t->ops->free(t);
+}
+
 /* May t be freed after an attached target is detached (its free_later)? */
-bool gb_trap_free_later(const struct gb_trap *t);
-const char *gb_trap_name(const struct gb_trap *t);
+static inline bool gb_trap_free_later(const struct gb_trap *t)
+{
+	return t && t->ops->free_later && t->ops->free_later(t);
+}
+
+static inline const char *gb_trap_name(const struct gb_trap *t) { return t->ops->name; }
 
 #endif

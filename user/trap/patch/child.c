@@ -1,7 +1,7 @@
 /* The patch trap's children (docs/trace.md "The patch trap"): a fork child
  * is moved out of the cache and gets the original bytes back, gs base 0 and
  * no cache; a vfork child, which shares the parent's memory, an area of its
- * own whose records are dropped.  The hook (patch_child) is trap_patch.c's
+ * own whose records are dropped.  The hook (patch_child) is trap/patch/trap.c's
  * child hook. */
 #include <signal.h>
 #include <sys/user.h>
@@ -11,7 +11,7 @@
 #include "ptrace/regs.h"
 #include "trace/engine_int.h"
 #include "trace/jitmap.h"
-#include "trace/trap_patch.h"
+#include "trap/patch/patch.h"
 
 /* rip is right after the system call of a piece that makes one without
  * the lock (a recording block's, or a counting twin's: user/jit/twin.c):

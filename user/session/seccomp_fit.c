@@ -1,5 +1,5 @@
-/* What the target's seccomp state lets the trace do: see seccomp_fit.h. */
-#include "trace/seccomp_fit.h"
+/* What the target's seccomp state lets the trace do: see session/seccomp_fit.h. */
+#include "session/seccomp_fit.h"
 
 #include <errno.h>
 #include <linux/seccomp.h>
@@ -13,7 +13,7 @@
 #include "jit/jit.h"
 #include "ptrace/inject.h"
 #include "ptrace/seccomp.h"
-#include "trace/tramp.h"
+#include "ptrace/tramp.h"
 
 struct call {
 	bool jit;            /* made for the code cache (else for the page trap) */

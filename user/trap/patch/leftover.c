@@ -1,5 +1,5 @@
-/* What an earlier gebpf left in a target: see leftover.h. */
-#include "trace/leftover.h"
+/* What an earlier gebpf left in a target: see trap/patch/leftover.h. */
+#include "trap/patch/leftover.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -20,8 +20,8 @@
  *   at a signal stop:  if (gb_probes__claim(p, &st, &hit)) ... an entry
  *   gb_probes__free(p);
  */
-#ifndef GB_TRACE_PROBES_H
-#define GB_TRACE_PROBES_H
+#ifndef GB_TRAP_PROBES_H
+#define GB_TRAP_PROBES_H
 
 #include <stdbool.h>
 #include <stddef.h>

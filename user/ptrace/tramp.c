@@ -1,5 +1,5 @@
-/* Syscall trampoline on a scratch page: see tramp.h. */
-#include "trace/tramp.h"
+/* Syscall trampoline on a scratch page: see ptrace/tramp.h. */
+#include "ptrace/tramp.h"
 
 #include <errno.h>
 #include <fcntl.h>

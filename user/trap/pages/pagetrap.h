@@ -12,8 +12,8 @@
  * executable VMA stretch inside the range: memory and work follow the mapped
  * code, not the range's size (docs/trace.md, "How it works": the page-trap bullets).
  */
-#ifndef GB_TRACE_PAGETRAP_H
-#define GB_TRACE_PAGETRAP_H
+#ifndef GB_TRAP_PAGETRAP_H
+#define GB_TRAP_PAGETRAP_H
 
 #include <signal.h>
 #include <stdbool.h>
@@ -40,7 +40,7 @@ bool gb_pagetrap__armed(const struct gb_pagetrap *p);
 /* Some page does (it must be given back before detaching). */
 bool gb_pagetrap__touched(const struct gb_pagetrap *p);
 
-/* Arm through a trampoline (trace/tramp.h) on the way out of stopped
+/* Arm through a trampoline (ptrace/tramp.h) on the way out of stopped
  * thread tid (registers r), without a stop: returns 1 when done (the caller
  * resumes tid with PTRACE_CONT and no signal), 0 when not possible here
  * (use gb_pagetrap__arm), or -errno. */

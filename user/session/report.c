@@ -1,5 +1,5 @@
 /* The -v lines that close a trace: report.h. */
-#include "trace/report.h"
+#include "session/report.h"
 
 #include <stdio.h>
 

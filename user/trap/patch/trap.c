@@ -13,7 +13,7 @@
  * What it needs (else NULL with one line: the session uses the probe
  * trap): threads with gs base 0 (at most 256), every instruction of the range
  * translatable, an entry patchable (the others keep a uprobe:
- * trap_patch_probe.c), the cache's mmap allowed.
+ * trap/patch/probe.c), the cache's mmap allowed.
  *
  * A signal with a handler stopping a thread in the cache: the thread is put
  * at its original instruction (the lock released) and takes it there, so
@@ -46,8 +46,8 @@
 #include "trace/cpu.h"
 #include "trace/engine_int.h"
 #include "trace/jitmap.h"
-#include "trace/probes.h"
-#include "trace/trap_patch.h"
+#include "trap/probes/probes.h"
+#include "trap/patch/patch.h"
 
 
 #define PT(t) ((struct patch_trap *)(t))
@@ -93,7 +93,7 @@ static void commit_held(struct patch_trap *pt, struct gb_engine *e, const struct
 }
 
 /* The ring's records become lines (each stretch its thread's), the last
- * one held back unless settled (trap_patch.h): the writer puts an
+ * one held back unless settled (trap/patch/patch.h): the writer puts an
  * instruction's record in the ring before running it, so while a thread may
  * be in a stretch the last record can still fault (its faulting access
  * must not be a line) or be taken back.  fault: the last record's
@@ -183,7 +183,7 @@ static void patch_idle(struct gb_trap *t, struct gb_engine *e)
 {
 	drain(PT(t), e);
 	patch_collect_misses(PT(t), false);
-	patch_count_idle(PT(t), e); /* (trap_patch_count.c) */
+	patch_count_idle(PT(t), e); /* (trap/patch/count.c) */
 	patch_later_resend(PT(t), e);
 }
 
@@ -354,7 +354,7 @@ enum gb_trap_verdict patch_take(struct patch_trap *pt, struct gb_engine *e, size
 	pth(e, i)->sigret++;
 	pt->handled++;
 	uint64_t pc = r->rip;
-	if (late && patch_later_native(pt, e, i, r)) { /* (trap_patch_later.c) */
+	if (late && patch_later_native(pt, e, i, r)) { /* (trap/patch/later.c) */
 		gb_info("trace: thread %d: signal %d taken at 0x%llx, the native copy of 0x%llx inside "
 			"a patch's bytes", tid, sig, (unsigned long long)r->rip, (unsigned long long)pc);
 		return GB_TRAP_PROGRAM;
@@ -424,7 +424,7 @@ static void patch_start(struct gb_trap *t, struct gb_engine *e)
 {
 	struct patch_trap *pt = PT(t);
 	if (!pt->j)
-		return; /* (the range's module not mapped yet: trap_patch_exec.c) */
+		return; /* (the range's module not mapped yet: trap/patch/exec.c) */
 	for (size_t i = 0; i < e->t->nthreads; i++) {
 		struct user_regs_struct r;
 		pid_t tid = eng_tid(e, i);

@@ -1,5 +1,5 @@
 /* The probe trap as the engine's entry trap (trace/trap.h): a uprobe at
- * every entry of the range (the mechanism: trace/probes.h) stops a thread
+ * every entry of the range (the mechanism: trap/probes/probes.h) stops a thread
  * running natively after the entry instruction; the thread waits for the
  * range, and when it gets it the instruction is emitted from the registers
  * the BPF program recorded.  The owner is stepped (or run translated) while
@@ -22,7 +22,8 @@
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
 #include "trace/engine_int.h"
-#include "trace/probes.h"
+#include "trap/probes/probes.h"
+#include "trap/traps.h"
 
 /* Steps of a signal handler that interrupted the range after which its
  * owner runs natively, with a probe at the return address. */

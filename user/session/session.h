@@ -1,8 +1,8 @@
 /* One `gebpf trace` job from start to end: open the output, launch or
  * attach, resolve the range, run the engine, write the summary (always),
  * and leave the target as it was found. */
-#ifndef GB_TRACE_SESSION_H
-#define GB_TRACE_SESSION_H
+#ifndef GB_SESSION_H
+#define GB_SESSION_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,12 +1,12 @@
 /* The patch trap's entries that keep a uprobe (docs/trace.md "The patch
  * trap", "Entries that keep a uprobe"): where the planner refuses a patch
  * (another entry inside its 5 bytes, the range ending inside them...), the
- * probe trap's machinery (trace/probes.h: one uprobe_multi link, or one
+ * probe trap's machinery (trap/probes/probes.h: one uprobe_multi link, or one
  * perf uprobe per entry on older kernels; bpf/probetrap.bpf.c) watches that
  * entry alone, inside the patch trap.
  *
  * A hit stops the thread after the probed instruction (the kernel ran it
- * out of line; pushf's TF hidden by probes.c).  gebpf takes the cache's
+ * out of line; pushf's TF hidden by trap/probes/probes.c).  gebpf takes the cache's
  * lock for it (gb_jit__lock_try_for; still held: the thread stays stopped
  * and it is tried again after the next idle), drains the ring, writes the entry
  * instruction's lines from the registers the BPF program recorded, and
@@ -18,7 +18,7 @@
  * before the probe's, or a fault of the probed instruction) is delivered
  * at the original pc after the lines, and the thread then runs with
  * PTRACE_SYSCALL until its rt_sigreturn, as for a signal taken out of the
- * cache (trap_patch.c).
+ * cache (trap/patch/trap.c).
  *
  * Where the kernel lets a uprobe program write ip (Linux 6.18; probe/
  * probetrap.h contract 7) none of that happens for the threads with an
@@ -37,8 +37,8 @@
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
 #include "trace/engine_int.h"
-#include "trace/probes.h"
-#include "trace/trap_patch.h"
+#include "trap/probes/probes.h"
+#include "trap/patch/patch.h"
 
 static struct patch_probe_thread *ppt(struct gb_engine *e, size_t i)
 {
@@ -251,7 +251,7 @@ int patch_probe_enter(struct gb_trap *t, struct gb_engine *e, size_t i)
 		return go_on(e); /* a one-instruction stretch: natively on */
 	if (handler || faulted) {
 		/* Its signal at the original pc; the handler's return into the
-		 * range goes back into the cache (trap_patch.c). */
+		 * range goes back into the cache (trap/patch/trap.c). */
 		th->sigret += handler;
 		return go_on(e);
 	}

@@ -1,5 +1,5 @@
 /* The patch trap's end, the part a SIGKILL of the worker must not make
- * harmful (docs/trace.md "Ending"): see trap_patch.h. */
+ * harmful (docs/trace.md "Ending"): see trap/patch/patch.h. */
 #include <stdlib.h>
 #include <sys/user.h>
 
@@ -9,8 +9,8 @@
 
 #include "ptrace/regs.h"
 #include "trace/engine_int.h"
-#include "trace/probes.h"
-#include "trace/trap_patch.h"
+#include "trap/probes/probes.h"
+#include "trap/patch/patch.h"
 
 ssize_t patch_gs_zero(struct gb_engine *e)
 {

@@ -1,7 +1,7 @@
 /* The -v lines that close a trace (docs/trace.md "What -v says"): the
  * counters of what ran, and only of that. */
-#ifndef GB_TRACE_REPORT_H
-#define GB_TRACE_REPORT_H
+#ifndef GB_SESSION_REPORT_H
+#define GB_SESSION_REPORT_H
 
 #include <stdbool.h>
 

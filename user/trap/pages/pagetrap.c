@@ -1,4 +1,4 @@
-#include "trace/pagetrap.h"
+#include "trap/pages/pagetrap.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -14,7 +14,7 @@
 #include "ptrace/inject.h"
 #include "ptrace/maps.h"
 #include "probe/protwatch.h"
-#include "trace/tramp.h"
+#include "ptrace/tramp.h"
 
 #ifndef SEGV_ACCERR
 #define SEGV_ACCERR 2

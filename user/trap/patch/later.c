@@ -1,11 +1,11 @@
 /* The patch trap's asynchronous signals that stop a thread while it runs
  * the copies of the instructions a patch covers (docs/trace.md "The patch
- * trap", "Signals"): see trap_patch.h.
+ * trap", "Signals"): see trap/patch/patch.h.
  *
  * Put back at its original instruction, such a thread would stand inside
  * the patch's 5 bytes, which hold the jump's tail.  A handler that returns
  * there by rt_sigreturn is sent back into the cache (the watch of
- * trap_patch.c), but one that returns some other way runs the tail: Go's
+ * trap/patch/trap.c), but one that returns some other way runs the tail: Go's
  * asynchronous preemption (SIGURG every 10 ms) has its handler make the
  * thread call asyncPreempt, which later returns to the interrupted pc with a
  * plain ret, natively.  An asynchronous signal may be taken at any later
@@ -29,7 +29,7 @@
 #include "common/log.h"
 #include "ptrace/regs.h"
 #include "trace/engine_int.h"
-#include "trace/trap_patch.h"
+#include "trap/patch/patch.h"
 
 #define PATCH_LATER_TRIES 3
 

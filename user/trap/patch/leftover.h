@@ -16,8 +16,8 @@
  * into one): each is marked gone (its threads stop waiting for a gebpf that
  * is not there: jit/live.c) and its ring's memory is given back.
  */
-#ifndef GB_TRACE_LEFTOVER_H
-#define GB_TRACE_LEFTOVER_H
+#ifndef GB_TRAP_LEFTOVER_H
+#define GB_TRAP_LEFTOVER_H
 
 #include <stdbool.h>
 #include <stddef.h>

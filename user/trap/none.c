@@ -5,6 +5,7 @@
 
 #include "ptrace/tracee.h"
 #include "trace/engine_int.h"
+#include "trap/traps.h"
 
 struct none_trap {
 	struct gb_trap base;
@@ -41,16 +42,3 @@ struct gb_trap *gb_trap_none_new(struct gb_trace_range *r)
 	n->range = r;
 	return &n->base;
 }
-
-void gb_trap_free(struct gb_trap *t)
-{
-	if (t)
-		t->ops->free(t);
-}
-
-bool gb_trap_free_later(const struct gb_trap *t)
-{
-	return t && t->ops->free_later && t->ops->free_later(t);
-}
-
-const char *gb_trap_name(const struct gb_trap *t) { return t->ops->name; }

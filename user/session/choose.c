@@ -1,5 +1,5 @@
 /* The trace session's choice of entry trap: see session_int.h. */
-#include "trace/session_int.h"
+#include "session/session_int.h"
 
 #include "common/log.h"
 
@@ -67,7 +67,7 @@ static void check_patch(struct session *s)
 	else if (o->faults)
 		why = "--faults merges faults with stepped instructions";
 	else if (s->range_pending)
-		why = NULL; /* set up once it is (trap_patch_exec.c) */
+		why = NULL; /* set up once it is (trap/patch/exec.c) */
 	else
 		why = range_file(s, s->file_path, sizeof(s->file_path), &s->file_lo, &s->file_hi,
 				 &s->file_bias);

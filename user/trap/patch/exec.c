@@ -25,9 +25,10 @@
 #include "common/log.h"
 #include "ptrace/regs.h"
 #include "trace/engine_int.h"
-#include "trace/probes.h"
+#include "trap/probes/probes.h"
 #include "trace/range.h"
-#include "trace/trap_patch.h"
+#include "trap/patch/patch.h"
+#include "trap/traps.h"
 
 #define PT(t) ((struct patch_trap *)(t))
 

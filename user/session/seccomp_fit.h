@@ -10,8 +10,8 @@
  * thread in strict mode allows none of it; a filter is run on each call
  * (ptrace/seccomp.h); a filter that cannot be read is assumed to refuse.
  * docs/trace.md "Seccomp". */
-#ifndef GB_TRACE_SECCOMP_FIT_H
-#define GB_TRACE_SECCOMP_FIT_H
+#ifndef GB_SESSION_SECCOMP_FIT_H
+#define GB_SESSION_SECCOMP_FIT_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -16,7 +16,7 @@
 #include "decode/decode.h"
 #include "trace/cpu.h"
 #include "trace/engine_int.h"
-#include "trace/trap_patch.h"
+#include "trap/patch/patch.h"
 
 void patch_count_area(struct patch_trap *pt, struct gb_engine *e, unsigned k)
 {

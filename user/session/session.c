@@ -1,5 +1,5 @@
 /* gebpf trace, start to end: see session.h. */
-#include "trace/session.h"
+#include "session/session.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,28 +15,29 @@
 #include "common/guard.h"
 #include "common/log.h"
 #include "common/sigflag.h"
-#include "record/jsonl.h"
-#include "record/output.h"
-#include "record/recording.h"
 #include "probe/faults.h"
 #include "probe/probetrap.h"
 #include "ptrace/maps.h"
 #include "ptrace/runto.h"
 #include "ptrace/tracee.h"
+#include "record/jsonl.h"
+#include "record/output.h"
+#include "record/recording.h"
 #include "resume/resume.h"
+#include "session/report.h"
+#include "session/seccomp_fit.h"
+#include "session/session_int.h"
 #include "snap/snapshot.h"
 #include "sym/entries.h"
 #include "sym/modfile.h"
 #include "sym/syms.h"
 #include "trace/engine.h"
-#include "trace/leftover.h"
-#include "trace/probes.h"
-#include "trace/report.h"
-#include "trace/seccomp_fit.h"
-#include "trace/session_int.h"
 #include "trace/range.h"
 #include "trace/trap.h"
 #include "trace/xol.h"
+#include "trap/patch/leftover.h"
+#include "trap/probes/probes.h"
+#include "trap/traps.h"
 
 
 /* After the checks (target, range): a refused command leaves no file. */
@@ -362,7 +363,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	if (pre < 0 || start_target(&s))
 		goto cleanup;
 	/* Before a byte of its code is read: what an earlier gebpf left
-	 * (trace/leftover.h) */
+	 * (trap/patch/leftover.h) */
 	struct gb_leftovers lo;
 	if (o->pid && !o->from && gb_leftovers_take(s.t.pid, &lo))
 		goto cleanup;

@@ -11,8 +11,8 @@
  * of the thread before its trampoline finished is settled by putting its
  * own registers back (gb_tramp__settle), so nothing ever sees the
  * trampoline: not a signal handler, a snapshot, or a detach. */
-#ifndef GB_TRACE_TRAMP_H
-#define GB_TRACE_TRAMP_H
+#ifndef GB_PTRACE_TRAMP_H
+#define GB_PTRACE_TRAMP_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,8 +1,8 @@
-/* The patch trap's state, shared by its two files: trap_patch.c (the
- * trap's hooks) and trap_patch_new.c (its set-up, which calls the former:
+/* The patch trap's state, shared by its two files: trap/patch/trap.c (the
+ * trap's hooks) and trap/patch/new.c (its set-up, which calls the former:
  * never the other way).  docs/trace.md "The patch trap". */
-#ifndef GB_TRACE_TRAP_PATCH_H
-#define GB_TRACE_TRAP_PATCH_H
+#ifndef GB_TRAP_PATCH_H
+#define GB_TRAP_PATCH_H
 
 #include <signal.h>
 #include <stdbool.h>
@@ -26,7 +26,7 @@ struct gb_engine;
 struct gb_probes;
 
 /* The per-thread state of the entries that keep a uprobe
- * (trap_patch_probe.c). */
+ * (trap/patch/probe.c). */
 struct patch_probe_thread {
 	bool has_hit;                 /* stopped after a probed entry's instruction:
 				       * its lines wait for the cache's lock */
@@ -45,7 +45,7 @@ struct patch_thread {
 				       * PTRACE_SYSCALL until it sets one */
 	unsigned sigret;              /* handlers in flight whose rt_sigreturn it runs
 				       * with PTRACE_SYSCALL for (nested ones too) */
-	/* An asynchronous signal taken later (trap_patch_later.c): its number
+	/* An asynchronous signal taken later (trap/patch/later.c): its number
 	 * (0: none), re-sent (its next stop with it is the one), postponed so
 	 * many times in a row, its first siginfo. */
 	int later_sig;
@@ -88,7 +88,7 @@ struct patch_trap {
 	uint64_t blocks, tinsns;      /* blocks and instructions translated by the
 				       * caches of earlier images (statistics) */
 	unsigned npatched;
-	/* Across exec and a module mapped late (trap_patch_exec.c): */
+	/* Across exec and a module mapped late (trap/patch/exec.c): */
 	bool waiting;                 /* the range's module is not mapped: threads
 				       * run with PTRACE_SYSCALL, looked for after
 				       * each mmap */
@@ -102,9 +102,9 @@ struct patch_trap {
 	unsigned nprobed;
 	uint64_t probe_hits;          /* entries through them (statistics) */
 	uint64_t probe_waits;         /* ... that found the lock held (stayed stopped) */
-	uint64_t later;               /* signals taken later (trap_patch_later.c) */
+	uint64_t later;               /* signals taken later (trap/patch/later.c) */
 	uint64_t later_native;        /* ... put off too often: taken at their native copy */
-	/* Counting after the budget (trap_patch_count.c): */
+	/* Counting after the budget (trap/patch/count.c): */
 	bool twins;                   /* the cache has counting twins */
 	bool counting;                /* its switch is on */
 	uint64_t counted;             /* instructions the twins counted (statistics) */
@@ -119,10 +119,10 @@ const struct gb_insn *patch_fetch(void *ctx, uint64_t pc);
 /* The entry block of pc (translating it), or 0. */
 uint64_t patch_entry_of(struct patch_trap *pt, uint64_t pc);
 /* The instructions under the patches: translated (translate) and put in
- * the lookup table last (trap_patch_new.c).  0, or -ENOSPC. */
+ * the lookup table last (trap/patch/new.c).  0, or -ENOSPC. */
 int patch_guard_inside(struct patch_trap *pt, bool translate);
 
-/* The end (trap_patch_end.c), once the original bytes are back and no
+/* The end (trap/patch/end.c), once the original bytes are back and no
  * thread is in the cache: every stopped thread's gs base 0; the first
  * such thread's index (to unmap the cache through), or -1. */
 struct gb_engine;
@@ -139,8 +139,8 @@ static inline bool patch_in_range(const struct patch_trap *pt, uint64_t pc)
 	return pc >= pt->start && pc <= pt->end;
 }
 
-/* trap_patch_probe.c: the entries the planner refused keep a uprobe (the
- * probe trap's machinery, trace/probes.h, over them alone).
+/* trap/patch/probe.c: the entries the planner refused keep a uprobe (the
+ * probe trap's machinery, trap/probes/probes.h, over them alone).
  * Attach them (refused: run-time addresses, ascending; the module's file,
  * link-time range, bias): 0, or -1 with one line said. */
 int patch_probe_attach(struct patch_trap *pt, const char *path, uint64_t lo, uint64_t hi,
@@ -163,22 +163,22 @@ struct gb_tracee;
 struct gb_engine;
 /* The trap's state over the stopped tracee t's range (the module file path,
  * link-time lo..hi, run-time = + bias): cache, translations, plan
- * (trap_patch_new.c).  NULL, or why not (pt as after patch_unbuild; ""
+ * (trap/patch/new.c).  NULL, or why not (pt as after patch_unbuild; ""
  * when said already). */
 const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *path, uint64_t lo,
 			uint64_t hi, uint64_t bias, char *buf, size_t len);
 /* No cache, no plan, no areas (the target is not touched). */
 void patch_unbuild(struct patch_trap *pt);
 /* The statistics so far (-v) and the warnings for what is not exact
- * (trap_patch_count.c). */
+ * (trap/patch/count.c). */
 void patch_report(struct patch_trap *pt);
 /* In-range misses counted, their targets translated unless held (every
- * thread stopped: only counted); trap_patch.c. */
+ * thread stopped: only counted); trap/patch/trap.c. */
 void patch_collect_misses(struct patch_trap *pt, bool held);
-/* The ring drained to its end, the misses counted (trap_patch.c). */
+/* The ring drained to its end, the misses counted (trap/patch/trap.c). */
 void patch_flush(struct patch_trap *pt, struct gb_engine *e);
 /* The entries' bytes in process pid: the patches, or with orig the
- * original bytes (trap_patch.c). */
+ * original bytes (trap/patch/trap.c). */
 void patch_write(struct patch_trap *pt, pid_t pid, bool orig);
 /* The program's signal sig that stopped thread i (registers r) in the
  * cache is taken at the original boundary r is put at (the lock released,
@@ -187,7 +187,7 @@ void patch_write(struct patch_trap *pt, pid_t pid, bool orig);
  * GB_TRAP_PROGRAM (deliver it), or GB_TRAP_SWALLOW (the thread died). */
 enum gb_trap_verdict patch_take(struct patch_trap *pt, struct gb_engine *e, size_t i,
 				struct user_regs_struct *r, int sig, const struct gb_stop *fault);
-/* trap_patch_later.c: an asynchronous signal that stopped thread i (regs
+/* trap/patch/later.c: an asynchronous signal that stopped thread i (regs
  * r) in the copy of a patch's instructions is taken later (true: not
  * delivered now): the idle re-sends it once the thread runs (resend); its
  * stop gets its first siginfo back (arrived: call at every signal stop); a
@@ -204,7 +204,7 @@ void patch_later_resend(struct patch_trap *pt, struct gb_engine *e);
 void patch_later_arrived(struct gb_engine *e, size_t i, const struct gb_stop *st);
 bool patch_later_taken(struct gb_engine *e, size_t i);
 void patch_later_end(struct gb_engine *e);
-/* trap_patch_count.c: counting after the budget (docs/trace.md
+/* trap/patch/count.c: counting after the budget (docs/trace.md
  * "Counting after the budget").  At an idle: the switch turned on once the
  * writer is full (no --max-insns), every area's counts added to the
  * writer's.  Area k's counts added (a thread exiting: before the area is
@@ -218,10 +218,10 @@ struct user_regs_struct;
 void patch_count_fault(struct patch_trap *pt, struct gb_engine *e, size_t i,
 		       const struct user_regs_struct *r, const struct gb_stop *st, unsigned k);
 
-/* trap_patch_child.c: the child hook (fork, vfork). */
+/* trap/patch/child.c: the child hook (fork, vfork). */
 void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, bool vfork);
 
-/* trap_patch_exec.c: the hooks for exec and for a range whose module is
+/* trap/patch/exec.c: the hooks for exec and for a range whose module is
  * mapped later (docs/trace.md "The patch trap"). */
 void patch_exec(struct gb_trap *t, struct gb_engine *e);
 void patch_before_run(struct gb_trap *t, struct gb_engine *e);

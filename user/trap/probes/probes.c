@@ -1,5 +1,5 @@
-/* The probe trap: see probes.h. */
-#include "trace/probes.h"
+/* The probe trap: see trap/probes/probes.h. */
+#include "trap/probes/probes.h"
 
 #include <errno.h>
 #include <fcntl.h>

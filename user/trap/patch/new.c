@@ -1,6 +1,6 @@
 /* The patch trap's set-up (docs/trace.md "The patch trap"): whether it
  * applies to the stopped target, the cache mapped, the range translated up
- * front, the patches planned.  The hooks are trap_patch.c's. */
+ * front, the patches planned.  The hooks are trap/patch/trap.c's. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,10 +22,11 @@
 #include "record/jsonl.h"
 #include "sym/codeptrs.h"
 #include "sym/entries.h"
-#include "trace/leftover.h"
-#include "trace/probes.h"
+#include "trap/patch/leftover.h"
+#include "trap/probes/probes.h"
 #include "trace/range.h"
-#include "trace/trap_patch.h"
+#include "trap/patch/patch.h"
+#include "trap/traps.h"
 
 /* Ranges of at most this many instructions get a block from each. */
 #define PATCH_EVERY 8192
@@ -55,7 +56,7 @@ static const char *refuse(const struct gb_tracee *t, char *buf, size_t len)
 		if (gb_regs_get(t->threads[i].tid, &r) || !r.gs_base)
 			continue;
 		/* a gs base an earlier gebpf's cache gave it is not the program's
-		 * (trace/leftover.h): the thread gets its area in this one */
+		 * (trap/patch/leftover.h): the thread gets its area in this one */
 		if (!looked)
 			looked = !gb_leftovers_find(t->pid, &lo);
 		if (gb_leftovers_at(&lo, r.gs_base))
@@ -203,7 +204,7 @@ static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, ui
 	 * computed goto's table of labels: Python's bytecode loop). */
 	if (!why && nins > PATCH_EVERY)
 		why = from_code_pointers(pt, cp, ncp);
-	/* An entry the planner refuses keeps a uprobe (trap_patch_probe.c). */
+	/* An entry the planner refuses keeps a uprobe (trap/patch/probe.c). */
 	size_t nref = 0;
 	for (size_t k = 0; !why && k < pt->plan.n; k++) {
 		struct gb_patch *p = &pt->plan.v[k];
@@ -293,7 +294,7 @@ const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *
 	else if (lv) /* (before any patch: jit/live.c) */
 		why = "the code cache's liveness word cannot be held";
 	else {
-		gb_jit__mark(pt->j, path); /* (a later gebpf recognises it: trace/leftover.h) */
+		gb_jit__mark(pt->j, path); /* (a later gebpf recognises it: trap/patch/leftover.h) */
 		why = plan(pt, path, lo, hi, bias, ins, nins, buf, len);
 	}
 	if (!why) {

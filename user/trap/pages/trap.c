@@ -1,5 +1,5 @@
 /* The page trap as the engine's entry trap (trace/trap.h): PROT_EXEC is
- * removed from the range's pages (the mechanism: trace/pagetrap.h), threads
+ * removed from the range's pages (the mechanism: trap/pages/pagetrap.h), threads
  * run natively and fault when they enter; the owner is stepped while its pc
  * is on the pages, every other thread held; leaving, the pages are
  * re-protected before anyone runs natively again.
@@ -40,7 +40,8 @@
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
 #include "trace/engine_int.h"
-#include "trace/pagetrap.h"
+#include "trap/pages/pagetrap.h"
+#include "trap/traps.h"
 
 /* Out-of-range steps on the range's pages after which an owner yields to the
  * other threads. */

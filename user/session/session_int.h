@@ -1,16 +1,16 @@
 /* The trace session's state, shared by session.c (start to end) and
- * session_trap.c (which entry trap). */
-#ifndef GB_TRACE_SESSION_INT_H
-#define GB_TRACE_SESSION_INT_H
+ * session/choose.c (which entry trap). */
+#ifndef GB_SESSION_INT_H
+#define GB_SESSION_INT_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "record/output.h"
 #include "ptrace/tracee.h"
-#include "trace/probes.h"
+#include "trap/probes/probes.h"
 #include "trace/range.h"
-#include "trace/session.h"
+#include "session/session.h"
 #include "trace/trap.h"
 
 struct session {
