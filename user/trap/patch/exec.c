@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/user.h>
 
+#include "common/guard.h"
 #include "common/log.h"
 #include "ptrace/regs.h"
 #include "trace/engine_int.h"
@@ -32,14 +33,22 @@
 
 #define PT(t) ((struct patch_trap *)(t))
 
+static void flush(struct patch_trap *pt, struct gb_engine *e)
+{
+	patch_drain(pt, e, true); /* (an exec: no other thread) */
+	patch_collect_misses(pt, true);
+	patch_count_all(pt, e);
+	gb_guard_undo_clear(); /* the old image's bytes went with it */
+}
+
 /* Nothing of the old image's cache is kept: its records drained first. */
 static void drop_image(struct patch_trap *pt, struct gb_engine *e)
 {
 	if (pt->j)
-		patch_flush(pt, e);
+		flush(pt, e);
 	patch_unbuild(pt);
 	for (size_t i = 0; i < e->t->nthreads; i++)
-		memset(eng_trap_priv(e, i), 0, patch_ops.thread_size); /* areas, skips, watches */
+		memset(eng_trap_priv(e, i), 0, sizeof(struct patch_thread)); /* areas, skips, watches */
 }
 
 void patch_exec(struct gb_trap *t, struct gb_engine *e)
@@ -106,7 +115,7 @@ static void set_up(struct patch_trap *pt, struct gb_engine *e)
 		why = patch_build(pt, e->t, path, lo, hi, bias, buf, sizeof(buf));
 	if (!why) {
 		gb_log_demote_warnings(false);
-		patch_ops.start(&pt->base, e);
+		patch_start(&pt->base, e);
 		return;
 	}
 	pt->instead = instead(pt, e, in_file ? path : NULL, lo, hi, bias);
@@ -143,19 +152,4 @@ void patch_before_run(struct gb_trap *t, struct gb_engine *e)
 		pt->instead->ops->before_run(pt->instead, e); /* (it arms its trap now) */
 	eng_resume_world(e, was);
 	free(was);
-}
-
-void gb_trap_patch_asked(struct gb_trap *t, bool asked) { PT(t)->quiet = !asked; }
-
-struct gb_trap *gb_trap_patch_pending(struct gb_tracee *t, struct gb_trace_range *r)
-{
-	struct patch_trap *pt = calloc(1, sizeof(*pt));
-	if (!pt)
-		return NULL;
-	pt->base.ops = &patch_ops;
-	pt->range = r;
-	pt->pid = t->pid;
-	pt->waiting = true;
-	patch_unbuild(pt);
-	return &pt->base;
 }

@@ -1,6 +1,8 @@
 /* The patch trap's set-up (docs/trace.md "The patch trap"): whether it
  * applies to the stopped target, the cache mapped, the range translated up
- * front, the patches planned.  The hooks are trap/patch/trap.c's. */
+ * front, the patches planned; and its start, once the engine has every
+ * thread stopped (threads given areas, the patches written).  The hooks
+ * are trap/patch/trap.c's. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,10 +24,15 @@
 #include "record/jsonl.h"
 #include "sym/codeptrs.h"
 #include "sym/entries.h"
-#include "trap/patch/leftover.h"
-#include "trap/probes/probes.h"
+#include "trace/engine_int.h"
 #include "trace/range.h"
+#include "trap/patch/leftover.h"
 #include "trap/patch/patch.h"
+#include "trap/probes/probes.h"
+
+#define PT(t) ((struct patch_trap *)(t))
+
+static struct patch_thread *pth(struct gb_engine *e, size_t i) { return eng_trap_priv(e, i); }
 #include "trap/traps.h"
 
 /* Ranges of at most this many instructions get a block from each. */
@@ -100,26 +107,6 @@ static const char *sweep(struct patch_trap *pt, struct gb_insn **out, size_t *n,
 		++*n;
 	}
 	return NULL;
-}
-
-/* An instruction under a patch's bytes must never run natively (it would
- * run the jump's tail), and a lookup can reach one (an indirect target): each
- * gets a block (translate: in a range not translated whole, where the
- * entries' closure may not reach it) and is put in the lookup table after
- * every other block, so none sharing its 16-bit slot's chain evicts it (a
- * full chain of 8 still does; the later wins).  Again after each translation of
- * missed targets (collect_misses).  0, or -ENOSPC. */
-int patch_guard_inside(struct patch_trap *pt, bool translate)
-{
-	for (size_t k = 0; k < pt->plan.n; k++) {
-		const struct gb_patch *p = &pt->plan.v[k];
-		for (unsigned i = 1; p->why == GB_PATCH_OK && i < p->ninsns; i++) {
-			if (translate && gb_jit__translate_from(pt->j, p->insn[i], patch_fetch, pt))
-				return -ENOSPC;
-			gb_jit__table_put(pt->j, p->insn[i]);
-		}
-	}
-	return 0;
 }
 
 static bool insn_start(const struct gb_insn *ins, size_t n, uint64_t pc)
@@ -314,7 +301,7 @@ const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *
 	 * to poll_ms: the cache's wakes (the ring half full) end that sleep. */
 	if (gb_jit__ring_waker(pt->j, (pid_t)syscall(SYS_gettid), SIGCHLD))
 		gb_info("trace: the patch trap: no waker thread: the ring is drained every %u ms only",
-			patch_ops.poll_ms);
+			PATCH_POLL_MS);
 	pt->images++;
 	return NULL;
 fail:
@@ -350,24 +337,57 @@ void patch_unbuild(struct patch_trap *pt)
 		pt->area_of[k] = -1;
 }
 
-struct gb_trap *gb_trap_patch_new(struct gb_tracee *t, struct gb_trace_range *rg, const char *path,
-				  uint64_t lo, uint64_t hi, uint64_t bias)
+/* Thread i gets area k: gs base, fs base registered. */
+int patch_give_area(struct patch_trap *pt, struct gb_engine *e, size_t i, unsigned k,
+		    struct user_regs_struct *r)
 {
-	char buf[200];
-	struct patch_trap *pt = calloc(1, sizeof(*pt));
-	const char *why = pt ? NULL : strerror(ENOMEM);
-	if (pt) {
-		pt->base.ops = &patch_ops;
-		pt->range = rg;
-		patch_unbuild(pt);
-		why = patch_build(pt, t, path, lo, hi, bias, buf, sizeof(buf));
+	pth(e, i)->known = true;
+	pth(e, i)->k = k;
+	pt->area_of[k] = (ssize_t)i;
+	gb_jit__area_fs(pt->j, k, r->fs_base);
+	pth(e, i)->fs_watch = !r->fs_base;
+	r->gs_base = gb_jit__tls(pt->j, k);
+	if (gb_regs_set(eng_tid(e, i), r))
+		return -1;
+	patch_probe_known(pt, eng_tid(e, i)); /* (its uprobe hits may go into the cache) */
+	return 0;
+}
+
+/* Every thread stopped: gs bases set, threads in the range (or inside a
+ * patch's bytes) moved into the cache, the patches written. */
+void patch_start(struct gb_trap *t, struct gb_engine *e)
+{
+	struct patch_trap *pt = PT(t);
+	if (!pt->j)
+		return; /* (the range's module not mapped yet: trap/patch/exec.c) */
+	for (size_t i = 0; i < e->t->nthreads; i++) {
+		struct user_regs_struct r;
+		pid_t tid = eng_tid(e, i);
+		if (eng_state(e, i) != T_STOPPED || gb_regs_get(tid, &r))
+			continue;
+		uint64_t at = r.rip;
+		if (gb_patch_inside(&pt->plan, r.rip, &at) || patch_in_range(pt, r.rip)) {
+			if (gb_regs_restarting_syscall(&r) && patch_in_range(pt, r.rip - 2) &&
+			    (at = patch_entry_of(pt, r.rip - 2))) {
+				/* Parked in a system call of the range: it makes it
+				 * again from the cache (restarted as the kernel
+				 * would: the call, or restart_syscall). */
+				r.rax = r.rax == (unsigned long long)-516 ? SYS_restart_syscall
+									  : r.orig_rax;
+				r.orig_rax = (unsigned long long)-1;
+				r.rip = at;
+			} else if (!gb_regs_restarting_syscall(&r) && (at = patch_entry_of(pt, at))) {
+				r.rip = at;
+			}
+		}
+		int k = patch_area_new(pt); /* (at most 256 threads: patch_build) */
+		if (k < 0 || patch_give_area(pt, e, i, (unsigned)k, &r))
+			eng_set_state(e, i, T_DYING);
 	}
-	if (!why)
-		return &pt->base;
-	if (*why)
-		gb_warn("range 0x%llx-0x%llx: the patch trap does not apply (%s): using the probe trap",
-			(unsigned long long)(lo + bias), (unsigned long long)(hi + bias), why);
-	if (pt)
-		patch_free(&pt->base);
-	return NULL;
+	patch_write(pt, pt->pid, false);
+	gb_jit__ways(pt->j); /* (jit/live.c: the patches are in place) */
+	pt->written = true;
+	patch_probe_redirect(pt, true);
+	gb_info("patch trap: %u entries patched, %u probed, threads run natively", pt->npatched,
+		pt->nprobed);
 }

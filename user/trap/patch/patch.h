@@ -1,6 +1,24 @@
-/* The patch trap's state, shared by its two files: trap/patch/trap.c (the
- * trap's hooks) and trap/patch/new.c (its set-up, which calls the former:
- * never the other way).  docs/trace.md "The patch trap". */
+/* The patch trap (docs/trace.md "The patch trap"): its state, and its files
+ * in layers, bottom to top; each calls only the ones above it in this list,
+ * never one below, and trap.c (the table) is the only file that names them
+ * all:
+ *
+ *   core.c     the range's original instructions, the cache's entry blocks,
+ *              its ring drained into lines, the guard under the patches,
+ *              the threads' areas, the patches' bytes
+ *   probe.c    its uprobes: the entries the planner refused
+ *   count.c    counting after the budget; the statistics (-v)
+ *   later.c    an asynchronous signal in a patch's copy, taken later
+ *   unwind.c   a thread stopped in the cache put at its original boundary
+ *   new.c      the set-up: cache, translations, plan, uprobes; the start
+ *              (threads given areas, the patches written)
+ *   end.c      the end: the bytes back, threads out of the cache, gs
+ *              bases 0, the cache unmapped; gebpf's view freed
+ *   child.c    fork and vfork children
+ *   exec.c     an exec, and a range whose module is mapped later
+ *   trap.c     the hooks of the running trap, its table, its makers
+ *              (trap/traps.h)
+ */
 #ifndef GB_TRAP_PATCH_H
 #define GB_TRAP_PATCH_H
 
@@ -110,37 +128,48 @@ struct patch_trap {
 	uint64_t counted;             /* instructions the twins counted (statistics) */
 };
 
-/* An area for a new thread: one an exited thread gave back, else the next
- * never used; -1 when all GB_JIT_TLS_COUNT are in use. */
-int patch_area_new(struct patch_trap *pt);
+/* The engine's loop waits this long for a stop while threads run natively
+ * (the trap's poll_ms), then drains the ring (and at each wake of the
+ * cache: gb_jit__ring_waker). */
+#define PATCH_POLL_MS 20
 
-/* The instruction at pc, decoded from the range's original bytes. */
+struct user_regs_struct;
+struct gb_tracee;
+
+/* core.c.  The instruction at pc, decoded from the range's original bytes
+ * (read from the process outside the range). */
 const struct gb_insn *patch_fetch(void *ctx, uint64_t pc);
 /* The entry block of pc (translating it), or 0. */
 uint64_t patch_entry_of(struct patch_trap *pt, uint64_t pc);
-/* The instructions under the patches: translated (translate) and put in
- * the lookup table last (trap/patch/new.c).  0, or -ENOSPC. */
-int patch_guard_inside(struct patch_trap *pt, bool translate);
-
-/* The end (trap/patch/end.c), once the original bytes are back and no
- * thread is in the cache: every stopped thread's gs base 0; the first
- * such thread's index (to unmap the cache through), or -1. */
-struct gb_engine;
-ssize_t patch_gs_zero(struct gb_engine *e);
-extern const struct gb_trap_ops patch_ops;
 /* The ring's records become lines; the last is held back (pt->held)
  * unless settled: no thread can be running an instruction of the cache
- * (the lock is gebpf's, or every thread is stopped out of a stretch). */
+ * (the lock is gebpf's, or every thread is stopped out of a stretch).
+ * _fault: the last record's instruction raised that signal (its thread
+ * stopped at it): its completed accesses only. */
 void patch_drain(struct patch_trap *pt, struct gb_engine *e, bool settled);
+void patch_drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct gb_stop *fault,
+		       bool settled);
+/* In-range misses counted, their targets translated unless held (every
+ * thread stopped: only counted). */
+void patch_collect_misses(struct patch_trap *pt, bool held);
+/* The instructions under the patches: translated (translate) and put in
+ * the lookup table last.  0, or -ENOSPC. */
+int patch_guard_inside(struct patch_trap *pt, bool translate);
 /* Does the process catch sig (a handler will run)? */
 bool patch_caught(pid_t pid, int sig);
+/* An area for a new thread: one an exited thread gave back, else the next
+ * never used; -1 when all GB_JIT_TLS_COUNT are in use. */
+int patch_area_new(struct patch_trap *pt);
+/* The entries' bytes in process pid: the patches, or with orig the
+ * original bytes. */
+void patch_write(struct patch_trap *pt, pid_t pid, bool orig);
 static inline bool patch_in_range(const struct patch_trap *pt, uint64_t pc)
 {
 	return pc >= pt->start && pc <= pt->end;
 }
 
-/* trap/patch/probe.c: the entries the planner refused keep a uprobe (the
- * probe trap's machinery, trap/probes/probes.h, over them alone).
+/* probe.c: the entries the planner refused keep a uprobe (the probe
+ * trap's machinery, trap/probes/probes.h, over them alone).
  * Attach them (refused: run-time addresses, ascending; the module's file,
  * link-time range, bias): 0, or -1 with one line said. */
 int patch_probe_attach(struct patch_trap *pt, const char *path, uint64_t lo, uint64_t hi,
@@ -157,45 +186,31 @@ void patch_probe_redirect(struct patch_trap *pt, bool on);
 /* The end (redirects off first): hits of threads still waiting are not in
  * the trace. */
 void patch_probe_teardown(struct patch_trap *pt, struct gb_engine *e);
-void patch_free(struct gb_trap *t);
 
-struct gb_tracee;
-struct gb_engine;
-/* The trap's state over the stopped tracee t's range (the module file path,
- * link-time lo..hi, run-time = + bias): cache, translations, plan
- * (trap/patch/new.c).  NULL, or why not (pt as after patch_unbuild; ""
- * when said already). */
-const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *path, uint64_t lo,
-			uint64_t hi, uint64_t bias, char *buf, size_t len);
-/* No cache, no plan, no areas (the target is not touched). */
-void patch_unbuild(struct patch_trap *pt);
-/* The statistics so far (-v) and the warnings for what is not exact
- * (trap/patch/count.c). */
+/* count.c: counting after the budget (docs/trace.md "Counting after the
+ * budget").  At an idle: the switch turned on once the writer is full (no
+ * --max-insns), every area's counts added to the writer's.  Area k's
+ * counts added (a thread exiting: before the area is reused); every area's
+ * (an exec, the end).  A twin's instruction that faulted (thread i stopped
+ * at it, area k, after gb_jit__unwind): its exec and completed accesses
+ * counted.  The statistics so far (-v) and the warnings for what is not
+ * exact: patch_report. */
+void patch_count_idle(struct patch_trap *pt, struct gb_engine *e);
+void patch_count_area(struct patch_trap *pt, struct gb_engine *e, unsigned k);
+void patch_count_all(struct patch_trap *pt, struct gb_engine *e);
+void patch_count_fault(struct patch_trap *pt, struct gb_engine *e, size_t i,
+		       const struct user_regs_struct *r, const struct gb_stop *st, unsigned k);
 void patch_report(struct patch_trap *pt);
-/* In-range misses counted, their targets translated unless held (every
- * thread stopped: only counted); trap/patch/trap.c. */
-void patch_collect_misses(struct patch_trap *pt, bool held);
-/* The ring drained to its end, the misses counted (trap/patch/trap.c). */
-void patch_flush(struct patch_trap *pt, struct gb_engine *e);
-/* The entries' bytes in process pid: the patches, or with orig the
- * original bytes (trap/patch/trap.c). */
-void patch_write(struct patch_trap *pt, pid_t pid, bool orig);
-/* The program's signal sig that stopped thread i (registers r) in the
- * cache is taken at the original boundary r is put at (the lock released,
- * what it did not run taken back, the ring drained, its rt_sigreturn
- * watched; fault: sig is that fault of the instruction at r->rip):
- * GB_TRAP_PROGRAM (deliver it), or GB_TRAP_SWALLOW (the thread died). */
-enum gb_trap_verdict patch_take(struct patch_trap *pt, struct gb_engine *e, size_t i,
-				struct user_regs_struct *r, int sig, const struct gb_stop *fault);
-/* trap/patch/later.c: an asynchronous signal that stopped thread i (regs
- * r) in the copy of a patch's instructions is taken later (true: not
- * delivered now): the idle re-sends it once the thread runs (resend); its
- * stop gets its first siginfo back (arrived: call at every signal stop); a
- * signal taken resets the count; at the end one not re-sent yet is left
- * pending; taken returns whether it had been put off too often.  Such a
- * one is taken where patch_take put the thread, but for a pc inside a
- * patch's bytes, which native moves (r and the thread's registers) to its
- * copy in the patch's entry block: true. */
+
+/* later.c: an asynchronous signal that stopped thread i (regs r) in the
+ * copy of a patch's instructions is taken later (true: not delivered now):
+ * the idle re-sends it once the thread runs (resend); its stop gets its
+ * first siginfo back (arrived: call at every signal stop); a signal taken
+ * resets the count; at the end one not re-sent yet is left pending; taken
+ * returns whether it had been put off too often.  Such a one is taken
+ * where the trap's take_signal (trap.c) put the thread, but for a pc inside a patch's bytes,
+ * which native moves (r and the thread's registers) to its copy in the
+ * patch's entry block: true. */
 bool patch_later(struct patch_trap *pt, struct gb_engine *e, size_t i, const struct gb_stop *st,
 		 const struct user_regs_struct *r);
 bool patch_later_native(struct patch_trap *pt, struct gb_engine *e, size_t i,
@@ -204,25 +219,44 @@ void patch_later_resend(struct patch_trap *pt, struct gb_engine *e);
 void patch_later_arrived(struct gb_engine *e, size_t i, const struct gb_stop *st);
 bool patch_later_taken(struct gb_engine *e, size_t i);
 void patch_later_end(struct gb_engine *e);
-/* trap/patch/count.c: counting after the budget (docs/trace.md
- * "Counting after the budget").  At an idle: the switch turned on once the
- * writer is full (no --max-insns), every area's counts added to the
- * writer's.  Area k's counts added (a thread exiting: before the area is
- * reused); every area's (an exec, the end).  A twin's instruction that
- * faulted (thread i stopped at it, area k, after gb_jit__unwind): its exec
- * and completed accesses counted. */
-void patch_count_idle(struct patch_trap *pt, struct gb_engine *e);
-void patch_count_area(struct patch_trap *pt, struct gb_engine *e, unsigned k);
-void patch_count_all(struct patch_trap *pt, struct gb_engine *e);
-struct user_regs_struct;
-void patch_count_fault(struct patch_trap *pt, struct gb_engine *e, size_t i,
-		       const struct user_regs_struct *r, const struct gb_stop *st, unsigned k);
 
-/* trap/patch/child.c: the child hook (fork, vfork). */
+/* unwind.c: thread i (stopped, registers r) in the cache is put at its
+ * original instruction boundary (gb_jit__unwind: its own registers, the
+ * lock released if it held it, records of what it did not run taken back).
+ * fault: it stopped at an instruction's copy for a fault that instruction
+ * raised (put at it, its saved registers reloaded, its record kept).
+ * 0, -ESRCH (it died), -EAGAIN (not in the cache's code). */
+int patch_unwind(struct patch_trap *pt, struct gb_engine *e, size_t i,
+		 struct user_regs_struct *r, const struct gb_stop *fault);
+
+/* new.c: the trap's state over the stopped tracee t's range (the module
+ * file path, link-time lo..hi, run-time = + bias): cache, translations,
+ * plan.  NULL, or why not (pt as after patch_unbuild; "" when said
+ * already). */
+const char *patch_build(struct patch_trap *pt, struct gb_tracee *t, const char *path, uint64_t lo,
+			uint64_t hi, uint64_t bias, char *buf, size_t len);
+/* No cache, no plan, no areas (the target is not touched). */
+void patch_unbuild(struct patch_trap *pt);
+/* Thread i (registers r) gets area k: gs base, fs base registered.  0 or
+ * -1 (it died). */
+int patch_give_area(struct patch_trap *pt, struct gb_engine *e, size_t i, unsigned k,
+		    struct user_regs_struct *r);
+/* The start hook: every thread stopped, gs bases set, threads in the range
+ * (or inside a patch's bytes) moved into the cache, the patches written. */
+void patch_start(struct gb_trap *t, struct gb_engine *e);
+
+/* end.c: the teardown hook (every thread held); every stopped thread's gs
+ * base 0 (the first such thread's index, to unmap the cache through, or
+ * -1); the free hook. */
+void patch_teardown(struct gb_trap *t, struct gb_engine *e);
+ssize_t patch_gs_zero(struct gb_engine *e);
+void patch_free(struct gb_trap *t);
+
+/* child.c: the child hook (fork, vfork). */
 void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, bool vfork);
 
-/* trap/patch/exec.c: the hooks for exec and for a range whose module is
- * mapped later (docs/trace.md "The patch trap"). */
+/* exec.c: the hooks for exec and for a range whose module is mapped later
+ * (docs/trace.md "The patch trap"). */
 void patch_exec(struct gb_trap *t, struct gb_engine *e);
 void patch_before_run(struct gb_trap *t, struct gb_engine *e);
 /* Thread i at a syscall-exit stop: a pending range looked for. */

@@ -27,7 +27,7 @@
  * kernel skips the instruction: no signal, no stop, no out-of-line run.
  * The entry block takes the lock and records the instruction itself.
  * Redirects are on from patch_start to the teardown (every thread stopped
- * at both), for threads from their area (give_area) to their exit. */
+ * at both), for threads from their area (patch_give_area) to their exit. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
