@@ -67,7 +67,7 @@ static void add_thread(struct gb_engine *e, pid_t tid)
 static void let_go_child(struct gb_engine *e, pid_t child, bool vfork)
 {
 	gb_info("trace: %s child %d let go", vfork ? "vfork" : "forked", child);
-	TRAP_CALL(e, child, child, vfork);
+	TRAP_CALL(e, child, child, vfork ? GB_CHILD_VFORK : GB_CHILD_FORK);
 	ptrace(PTRACE_DETACH, child, 0, 0);
 	remember_detached(e, child);
 }
@@ -141,8 +141,7 @@ void eng_event(struct gb_engine *e, size_t i, const struct gb_stop *st)
 		new_task(e, (pid_t)st->msg, st->event);
 		break;
 	case PTRACE_EVENT_VFORK_DONE:
-		if (TRAP_OPS(e)->vfork_done)
-			TRAP_OPS(e)->vfork_done(e->trap);
+		TRAP_CALL(e, child, (pid_t)st->msg, GB_CHILD_VFORK_DONE);
 		break;
 	case PTRACE_EVENT_EXEC:
 		on_exec(e, i);

@@ -290,12 +290,17 @@ static void pages_settle(struct gb_trap *t, pid_t tid)
  * it gets the program's back.  A vfork child shares our memory: the trap is
  * lifted for both, through the child (the parent is inside vfork until the
  * child execs or exits), until PTRACE_EVENT_VFORK_DONE. */
-static void pages_child(struct gb_trap *t, struct gb_engine *e, pid_t child, bool vfork)
+static void pages_child(struct gb_trap *t, struct gb_engine *e, pid_t child,
+			enum gb_trap_child ev)
 {
 	struct page_trap *pt = PT(t);
+	if (ev == GB_CHILD_VFORK_DONE) {
+		pt->vfork_window = false;
+		return;
+	}
 	if (!pt->p)
 		return;
-	if (vfork) {
+	if (ev == GB_CHILD_VFORK) {
 		int sig = 0;
 		if (gb_pagetrap__touched(pt->p))
 			gb_pagetrap__disarm(pt->p, child, &sig);
@@ -306,8 +311,6 @@ static void pages_child(struct gb_trap *t, struct gb_engine *e, pid_t child, boo
 		gb_pagetrap__fix_child(pt->p, child);
 	}
 }
-
-static void pages_vfork_done(struct gb_trap *t) { PT(t)->vfork_window = false; }
 
 static void pages_exec(struct gb_trap *t, struct gb_engine *e)
 {
@@ -412,26 +415,25 @@ static void pages_free(struct gb_trap *t)
 static const struct gb_trap_ops pages_ops = {
 	.name = "page",
 	.thread_size = sizeof(struct page_thread),
-	.hold_on_enter = true,
 	.native = pages_native,
 	.covers = pages_covers,
+	.settle = pages_settle,
 	.classify = pages_classify,
 	.watch = pages_watch,
-	.keep = pages_keep,
+	.hold_on_enter = true,
 	.enter = pages_enter,
-	.handler = pages_handler,
-	.handler_end = pages_handler_end,
 	.entered = pages_entered,
 	.owner = pages_owner,
+	.keep = pages_keep,
+	.translate_ok = pages_translate_ok,
+	.handler = pages_handler,
+	.handler_end = pages_handler_end,
 	.before_run = pages_before_run,
-	.settle = pages_settle,
-	.child = pages_child,
-	.vfork_done = pages_vfork_done,
-	.exec = pages_exec,
 	.syscall_exit = pages_syscall_exit,
+	.child = pages_child,
+	.exec = pages_exec,
 	.snap_begin = pages_snap_begin,
 	.snap_end = pages_snap_end,
-	.translate_ok = pages_translate_ok,
 	.must_restore = pages_must_restore,
 	.teardown = pages_teardown,
 	.entries = pages_entries,

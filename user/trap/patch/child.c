@@ -49,15 +49,15 @@ static void vfork_child(struct patch_trap *pt, pid_t child, struct user_regs_str
 
 /* A fork child, stopped: out of the cache, the original bytes, gs 0, the
  * cache unmapped (a vfork child: vfork_child). */
-void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, bool vfork)
+void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, enum gb_trap_child ev)
 {
 	struct patch_trap *pt = (struct patch_trap *)t;
 	struct user_regs_struct r;
 	uint64_t sys;
 	int sig = 0;
-	if (!pt->written || gb_regs_get(child, &r))
+	if (ev == GB_CHILD_VFORK_DONE || !pt->written || gb_regs_get(child, &r))
 		return;
-	if (vfork) {
+	if (ev == GB_CHILD_VFORK) {
 		vfork_child(pt, child, &r);
 		return;
 	}

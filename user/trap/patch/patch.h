@@ -253,7 +253,7 @@ ssize_t patch_gs_zero(struct gb_engine *e);
 void patch_free(struct gb_trap *t);
 
 /* child.c: the child hook (fork, vfork). */
-void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, bool vfork);
+void patch_child(struct gb_trap *t, struct gb_engine *e, pid_t child, enum gb_trap_child ev);
 
 /* exec.c: the hooks for exec and for a range whose module is mapped later
  * (docs/trace.md "The patch trap"). */

@@ -166,11 +166,6 @@ static enum gb_trap_verdict patch_classify(struct gb_trap *t, struct gb_engine *
 	return take_signal(pt, e, i, &r, st->sig, sync ? st : NULL);
 }
 
-static bool patch_syscalls(struct gb_trap *t, struct gb_engine *e, size_t i)
-{
-	return pth(e, i)->sigret || pth(e, i)->fs_watch || PT(t)->waiting;
-}
-
 /* Records are read with the fs base they were written with. */
 static void watch_fs(struct patch_trap *pt, struct gb_engine *e, size_t i,
 		     const struct user_regs_struct *r)
@@ -215,9 +210,13 @@ static void patch_syscall_exit(struct gb_trap *t, struct gb_engine *e, size_t i)
 	gb_regs_set(tid, &r);
 }
 
-static void patch_resuming(struct gb_trap *t, struct gb_engine *e, size_t i, int sig)
+/* A thread about to run on its own: a new one gets its area; one watched
+ * (a handler's rt_sigreturn, an fs base not set yet, a range not mapped
+ * yet) runs with PTRACE_SYSCALL. */
+static bool patch_resume(struct gb_trap *t, struct gb_engine *e, size_t i, int sig)
 {
 	settle_new(PT(t), e, i);
+	return pth(e, i)->sigret || pth(e, i)->fs_watch || PT(t)->waiting;
 }
 
 /* A thread that exited gives its area back once its records are drained
@@ -264,22 +263,21 @@ static bool patch_free_later(const struct gb_trap *t)
 static const struct gb_trap_ops patch_ops = {
 	.name = "patch",
 	.thread_size = sizeof(struct patch_thread),
-	.leave_native = true,
-	.stop_all = true,
-	.poll_ms = PATCH_POLL_MS, /* and at each wake of the cache (gb_jit__ring_waker) */
-	.idle = patch_idle,
 	.native = patch_native,
 	.start = patch_start,
-	.before_run = patch_before_run,
 	.covers = patch_covers,
 	.classify = patch_classify,
 	.enter = patch_probe_enter,
-	.syscalls = patch_syscalls,
-	.resuming = patch_resuming,
+	.leave_native = true,
+	.before_run = patch_before_run,
+	.resume = patch_resume,
+	.syscall_exit = patch_syscall_exit,
+	.poll_ms = PATCH_POLL_MS, /* and at each wake of the cache (gb_jit__ring_waker) */
+	.idle = patch_idle,
 	.child = patch_child,
 	.exec = patch_exec,
-	.syscall_exit = patch_syscall_exit,
 	.exit = patch_exit,
+	.stop_all = true,
 	.must_restore = patch_must_restore,
 	.teardown = patch_teardown,
 	.entries = patch_entries,

@@ -255,11 +255,12 @@ static void probes_entered(struct gb_trap *t, struct gb_engine *e, size_t i)
 
 /* A handler that interrupts the range (this thread was stopped inside it
  * after a probe) returns into its middle: an entry. */
-static void probes_resuming(struct gb_trap *t, struct gb_engine *e, size_t i, int sig)
+static bool probes_resume(struct gb_trap *t, struct gb_engine *e, size_t i, int sig)
 {
 	struct user_regs_struct r;
 	if (sig && gb_regs_get(eng_tid(e, i), &r) == 0 && eng_inside(e, r.rip))
 		gb_probes__add_entry(PR(t)->p, r.rip);
+	return false; /* (natively) */
 }
 
 /* The probes stay on the file: the range is known again at the first hit
@@ -317,19 +318,19 @@ static void probes_free(struct gb_trap *t)
 static const struct gb_trap_ops probes_ops = {
 	.name = "probe",
 	.thread_size = sizeof(struct probe_thread),
-	.leave_native = true,
 	.native = probes_native,
 	.start = probes_start,
 	.classify = probes_classify,
-	.keep = probes_keep,
 	.entered = probes_entered,
 	.owner = probes_owner,
+	.keep = probes_keep,
 	.translate_ok = probes_translate_ok,
 	.deliver = probes_deliver,
 	.handler = probes_handler,
 	.handler_end = probes_handler_end,
 	.yield = probes_yield,
-	.resuming = probes_resuming,
+	.leave_native = true,
+	.resume = probes_resume,
 	.exec = probes_exec,
 	.exit = probes_exit,
 	.teardown = probes_teardown,
