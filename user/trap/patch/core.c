@@ -18,19 +18,80 @@
 
 static struct patch_thread *pth(struct gb_engine *e, size_t i) { return eng_trap_priv(e, i); }
 
+/* The decoded instructions of patch_fetch, one entry per pc, chained by a
+ * hash of the pc; an entry never moves or goes before patch_insns_free. */
+#define INSNS_BUCKETS 4096u
+
+struct insn_entry {
+	struct insn_entry *next;
+	struct gb_insn in;
+};
+
+struct patch_insns {
+	struct insn_entry *bucket[INSNS_BUCKETS];
+};
+
+static unsigned insn_hash(uint64_t pc)
+{
+	return (unsigned)((pc * 0x9e3779b97f4a7c15ull) >> 52) & (INSNS_BUCKETS - 1);
+}
+
+/* The place of pc's instruction (new: *fresh), or NULL (no memory). */
+static struct insn_entry *insn_place(struct patch_trap *pt, uint64_t pc, bool *fresh)
+{
+	*fresh = false;
+	if (!pt->insns && !(pt->insns = calloc(1, sizeof(*pt->insns))))
+		return NULL;
+	struct insn_entry **head = &pt->insns->bucket[insn_hash(pc)];
+	for (struct insn_entry *x = *head; x; x = x->next)
+		if (x->in.pc == pc)
+			return x;
+	struct insn_entry *x = calloc(1, sizeof(*x));
+	if (!x)
+		return NULL;
+	x->in.pc = pc;
+	x->next = *head;
+	*head = x;
+	*fresh = true;
+	return x;
+}
+
 const struct gb_insn *patch_fetch(void *ctx, uint64_t pc)
 {
-	static struct gb_insn ring[64];
-	static unsigned k;
 	struct patch_trap *pt = ctx;
-	struct gb_insn *out = &ring[k++ % 64];
 	uint8_t b[GB_INSN_MAX_LEN];
 	const uint8_t *at = b;
-	if (pc >= pt->start && pc <= pt->end)
+	bool in_range = patch_in_range(pt, pc), fresh;
+	struct insn_entry *x = insn_place(pt, pc, &fresh);
+	if (!x)
+		return NULL;
+	if (in_range && !fresh)
+		return x->in.pc == pc && x->in.len ? &x->in : NULL; /* (decoded before) */
+	if (in_range)
 		at = pt->code + (pc - pt->start); /* the original bytes, patched or not */
 	else if (gb_mem_read(pt->pid, pc, b, sizeof(b)) <= 0)
 		return NULL;
-	return gb_decode(pc, at, GB_INSN_MAX_LEN, out) ? NULL : out;
+	struct gb_insn in;
+	if (gb_decode(pc, at, GB_INSN_MAX_LEN, &in)) {
+		if (in_range)
+			x->in.len = 0; /* (not an instruction: NULL again next time) */
+		return NULL;
+	}
+	x->in = in;
+	return &x->in;
+}
+
+void patch_insns_free(struct patch_trap *pt)
+{
+	if (!pt->insns)
+		return;
+	for (unsigned k = 0; k < INSNS_BUCKETS; k++)
+		for (struct insn_entry *x = pt->insns->bucket[k], *next; x; x = next) {
+			next = x->next;
+			free(x);
+		}
+	free(pt->insns);
+	pt->insns = NULL;
 }
 
 /* pt->held becomes a line (fault: its instruction raised that signal, its

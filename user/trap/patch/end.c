@@ -37,6 +37,7 @@ void patch_free(struct gb_trap *t)
 	gb_patch_plan_free(&pt->plan);
 	gb_jit__free(pt->j);
 	gb_jitmap_drop(&pt->map);
+	patch_insns_free(pt);
 	free(pt->code);
 	if (pt->instead)
 		gb_trap_free(pt->instead);

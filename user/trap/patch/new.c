@@ -325,6 +325,7 @@ void patch_unbuild(struct patch_trap *pt)
 	gb_jit__free(pt->j);
 	pt->j = NULL;
 	gb_jitmap_drop(&pt->map);
+	patch_insns_free(pt);
 	free(pt->code);
 	pt->code = NULL;
 	pt->written = false;

@@ -79,6 +79,8 @@ struct patch_trap {
 	pid_t pid;
 	uint64_t start, end;          /* the range (run-time, inclusive) */
 	uint8_t *code;                /* its original bytes (+ GB_INSN_MAX_LEN) */
+	struct patch_insns *insns;    /* the instructions patch_fetch handed out
+				       * (core.c), owned here until patch_unbuild */
 	struct gb_jitmap map;
 	struct gb_jit *j;
 	struct gb_patch_plan plan;
@@ -137,8 +139,14 @@ struct user_regs_struct;
 struct gb_tracee;
 
 /* core.c.  The instruction at pc, decoded from the range's original bytes
- * (read from the process outside the range). */
+ * (read from the process outside the range), or NULL.  The trap owns it
+ * (pt->insns): one place per pc, which stays until patch_unbuild (a new
+ * image) or the trap's free, so the translator may keep the pointers it is
+ * given across later fetches (a pc outside the range is read and decoded
+ * again into its place at each fetch).  ctx: the patch_trap. */
 const struct gb_insn *patch_fetch(void *ctx, uint64_t pc);
+/* Every instruction patch_fetch handed out is freed. */
+void patch_insns_free(struct patch_trap *pt);
 /* The entry block of pc (translating it), or 0. */
 uint64_t patch_entry_of(struct patch_trap *pt, uint64_t pc);
 /* The ring's records become lines; the last is held back (pt->held)
