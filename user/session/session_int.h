@@ -6,12 +6,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "record/output.h"
 #include "ptrace/tracee.h"
-#include "trap/probes/probes.h"
-#include "trace/range.h"
+#include "record/output.h"
 #include "session/session.h"
+#include "trace/range.h"
 #include "trace/trap.h"
+#include "trap/probes/probes.h"
 
 struct session {
 	const struct gb_trace_opts *o;

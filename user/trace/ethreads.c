@@ -13,8 +13,8 @@
 #include <sys/user.h>
 #include <sys/wait.h>
 
-#include "common/grow.h"
 #include "common/clock.h"
+#include "common/grow.h"
 #include "common/log.h"
 #include "ptrace/procfs.h"
 #include "ptrace/regs.h"

@@ -11,9 +11,9 @@
 #include "common/grow.h"
 #include "common/log.h"
 #include "common/page.h"
+#include "probe/protwatch.h"
 #include "ptrace/inject.h"
 #include "ptrace/maps.h"
-#include "probe/protwatch.h"
 #include "ptrace/tramp.h"
 
 #ifndef SEGV_ACCERR

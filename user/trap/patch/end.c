@@ -9,8 +9,8 @@
 #include "jit/jit.h"
 #include "ptrace/regs.h"
 #include "trace/engine_int.h"
-#include "trap/probes/probes.h"
 #include "trap/patch/patch.h"
+#include "trap/probes/probes.h"
 
 #define PT(t) ((struct patch_trap *)(t))
 

@@ -24,11 +24,10 @@
 
 #include "common/guard.h"
 #include "common/log.h"
-#include "ptrace/regs.h"
 #include "trace/engine_int.h"
-#include "trap/probes/probes.h"
 #include "trace/range.h"
 #include "trap/patch/patch.h"
+#include "trap/probes/probes.h"
 #include "trap/traps.h"
 
 #define PT(t) ((struct patch_trap *)(t))

@@ -25,7 +25,6 @@
 #include "sym/codeptrs.h"
 #include "sym/entries.h"
 #include "trace/engine_int.h"
-#include "trace/range.h"
 #include "trap/patch/leftover.h"
 #include "trap/patch/patch.h"
 #include "trap/probes/probes.h"

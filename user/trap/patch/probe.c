@@ -37,8 +37,8 @@
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
 #include "trace/engine_int.h"
-#include "trap/probes/probes.h"
 #include "trap/patch/patch.h"
+#include "trap/probes/probes.h"
 
 static struct patch_probe_thread *ppt(struct gb_engine *e, size_t i)
 {

@@ -29,25 +29,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/user.h>
 
-#include "common/guard.h"
 #include "common/log.h"
-#include "decode/plan.h"
 #include "jit/jit.h"
-#include "jit/patch.h"
-#include "ptrace/mem.h"
-#include "ptrace/procfs.h"
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
-#include "trace/cpu.h"
 #include "trace/engine_int.h"
-#include "trace/jitmap.h"
-#include "trap/probes/probes.h"
 #include "trap/patch/patch.h"
+#include "trap/probes/probes.h"
 
 #define PT(t) ((struct patch_trap *)(t))
 
