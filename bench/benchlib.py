@@ -14,7 +14,7 @@ OUT = os.path.abspath(os.environ.get("GEBPF_OUTPUT", os.path.join(REPO, ".output
 GEBPF = os.path.join(OUT, "gebpf")
 RAWSTEP = os.path.join(OUT, "bench", "rawstep")
 
-# `gebpf trace -v`'s closing line on stderr (user/trace/session.c).
+# `gebpf trace -v`'s closing line on stderr (user/session/session.c).
 # (No single-steps when the step engine did not run: the patch trap's cache.)
 _STATS = re.compile(r"trace: (\w+) trap: (?:(\d+) single-steps, )?(\d+) in-range instructions, "
                     r"(\d+) range entries")

@@ -170,7 +170,7 @@ static struct gb_probetrap *attach(pid_t pid, bool with_kinds, bool with_zone)
 	}
 	gb_maps_free(&maps);
 	/* all in one call, as the trace attaches a range's entries
-	 * (user/trace/probes.c): one uprobe_multi link, or a batch of
+	 * (user/trap/probes/probes.c): one uprobe_multi link, or a batch of
 	 * perf-event uprobes */
 	int err = gb_probetrap__add_many(p, path, offs, n);
 	if (err)

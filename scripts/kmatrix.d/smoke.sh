@@ -117,7 +117,7 @@ run trace_exec_thread 30 "$G" trace -v --trap probes --range "$P/kmtrace:work" -
 # recognises the cache, writes the entries back from the file and traces
 # (killed_retrace, 3 s: each SIGALRM stops kmalarm for gebpf, and under TCG
 # with the other kernels booting a round trip took ~4 ms, so 1 s once saw no
-# whole call of `work`; trace/leftover.c: /proc/PID/pagemap, map_files)
+# whole call of `work`; trap/patch/leftover.c: /proc/PID/pagemap, map_files)
 rm -f "$O/.killed.fifo"
 mkfifo "$O/.killed.fifo"
 "$P/kmalarm" <"$O/.killed.fifo" >"$O/.killed.out" &

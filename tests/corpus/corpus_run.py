@@ -56,7 +56,7 @@ RANGE = "corpus"
 # GEBPF_CORPUS_TRAP (or --trap) picks another.
 DEFAULT_TRAP = os.environ.get("GEBPF_CORPUS_TRAP", "pages")
 # The patch trap translates every instruction up front only for ranges of up
-# to 8192 instructions (trace/trap_patch_new.c); in a larger range the
+# to 8192 instructions (trap/patch/new.c); in a larger range the
 # corpus's indirect calls (`lea f(%rip), %rax; call *%rax`) miss in the
 # cache's lookup and their callees run natively, unrecorded (docs/trace.md,
 # "In-range misses"), and 10,000 sequences fill its code cache.  Its lookup

@@ -1,5 +1,5 @@
 """What an earlier gebpf left (docs/trace.md "What an earlier gebpf left";
-user/trace/leftover.c, user/jit/live.c): gebpf and its worker SIGKILLed
+user/trap/patch/leftover.c, user/jit/live.c): gebpf and its worker SIGKILLed
 together in the middle of a patch-trap trace (a cgroup's OOM kill, a
 container stop) leave the program patched, running through a code cache
 nobody serves.  The program must run on correctly by itself (the cache's

@@ -240,7 +240,7 @@ def test_patch_mixes_patches_and_uprobes(cid, tmp_path_factory):
     assert stops + sent > 0 and n == PATCH_PROBED[cid], err
 
 
-# The -v lines of the entries that keep a uprobe (trap_patch_probe.c): hits
+# The -v lines of the entries that keep a uprobe (trap/patch/probe.c): hits
 # handled at a stop, the uprobes, hits the BPF program sent straight into
 # the cache (where the kernel lets it write ip: docs/bpf.md "Redirects").
 THROUGH = re.compile(r"the patch trap: (\d+) entries through its (\d+) uprobes \(\d+ waited for "

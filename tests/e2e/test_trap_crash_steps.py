@@ -26,7 +26,7 @@ from test_trap_crash import finish_churn, finish_crash, left_in, maps_of, untrac
 pytestmark = [pytest.mark.probetrap, pytest.mark.usefixtures("probes_ready")]
 
 # (step, is the undo log still to be used there), in the end's order:
-# user/trace/trap_patch.c patch_teardown and patch_write, user/trace/session.c.
+# user/trap/patch/end.c patch_teardown, core.c patch_write, user/session/session.c.
 STEPS = [
     ("end-begin", True),       # every thread held, nothing undone yet
     ("end-restore:1", True),   # the first entry's bytes back, the second's not

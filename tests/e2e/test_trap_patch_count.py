@@ -1,5 +1,5 @@
 """The patch trap's counting mode (docs/trace.md "Counting after the budget";
-user/jit/twin.c, user/trace/trap_patch_count.c): once --max-events lines are
+user/jit/twin.c, user/trap/patch/count.c): once --max-events lines are
 written the rest of the trace is counted by the cache's counting twins, and
 the summary (and a recording's meta.json) holds the counts of the same run
 traced with --max-events 0.  pt_threads is deterministic in its counts: four

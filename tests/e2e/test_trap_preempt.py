@@ -1,6 +1,6 @@
 """The patch trap and a handler that leaves the way Go's asynchronous
 preemption does (issue 32; docs/trace.md "The patch trap", "Signals";
-user/trace/trap_patch_later.c): pt_preempt's 100 us SIGALRM handler makes
+user/trap/patch/later.c): pt_preempt's 100 us SIGALRM handler makes
 the thread call `detour`, which returns to the interrupted pc with a plain
 ret (not rt_sigreturn).  A signal that stopped the thread in the copies of
 the instructions `traced`'s patch covers, delivered at the original pc,

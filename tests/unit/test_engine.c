@@ -103,8 +103,8 @@ static const struct gb_trap_ops fake_ops = {
 	.name = "fake",
 	.thread_size = sizeof(struct fake_thread),
 	.owner = fake_owner,
-	.exit = fake_exit,
 	.exec = fake_exec,
+	.exit = fake_exit,
 };
 
 struct run {

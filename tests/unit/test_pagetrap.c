@@ -1,4 +1,4 @@
-/* The page trap's view of a process (user/trace/pagetrap.h) against a real
+/* The page trap's view of a process (user/trap/pages/pagetrap.h) against a real
  * child: which addresses it counts as trapped for a range of any size, and
  * which faults are its own.  Nothing is armed (no ptrace needed beyond
  * reading the child's memory: root, or skipped). */
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "common/page.h"
-#include "trace/pagetrap.h"
+#include "trap/pages/pagetrap.h"
 
 #define BASE 0x5a5a00000000ull   /* the child's layout: */
 /* BASE: rw-, BASE+1p .. BASE+3p: r-x (3 pages), BASE+4p: rw- */

@@ -17,6 +17,7 @@
 #include "tdiff/group.h"
 #include "tdiff/hints.h"
 #include "tdiff/regions.h"
+#include "tdiff/stream.h"
 
 /* ---- regions ---- */
 

@@ -13,6 +13,7 @@
 #include "common/parse.h"
 #include "common/sigflag.h"
 #include "probe/features.h"
+#include "sample/opts.h"
 #include "sample/session.h"
 
 static const char usage_text[] =
@@ -73,33 +74,6 @@ enum { OPT_RANGE = 256, OPT_START, OPT_END, OPT_DURATION, OPT_EVENT, OPT_FAULTS,
        OPT_FOLDED, OPT_TOP, OPT_ASLR, OPT_CGROUP, OPT_PPROF, OPT_CALL_GRAPH, OPT_STACK_SIZE,
        OPT_KERNEL, OPT_NO_PYTHON, OPT_EVERY, OPT_PPROF_DIR, OPT_KEEP, OPT_MAX_AGE, OPT_DEBUG };
 
-/* A period for --every and --max-age: seconds, or a number with a unit s, m,
- * h or d ("10s", "1.5m", "30"). */
-static int parse_period(const char *opt, const char *arg, double *out)
-{
-	static const struct { char unit; double s; } units[] = {
-		{ 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 },
-	};
-	char num[64];
-	size_t n = strlen(arg);
-	double mult = 1;
-
-	snprintf(num, sizeof(num), "%s", arg);
-	for (size_t i = 0; n && n < sizeof(num) && i < sizeof(units) / sizeof(units[0]); i++)
-		if (num[n - 1] == units[i].unit) {
-			num[n - 1] = 0;
-			mult = units[i].s;
-			break;
-		}
-	if (gb_parse_seconds(num, out) || *out <= 0 || *out * mult > GB_MAX_SECONDS) {
-		gb_err("sample: %s %s: expected a positive period (as 10s, 1m, 1h, 1d or seconds)",
-		       opt, arg);
-		return -1;
-	}
-	*out *= mult;
-	return 0;
-}
-
 /* "1,2,3" appended to o->pids. */
 static int parse_pids(const char *arg, struct gb_sample_session_opts *o)
 {
@@ -120,36 +94,6 @@ static int parse_pids(const char *arg, struct gb_sample_session_opts *o)
 	}
 	if (!o->npids) {
 		gb_err("sample: -p %s: not a process id", arg);
-		return -1;
-	}
-	return 0;
-}
-
-/* --every, --pprof-dir, --keep and --max-age go together, alone among the
- * outputs. */
-static int continuous_checks(const struct gb_sample_session_opts *o, bool report_or_folded)
-{
-	struct stat st;
-
-	if (!o->every && !o->pprof_dir && !o->keep && !o->max_age)
-		return 0;
-	if (!o->every || !o->pprof_dir) {
-		gb_err("sample: %s: continuous mode needs both --every T and --pprof-dir DIR",
-		       o->every ? "--every" : o->pprof_dir ? "--pprof-dir" :
-		       o->keep ? "--keep" : "--max-age");
-		return -1;
-	}
-	if (o->pprof || report_or_folded || o->faults) {
-		gb_err("sample: --pprof-dir: not with --pprof, --report, --folded or --faults "
-		       "(one profile per period is the output)");
-		return -1;
-	}
-	if (stat(o->pprof_dir, &st)) {
-		gb_err("sample: --pprof-dir %s: %s", o->pprof_dir, strerror(errno));
-		return -1;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		gb_err("sample: --pprof-dir %s: not a directory", o->pprof_dir);
 		return -1;
 	}
 	return 0;
@@ -203,7 +147,7 @@ static int parse(int argc, char **argv, struct gb_sample_session_opts *o)
 		case OPT_CGROUP: o->cgroup = optarg; break;
 		case OPT_PPROF: o->pprof = optarg; break;
 		case OPT_EVERY:
-			if (parse_period("--every", optarg, &o->every))
+			if (gb_parse_period_opt("sample", "--every", optarg, &o->every))
 				return -1;
 			if (o->every < 1) {
 				gb_err("sample: --every %s: at least 1s (profiles are named by the "
@@ -217,7 +161,7 @@ static int parse(int argc, char **argv, struct gb_sample_session_opts *o)
 				return -1;
 			break;
 		case OPT_MAX_AGE:
-			if (parse_period("--max-age", optarg, &o->max_age))
+			if (gb_parse_period_opt("sample", "--max-age", optarg, &o->max_age))
 				return -1;
 			break;
 		case OPT_CALL_GRAPH:
@@ -290,40 +234,7 @@ static int parse(int argc, char **argv, struct gb_sample_session_opts *o)
 	}
 	if (optind < argc)
 		o->cmd = argv + optind;
-	if (!!o->npids + !!o->cmd + o->all + !!o->cgroup != 1) {
-		gb_err("sample: give exactly one of -p PID, -a, --cgroup DIR or -- CMD "
-		       "(try 'gebpf sample --help')");
-		return -1;
-	}
-	if (report && folded) {
-		gb_err("sample: --report and --folded: give one of them");
-		return -1;
-	}
-	if (continuous_checks(o, report || folded))
-		return -1;
-	o->mode = report ? GB_SAMPLE_REPORT : folded ? GB_SAMPLE_FOLDED :
-		  o->pprof || o->pprof_dir ? GB_SAMPLE_PPROF_ONLY : GB_SAMPLE_LINES;
-	if (o->mode == GB_SAMPLE_LINES && (call_graph || o->kernel || o->stack_size)) {
-		gb_err("sample: --call-graph, --kernel and --stack-size need --report, --folded "
-		       "or --pprof");
-		return -1;
-	}
-	if (o->mode != GB_SAMPLE_LINES && !call_graph)
-		o->stacks = GB_STACK_DWARF;
-	if (o->stack_size && o->stacks != GB_STACK_DWARF) {
-		gb_err("sample: --stack-size needs --call-graph dwarf");
-		return -1;
-	}
-	if (o->faults && (o->mode != GB_SAMPLE_LINES || o->all || o->cgroup || o->npids > 1)) {
-		gb_err("sample: --faults: one process (-p PID or -- CMD), JSONL output only");
-		return -1;
-	}
-	if (o->range.kind == GB_RANGE_SYM && (o->all || o->cgroup || o->npids > 1)) {
-		gb_err("sample: --range %s: a symbol range needs one process (-p PID or -- CMD)",
-		       o->range.symbol);
-		return -1;
-	}
-	return 0;
+	return gb_sample_opts_settle(o, report, folded, call_graph);
 }
 
 int cmd_sample(int argc, char **argv)

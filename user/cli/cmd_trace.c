@@ -10,7 +10,7 @@
 #include "common/log.h"
 #include "common/parse.h"
 #include "record/jsonl.h"
-#include "trace/session.h"
+#include "session/session.h"
 
 static void usage(FILE *f)
 {

@@ -88,6 +88,31 @@ int gb_parse_duration_opt(const char *cmd, const char *opt, const char *s, doubl
 	return r ? r : *out <= 0 ? -EINVAL : 0;
 }
 
+int gb_parse_period_opt(const char *cmd, const char *opt, const char *arg, double *out)
+{
+	static const struct { char unit; double s; } units[] = {
+		{ 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 },
+	};
+	char num[64];
+	size_t n = strlen(arg);
+	double mult = 1;
+
+	snprintf(num, sizeof(num), "%s", arg);
+	for (size_t i = 0; n && n < sizeof(num) && i < sizeof(units) / sizeof(units[0]); i++)
+		if (num[n - 1] == units[i].unit) {
+			num[n - 1] = 0;
+			mult = units[i].s;
+			break;
+		}
+	if (gb_parse_seconds(num, out) || *out <= 0 || *out * mult > GB_MAX_SECONDS) {
+		gb_err("%s: %s %s: expected a positive period (as 10s, 1m, 1h, 1d or seconds)", cmd,
+		       opt, arg);
+		return -1;
+	}
+	*out *= mult;
+	return 0;
+}
+
 int gb_parse_count_opt(const char *cmd, const char *opt, const char *s, bool positive,
 		       uint64_t *out)
 {

@@ -32,6 +32,10 @@ int gb_parse_duration_opt(const char *cmd, const char *opt, const char *s, doubl
  * "gebpf: CMD: OPT S: <why>" line printed ("too large (at most ...)"). */
 int gb_parse_count_opt(const char *cmd, const char *opt, const char *s, bool positive,
 		       uint64_t *out);
+/* The one parser of a period option (--every, --max-age): positive seconds,
+ * or a number with a unit s, m, h or d ("10s", "1.5m", "30").  0, or -1
+ * with one "gebpf: CMD: OPT S: <why>" line printed. */
+int gb_parse_period_opt(const char *cmd, const char *opt, const char *s, double *out);
 
 enum gb_range_kind { GB_RANGE_NONE = 0, GB_RANGE_ADDR, GB_RANGE_SYM };
 

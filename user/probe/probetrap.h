@@ -94,7 +94,7 @@ struct gb_probetrap_opts {
 	int signo;               /* stop signal; 0 = SIGURG */
 	bool quiet;              /* no "gebpf: warning: ..." line when unavailable */
 	bool silent;             /* no -v line either (a helper's own probe, which
-				  * says what it did: gb_probes_reserve_xol) */
+				  * says what it did: gb_xol_reserve (trace/xol.h)) */
 	bool redirect;           /* make redirects (contract 7) where the kernel can;
 				  * GEBPF_PROBETRAP_NOREDIRECT=1 says it cannot */
 };

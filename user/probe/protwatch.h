@@ -1,5 +1,5 @@
 /* Watch a process's own changes to the protections of an address range
- * (bpf/protwatch.bpf.c), for the page trap (user/trace/pagetrap.c).
+ * (bpf/protwatch.bpf.c), for the page trap (user/trap/pages/pagetrap.c).
  *
  * A BPF program on syscall exit (tp_btf/sys_exit, raw tracepoint fallback)
  * sees every successful mprotect, pkey_mprotect, munmap, mmap (MAP_FIXED or

@@ -22,14 +22,6 @@
 #include "record/numfmt.h"
 #include "record/wmode.h"
 
-/* The clock in signed nanoseconds: progress_ns is written by the writer
- * thread between our reads, so a difference may be (slightly) negative. */
-long long gb_lines_mono_ns(void)
-{
-	return (long long)gb_mono_ns();
-}
-
-
 /* Remember the line ends of buf[0..len), written at file_off. */
 static void note_ends(struct gb_lines *w, const char *buf, size_t len)
 {
@@ -45,51 +37,6 @@ static void note_ends(struct gb_lines *w, const char *buf, size_t len)
 	w->nends = keep + k;
 	w->nlines += gb_numfmt_lines(buf, len);
 	w->file_off += (off_t)len;
-}
-
-/* Wait until fd takes bytes, in slices; false when told to quit. */
-static bool wait_writable(struct gb_lines *w)
-{
-	struct pollfd p = { .fd = w->fd, .events = POLLOUT };
-	while (!atomic_load(&w->quit) && !(w->until_ns && gb_lines_mono_ns() >= w->until_ns)) {
-		int r = poll(&p, 1, SLICE_MS);
-		if (r > 0 || (r < 0 && errno != EINTR))
-			return true;
-	}
-	return false;
-}
-
-/* Write buf without the lock.  A pipe gets writes of whole lines of at most
- * PIPE_BUF bytes after poll() said it has room, so a write never blocks and
- * never tears a line (zstd: writes of PIPE_BUF bytes until the frame is
- * whole).  Returns the bytes written; *err on failure. */
-size_t gb_lines_write_out(struct gb_lines *w, const char *buf, size_t len, int *err)
-{
-	size_t done = 0;
-	while (done < len) {
-		size_t n = len - done;
-		if (!w->regular) {
-			if (n > PIPE_BUF) {
-				n = PIPE_BUF;
-				while (!w->z && n > 0 && buf[done + n - 1] != '\n')
-					n--;
-				if (!n)
-					n = PIPE_BUF; /* a line longer than PIPE_BUF */
-			}
-			if (!wait_writable(w))
-				return done;
-		}
-		ssize_t r = write(w->fd, buf + done, n);
-		if (r < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (r <= 0) {
-			*err = r < 0 ? -errno : -ENOSPC;
-			return done;
-		}
-		done += (size_t)r;
-		atomic_store(&w->progress_ns, gb_lines_mono_ns());
-	}
-	return done;
 }
 
 /* Direct: out[0..len) at file offset at (aligned), of which out[0..from) is
@@ -415,7 +362,9 @@ int gb_lines__finish(struct gb_lines *w, gb_lines_summary_fn fn, void *ctx)
 	int first = w->err;
 	if (w->z) {
 		w->until_ns = gb_lines_mono_ns() + 2000000000ll; /* a pipe: frames whole or given up */
-		first = gb_lines_z__finish(w, fn, ctx, r);
+		w->summary_fn = fn;
+		w->summary_ctx = ctx;
+		first = gb_lines_z__finish(w, r);
 	} else {
 		char buf[SUMMARY_MAX];
 		for (int tries = 0; tries < NENDS; tries++) {

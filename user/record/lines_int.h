@@ -1,5 +1,7 @@
 /* The writer's state, shared by lines.c (the writer discipline, plain
- * lines) and lines_zstd.c (the same discipline for zstd frames). */
+ * lines), lines_zstd.c (the same discipline for zstd frames) and
+ * lines_io.c (the writes to the fd both make).  lines.c calls the other
+ * two, lines_zstd.c calls lines_io.c, never the other way. */
 #ifndef GB_RECORD_LINES_INT_H
 #define GB_RECORD_LINES_INT_H
 
@@ -69,9 +71,17 @@ struct gb_lines {
 	bool z_summary;             /* the frame being emitted is the summary's */
 	long long until_ns;         /* finish(): waits for a pipe end then (0: never) */
 	uint64_t z_in;              /* input bytes of the frames written */
+	/* finish(): the summary's line (its caller's; zstd: in a frame of its
+	 * own, made again at each try) */
+	gb_lines_summary_fn summary_fn;
+	void *summary_ctx;
 };
 
-/* lines.c */
+/* lines_io.c.  The clock in signed nanoseconds (progress_ns is written by
+ * the writer thread between our reads: a difference may be negative);
+ * buf written without the lock (a pipe: whole lines of at most PIPE_BUF
+ * bytes once poll() says it has room; zstd: PIPE_BUF bytes at a time):
+ * the bytes written, *err on failure. */
 long long gb_lines_mono_ns(void);
 size_t gb_lines_write_out(struct gb_lines *w, const char *buf, size_t len, int *err);
 
@@ -83,9 +93,10 @@ void gb_lines_z__round(struct gb_lines *w, const char *out, size_t len);
  * flush() waits for it and the buffer is empty); true when it did. */
 bool gb_lines_z__tick(struct gb_lines *w);
 /* finish() for zstd, after the writer thread stopped: the frame in
- * progress, the summary in a frame of its own (frames cut from the end of
- * a regular file to make room), the seek table.  0 or -errno. */
-int gb_lines_z__finish(struct gb_lines *w, gb_lines_summary_fn fn, void *ctx, int flushed);
+ * progress, the summary (w->summary_fn) in a frame of its own (frames cut
+ * from the end of a regular file to make room), the seek table.  0 or
+ * -errno. */
+int gb_lines_z__finish(struct gb_lines *w, int flushed);
 void gb_lines_z__free(struct gb_lines *w);
 
 #endif

@@ -131,21 +131,21 @@ static bool writable_soon(struct gb_lines *w)
 }
 
 /* The summary's frame; 0 or -errno. */
-static int put_summary(struct gb_lines *w, gb_lines_summary_fn fn, void *ctx)
+static int put_summary(struct gb_lines *w)
 {
 	char buf[SUMMARY_MAX];
 	if (!writable_soon(w))
 		return -EAGAIN;
 	w->z_err = 0;
 	w->z_summary = true;
-	int e = gb_zframes__write(w->z, buf, fn(ctx, buf));
+	int e = gb_zframes__write(w->z, buf, w->summary_fn(w->summary_ctx, buf));
 	if (!e)
 		e = gb_zframes__end_frame(w->z);
 	w->z_summary = false;
 	return e;
 }
 
-int gb_lines_z__finish(struct gb_lines *w, gb_lines_summary_fn fn, void *ctx, int flushed)
+int gb_lines_z__finish(struct gb_lines *w, int flushed)
 {
 	/* The frame in progress: refused (its lines lost) after a write error
 	 * or when the output stalled. */
@@ -158,7 +158,7 @@ int gb_lines_z__finish(struct gb_lines *w, gb_lines_summary_fn fn, void *ctx, in
 		return first ? first : -EAGAIN;
 	bool ok = false;
 	for (int tries = 0; tries < NENDS; tries++) {
-		int e = put_summary(w, fn, ctx);
+		int e = put_summary(w);
 		if (!e) {
 			ok = true;
 			break;

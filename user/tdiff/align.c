@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "tdiff/stream.h"
 
 struct gb_raddr gb_rebase(const struct gb_regions *rs, uint64_t addr)
 {

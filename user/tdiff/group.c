@@ -1,4 +1,4 @@
-/* A trace as a stream of normalised instruction groups (group.h). */
+/* Instruction groups, the records of one instruction (group.h). */
 #include "tdiff/group.h"
 
 #include <errno.h>
@@ -7,17 +7,6 @@
 
 #include "common/grow.h"
 #include "common/log.h"
-#include "record/treader.h"
-
-struct gb_tgroups {
-	struct gb_treader *rd;
-	enum gb_norm norm;
-	struct gb_norm_counts *counts;
-	struct gb_norm_state st;
-	struct gb_trec pending;    /* the line that starts the next group */
-	bool has_pending, eof;
-	uint64_t recno;
-};
 
 int gb_tgroup_push(struct gb_tgroup *g, const struct gb_trec *x)
 {
@@ -70,101 +59,4 @@ size_t gb_tgroup_accesses(const struct gb_tgroup *g)
 	for (size_t i = 0; i < g->n; i++)
 		k += gb_tline_is_access(&g->r[i].l);
 	return k;
-}
-
-struct gb_tgroups *gb_tgroups__new(struct gb_treader *rd, enum gb_norm norm, struct gb_norm_counts *counts)
-{
-	struct gb_tgroups *s = calloc(1, sizeof(*s));
-	if (!s) {
-		gb_err("diff: out of memory");
-		return NULL;
-	}
-	s->rd = rd;
-	s->norm = norm;
-	s->counts = counts;
-	s->st.vt = -1;
-	return s;
-}
-
-/* The next line as a record: 1, 0 at the end, -errno. */
-static int read_rec(struct gb_tgroups *s, struct gb_trec *x)
-{
-	const char *line;
-	size_t len;
-	int r = gb_treader__next(s->rd, &line, &len);
-	if (r <= 0)
-		return r;
-	memset(x, 0, sizeof(*x));
-	x->lineno = gb_treader__lineno(s->rd);
-	if (gb_tline_parse(line, len, &x->l))
-		return gb_fail(-EINVAL, "%s:%ld: not a trace line (a JSON object with \"t\")",
-			       gb_treader__name(s->rd), x->lineno);
-	if (x->l.type == GB_TL_OTHER || x->l.type == GB_TL_SUMMARY) {
-		if (!(x->raw = strndup(line, len)))
-			return gb_fail(-ENOMEM, "%s: out of memory", gb_treader__name(s->rd));
-	}
-	return 1;
-}
-
-/* Does x continue the instruction group g? */
-static bool continues(const struct gb_tgroup *g, const struct gb_trec *x)
-{
-	if (!g->n || !(gb_tline_is_access(&x->l) || x->l.type == GB_TL_FAULT))
-		return false;
-	const struct gb_tline *f = &g->r[0].l;
-	if (f->type == GB_TL_OTHER || f->type == GB_TL_SUMMARY)
-		return false;
-	return f->vcpu == x->l.vcpu && f->pc == x->l.pc && f->vt == x->l.vt;
-}
-
-int gb_tgroups__next(struct gb_tgroups *s, struct gb_tgroup *g)
-{
-	for (;;) {
-		gb_tgroup_clear(g);
-		if (!s->has_pending && !s->eof) {
-			int r = read_rec(s, &s->pending);
-			if (r < 0)
-				return r;
-			s->has_pending = r > 0;
-			s->eof = r == 0;
-		}
-		if (!s->has_pending)
-			return 0;
-		g->recno = s->recno;
-		if (gb_tgroup_push(g, &s->pending))
-			return -ENOMEM;
-		s->has_pending = false;
-		while (!s->eof) {
-			struct gb_trec x;
-			int r = read_rec(s, &x);
-			if (r < 0)
-				return r;
-			if (!r) {
-				s->eof = true;
-				break;
-			}
-			if (!continues(g, &x)) {
-				s->pending = x;
-				s->has_pending = true;
-				break;
-			}
-			if (gb_tgroup_push(g, &x)) {
-				free(x.raw);
-				return -ENOMEM;
-			}
-		}
-		if (gb_norm_group(s->norm, g, &s->st, s->counts) && g->n) {
-			s->recno += g->n;
-			return 1;
-		}
-	}
-}
-
-void gb_tgroups__free(struct gb_tgroups *s)
-{
-	if (!s)
-		return;
-	if (s->has_pending)
-		free(s->pending.raw);
-	free(s);
 }

@@ -2,8 +2,9 @@
  * and the access and fault lines of the same instruction (same vcpu, pc and
  * vt) that follow it; access lines without an exec line (--exec off) group
  * the same way; any other line (summary, an unknown "t") is a group of its
- * own.  Normalisation (norm.h) works on groups as they stream by, so memory
- * stays bounded by one group whatever the trace's length. */
+ * own.  Normalisation (norm.h) works on groups as they stream by
+ * (stream.h), so memory stays bounded by one group whatever the trace's
+ * length. */
 #ifndef GB_TDIFF_GROUP_H
 #define GB_TDIFF_GROUP_H
 
@@ -12,9 +13,6 @@
 #include <stdint.h>
 
 #include "record/tline.h"
-#include "tdiff/norm.h"
-
-struct gb_treader;
 
 struct gb_trec {
 	struct gb_tline l;
@@ -27,16 +25,6 @@ struct gb_tgroup {
 	size_t n, cap;
 	uint64_t recno;       /* 0-based index of its first record in the stream */
 };
-
-struct gb_tgroups;
-
-/* Groups of the trace rd reads, normalised by norm (counted into *counts,
- * which may be NULL); rd stays the caller's.  NULL on ENOMEM (printed). */
-struct gb_tgroups *gb_tgroups__new(struct gb_treader *rd, enum gb_norm norm, struct gb_norm_counts *counts);
-/* The next group into *g (its storage reused): 1, 0 at the end, -errno
- * (printed, naming the file and line). */
-int gb_tgroups__next(struct gb_tgroups *s, struct gb_tgroup *g);
-void gb_tgroups__free(struct gb_tgroups *s);
 
 /* Group storage helpers. */
 int gb_tgroup_push(struct gb_tgroup *g, const struct gb_trec *x);

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "tdiff/norm.h"
+
 static const struct gb_quirk_info quirks[GB_QUIRK_N] = {
 	[GB_QUIRK_SPLIT] = { "qemu-split", "QEMU splits accesses wider than 8 bytes into 8-byte pieces", "qemu" },
 	[GB_QUIRK_SMC] = { "qemu-smc-store", "QEMU logs a store that modifies code twice", "qemu" },

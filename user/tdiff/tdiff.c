@@ -14,6 +14,7 @@
 #include "tdiff/group.h"
 #include "tdiff/regions.h"
 #include "tdiff/report.h"
+#include "tdiff/stream.h"
 
 /* Pass 1: the regions of one trace, as normalised (a normalisation can
  * reorder a trace's first touches: CMPS's pair). */

@@ -259,8 +259,7 @@ void eng_run_natives(struct gb_engine *e)
 		if (eng_park(e, i))
 			continue; /* its process is stopped (job control) */
 		int sig = eng_take_signal(e, i);
-		TRAP_CALL(e, resuming, i, sig);
-		bool sys = TRAP_OPS(e)->syscalls && TRAP_OPS(e)->syscalls(e->trap, e, i);
+		bool sys = TRAP_OPS(e)->resume && TRAP_OPS(e)->resume(e->trap, e, i, sig);
 		eng_resume(e, i, sys ? PTRACE_SYSCALL : PTRACE_CONT, sig, sys ? T_SYSCALL : T_NATIVE);
 	}
 }

@@ -33,11 +33,11 @@ typedef void (*gb_faults_cb)(void *ctx, struct gb_engine *e, pid_t tid, uint32_t
  * (docs/trace.md "Entry traps"). */
 enum gb_trap_kind {
 	GB_TRAP_AUTO = 0,   /* probes for file-backed code, else pages */
-	GB_TRAP_PROBES,     /* uprobes + BPF at every entry address (trace/probes.h) */
-	GB_TRAP_PAGES,      /* PROT_EXEC removed from the range's pages (trace/pagetrap.h) */
+	GB_TRAP_PROBES,     /* uprobes + BPF at every entry address (trap/probes/probes.h) */
+	GB_TRAP_PAGES,      /* PROT_EXEC removed from the range's pages (trap/pages/pagetrap.h) */
 	GB_TRAP_NONE,       /* single-step everything */
 	GB_TRAP_PATCH,      /* entries patched into jumps to a stop-free code cache
-			     * (trace/trap_patch.c); else the probe trap */
+			     * (trap/patch/trap.c); else the probe trap */
 };
 
 /* Which engine runs the owner inside the range (docs/trace.md "Engines"). */

@@ -1,16 +1,20 @@
-/* Engine internals, not for other rooms.  The files, bottom to top (each
- * calls only the ones above it in this list, never one below):
+/* Engine internals, for the engine's files and the entry traps (user/trap/,
+ * which sit above the engine: they call it through this header, and it calls
+ * them only through their table, trace/trap.h); not for other rooms.  The
+ * engine's files, bottom to top (each calls only the ones above it in this
+ * list, never one below):
  *
  *   ecore.c     the state: threads (the one per-thread struct), owner,
  *               signals, the one resume, limits
  *   commit.c    an in-range instruction's lines (both engines)
- *   trap_*.c    the entry traps (trace/trap.h), over pagetrap.c / probes.c
- *   ethreads.c  the dispatcher of every stop of a thread not being run by
- *               a runner, and thread/process events (clone, fork, exec, exit)
+ *   eevents.c   thread and process events (clone, fork, exec), whoever met
+ *               them
+ *   ejit.c      the translating runner: the owner in translated code
  *   ehandler.c  the owner's signal handler outside the range, run natively
  *               to its sigreturn (its stops)
+ *   ethreads.c  the dispatcher of every stop of a thread not being run by
+ *               a runner
  *   estep.c     the step runner: one instruction of the owner
- *   ejit.c      the translating runner: the owner in translated code
  *   engine.c    the loop: who runs next; the engine's lifecycle
  */
 #ifndef GB_TRACE_ENGINE_INT_H
@@ -208,6 +212,19 @@ int eng_fault_done(uint64_t pc, uint8_t len, const struct gb_access *acc, int na
 /* A program signal (not a trap's) that a thread raised itself? */
 bool eng_sync_fault(const struct gb_stop *st);
 
+/* eevents.c */
+/* A ptrace event (clone, fork, vfork, vfork-done, exec) of thread i, whether
+ * it was stepped or running; the caller resumes it. */
+void eng_event(struct gb_engine *e, size_t i, const struct gb_stop *st);
+/* A stop of tid, no thread of the engine's: a thread or a fork child whose
+ * first stop came before its creator's event (adopted, or kept for the
+ * event); was tid a child let go already? */
+void eng_adopt(struct gb_engine *e, pid_t tid);
+bool eng_was_detached(struct gb_engine *e, pid_t pid);
+/* Thread i at a syscall's exit: after an exec, the new image's uprobe page
+ * placed now (trace/xol.h). */
+void eng_exec_exit(struct gb_engine *e, size_t i);
+
 /* ethreads.c */
 /* The dispatcher: every stop of a thread that no runner is running (natives,
  * threads in a syscall or group-stop, stops met while holding or stopping
@@ -216,9 +233,6 @@ void eng_dispatch(struct gb_engine *e, const struct gb_stop *st);
 /* Handle every stop that is ready; with block, first wait for one, at most
  * timeout_ms.  Ctrl-C interrupts the wait. */
 void eng_poll(struct gb_engine *e, bool block, int timeout_ms);
-/* A ptrace event (clone, fork, vfork, vfork-done, exec) of thread i, whether
- * it was stepped or running; the caller resumes it. */
-void eng_event(struct gb_engine *e, size_t i, const struct gb_stop *st);
 /* Wait for the next stop of tid (-1: any) and dispatch it; false when
  * there is none to wait for. */
 bool eng_wait_one(struct gb_engine *e, pid_t tid);

@@ -1,9 +1,9 @@
 /* The dispatcher of the stops of threads that are not being stepped: those
  * running on their own (natively between entries, or blocked in a
- * syscall), and the owner in translated code (handed to its runner,
- * ejit.c); and the thread and process events of the engine: threads
- * appearing and exiting, fork children let go, exec.  Holding and stopping
- * the world, which wait for such stops, are here too. */
+ * syscall), the owner in translated code (handed to its runner, ejit.c)
+ * and the owner running a signal handler natively (ehandler.c); their
+ * thread and process events go to eevents.c.  Holding and stopping the
+ * world, which wait for such stops, are here too. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,121 +13,13 @@
 #include <sys/user.h>
 #include <sys/wait.h>
 
-#include "common/grow.h"
 #include "common/clock.h"
+#include "common/grow.h"
 #include "common/log.h"
 #include "ptrace/procfs.h"
 #include "ptrace/regs.h"
 #include "ptrace/tracee.h"
 #include "trace/engine_int.h"
-#include "trace/probes.h"
-
-/* A new task is a thread of ours when its thread group is our process
- * (/proc/TID/status Tgid; /proc/PID/task/TID may not list it yet). */
-static bool is_thread_of(pid_t pid, pid_t tid)
-{
-	uint64_t tgid;
-	return gb_proc_status_num(tid, "Tgid", 10, &tgid) == 0 && tgid == (uint64_t)pid;
-}
-
-static bool was_detached(struct gb_engine *e, pid_t pid)
-{
-	for (size_t i = 0; i < e->ndetached; i++)
-		if (e->detached[i] == pid)
-			return true;
-	return false;
-}
-
-static void remember_detached(struct gb_engine *e, pid_t pid)
-{
-	if (GB_GROW(&e->detached, &e->detached_cap, e->ndetached + 1)) {
-		eng_finish(e, GB_END_ERROR);
-		return;
-	}
-	e->detached[e->ndetached++] = pid;
-}
-
-static bool is_pending_kid(struct gb_engine *e, pid_t pid, bool take)
-{
-	for (size_t i = 0; i < e->npending_kids; i++)
-		if (e->pending_kids[i] == pid) {
-			if (take)
-				e->pending_kids[i] = e->pending_kids[--e->npending_kids];
-			return true;
-		}
-	return false;
-}
-
-static void add_thread(struct gb_engine *e, pid_t tid)
-{
-	struct gb_thread *th = gb_tracee_add_thread(e->t, tid);
-	if (!th)
-		return;
-	size_t i = (size_t)(th - e->t->threads);
-	gb_info("trace: new thread %d", tid);
-	eng_thread_reset(e, i); /* (a tid reused: a new thread all the same) */
-	eng_set_state(e, i, T_STOPPED);
-	if (!trap_native(e))
-		gb_tracee_pin_thread(e->t, tid, true); /* every thread is stepped */
-}
-
-/* A child process, stopped at its first stop: let it go untraced (with
- * nothing of the trap left in it: the trap's child hook). */
-static void let_go_child(struct gb_engine *e, pid_t child, bool vfork)
-{
-	gb_info("trace: %s child %d let go", vfork ? "vfork" : "forked", child);
-	TRAP_CALL(e, child, child, vfork);
-	ptrace(PTRACE_DETACH, child, 0, 0);
-	remember_detached(e, child);
-}
-
-static void adopt(struct gb_engine *e, pid_t tid)
-{
-	if (is_thread_of(e->t->pid, tid))
-		add_thread(e, tid);
-	else if (!is_pending_kid(e, tid, false)) {
-		/* A child whose first stop came before its parent's event: the
-		 * event says fork or vfork; wait for it. */
-		if (GB_GROW(&e->pending_kids, &e->pending_kids_cap, e->npending_kids + 1)) {
-			eng_finish(e, GB_END_ERROR);
-			return;
-		}
-		e->pending_kids[e->npending_kids++] = tid;
-	}
-}
-
-static void new_task(struct gb_engine *e, pid_t nt, int event)
-{
-	if (eng_index(e, nt) >= 0 || was_detached(e, nt))
-		return; /* a thread whose first stop was seen already */
-	if (!is_pending_kid(e, nt, true)) {
-		/* Its first stop (it starts in one of its own). */
-		struct gb_stop st;
-		if (gb_wait(nt, 0, &st, false) || st.kind == GB_STOP_EXITED || st.kind == GB_STOP_KILLED)
-			return;
-		if (is_thread_of(e->t->pid, nt)) {
-			add_thread(e, nt);
-			return;
-		}
-	}
-	let_go_child(e, nt, event == PTRACE_EVENT_VFORK);
-}
-
-static void on_exec(struct gb_engine *e, size_t i)
-{
-	/* Every other thread is gone; the exec'ing thread now has tid == pid. */
-	for (size_t k = 0; k < e->t->nthreads; k++)
-		if (k != i)
-			eng_set_state(e, k, T_GONE);
-	e->exec_from = e->t->threads[i].tid;
-	e->xol_due = true;
-	e->t->threads[i].tid = e->t->pid;
-	eng_set_owner(e, -1);
-	gb_icache__clear(e->ic);
-	e->image_gen++; /* the code cache went with the old image */
-	TRAP_CALL0(e, exec); /* the range in the new image */
-	eng_range_follow(e);
-}
 
 /* Where a stopped thread is: inside (the range, or the trapped pages) it
  * must own the range first. */
@@ -137,18 +29,6 @@ static void stopped_at(struct gb_engine *e, size_t i)
 	eng_set_state(e, i, T_STOPPED);
 	if (trap_native(e) && gb_regs_get(eng_tid(e, i), &r) == 0 && eng_inside(e, r.rip))
 		eng_th(e, i)->want_entry = true;
-}
-
-/* Thread i at a syscall's exit, before its next instruction: after an exec,
- * the new image gets the kernel's uprobe page now, as at launch
- * (session.c), so that its later mappings are placed the same under every
- * trap, whichever engine ran the exec. */
-static void exec_exit(struct gb_engine *e, size_t i)
-{
-	if (!e->xol_due)
-		return;
-	e->xol_due = false;
-	gb_probes_reserve_xol(e->t->pid, eng_tid(e, i));
 }
 
 /* A native thread at an event stop inside a syscall (exec, vfork-done) must
@@ -169,25 +49,7 @@ static void finish_syscall_stopped(struct gb_engine *e, size_t i)
 	else if (st.kind == GB_STOP_SIGNAL)
 		eng_keep_signal(e, i, st.sig);
 	else if (st.kind == GB_STOP_SYSCALL)
-		exec_exit(e, i);
-}
-
-void eng_event(struct gb_engine *e, size_t i, const struct gb_stop *st)
-{
-	switch (st->event) {
-	case PTRACE_EVENT_CLONE:
-	case PTRACE_EVENT_FORK:
-	case PTRACE_EVENT_VFORK:
-		new_task(e, (pid_t)st->msg, st->event);
-		break;
-	case PTRACE_EVENT_VFORK_DONE:
-		if (TRAP_OPS(e)->vfork_done)
-			TRAP_OPS(e)->vfork_done(e->trap);
-		break;
-	case PTRACE_EVENT_EXEC:
-		on_exec(e, i);
-		break;
-	}
+		eng_exec_exit(e, i);
 }
 
 /* How a running thread goes on after a stop on its way (an event, a
@@ -241,8 +103,8 @@ void eng_dispatch(struct gb_engine *e, const struct gb_stop *st)
 {
 	ssize_t k = exec_slot(e, eng_index(e, st->tid), st);
 	if (k < 0) {
-		if (st->kind != GB_STOP_EXITED && st->kind != GB_STOP_KILLED && !was_detached(e, st->tid))
-			adopt(e, st->tid);
+		if (st->kind != GB_STOP_EXITED && st->kind != GB_STOP_KILLED && !eng_was_detached(e, st->tid))
+			eng_adopt(e, st->tid);
 		return;
 	}
 	size_t i = (size_t)k;
@@ -299,7 +161,7 @@ void eng_dispatch(struct gb_engine *e, const struct gb_stop *st)
 			/* The syscall is done: the thread is before its next
 			 * instruction, as after a step. */
 			gb_icache__bump(e->ic);
-			exec_exit(e, i);
+			eng_exec_exit(e, i);
 			TRAP_CALL(e, syscall_exit, i);
 			stopped_at(e, i);
 			return;

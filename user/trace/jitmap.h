@@ -3,7 +3,7 @@
  * 1 GiB of the range (RIP-relative operands and a patch's rel32 must
  * reach), its code part made read+exec by an injected mprotect, and mapped
  * by gebpf through /proc/PID/map_files.  Used by the translating runner
- * (trace/ejit.c) and the patch trap (trace/trap_patch.c). */
+ * (trace/ejit.c) and the patch trap (trap/patch/trap.c). */
 #ifndef GB_TRACE_JITMAP_H
 #define GB_TRACE_JITMAP_H
 

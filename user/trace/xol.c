@@ -1,0 +1,96 @@
+/* The kernel's uprobe page mapped first: see xol.h. */
+#include "trace/xol.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "decode/decode.h"
+#include "probe/probetrap.h"
+#include "ptrace/maps.h"
+#include "ptrace/mem.h"
+#include "ptrace/regs.h"
+#include "ptrace/wait.h"
+
+/* An instruction that only changes general registers and flags, and that
+ * uprobes run out of line (not one they emulate: nop, push, branches). */
+static bool harmless(const struct gb_insn *in)
+{
+	if (in->flags & (GB_INSN_MEM | GB_INSN_BRANCH | GB_INSN_SYSCALL | GB_INSN_CPUID |
+			 GB_INSN_PUSHF | GB_INSN_REP | GB_INSN_NEEDS_VEC))
+		return false;
+	switch (in->zi.mnemonic) {
+	case ZYDIS_MNEMONIC_MOV: case ZYDIS_MNEMONIC_XOR: case ZYDIS_MNEMONIC_ADD:
+	case ZYDIS_MNEMONIC_SUB: case ZYDIS_MNEMONIC_AND: case ZYDIS_MNEMONIC_OR:
+	case ZYDIS_MNEMONIC_CMP: case ZYDIS_MNEMONIC_TEST: case ZYDIS_MNEMONIC_LEA:
+		break;
+	default:
+		return false;
+	}
+	for (int k = 0; k < in->zi.operand_count; k++)
+		if (in->ops[k].type == ZYDIS_OPERAND_TYPE_REGISTER &&
+		    (in->ops[k].reg.value == ZYDIS_REGISTER_RSP || in->ops[k].reg.value == ZYDIS_REGISTER_RIP))
+			return false;
+	return true;
+}
+
+int gb_xol_reserve(pid_t tgid, pid_t tid)
+{
+	struct user_regs_struct regs, saved;
+	struct gb_maps m;
+	int r = gb_regs_get(tid, &saved);
+	if (r || (r = gb_maps_read(tgid, &m)))
+		return r ? r : -ESRCH;
+	const struct gb_map *mp = gb_maps_find(&m, saved.rip);
+	char path[sizeof(mp->path)];
+	uint64_t addr = 0, off = 0;
+	if (mp && mp->path[0] == '/' && (mp->prot & PROT_EXEC)) {
+		/* The first harmless instruction after the current one. */
+		uint8_t code[512];
+		ssize_t n = gb_mem_read(tid, saved.rip, code, sizeof(code));
+		struct gb_insn in;
+		for (ssize_t at = 0; n > 0 && at < n - GB_INSN_MAX_LEN && !addr; at += in.len) {
+			if (gb_decode(saved.rip + (uint64_t)at, code + at, (size_t)(n - at), &in))
+				break;
+			if (harmless(&in))
+				addr = saved.rip + (uint64_t)at;
+		}
+		strcpy(path, mp->path);
+		off = mp->offset + (addr - mp->start);
+	}
+	gb_maps_free(&m);
+	if (!addr)
+		return -ENOENT;
+	double t0 = gb_mono_s();
+	struct gb_probetrap *pt = gb_probetrap__new(&(struct gb_probetrap_opts){
+		.tgid = tgid, .quiet = true, .silent = true });
+	if (!pt)
+		return -ENOTSUP;
+	r = gb_probetrap__add(pt, path, off);
+	if (!r) {
+		/* Run that one instruction out of line (its only effect, on
+		 * registers, is undone): the kernel maps its page for that. */
+		struct gb_stop st;
+		gb_probetrap__set_stepping(pt, tid, true);
+		regs = saved;
+		regs.rip = addr;
+		r = gb_regs_set(tid, &regs);
+		if (!r && ptrace(PTRACE_SINGLESTEP, tid, 0, 0))
+			r = -errno;
+		bool interrupted;
+		if (!r)
+			r = gb_wait_resumed(tid, &st, &interrupted);
+		if (!r && st.kind != GB_STOP_STEP && st.kind != GB_STOP_SIGNAL)
+			r = -ESRCH;
+		gb_regs_set(tid, &saved);
+	}
+	gb_probetrap__free(pt);
+	if (!r)
+		gb_info("trace: pid %d: the kernel's uprobe page mapped first (the same layout "
+			"under every trap) in %.1f ms", (int)tgid, (gb_mono_s() - t0) * 1e3);
+	return r;
+}
