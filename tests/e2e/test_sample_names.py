@@ -183,3 +183,22 @@ def test_java_jit_code_named_from_jcmds_perfmap(tmp_path):
     top = [l for l in fns[1].splitlines() if "%" not in l and l.strip()][:1]
     assert top and "Hot.hotLoopForGebpf" in top[0], "the hot method is not the top function: %s" % (
         fns[1][:1500])
+
+
+def test_output_and_profile_files_both_written(tmp_path):
+    """-o F with --pprof X and --flamegraph G alone (no --report/--folded):
+    F gets the JSONL sample lines and their summary, X the pprof, G the SVG
+    (F was left empty though --help said both are written)."""
+    need_bpf()
+    out, prof, svg = tmp_path / "s.jsonl", tmp_path / "p.pb.gz", tmp_path / "f.svg"
+    r = sample(["--pprof", str(prof), "--flamegraph", str(svg), "-o", str(out), "--duration", "1",
+                "--", conftest.prog_path("cxx_names"), "50000000"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    import json
+    lines = [json.loads(l) for l in out.read_text().splitlines()]
+    samples = [l for l in lines if l.get("t") == "sample"]
+    assert samples and lines[-1].get("t") == "summary", out.read_text()[:1000]
+    p = read_profile(prof)
+    assert sum(n for _, n in p["samples"]) == lines[-1]["kept"], (lines[-1], len(p["samples"]))
+    assert len(samples) == lines[-1]["kept"]
+    assert svg.read_text().startswith("<?xml") and "</svg>" in svg.read_text()

@@ -104,17 +104,24 @@ def test_flamegraph_holds_the_folded_stacks(tmp_path):
     r = run_gebpf(["sample", "--folded", "--flamegraph", svg, "--duration", "1", "--",
                    prog_path(CXX), "50000000"])
     assert r.returncode == 0, r.stderr[-2000:]
+    folded = [l for l in r.stdout.splitlines() if not l.startswith("checksum ")]  # (the program's)
     want = {}
-    for line in r.stdout.splitlines():
+    for line in folded:
         stack, n = line.rsplit(" ", 1)
         path = ()
         for f in stack.split(";"):
             path += (f,)
             want[path] = want.get(path, 0) + int(n)
-    total = sum(int(l.rsplit(" ", 1)[1]) for l in r.stdout.splitlines())
+    total = sum(int(l.rsplit(" ", 1)[1]) for l in folded)
     ns = {"s": "http://www.w3.org/2000/svg"}
     root = ET.parse(str(svg)).getroot()
-    assert "function zoom(" in root.find("s:script", ns).text
+    js = root.find("s:script", ns).text
+    assert "function zoom(" in js and "function search(" in js
+    node = shutil.which("node")
+    if node:   # (its syntax, as a browser's parser would take it)
+        (tmp_path / "f.js").write_text(js)
+        c = subprocess.run([node, "--check", str(tmp_path / "f.js")], capture_output=True, text=True)
+        assert c.returncode == 0, c.stderr
     got, spans = {}, {}
     for g in root.iter("{http://www.w3.org/2000/svg}g"):
         title = g.find("s:title", ns).text

@@ -22,7 +22,8 @@ static const char usage_text[] =
 "Sample processes with a BPF program on a per-CPU perf event.  Samples out\n"
 "of scope and outside --range are dropped in the kernel; the targets are\n"
 "never stopped.  Output: JSONL sample/fault lines and a summary, or a\n"
-"profile (--report, --folded, --pprof) with full call stacks.\n"
+"profile (--report, --folded, --pprof, --flamegraph) with full call stacks;\n"
+"with --pprof or --flamegraph alone, -o FILE gets the JSONL lines too.\n"
 "\n"
 "  -p, --pid PID[,PID]  sample running processes (all threads, and the\n"
 "                       processes they fork from now on); may be repeated\n"
@@ -41,6 +42,7 @@ static const char usage_text[] =
 "  --report             print a table of the top pcs and functions instead\n"
 "  --folded             print folded stacks (flamegraph.pl input) instead\n"
 "  --pprof FILE         also write a gzipped pprof profile (profile.proto)\n"
+"  --flamegraph FILE    also write an interactive SVG flame graph\n"
 "  --every T            continuous mode: one pprof profile per period T (as\n"
 "                       10s, 1m, 1h or seconds; at least 1s) into --pprof-dir\n"
 "  --pprof-dir DIR      where --every writes HOST-YYYYMMDDTHHMMSSZ.pb.gz (UTC\n"
@@ -71,7 +73,7 @@ static const char usage_text[] =
 "CAP_PERFMON).\n";
 
 enum { OPT_RANGE = 256, OPT_START, OPT_END, OPT_DURATION, OPT_EVENT, OPT_FAULTS, OPT_REPORT,
-       OPT_FOLDED, OPT_TOP, OPT_ASLR, OPT_CGROUP, OPT_PPROF, OPT_CALL_GRAPH, OPT_STACK_SIZE,
+       OPT_FOLDED, OPT_TOP, OPT_ASLR, OPT_CGROUP, OPT_PPROF, OPT_FLAME, OPT_CALL_GRAPH, OPT_STACK_SIZE,
        OPT_KERNEL, OPT_NO_PYTHON, OPT_EVERY, OPT_PPROF_DIR, OPT_KEEP, OPT_MAX_AGE, OPT_DEBUG };
 
 /* "1,2,3" appended to o->pids. */
@@ -106,6 +108,7 @@ static int parse(int argc, char **argv, struct gb_sample_session_opts *o)
 		{ "all", no_argument, NULL, 'a' },
 		{ "cgroup", required_argument, NULL, OPT_CGROUP },
 		{ "pprof", required_argument, NULL, OPT_PPROF },
+		{ "flamegraph", required_argument, NULL, OPT_FLAME },
 		{ "every", required_argument, NULL, OPT_EVERY },
 		{ "pprof-dir", required_argument, NULL, OPT_PPROF_DIR },
 		{ "keep", required_argument, NULL, OPT_KEEP },
@@ -146,6 +149,7 @@ static int parse(int argc, char **argv, struct gb_sample_session_opts *o)
 		case 'a': o->all = true; break;
 		case OPT_CGROUP: o->cgroup = optarg; break;
 		case OPT_PPROF: o->pprof = optarg; break;
+		case OPT_FLAME: o->flame = optarg; break;
 		case OPT_EVERY:
 			if (gb_parse_period_opt("sample", "--every", optarg, &o->every))
 				return -1;

@@ -12,7 +12,8 @@
  * - a click zooms to a frame (its callers stay, dimmed, full width), "Reset
  *   Zoom" goes back; "Search" (or Ctrl-F) takes a regular expression, marks
  *   the matching frames and says what share of the samples they hold (each
- *   sample counted once however many matching frames it passes through).
+ *   sample counted once however many matching frames it passes through);
+ *   FILE.svg#s=REGEX opens with that search made (a link to a finding). 
  *
  * Colors: user code warm (red to yellow, by a hash of the name: the same
  * function has the same color in every graph), kernel frames ("_[k]")

@@ -21,8 +21,8 @@ static int continuous(const struct gb_sample_session_opts *o, bool report_or_fol
 		       o->keep ? "--keep" : "--max-age");
 		return -1;
 	}
-	if (o->pprof || report_or_folded || o->faults) {
-		gb_err("sample: --pprof-dir: not with --pprof, --report, --folded or --faults "
+	if (o->pprof || o->flame || report_or_folded || o->faults) {
+		gb_err("sample: --pprof-dir: not with --pprof, --flamegraph, --report, --folded or --faults "
 		       "(one profile per period is the output)");
 		return -1;
 	}
@@ -52,10 +52,10 @@ int gb_sample_opts_settle(struct gb_sample_session_opts *o, bool report, bool fo
 	if (continuous(o, report || folded))
 		return -1;
 	o->mode = report ? GB_SAMPLE_REPORT : folded ? GB_SAMPLE_FOLDED :
-		  o->pprof || o->pprof_dir ? GB_SAMPLE_PPROF_ONLY : GB_SAMPLE_LINES;
+		  o->pprof || o->flame || o->pprof_dir ? GB_SAMPLE_PPROF_ONLY : GB_SAMPLE_LINES;
 	if (o->mode == GB_SAMPLE_LINES && (call_graph || o->kernel || o->stack_size)) {
-		gb_err("sample: --call-graph, --kernel and --stack-size need --report, --folded "
-		       "or --pprof");
+		gb_err("sample: --call-graph, --kernel and --stack-size need --report, --folded, "
+		       "--pprof or --flamegraph");
 		return -1;
 	}
 	if (o->mode != GB_SAMPLE_LINES && !call_graph)

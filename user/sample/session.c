@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/sigflag.h"
 #include "sample/jsonl.h"
+#include "sample/flame.h"
 #include "sample/pprof.h"
 #include "sample/pprof_dir.h"
 #include "sample/profile.h"
@@ -55,7 +56,7 @@ struct session {
 	double drain_cpu;          /* CPU seconds spent reading and unwinding */
 	uint64_t drain_until;      /* a drain in the loop returns by then (0: no bound) */
 	bool drain_cut;            /* the last drain returned on that bound */
-	int out_fd, pprof_fd;
+	int out_fd, pprof_fd, flame_fd;
 };
 
 /* A SYMBOL range.  A launched command's executable is mapped at exec, but
@@ -183,7 +184,8 @@ static int on_sample(void *ctx, const struct gb_sample *s)
 
 	if (S->lines) {
 		gb_sample_out__sample(S->lines, s);
-		return 0;
+		if (o->mode == GB_SAMPLE_LINES)
+			return 0; /* (else the profile too: -o with --pprof alone) */
 	}
 	gb_unwinder__sample_time(S->unw, s->pid, s->ns);
 	if (o->stacks == GB_STACK_DWARF) {
@@ -436,6 +438,19 @@ static int write_profile(struct session *S, const struct gb_sampler_stats *st, d
 	}
 	if (o->mode != GB_SAMPLE_REPORT)
 		fprintf(stderr, "gebpf: sample: %s\n", line);   /* the counts, never hidden */
+	if (o->flame) {
+		char title[256];
+		FILE *f = fdopen(dup(S->flame_fd), "w");
+		snprintf(title, sizeof(title), "gebpf sample: %s at %" PRIu64 " Hz: %" PRIu64 " samples",
+			 gb_sampler__event(S->smp), gb_sampler__hz(S->smp), st->kept);
+		err = f ? gb_flame_write(S->prof, f, title) : -errno;
+		if (f && fclose(f) && !err)
+			err = -errno;
+		if (err) {
+			gb_err("sample: --flamegraph %s: write: %s", o->flame, strerror(-err));
+			return err;
+		}
+	}
 	if (o->pprof) {
 		struct gb_pprof_info info = {
 			.period_ns = 1000000000ull / gb_sampler__hz(S->smp),
@@ -450,7 +465,7 @@ static int write_profile(struct session *S, const struct gb_sampler_stats *st, d
 
 int gb_sample_session_run(const struct gb_sample_session_opts *o)
 {
-	struct session S = { .o = o, .out_fd = -1, .pprof_fd = -1 };
+	struct session S = { .o = o, .out_fd = -1, .pprof_fd = -1, .flame_fd = -1 };
 	struct gb_sampler_opts so = { 0 };
 	struct gb_sampler_cbs cbs = { .sample = on_sample, .fault = on_fault, .ctx = &S };
 	struct gb_sampler_stats st = { 0 };
@@ -462,15 +477,17 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 		goto cleanup;
 	/* Every check passed: now the outputs. */
 	S.out_fd = o->out ? open_output(o->out) : STDOUT_FILENO;
-	if (S.out_fd < 0 || (o->pprof && (S.pprof_fd = open_output(o->pprof)) < 0))
+	if (S.out_fd < 0 || (o->pprof && (S.pprof_fd = open_output(o->pprof)) < 0) ||
+	    (o->flame && (S.flame_fd = open_output(o->flame)) < 0))
 		goto cleanup;
-	if (o->mode == GB_SAMPLE_LINES) {
+	if (o->mode == GB_SAMPLE_LINES || (o->mode == GB_SAMPLE_PPROF_ONLY && o->out && !o->pprof_dir)) {
 		S.lines = gb_sample_out__new(S.out_fd);
 		if (!S.lines) {
 			gb_err("sample: %s", strerror(ENOMEM));
 			goto cleanup;
 		}
-	} else {
+	}
+	if (o->mode != GB_SAMPLE_LINES) {
 		if (o->kernel && !(S.ksyms = gb_kallsyms__new()))
 			gb_warn("sample: /proc/kallsyms: %s: kernel frames stay unnamed",
 				strerror(errno));
@@ -550,9 +567,10 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 			gb_err("sample: %s: write: %s", o->out ? o->out : "stdout", strerror(-err));
 			goto cleanup;
 		}
-	} else if (write_profile(&S, &st, t0, (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec)) {
-		goto cleanup;
 	}
+	if (o->mode != GB_SAMPLE_LINES &&
+	    write_profile(&S, &st, t0, (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec))
+		goto cleanup;
 	if (S.unwritten) {
 		gb_err("sample: --pprof-dir %s: %" PRIu64 " of %" PRIu64 " profiles not written",
 		       o->pprof_dir, S.unwritten, S.unwritten + gb_pprof_dir__count(S.dir));
@@ -576,5 +594,7 @@ cleanup:
 	}
 	if (S.pprof_fd >= 0)
 		close(S.pprof_fd);
+	if (S.flame_fd >= 0)
+		close(S.flame_fd);
 	return ret;
 }

@@ -20,6 +20,8 @@
 
 #define GB_SAMPLE_MAX_PIDS 64
 
+/* PPROF_ONLY: the profile goes to files only (--pprof, --flamegraph,
+ * --pprof-dir), and -o FILE, when given, gets the JSONL lines too. */
 enum gb_sample_mode { GB_SAMPLE_LINES, GB_SAMPLE_REPORT, GB_SAMPLE_FOLDED, GB_SAMPLE_PPROF_ONLY };
 
 struct gb_sample_session_opts {
@@ -37,6 +39,7 @@ struct gb_sample_session_opts {
 	bool faults, aslr;
 	enum gb_sample_mode mode;
 	const char *pprof;         /* also write a pprof profile here */
+	const char *flame;         /* ... and an SVG flame graph here (sample/flame.h) */
 	/* Continuous mode: one pprof profile per period into a directory
 	 * (sample/pprof_dir.h), the oldest removed beyond keep files or
 	 * max_age seconds (0: no bound). */
