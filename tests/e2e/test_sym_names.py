@@ -5,6 +5,7 @@ them), and profiles show it.  tests/progs/cxx_names.cc: a namespace, a
 class, an overload pair and a template; a Rust binary built by the test
 (rustc, where present)."""
 import os
+import re
 import shutil
 import subprocess
 
@@ -148,3 +149,17 @@ def test_flamegraph_holds_the_folded_stacks(tmp_path):
     wide = {p: n for p, n in want.items() if n * 1180.0 / total >= 0.1}
     assert {p: got.get(p) for p in wide} == wide, "frames differ from the folded stacks"
     assert any(p[-1] == "app::Acc::add(long)" for p in got), list(got)[:10]
+    # in a real browser: the search of FILE.svg#s=REGEX, its share of the samples
+    chromium = shutil.which("chromium")
+    if not chromium:
+        print("no chromium: the browser's search not checked")
+        return
+    share = 100.0 * sum(int(l.rsplit(" ", 1)[1]) for l in folded
+                        if "app::Acc::add(long)" in l.rsplit(" ", 1)[0].split(";")) / total
+    d = subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
+                        "--user-data-dir=%s" % (tmp_path / "chromium"), "--dump-dom",
+                        "file://%s#s=app::Acc::add" % svg], capture_output=True, text=True,
+                       timeout=120)
+    m = re.search(r'id="matched"[^>]*>Matched: ([0-9.]+)%<', d.stdout)
+    assert m, "no search result in the browser's page: %s" % (d.stdout[-1500:] or d.stderr[-1500:])
+    assert abs(float(m.group(1)) - share) <= 0.2, (m.group(1), share)
