@@ -188,6 +188,9 @@ void patch_collect_misses(struct patch_trap *pt, bool held)
 		return;
 	gb_jit__misses(pt->j, &m, true);
 	pt->misses += m.count;
+	for (size_t k = 0; k < m.n && k < 8; k++) /* (-v: where, to see why) */
+		gb_info("trace: the patch trap: an in-range miss at 0x%llx%s",
+			(unsigned long long)m.pc[k], held ? " (at the end)" : "");
 	for (size_t k = 0; !held && k < m.n; k++)
 		if (patch_in_range(pt, m.pc[k]) && gb_jit__translate_from(pt->j, m.pc[k], patch_fetch, pt))
 			gb_warn("trace: the patch trap: 0x%llx (missed) does not translate",
