@@ -184,9 +184,7 @@ static const struct gb_elfsym *find_demangled(const struct gb_elfsyms *s, const 
 	uint64_t v1 = 0;
 	for (size_t j = 0; j < s->nsyms; j++) {
 		const char *nm = s->syms[j].name;
-		if (nm[0] != '_' || (nm[1] != 'Z' && nm[1] != 'R'))
-			continue;
-		const char *d = gb_demangle(nm, &buf, &cap);
+		const char *d = gb_demangle(nm, &buf, &cap); /* (nm itself: not mangled) */
 		int m = d == nm ? 0 : demangled_match(d, want);
 		if (m == 1 && (!n1 || s->syms[j].value != v1)) { /* (aliases: one function) */
 			n1++;
@@ -210,7 +208,7 @@ void gb_elfsyms_overloads(const struct gb_elfsyms *s, const char *want, char *ou
 	out[0] = 0;
 	for (size_t j = 0; j < s->nsyms && used + 1 < len; j++) {
 		const char *nm = s->syms[j].name;
-		if (nm[0] != '_' || (nm[1] != 'Z' && nm[1] != 'R') || (used && s->syms[j].value == last))
+		if (used && s->syms[j].value == last)
 			continue;
 		const char *d = gb_demangle(nm, &buf, &cap);
 		if (d == nm || demangled_match(d, want) != 1)
