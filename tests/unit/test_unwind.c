@@ -10,6 +10,7 @@
  * getcontext(), the stack above them copied) is a stack of it.
  * Run: .output/unit-tests --filter 'unwind/...' (the suite unwind). */
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "unwind/unwind.h"
+#include "unit_progs.h"
 
 #define COPY_MAX (64u << 10)
 
@@ -165,6 +167,76 @@ Test(unwind, exited_process_keeps_its_modules)
 	cr_assert_eq(gb_unwinder__describe(u, pid, 0x1000, false, &fi), -ENOENT);
 	check_unwinds(u, pid, &c);
 	gb_unwinder__free(u);
+}
+
+/* A target that stops itself, and once continued dlopens lib, writes the
+ * address of its function sym to *rfd's pipe and pauses. */
+static pid_t start_loader(const char *lib, const char *sym, int *rfd)
+{
+	int fds[2];
+	siginfo_t si;
+
+	cr_assert_eq(pipe(fds), 0);
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(fds[0]);
+		raise(SIGSTOP);
+		void *h = dlopen(lib, RTLD_NOW);
+		uint64_t a = h ? (uint64_t)(uintptr_t)dlsym(h, sym) : 0;
+		if (write(fds[1], &a, sizeof(a)) != sizeof(a))
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(fds[1]);
+	cr_assert_eq(waitid(P_PID, (id_t)pid, &si, WSTOPPED), 0);
+	*rfd = fds[0];
+	return pid;
+}
+
+/* A library mapped after the first read of the maps, and the process gone
+ * before any of its samples is named (gebpf's drain far behind): the
+ * periodic refresh saw the library while the process lived; an unwinder
+ * without it knows only the maps of the start. */
+Test(unwind, refresh_sees_a_library_mapped_before_the_exit)
+{
+	char lib[4096];
+	uint64_t addr = 0;
+	struct gb_frame_info fi;
+	int rfd, st;
+
+	if (unit_prog_path("lib/libunwindleaf.so", lib, sizeof(lib)))
+		cr_skip_test("%s is not built (make progs)", lib);
+	struct gb_unwinder *u = gb_unwinder__new(), *plain = gb_unwinder__new();
+	cr_assert(u && plain);
+	pid_t pid = start_loader(lib, "leaf_hot", &rfd);
+	gb_unwinder__prepare(u, pid);
+	gb_unwinder__prepare(plain, pid);
+	cr_assert_eq(kill(pid, SIGCONT), 0);
+	cr_assert_eq(read(rfd, &addr, sizeof(addr)), (ssize_t)sizeof(addr));
+	close(rfd);
+	cr_assert_neq(addr, 0, "the target could not dlopen %s", lib);
+
+	cr_assert_geq(gb_unwinder__refresh(u, 0, 0), 1, "the prepared target was not read again");
+	make_zombie(pid);
+	/* Its samples are named now, after its exit. */
+	uint64_t t = now_ns();
+	gb_unwinder__sample_time(u, pid, t);
+	gb_unwinder__sample_time(plain, pid, t);
+	cr_assert_eq(gb_unwinder__describe(u, pid, addr, false, &fi), 0);
+	cr_assert_str_eq(fi.func, "leaf_hot");
+	cr_assert(gb_unwinder__describe(plain, pid, addr, false, &fi) != 0 || !fi.func ||
+		  strcmp(fi.func, "leaf_hot"), "named without the refresh: the test shows nothing");
+	/* Found exited (its maps empty) at the next refresh: never read again. */
+	gb_unwinder__refresh(u, 0, 0);
+	cr_assert_eq(gb_unwinder__refresh(u, 0, 0), 0);
+	cr_assert_eq(gb_unwinder__describe(u, pid, addr, false, &fi), 0);
+	cr_assert_str_eq(fi.func, "leaf_hot");
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	gb_unwinder__free(u);
+	gb_unwinder__free(plain);
 }
 
 Test(unwind, live_process_unwinds_to_its_outermost_frame)

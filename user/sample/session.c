@@ -31,6 +31,8 @@
 #define MAX_FRAMES 256
 #define REORDER_NS 10000000ull   /* see on_sample */
 #define FORGET_NS 2000000000ull  /* see loop */
+#define REFRESH_NS 250000000ull  /* maps read again (see loop) */
+#define ACTIVE_NS 5000000000ull  /* ... of processes with a sample this recent */
 
 struct session {
 	const struct gb_sample_session_opts *o;
@@ -364,6 +366,12 @@ static int loop(struct session *S, const struct gb_sampler_cbs *cbs)
 			return -errno;
 		}
 		uint64_t drained_at = gb_mono_ns();
+		/* The maps are read while the processes live, not only when a
+		 * sample is named: a drain that falls behind (a slow unwind on
+		 * a loaded machine) would otherwise name a short-lived
+		 * process's samples after it exited, by its maps at exec. */
+		if (S->unw)
+			gb_unwinder__refresh(S->unw, REFRESH_NS, ACTIVE_NS);
 		if ((err = drain(S, cbs, 100000000ull)))
 			return err;
 		/* A drain that began after the period's end and emptied the ring
@@ -521,8 +529,8 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 	gb_sampler__arm(S.smp);
 	for (size_t i = 0; i < S.ntargets; i++)
 		gb_target__go(S.targets[i]);
-	if (o->cmd && S.unw)
-		gb_unwinder__prepare(S.unw, gb_target__pid(S.targets[0]));
+	for (size_t i = 0; S.unw && !(o->all || o->cgroup) && i < S.ntargets; i++)
+		gb_unwinder__prepare(S.unw, gb_target__pid(S.targets[i]));
 	if (o->range.kind == GB_RANGE_SYM && o->cmd) {
 		if (resolve_range(&o->range, S.targets[0], &so.start, &so.end))
 			goto cleanup;

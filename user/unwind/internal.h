@@ -31,6 +31,8 @@ struct proc {
 	uint64_t reported_ns;      /* when /proc/PID/maps was last read (CLOCK_MONOTONIC) */
 	uint64_t newest_ns;        /* the newest sample of the process seen */
 	uint64_t maps_hash;        /* of its text then */
+	bool exited;               /* its maps were found gone or empty: never read again */
+	bool prepared;             /* gb_unwinder__prepare()d: refreshed while it lives */
 	char *exe;                 /* its executable then (/proc/PID/exe), NULL if unknown */
 	struct gb_perfmap *jit;    /* its /tmp/perf-PID.map (names.c), opened at first use */
 	/* The walk under way (for the callbacks). */

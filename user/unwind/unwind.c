@@ -188,8 +188,10 @@ static void report(struct proc *p)
 	p->reported_ns = gb_mono_ns();
 	snprintf(path, sizeof(path), "/proc/%d/maps", p->pid);
 	f = fopen(path, "re");
-	if (!f)
+	if (!f) {
+		p->exited = true;
 		return;       /* reaped: keep what we had */
+	}
 	mem = open_memstream(&text, &len);
 	if (!mem) {
 		fclose(f);
@@ -214,6 +216,8 @@ static void report(struct proc *p)
 		}
 	}
 	h = hash_text(text, len, h);
+	if (!len)
+		p->exited = true;
 	if (!len || (p->dwfl && h == p->maps_hash)) {
 		free(text);
 		return;
@@ -319,7 +323,7 @@ Dwfl_Module *unw_module_of(struct proc *p, uint64_t addr)
 {
 	Dwfl_Module *m = p->dwfl ? dwfl_addrmodule(p->dwfl, addr) : NULL;
 
-	if (!m && !p->image && p->newest_ns > p->reported_ns) {
+	if (!m && !p->image && !p->exited && p->newest_ns > p->reported_ns) {
 		report(p);
 		m = p->dwfl ? dwfl_addrmodule(p->dwfl, addr) : NULL;
 	}
@@ -459,7 +463,38 @@ int gb_unwinder__unwind(struct gb_unwinder *u, pid_t pid, pid_t tid,
 
 void gb_unwinder__prepare(struct gb_unwinder *u, pid_t pid)
 {
-	unw_get_proc(u, pid);
+	struct proc *p = unw_get_proc(u, pid);
+	if (p)
+		p->prepared = true;
+}
+
+struct refresh {
+	uint64_t now, every_ns, active_ns;
+	size_t n;
+};
+
+static void refresh_one(const void *node, VISIT which, void *arg)
+{
+	struct proc *p = *(struct proc *const *)node;
+	struct refresh *r = arg;
+
+	if ((which != postorder && which != leaf) || p->image || p->exited ||
+	    r->now - p->reported_ns < r->every_ns)
+		return;
+	/* A process known only from samples is read while it has some; one
+	 * prepared (a launched command) until it exits. */
+	if (!p->prepared && r->now - p->newest_ns > r->active_ns)
+		return;
+	report(p);
+	r->n++;
+}
+
+size_t gb_unwinder__refresh(struct gb_unwinder *u, uint64_t every_ns, uint64_t active_ns)
+{
+	struct refresh r = { .now = gb_mono_ns(), .every_ns = every_ns, .active_ns = active_ns };
+
+	twalk_r(u->procs, refresh_one, &r);
+	return r.n;
 }
 
 void gb_unwinder__sample_time(struct gb_unwinder *u, pid_t pid, uint64_t ns)

@@ -132,6 +132,15 @@ const char *gb_unwinder__exe(struct gb_unwinder *u, pid_t pid);
  * stay open (shared, one per file).  Returns how many were forgotten. */
 size_t gb_unwinder__forget(struct gb_unwinder *u, uint64_t before_ns);
 
+/* Read again the maps of every live process last read more than every_ns
+ * ago (CLOCK_MONOTONIC) that was prepared or had a sample in the last
+ * active_ns: a consumer that falls behind its samples still sees the
+ * libraries a process maps before it exits (an exited process's maps are
+ * empty, and its queued samples would be named by the maps read at its
+ * start).  Reads only /proc/PID/maps unless it changed.  Returns how many
+ * were read. */
+size_t gb_unwinder__refresh(struct gb_unwinder *u, uint64_t every_ns, uint64_t active_ns);
+
 /* Read the modules of pid now (e.g. right after a launched command's exec)
  * so that its samples can be named even if it exits soon. */
 void gb_unwinder__prepare(struct gb_unwinder *u, pid_t pid);
