@@ -58,6 +58,11 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } pt_events SEC(".maps");
 
+/* The hash maps are allocated as they fill, not preallocated: a
+ * preallocated 16384-entry map costs its every entry at each load (with
+ * the kernel's BTF, most of a short trace's CPU; docs/trace.md "Start-up
+ * cost"), and these hold a few entries. */
+
 /* tid -> signals sent and not yet claimed, per kind. */
 struct gb_pt_pending {
 	__u32 sig;       /* signo */
@@ -67,6 +72,7 @@ struct gb_pt_pending {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u32);
 	__type(value, struct gb_pt_pending);
 } pt_pending SEC(".maps");
@@ -75,6 +81,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u32);
 	__type(value, __u8);
 } stepping SEC(".maps");
@@ -84,6 +91,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u64);
 	__type(value, __u8);
 } muted SEC(".maps");

@@ -186,6 +186,26 @@ def no_fsgsbase(rdir):
     return "fsgsbase=no" in (read(os.path.join(rdir, "features"), "") or "").split()
 
 
+CUT_SAID = "the kernel's BTF cut to its types"
+
+
+def judge_btf_cut(rdir):
+    """The probe trap's program loaded with the cached cut of the kernel's
+    BTF (docs/trace.md "Start-up cost"): the first trace of the boot
+    (`trace`) made it with the guest's bpftool, the later ones (trace_jit,
+    trace_patch: the same exact trace) loaded with it."""
+    if "bpftool=yes" not in (read(os.path.join(rdir, "features"), "") or "").split():
+        return None
+    for name in ("trace_jit", "trace_patch"):
+        c = Check(rdir, name)
+        if not any("BPF program loaded" in l and CUT_SAID in l for l in c.err):
+            return ("fail", "%s: the probe trap's program was not loaded with the cut of the "
+                    "kernel's BTF: %s" % (name, next((l.strip() for l in c.err
+                                                       if "BPF program loaded" in l),
+                                                      c.gebpf_line())))
+    return None
+
+
 def judge_trace(rdir, exp, env):
     """The exact trace under the probe trap (which must have been used: its
     -v line names the entries it probed), under the page trap, by the
@@ -225,8 +245,8 @@ def judge_trace(rdir, exp, env):
             if no_fsgsbase(rdir) != (TCB_SAYS in line):
                 return ("fail", "the owner check's form does not match the CPU (fsgsbase=%s): "
                         "%s" % ("no" if no_fsgsbase(rdir) else "yes", line.strip()))
-    bad = (judge_patch_probe(rdir) or judge_exec_thread(rdir, exp) or judge_direct(rdir) or
-           judge_killed(rdir, env))
+    bad = (judge_btf_cut(rdir) or judge_patch_probe(rdir) or judge_exec_thread(rdir, exp) or
+           judge_direct(rdir) or judge_killed(rdir, env))
     if bad:
         return bad
     return ("pass", "%d lines exact: probe trap (also after an exec from a second thread), page "

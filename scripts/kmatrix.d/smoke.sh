@@ -68,6 +68,8 @@ uname -r >"$O/kernel"
 		echo "tracefs=yes" || echo "tracefs=no"
 	# rdfsbase for the patch trap's owner check: a hypervisor may hide it
 	grep -qw fsgsbase /proc/cpuinfo && echo "fsgsbase=yes" || echo "fsgsbase=no"
+	# bpftool for the cut of the kernel's BTF (docs/trace.md "Start-up cost")
+	command -v bpftool >/dev/null && echo "bpftool=yes" || echo "bpftool=no"
 } >"$O/features"
 flush
 

@@ -143,16 +143,22 @@ KILLED_RETRACE = ("gebpf: trace: pid 40: a code cache gebpf 41 left at 0x3ebff00
                   "given back, 1 patched places written back from their files, 0 threads inside it\n")
 
 
+CUT_LOADED = ("gebpf: probe trap: BPF program loaded in 8.1 ms (the kernel's BTF cut to its types: "
+              "docs/trace.md \"Start-up cost\")\n")
+
+
 def write_good(d):
     files = {
         "kernel": "6.1.0-test\n",
+        "features": "btf=yes\ntracefs=yes\nfsgsbase=yes\nbpftool=yes\n",
         "trace.rc": "0\n", "trace.jsonl": EXPECT,
         "trace.err": "gebpf: probe trap: 2 entries in /kmprogs/kmtrace 0x401010-0x40105a\n",
         "trace_pages.rc": "0\n", "trace_pages.err": "", "trace_pages.jsonl": EXPECT,
         "trace_jit.rc": "0\n", "trace_jit.jsonl": EXPECT,
-        "trace_jit.err": "gebpf: trace: jit: 2 runs, 3 stops, 20 instructions translated-run, 3 blocks\n",
+        "trace_jit.err": CUT_LOADED +
+        "gebpf: trace: jit: 2 runs, 3 stops, 20 instructions translated-run, 3 blocks\n",
         "trace_patch.rc": "0\n", "trace_patch.jsonl": EXPECT,
-        "trace_patch.err": "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\ngebpf: patch trap: the owner check in 2 of 2 entry blocks\n",
+        "trace_patch.err": CUT_LOADED + "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\ngebpf: patch trap: the owner check in 2 of 2 entry blocks\n",
         "trace_patch_probe.rc": "0\n", "trace_patch_probe.jsonl": SHORT,
         "trace_patch_probe.err": "gebpf: patch trap: its uprobes stop the thread after the kernel "
                                  "ran the entry's instruction out of line (no ip writes)\n"
@@ -241,6 +247,17 @@ def good(tmp_path):
 
 def test_good_results_pass(good):
     assert {k: v[0] for k, v in verdicts(good).items()} == dict.fromkeys(judge.CHECKS, "pass")
+
+
+def test_probe_program_loaded_without_the_btf_cut_fails(good):
+    put(good, "trace_patch.err", "gebpf: probe trap: BPF program loaded in 90.1 ms\n"
+        "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\n"
+        "gebpf: patch trap: the owner check in 2 of 2 entry blocks\n")
+    v, why = verdicts(good)["trace"]
+    assert v == "fail" and "cut of the kernel's BTF" in why and "90.1 ms" in why
+    # a guest without bpftool: the kernel's whole BTF, as before
+    put(good, "features", "btf=yes\ntracefs=yes\nfsgsbase=yes\nbpftool=no\n")
+    assert verdicts(good)["trace"][0] == "pass"
 
 
 def test_jit_that_translated_nothing_fails(good):

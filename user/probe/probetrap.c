@@ -20,6 +20,7 @@
 #include "gebpf_events.h"
 #include "probe/counters.h"
 #include "probe/features.h"
+#include "probe/btfmin.h"
 #include "probe/probetrap_int.h"
 #include "probe/umulti.h"
 #include "probetrap.skel.h"
@@ -50,6 +51,51 @@ static struct gb_probetrap *prepared;
 static struct gb_probetrap_opts prepared_o;
 static double prepared_ms;
 
+/* -v's word for a load with the cached cut of the kernel's BTF. */
+#define CUT_SAID " (the kernel's BTF cut to its types: docs/trace.md \"Start-up cost\")"
+
+/* Open and load the object (p->skel), with the cached cut of the
+ * kernel's BTF if cut and there is one: 0, or a negative errno said. */
+static int open_load(struct gb_probetrap *p, const struct gb_probetrap_opts *o, bool cut)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, oo);
+	size_t len = 0;
+	const void *obj = probetrap_bpf__elf_bytes(&len);
+	int err;
+
+	probetrap_bpf__destroy(p->skel);
+	p->skel = NULL;
+	p->btf_cut = cut ? gb_btfmin_path("probetrap", obj, len, p->btf_path,
+					  sizeof(p->btf_path)) : NULL;
+	oo.btf_custom_path = p->btf_cut;
+	p->skel = probetrap_bpf__open_opts(&oo);
+	if (!p->skel) {
+		err = -errno;
+		say(o, "opening BPF object: %s", strerror(errno));
+		return err;
+	}
+	p->skel->rodata->tgid = (__u32)o->tgid;
+	p->skel->rodata->signo = (__u32)p->signo;
+	/* uprobe_multi links where the kernel has them (6.10+): a link of many
+	 * probes is removed with one wait for the kernel's grace periods
+	 * instead of one per probe.  GEBPF_PROBETRAP_PERF=1 forces the perf
+	 * events (the 5.10 path) for tests. */
+	p->multi = gb_umulti_supported() && !getenv("GEBPF_PROBETRAP_PERF");
+	p->skel->rodata->has_cookie = p->multi;
+	if (p->multi)
+		bpf_program__set_expected_attach_type(
+			p->skel->progs.gb_probe_hit, (enum bpf_attach_type)GB_BPF_TRACE_UPROBE_MULTI);
+	/* Redirects (redirect.c) where the verifier takes a write of ip. */
+	p->redirect = o->redirect && !getenv("GEBPF_PROBETRAP_NOREDIRECT") &&
+		      gb_feat_uprobe_write_ctx();
+	p->skel->rodata->redirect = p->redirect;
+	err = probetrap_bpf__load(p->skel);
+	if (err && !p->btf_cut)
+		say(o, "loading the uprobe program: %s%s", strerror(-err),
+		    err == -EPERM ? " (needs root: CAP_BPF and CAP_PERFMON)" : "");
+	return err;
+}
+
 static struct gb_probetrap *load(const struct gb_probetrap_opts *o);
 
 void gb_probetrap__prepare(const struct gb_probetrap_opts *o)
@@ -79,7 +125,7 @@ struct gb_probetrap *gb_probetrap__new(const struct gb_probetrap_opts *o)
 		p->silent = o->silent;
 		if (!p->silent)
 			gb_info("probe trap: BPF program loaded in %.1f ms, before the target was "
-				"stopped", prepared_ms);
+				"stopped%s", prepared_ms, p->btf_cut ? CUT_SAID : "");
 		return p;
 	}
 	return load(o);
@@ -119,39 +165,23 @@ static struct gb_probetrap *load(const struct gb_probetrap_opts *o)
 	p->tgid = o->tgid;
 	p->silent = o->silent;
 	p->signo = o->signo ? o->signo : SIGURG;
-	p->skel = probetrap_bpf__open();
-	if (!p->skel) {
-		say(o, "opening BPF object: %s", strerror(errno));
-		goto fail;
+	/* With the cached cut of the kernel's BTF (btfmin.c) when there is
+	 * one; a load it makes fail is tried again with the kernel's. */
+	err = open_load(p, o, true);
+	if (err && p->btf_cut) {
+		gb_btfmin_drop(p->btf_cut);
+		err = open_load(p, o, false);
 	}
-	p->skel->rodata->tgid = (__u32)o->tgid;
-	p->skel->rodata->signo = (__u32)p->signo;
-	/* uprobe_multi links where the kernel has them (6.10+): a link of many
-	 * probes is removed with one wait for the kernel's grace periods
-	 * instead of one per probe.  GEBPF_PROBETRAP_PERF=1 forces the perf
-	 * events (the 5.10 path) for tests. */
-	p->multi = gb_umulti_supported() && !getenv("GEBPF_PROBETRAP_PERF");
-	p->skel->rodata->has_cookie = p->multi;
-	if (p->multi)
-		bpf_program__set_expected_attach_type(
-			p->skel->progs.gb_probe_hit, (enum bpf_attach_type)GB_BPF_TRACE_UPROBE_MULTI);
-	/* Redirects (redirect.c) where the verifier takes a write of ip. */
-	p->redirect = o->redirect && !getenv("GEBPF_PROBETRAP_NOREDIRECT") &&
-		      gb_feat_uprobe_write_ctx();
-	p->skel->rodata->redirect = p->redirect;
-	err = probetrap_bpf__load(p->skel);
-	if (err) {
-		say(o, "loading the uprobe program: %s%s", strerror(-err),
-		    err == -EPERM ? " (needs root: CAP_BPF and CAP_PERFMON)" : "");
+	if (err)
 		goto fail;
-	}
 	p->rb = ring_buffer__new(bpf_map__fd(p->skel->maps.pt_events), on_record, p, NULL);
 	if (!p->rb) {
 		say(o, "ring buffer: %s", strerror(errno));
 		goto fail;
 	}
 	if (!p->silent)
-		gb_info("probe trap: BPF program loaded in %.1f ms", (gb_mono_s() - t0) * 1e3);
+		gb_info("probe trap: BPF program loaded in %.1f ms%s", (gb_mono_s() - t0) * 1e3,
+			p->btf_cut ? CUT_SAID : "");
 	return p;
 fail:
 	gb_probetrap__free(p);

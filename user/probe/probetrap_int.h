@@ -49,6 +49,8 @@ struct gb_probetrap {
 	bool multi;                  /* uprobe_multi links (6.10+), else perf events */
 	bool silent;                 /* opts.silent: no -v lines */
 	bool redirect;               /* loaded with redirects (redirect.c) */
+	const char *btf_cut;         /* btf_path when loaded with the cached BTF (btfmin.c) */
+	char btf_path[256];
 	struct probetrap_probe *pr;
 	size_t npr, capr;
 	struct group *gr;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/grow.h"
+#include "common/hash.h"
 
 #define WIDTH    1200   /* pixels */
 #define PAD      10
@@ -36,14 +37,6 @@ struct flame {
 	unsigned maxdepth;
 };
 
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 1469598103934665603ULL;
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
-	return h;
-}
-
 /* Open addressing over a power-of-2 table of uint32 (0 empty), rebuilt at
  * half full by rehash(). */
 static int grow_tab(uint32_t **t, size_t *cap, size_t used, uint64_t (*key)(const struct flame *, uint32_t),
@@ -68,7 +61,7 @@ static int grow_tab(uint32_t **t, size_t *cap, size_t used, uint64_t (*key)(cons
 	return 0;
 }
 
-static uint64_t name_key(const struct flame *f, uint32_t i) { return hash_str(f->names[i]); }
+static uint64_t name_key(const struct flame *f, uint32_t i) { return gb_fnv1a_str(f->names[i]); }
 
 static uint64_t edge_hash(uint32_t parent, uint32_t name)
 {
@@ -85,7 +78,7 @@ static int intern(struct flame *f, const char *name, uint32_t *out)
 {
 	if (grow_tab(&f->nidx, &f->nidxcap, f->nnames, name_key, f))
 		return -ENOMEM;
-	size_t j = hash_str(name) & (f->nidxcap - 1);
+	size_t j = gb_fnv1a_str(name) & (f->nidxcap - 1);
 	for (; f->nidx[j]; j = (j + 1) & (f->nidxcap - 1))
 		if (!strcmp(f->names[f->nidx[j] - 1], name)) {
 			*out = f->nidx[j] - 1;
@@ -202,7 +195,7 @@ static void xml(FILE *o, const char *s, size_t max)
 
 static void color(const char *name, uint8_t kind, int rgb[3])
 {
-	uint64_t h = hash_str(name);
+	uint64_t h = gb_fnv1a_str(name);
 	double a = (double)(h & 0xffff) / 65535.0, b = (double)((h >> 16) & 0xffff) / 65535.0;
 	switch (kind) {
 	case K_KERNEL:

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/grow.h"
+#include "common/hash.h"
 #include "gebpf_events.h"
 
 /* A hash table of byte-string keys with a 64-bit value. */
@@ -49,19 +50,10 @@ struct gb_profile {
 	size_t keycap;           /* ids it holds */
 };
 
-static uint64_t hash_bytes(const void *p, size_t n)
-{
-	const unsigned char *s = p;
-	uint64_t h = 1469598103934665603ULL;
-	while (n--)
-		h = (h ^ *s++) * 1099511628211ULL;
-	return h;
-}
-
 /* The value slot of key, added (0) if absent.  NULL on ENOMEM. */
 static uint64_t *tab_get(struct tab *t, const void *key, size_t len)
 {
-	uint64_t h = hash_bytes(key, len);
+	uint64_t h = gb_fnv1a(key, len, GB_FNV1A_INIT);
 
 	if (2 * (t->n + 1) > t->cap) {
 		size_t ncap = t->cap ? 2 * t->cap : 1024;

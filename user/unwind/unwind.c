@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/hash.h"
 #include "sym/debugfile.h"
 #include "sym/perfmap.h"
 #include "unwind/internal.h"
@@ -165,20 +166,13 @@ static const Dwfl_Thread_Callbacks thread_cbs = {
 	.set_initial_registers = set_initial_registers,
 };
 
-static uint64_t hash_text(const char *s, size_t n, uint64_t h)
-{
-	while (n--)
-		h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
-	return h;
-}
-
 /* Report every file-backed mapping of pid as one module per file (its
  * lowest to highest address), then attach our thread callbacks.  Nothing
  * is redone when the maps are unchanged since the last read. */
 static void report(struct proc *p)
 {
 	char path[64], line[4400], name[4200], last[4200] = "";
-	uint64_t lo = 0, hi = 0, h = 1469598103934665603ULL;
+	uint64_t lo = 0, hi = 0, h = GB_FNV1A_INIT;
 	dev_t last_dev = 0;
 	ino_t last_ino = 0;
 	char *text = NULL;
@@ -215,7 +209,7 @@ static void report(struct proc *p)
 			p->exe = strdup(exe);
 		}
 	}
-	h = hash_text(text, len, h);
+	h = gb_fnv1a(text, len, h);
 	if (!len)
 		p->exited = true;
 	if (!len || (p->dwfl && h == p->maps_hash)) {
