@@ -266,8 +266,22 @@ def one_run(mode, seed, outdir, prog="pt_crash", args=None):
             pass
         else:
             # The program runs on on whatever the worker left; with FILL
-            # 300 its ring fills (then the writer gives up its wait).
-            time.sleep(1.6 if fill == "300" else 0.3)
+            # 300 its ring fills (then the writer gives up its wait): 0.3 s,
+            # or with FILL 300 until the writer has given up (its word in
+            # the cache) and 0.1 s past it, at most 1.6 s.  (Its threads
+            # spin meanwhile: a fixed 1.6 s cost the campaigns ~3 CPU s a
+            # run.)
+            t0 = time.monotonic()
+            time.sleep(0.3)
+            if fill == "300":
+                err.seek(0)
+                text = err.read()
+                try:
+                    while time.monotonic() - t0 < 1.6 and dropping(p.pid, text) is False:
+                        time.sleep(0.02)
+                except OSError:
+                    pass    # (it died: the run says so)
+                time.sleep(0.1)
         if churn and p.poll() is not None:
             res["text_restored"] = res["cache_gone"] = res["gs0"] = res["dropping"] = None
             err.seek(0)
