@@ -150,16 +150,30 @@ static void name_loc(struct gb_profile *p, struct gb_profile_loc *l)
 	struct gb_frame_info fi;
 	if (!p->u)
 		return;
-	gb_unwinder__describe(p->u, l->pid, l->addr, l->ret, &fi);
+	gb_unwinder__identify(p->u, l->pid, l->addr, l->ret, &fi);
 	l->func = dup_or_null(fi.func);
 	l->sym = dup_or_null(fi.sym);
 	l->func_off = fi.func_off;
 	l->module = dup_or_null(fi.module);
 	l->build_id = dup_or_null(fi.build_id);
-	l->file = dup_or_null(fi.file);
-	l->line = fi.line;
 	l->mod_start = fi.mod_start;
 	l->mod_end = fi.mod_end;
+	l->source_due = fi.module != NULL;
+}
+
+void gb_profile__sources(struct gb_profile *p)
+{
+	for (size_t i = 0; p && p->u && i < p->nlocs; i++) {
+		struct gb_profile_loc *l = &p->locs[i];
+		struct gb_frame_info fi;
+		if (!l->source_due)
+			continue;
+		l->source_due = false;
+		if (!gb_unwinder__describe(p->u, l->pid, l->addr, l->ret, &fi) && fi.file) {
+			l->file = strdup(fi.file);
+			l->line = fi.line;
+		}
+	}
 }
 
 /* The location of key: *id is its id (0 on ENOMEM).  The first time, the

@@ -71,7 +71,14 @@ struct gb_profile_loc {
 	char *sym;                 /* func as the ELF names it (mangled, @version), or NULL */
 	uint64_t func_off, mod_start, mod_end;
 	int line;
+	bool source_due;           /* file and line not read yet (gb_profile__sources) */
 };
+/* Read the source file and line of every location that has none yet:
+ * at the first sample of a location only its name is read (the line
+ * tables of a module can take seconds to read the first time, which
+ * would hold the samples behind it); call before writing the profile,
+ * and before the unwinder forgets exited processes. */
+void gb_profile__sources(struct gb_profile *p);
 /* The name --report, --folded and pprof give a location: "func" (kernel:
  * "func_[k]"), else "module+0xOFFSET" (from the module's start), else
  * "[unknown]". */

@@ -163,6 +163,7 @@ static int close_period(struct session *S, uint64_t end_ns)
 
 	/* A profile that cannot be written (a full disk) is reported and
 	 * counted, and sampling goes on: the exit status says it at the end. */
+	gb_profile__sources(S->prof);
 	if (gb_pprof_dir__write(S->dir, S->prof, &info))
 		S->unwritten++;
 	gb_profile__free(S->prof);
@@ -386,6 +387,9 @@ static int loop(struct session *S, const struct gb_sampler_cbs *cbs)
 		 * megabytes when separate debug info is installed). */
 		if (S->dir && gb_mono_ns() - forgot >= 1000000000ull) {
 			forgot = gb_mono_ns();
+			/* (the lines of their locations first: the modules go) */
+			gb_profile__sources(S->prof);
+			gb_profile__sources(S->next);
 			size_t gone = gb_unwinder__forget(S->unw, forgot - FORGET_NS);
 			if (gone)
 				gb_info("sample: %zu exited processes forgotten", gone);
@@ -424,6 +428,7 @@ static int write_profile(struct session *S, const struct gb_sampler_stats *st, d
 	int err = 0;
 
 	summary_line(S, st, line, sizeof(line));
+	gb_profile__sources(S->prof);
 	if (o->mode == GB_SAMPLE_REPORT || o->mode == GB_SAMPLE_FOLDED) {
 		FILE *f = fdopen(dup(S->out_fd), "w");
 		if (!f) {

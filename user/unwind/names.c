@@ -29,8 +29,11 @@ static int name_jit(struct proc *p, uint64_t a, uint64_t addr, struct gb_frame_i
 	return 0;
 }
 
+/* How much name_addr() tells. */
+enum depth { SYMBOL, IDENTITY, SOURCE };
+
 static int name_addr(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
-		     struct gb_frame_info *fi, bool full)
+		     struct gb_frame_info *fi, enum depth full)
 {
 	struct proc *p = unw_get_proc(u, pid);
 	uint64_t a = ret ? addr - 1 : addr;
@@ -57,7 +60,7 @@ static int name_addr(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
 	}
 	fi->func = gb_demangle(fi->func, &u->dem, &u->demcap);
 	fi->func_off = off + (addr - a);
-	if (!full)
+	if (full == SYMBOL)
 		return 0;
 	n = dwfl_module_build_id(m, &bits, &vaddr);
 	if (n > 0 && n <= 64) {
@@ -65,6 +68,9 @@ static int name_addr(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
 			sprintf(u->build_id + 2 * i, "%02x", bits[i]);
 		fi->build_id = u->build_id;
 	}
+	if (full == IDENTITY)
+		return 0;
+	/* (the module's line tables: its DWARF read, inflated, the first time) */
 	Dwfl_Line *l = dwfl_module_getsrc(m, a);
 	if (l)
 		fi->file = dwfl_lineinfo(l, NULL, &fi->line, NULL, NULL, NULL);
@@ -74,13 +80,19 @@ static int name_addr(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
 int gb_unwinder__describe(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
 			  struct gb_frame_info *fi)
 {
-	return name_addr(u, pid, addr, ret, fi, true);
+	return name_addr(u, pid, addr, ret, fi, SOURCE);
+}
+
+int gb_unwinder__identify(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
+			  struct gb_frame_info *fi)
+{
+	return name_addr(u, pid, addr, ret, fi, IDENTITY);
 }
 
 int gb_unwinder__symbol(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
 			struct gb_frame_info *fi)
 {
-	return name_addr(u, pid, addr, ret, fi, false);
+	return name_addr(u, pid, addr, ret, fi, SYMBOL);
 }
 
 const char *gb_unwinder__exe(struct gb_unwinder *u, pid_t pid)

@@ -88,6 +88,12 @@ int gb_unwinder__unwind(struct gb_unwinder *u, pid_t pid, pid_t tid,
 int gb_unwinder__describe(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
 			  struct gb_frame_info *fi);
 
+/* describe() without the source line: no debug line tables read (a
+ * module's DWARF, compressed in an unstripped build, can take seconds to
+ * read the first time: a profile asks for the lines when it is written). */
+int gb_unwinder__identify(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
+			  struct gb_frame_info *fi);
+
 /* describe() without the build id and the source line (no debug line
  * tables read): func, sym, func_off, module and its range. */
 int gb_unwinder__symbol(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
