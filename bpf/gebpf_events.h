@@ -65,7 +65,10 @@ struct gb_user_regs {
 /* One CPython frame (struct _PyInterpreterFrame) of a sampled thread, read
  * by bpf/pyframes.bpf.h; named in user space (user/sample/pycode.c). */
 #define GB_PYFRAME_F_ENTRY 1u    /* is_entry: the first frame a C call of
-				  * _PyEval_EvalFrameDefault runs */
+				  * _PyEval_EvalFrameDefault runs (3.11) */
+#define GB_PYFRAME_F_SHIM 2u     /* owned by the C stack (3.12 on): the shim
+				  * below such a first frame, not a Python
+				  * function's */
 struct gb_py_frame {
 	__u64 code;              /* f_code: the PyCodeObject's address */
 	__s32 lasti;             /* index of prev_instr in co_code_adaptive (code units; -1: not started) */
@@ -82,20 +85,30 @@ struct gb_py_frame {
  * address of _PyRuntime, and byte offsets from the CPython version's
  * structs (user/sample/pyruntime.c fills it, after checking it against
  * the live process). */
+/* cframe_current when the thread state points at its frame itself (3.13 on:
+ * ts_cframe is then PyThreadState.current_frame). */
+#define GB_PY_FRAME_DIRECT 0xffffffffu
+
 struct gb_py_layout {
 	__u64 runtime;           /* &_PyRuntime */
-	__u32 tstate_current;    /* _PyRuntimeState.gilstate.tstate_current */
+	__u32 tstate_current;    /* _PyRuntimeState.gilstate.tstate_current (3.11; 0:
+				  * none, the current one is a C thread-local) */
 	__u32 interp_head;       /* _PyRuntimeState.interpreters.head */
 	__u32 threads_head;      /* PyInterpreterState.threads.head */
 	__u32 ts_next;           /* PyThreadState.next */
 	__u32 ts_native_tid;     /* PyThreadState.native_thread_id */
-	__u32 ts_cframe;         /* PyThreadState.cframe */
-	__u32 cframe_current;    /* _PyCFrame.current_frame */
-	__u32 frame_code;        /* _PyInterpreterFrame.f_code */
+	__u32 ts_cframe;         /* PyThreadState.cframe (3.11, 3.12), .current_frame (3.13 on) */
+	__u32 cframe_current;    /* _PyCFrame.current_frame, or GB_PY_FRAME_DIRECT */
+	__u32 frame_code;        /* _PyInterpreterFrame.f_code (.f_executable in 3.13 on) */
 	__u32 frame_previous;    /* _PyInterpreterFrame.previous */
-	__u32 frame_prev_instr;  /* _PyInterpreterFrame.prev_instr */
-	__u32 frame_is_entry;    /* _PyInterpreterFrame.is_entry (a bool) */
+	__u32 frame_prev_instr;  /* _PyInterpreterFrame.prev_instr (.instr_ptr in 3.13 on) */
+	__u32 frame_is_entry;    /* _PyInterpreterFrame.is_entry (a bool; 3.11) */
 	__u32 code_adaptive;     /* PyCodeObject.co_code_adaptive */
+	__u32 frame_owner;       /* _PyInterpreterFrame.owner (a byte; 3.12 on, else 0):
+				  * a frame owned by the C stack is the shim each
+				  * _PyEval_EvalFrameDefault pushes below its first
+				  * frame, which is then the entry */
+	__u32 owner_cstack;      /* FRAME_OWNED_BY_CSTACK */
 };
 
 /* A sample with stacks.  Variable length: the record ends after

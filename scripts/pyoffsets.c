@@ -4,9 +4,11 @@
  *
  *   gcc $(/usr/bin/python3.11-config --includes) scripts/pyoffsets.c -o pyoffsets && ./pyoffsets
  *
- * (Debian: python3.11-dev.)  Written for 3.11's structs: a later version
- * (3.12 drops is_entry for FRAME_OWNED_BY_CSTACK frames, 3.13 drops cframe
- * and renames f_code) needs its own reading, not only new numbers.
+ * (Debian: python3.11-dev.)  Written for 3.11's structs; 3.12's entry was
+ * printed by the same fields with tstate_current 0 (a C thread-local in
+ * 3.12), _PyInterpreterFrame.owner in place of is_entry, and without
+ * wstr (docs/sample.md "Python frames").  3.13 needs no entry: gebpf reads
+ * the interpreter's own _Py_DebugOffsets.
  */
 #define Py_BUILD_CORE 1
 #include <Python.h>

@@ -1,8 +1,10 @@
-"""`gebpf sample`: Python frames in the native stacks (CPython 3.11).
+"""`gebpf sample`: Python frames in the native stacks (CPython 3.11 from its
+table, 3.12 from its table, 3.13 from the interpreter's own debug offsets).
 
 tests/progs/py_callmix.py runs three functions with known shares of its CPU
 time (about 50/30/20, measured by the program itself) and one of them calls
 hashlib, so libcrypto's frames sit below a Python frame."""
+import glob
 import json
 import os
 import re
@@ -48,10 +50,10 @@ def shares(rows):
     return {f: inc[f] / total for f in FUNCS}, total
 
 
-def run_callmix(tmp_path, extra=(), secs="4", prog_args=()):
+def run_callmix(tmp_path, extra=(), secs="4", prog_args=(), py=PY):
     out, ref = tmp_path / "py.folded", tmp_path / "ref.json"
     r = sample(["--folded", "-o", str(out)] + list(extra) +
-               ["--", PY, CALLMIX, secs, str(ref)] + list(prog_args))
+               ["--", py, CALLMIX, secs, str(ref)] + list(prog_args))
     assert r.returncode == 0, r.stderr
     return r, parse_folded(out.read_text()), ref
 
@@ -77,6 +79,46 @@ def test_python_shares_match_the_known_call_tree(python, tmp_path):
     leftover = sum(c for s, c in rows if "_PyEval_EvalFrameDefault" in s)
     assert leftover <= 0.03 * all_, (leftover, all_, r.stderr)
     assert "warning" not in r.stderr, r.stderr
+
+
+def interpreter(minor):
+    """A CPython 3.MINOR on this machine (Debian's, or a pyenv build: this
+    machine kind has 3.12 and 3.13), or None."""
+    for path in ["/usr/bin/python3.%d" % minor, "/usr/local/bin/python3.%d" % minor] + sorted(
+            glob.glob(os.path.expanduser("~/.pyenv/versions/3.%d.*/bin/python3.%d" %
+                                         (minor, minor)))):
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+@pytest.mark.parametrize("minor", [12, 13])
+def test_later_pythons_share_the_known_call_tree(python, minor, tmp_path):
+    """3.12 (its own table: no is_entry, the C stack's shim frames mark each
+    evaluation's first frame, the thread state found by native thread id)
+    and 3.13 (the layout read from _Py_DebugOffsets at the start of
+    _PyRuntime): the same shares and chain as 3.11's, the version named in
+    -v, no interpreter frame left in place of a Python one."""
+    py = interpreter(minor)
+    if not py:
+        pytest.skip("no CPython 3.%d here (Debian 12 has 3.11 only; pyenv's builds are "
+                    "looked for under ~/.pyenv/versions)" % minor)
+    r, rows, ref = run_callmix(tmp_path, extra=["-v"], py=py)
+    assert re.search(r"Python 3\.%d\.\d+ \(.*\): Python frames on" % minor, r.stderr), r.stderr
+    got, total = shares(rows)
+    want = json.loads(ref.read_text())
+    print("3.%d: gebpf %s of %d samples; program's own %s" % (minor, got, total, want))
+    assert total > 300, (total, r.stderr)
+    for f in FUNCS:
+        assert abs(got[f] - want[f.split(".")[1]]) <= 0.05, (f, got, want, total)
+    all_ = sum(c for _, c in rows)
+    chain = ["Py_BytesMain", "PyEval_EvalCode", "py_callmix.<module>", "py_callmix.main"]
+    ok = sum(c for s, c in rows if all(x in s for x in chain) and
+             [s.index(x) for x in chain] == sorted(s.index(x) for x in chain))
+    assert ok >= 0.8 * all_, (ok, all_, rows[:5])
+    leftover = sum(c for s, c in rows if "_PyEval_EvalFrameDefault" in s)
+    assert leftover <= 0.03 * all_, (leftover, all_, r.stderr)
+    assert not WARN.findall(r.stderr), r.stderr
 
 
 def test_libcrypto_frames_below_the_python_caller(python, tmp_path):

@@ -56,7 +56,7 @@ static const char usage_text[] =
 "                       (default 8192, at most 65536, a multiple of 8)\n"
 "  --kernel             kernel stacks too (below the user stack)\n"
 "  --no-python          native frames only (default: the Python functions of\n"
-"                       CPython 3.11 processes in place of the interpreter's\n"
+"                       CPython 3.11-3.13 processes in place of the interpreter's\n"
 "                       _PyEval_EvalFrameDefault frames)\n"
 "  --top N              rows per --report table (default 20)\n"
 "  -o, --output FILE    write to FILE instead of stdout\n"

@@ -5,7 +5,8 @@
  * A process is looked at as Python when a file it maps whose name starts
  * with "python" or "libpython" (/usr/bin/python3.11, libpython3.11.so.1.0)
  * defines _PyRuntime.  Its version is read from the process (Py_Version,
- * CPython 3.11+), the struct offsets come from a table per version
+ * CPython 3.11+), the struct offsets come from a table per version (3.11,
+ * 3.12) or from the interpreter's own _Py_DebugOffsets (3.13)
  * (generated from the CPython headers: scripts/pyoffsets.c), and they are
  * checked against the live process before use:
  *   - _PyRuntime.interpreters.head is a readable interpreter whose thread

@@ -179,6 +179,12 @@ size_t gb_pystacks__merge(struct gb_pystacks *ps, const struct gb_sample *s,
 		if (j < npy && a >= p->rt.eval_start && a <= p->rt.eval_end) {
 			size_t k0 = k;
 			while (j < npy) {
+				/* the evaluation's first frame: 3.11's is_entry,
+				 * or the frame above a shim (3.12 on) */
+				if (s->py[j].flags & GB_PYFRAME_F_SHIM) {
+					j++;
+					break;
+				}
 				bool entry = s->py[j].flags & GB_PYFRAME_F_ENTRY;
 				put_py(ps, p, &s->py[j++], s->ns, out, &k, max);
 				if (entry)
@@ -190,8 +196,9 @@ size_t gb_pystacks__merge(struct gb_pystacks *ps, const struct gb_sample *s,
 		}
 		out[k++] = (struct gb_profile_frame){ .addr = pcs[i], .ret = i > 0 };
 	}
-	while (j < npy)
-		put_py(ps, p, &s->py[j++], s->ns, out, &k, max);
+	for (; j < npy; j++)
+		if (!(s->py[j].flags & GB_PYFRAME_F_SHIM))
+			put_py(ps, p, &s->py[j], s->ns, out, &k, max);
 	return k;
 }
 
