@@ -116,7 +116,13 @@ def test_later_pythons_share_the_known_call_tree(python, minor, tmp_path):
     ok = sum(c for s, c in rows if all(x in s for x in chain) and
              [s.index(x) for x in chain] == sorted(s.index(x) for x in chain))
     assert ok >= 0.8 * all_, (ok, all_, rows[:5])
-    leftover = sum(c for s, c in rows if "_PyEval_EvalFrameDefault" in s)
+    # An interpreter frame left where the Python ones are named: the frame
+    # chain read while the thread changes it (a call being linked: 1.6% of
+    # 3.13's samples here, under imports), as for 3.11 above.  The samples
+    # taken before the check passed (start-up, the first imports) keep
+    # theirs: how many is a matter of load, not counted.
+    leftover = sum(c for s, c in rows if "_PyEval_EvalFrameDefault" in s and
+                   any(x.startswith("py_callmix.") for x in s))
     assert leftover <= 0.03 * all_, (leftover, all_, r.stderr)
     assert not WARN.findall(r.stderr), r.stderr
 
