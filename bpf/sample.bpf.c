@@ -211,7 +211,7 @@ int gb_sample(struct bpf_perf_event_data *ctx)
 /* Follow children: a process forked by a sampled one is sampled too
  * (threads share the tgid and need nothing).  Loaded only for a -p or
  * launched scope. */
-SEC("tp_btf/sched_process_fork")
+SEC("raw_tp/sched_process_fork")
 int BPF_PROG(gb_follow_fork, struct task_struct *parent, struct task_struct *child)
 {
 	__u32 ptgid = BPF_CORE_READ(parent, tgid), ctgid = BPF_CORE_READ(child, tgid);

@@ -209,7 +209,7 @@ run sample 30 "$G" sample --range "$SPIN_START-$SPIN_LAST" -F 997 --duration 20 
 run probe 60 "${G%/*}/probecheck"
 
 # (6) call stacks: registers + user stack copy (DWARF mode), kernel stacks,
-# children followed (tp_btf/sched_process_fork); a 6-deep chain without
+# children followed (raw_tp/sched_process_fork); a 6-deep chain without
 # frame pointers for 1 s of CPU time
 [ -x "$P/unwind_chain" ] &&
 	run stacks 30 "$G" sample --folded --kernel -F 997 --duration 20 -o "$O/stacks.folded" -- "$P/unwind_chain" 1

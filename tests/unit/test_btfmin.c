@@ -16,7 +16,9 @@
 
 #include "probe/btfmin.h"
 #include "probe/probetrap.h"
+#include "probe/sampler.h"
 #include "probetrap.skel.h"
+#include "sample.skel.h"
 
 static bool have_bpftool(void)
 {
@@ -121,4 +123,34 @@ Test(btfmin, a_damaged_cut_is_dropped_and_the_trap_loads)
 	struct btf *cut = btf__parse(buf, NULL);
 	cr_assert_not_null(cut);
 	btf__free(cut);
+}
+
+/* The sampler's object alike: a damaged cut dropped, the load made with
+ * the kernel's BTF; the fork follower (a raw tracepoint) loads either way. */
+Test(btfmin, the_sampler_loads_past_a_damaged_cut)
+{
+	char buf[256];
+	size_t len = 0;
+	const void *obj = sample_bpf__elf_bytes(&len);
+	pid_t self = getpid();
+
+	need_root_and_bpftool();
+	const char *p = gb_btfmin_path("sample", obj, len, buf, sizeof(buf));
+	cr_assert_not_null(p);
+	int fd = open(p, O_WRONLY | O_TRUNC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, "BTF?", 4), 4);
+	close(fd);
+	struct gb_sampler *s = gb_sampler__new(&(struct gb_sampler_opts){
+		.pids = &self, .npids = 1, .stacks = GB_STACK_DWARF, .python = true });
+	cr_assert_not_null(s, "the sampler did not load past a damaged cut");
+	gb_sampler__free(s);
+	cr_assert_neq(access(p, F_OK), 0, "the damaged cut was kept");
+	/* made again, and used */
+	cr_assert_not_null(gb_btfmin_path("sample", obj, len, buf, sizeof(buf)));
+	s = gb_sampler__new(&(struct gb_sampler_opts){
+		.pids = &self, .npids = 1, .stacks = GB_STACK_DWARF, .python = true });
+	cr_assert_not_null(s);
+	gb_sampler__free(s);
+	cr_assert_eq(access(buf, F_OK), 0);
 }

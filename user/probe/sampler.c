@@ -1,6 +1,7 @@
 /* Sampler: the sample.bpf.c skeleton and its per-CPU perf events behind an
  * opaque type.  API: sampler.h.  Programs, maps, probing: docs/bpf.md. */
 #include "probe/sampler.h"
+#include "probe/btfmin.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -140,13 +141,61 @@ static int pick_event(struct gb_sampler *s, const struct gb_sampler_opts *o)
 	return 0;
 }
 
+/* Open and load the object (s->skel), with cut (the cached cut of the
+ * kernel's BTF: probe/btfmin.h) if not NULL: 0; 1 when the load failed
+ * (said unless cut); -1 on another failure (said). */
+static int open_load(struct gb_sampler *s, const struct gb_sampler_opts *o, size_t rb_bytes,
+		     uint32_t stack_size, const char *cut)
+{
+	int ncpus, err;
+
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .btf_custom_path = cut);
+	sample_bpf__destroy(s->skel);
+	s->skel = sample_bpf__open_opts(&oo);
+	if (!s->skel) {
+		gb_err("sample: opening BPF object: %s", strerror(errno));
+		return -1;
+	}
+	s->skel->rodata->self_tgid = (__u32)getpid();
+	s->skel->rodata->scope_all = o->all;
+	s->skel->rodata->targ_cgroup = o->cgroup_id;
+	s->skel->rodata->has_range = o->has_range;
+	s->skel->rodata->want_fp = o->stacks == GB_STACK_FP;
+	s->skel->rodata->want_regs = o->stacks == GB_STACK_DWARF;
+	s->skel->rodata->want_kernel = o->kernel;
+	s->skel->rodata->stack_size = stack_size;
+	s->skel->rodata->want_python = o->python && o->stacks != GB_STACK_NONE;
+	/* Children are followed through the targets map: -p and launch only. */
+	bpf_program__set_autoload(s->skel->progs.gb_follow_fork, o->npids > 0);
+	ncpus = libbpf_num_possible_cpus();
+	if (ncpus <= 0) {
+		gb_err("sample: counting CPUs: %s", strerror(ncpus ? -ncpus : EINVAL));
+		return -1;
+	}
+	bpf_map__set_max_entries(s->skel->maps.scratch, (__u32)ncpus);
+	s->skel->rodata->has_task_pt_regs = gb_feat_perf_helper(BPF_FUNC_task_pt_regs);
+	if (!s->skel->rodata->has_task_pt_regs)
+		gb_info("sample: no bpf_task_pt_regs(): user pc of in-kernel samples from the task stack");
+	/* We poll with a timeout: wake up only when a quarter is full. */
+	s->skel->rodata->wakeup_bytes = rb_bytes / 4;
+	s->skel->data->armed = !o->wait_exec;
+	s->skel->data->range_start = o->start;
+	s->skel->data->range_end = o->end;
+	bpf_map__set_max_entries(s->skel->maps.events, (__u32)rb_bytes);
+
+	err = sample_bpf__load(s->skel);
+	if (err && !cut)
+		gb_err("sample: loading the perf_event program: %s%s", strerror(-err),
+		       perm_hint(err));
+	return err ? 1 : 0;
+}
+
 struct gb_sampler *gb_sampler__new(const struct gb_sampler_opts *o)
 {
 	struct gb_sampler *s;
 	size_t rb_bytes = o->ringbuf_bytes ? o->ringbuf_bytes :
 			  o->stacks || o->kernel ? DEFAULT_RINGBUF_STACKS : DEFAULT_RINGBUF;
 	uint32_t stack_size = o->stack_size ? o->stack_size : DEFAULT_STACK_SIZE;
-	int ncpus, err;
 
 	if (!o->all && !o->cgroup_id && !o->npids) {
 		gb_err("sample: no process to sample");
@@ -179,43 +228,20 @@ struct gb_sampler *gb_sampler__new(const struct gb_sampler_opts *o)
 	if (pick_event(s, o))
 		goto fail;
 
-	s->skel = sample_bpf__open();
-	if (!s->skel) {
-		gb_err("sample: opening BPF object: %s", strerror(errno));
-		goto fail;
-	}
-	s->skel->rodata->self_tgid = (__u32)getpid();
-	s->skel->rodata->scope_all = o->all;
-	s->skel->rodata->targ_cgroup = o->cgroup_id;
-	s->skel->rodata->has_range = o->has_range;
-	s->skel->rodata->want_fp = o->stacks == GB_STACK_FP;
-	s->skel->rodata->want_regs = o->stacks == GB_STACK_DWARF;
-	s->skel->rodata->want_kernel = o->kernel;
-	s->skel->rodata->stack_size = stack_size;
-	s->skel->rodata->want_python = o->python && o->stacks != GB_STACK_NONE;
-	/* Children are followed through the targets map: -p and launch only. */
-	bpf_program__set_autoload(s->skel->progs.gb_follow_fork, o->npids > 0);
-	ncpus = libbpf_num_possible_cpus();
-	if (ncpus <= 0) {
-		gb_err("sample: counting CPUs: %s", strerror(ncpus ? -ncpus : EINVAL));
-		goto fail;
-	}
-	bpf_map__set_max_entries(s->skel->maps.scratch, (__u32)ncpus);
-	s->skel->rodata->has_task_pt_regs = gb_feat_perf_helper(BPF_FUNC_task_pt_regs);
-	if (!s->skel->rodata->has_task_pt_regs)
-		gb_info("sample: no bpf_task_pt_regs(): user pc of in-kernel samples from the task stack");
-	/* We poll with a timeout: wake up only when a quarter is full. */
-	s->skel->rodata->wakeup_bytes = rb_bytes / 4;
-	s->skel->data->armed = !o->wait_exec;
-	s->skel->data->range_start = o->start;
-	s->skel->data->range_end = o->end;
-	bpf_map__set_max_entries(s->skel->maps.events, (__u32)rb_bytes);
-
-	err = sample_bpf__load(s->skel);
-	if (err) {
-		gb_err("sample: loading the perf_event program: %s%s", strerror(-err),
-		       perm_hint(err));
-		goto fail;
+	{
+		/* With the cached cut of the kernel's BTF when there is one (a
+		 * load it makes fail: the kernel's, the cut dropped). */
+		char path[256];
+		size_t len = 0;
+		const void *obj = sample_bpf__elf_bytes(&len);
+		const char *cut = gb_btfmin_path("sample", obj, len, path, sizeof(path));
+		int r = open_load(s, o, rb_bytes, stack_size, cut);
+		if (r == 1 && cut) {
+			gb_btfmin_drop(cut);
+			r = open_load(s, o, rb_bytes, stack_size, NULL);
+		}
+		if (r)
+			goto fail;
 	}
 	for (size_t i = 0; i < o->npids; i++) {
 		__u32 key = (__u32)o->pids[i];
@@ -331,7 +357,7 @@ int gb_sampler__start(struct gb_sampler *s)
 		s->fork_link = bpf_program__attach(s->skel->progs.gb_follow_fork);
 		if (!s->fork_link) {
 			err = -errno;
-			gb_err("sample: following forks (tp_btf/sched_process_fork): %s",
+			gb_err("sample: following forks (raw_tp/sched_process_fork): %s",
 			       strerror(-err));
 			goto fail;
 		}
