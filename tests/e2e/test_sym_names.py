@@ -163,3 +163,17 @@ def test_flamegraph_holds_the_folded_stacks(tmp_path):
     m = re.search(r'id="matched"[^>]*>Matched: ([0-9.]+)%<', d.stdout)
     assert m, "no search result in the browser's page: %s" % (d.stdout[-1500:] or d.stderr[-1500:])
     assert abs(float(m.group(1)) - share) <= 0.2, (m.group(1), share)
+
+
+def test_snap_stacks_name_functions_as_gdb_does(tmp_path):
+    """snap --at the demangled name: the snapshot's stack trace keeps the
+    ELF's name in `symbol` and gives gdb's in `function`
+    (docs/snapshot-format.md)."""
+    from test_snap import note_json
+    out = tmp_path / "cxx.core"
+    r = run_gebpf(["snap", "-o", out, "--at", "app::Acc::add", "--", prog_path(CXX), "10"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    top = note_json(out)["stacktrace"][0]
+    assert top[0]["symbol"] == "_ZN3app3Acc3addEl+0x0", top[:3]
+    assert top[0]["function"] == "app::Acc::add(long)+0x0", top[:3]
+    assert top[1]["function"].startswith("main+0x") and top[1]["symbol"].startswith("main+0x"), top[:3]

@@ -114,6 +114,7 @@ char *gb_snap__json_build(const struct gb_snapshot *s, size_t *len)
 			cJSON_AddItemToObject(f, "pc", hex(t->frames[j].pc));
 			cJSON_AddItemToObject(f, "sp", hex(t->frames[j].sp));
 			cJSON_AddItemToObject(f, "symbol", str_or_null(t->frames[j].symbol));
+			cJSON_AddItemToObject(f, "function", str_or_null(t->frames[j].function));
 			cJSON_AddItemToArray(a, f);
 		}
 		cJSON_AddItemToArray(st, a);
@@ -232,6 +233,8 @@ static int apply_stacks(struct gb_snapshot *s, const cJSON *st, const char *path
 			    get_hex(cJSON_GetObjectItemCaseSensitive(f, "sp"), &fr->sp))
 				return bad(path, "\"stacktrace\" frame needs hex pc and sp");
 			fr->symbol = dup_str(cJSON_GetObjectItemCaseSensitive(f, "symbol"));
+			/* (absent before it was written: null) */
+			fr->function = dup_str(cJSON_GetObjectItemCaseSensitive(f, "function"));
 		}
 	}
 	return 0;

@@ -36,8 +36,10 @@ void gb_snapshot_free(struct gb_snapshot *s)
 	for (size_t i = 0; i < s->nthreads; i++) {
 		struct gb_snap_thread *t = &s->threads[i];
 		free(t->xstate);
-		for (size_t j = 0; j < t->nframes; j++)
+		for (size_t j = 0; j < t->nframes; j++) {
 			free(t->frames[j].symbol);
+			free(t->frames[j].function);
+		}
 		free(t->frames);
 	}
 	free(s->threads);

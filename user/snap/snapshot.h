@@ -32,6 +32,8 @@ struct gb_snap_cow_plan;
 struct gb_snap_frame {
 	uint64_t pc, sp;
 	char *symbol;              /* "main+0x1c", "module+0x1234", or NULL */
+	char *function;            /* the function as gdb names it (C++ and Rust
+				    * demangled) with its offset, or NULL outside one */
 };
 
 /* A thread's kernel state that is not registers, for resume (kstate.c).

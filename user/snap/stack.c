@@ -35,17 +35,21 @@ static bool memory_read(void *ctx, uint64_t addr, uint64_t *word)
 	return gb_snapshot_read_memory(s, addr, word, sizeof(*word), NULL) == 0;
 }
 
-/* "func+0xOFF", else "module+0xOFF" (from the module's start), else NULL. */
-static char *symbolize(struct unwind *w, uint64_t pc, bool activation)
+/* "sym+0xOFF" (the ELF's name), else "module+0xOFF" (from the module's
+ * start), else NULL; *function: "func+0xOFF" (demangled), else NULL. */
+static char *symbolize(struct unwind *w, uint64_t pc, bool activation, char **function)
 {
 	struct gb_frame_info fi;
 	char *out = NULL;
 
+	*function = NULL;
 	if (gb_unwinder__symbol(w->u, w->pid, pc, !activation, &fi))
 		return NULL;
 	if (fi.sym) {
 		if (asprintf(&out, "%s+0x%" PRIx64, fi.sym, fi.func_off) < 0)
 			out = NULL;
+		if (fi.func && asprintf(function, "%s+0x%" PRIx64, fi.func, fi.func_off) < 0)
+			*function = NULL;
 	} else if (fi.module) {
 		const char *base = strrchr(fi.module, '/');
 		if (asprintf(&out, "%s+0x%" PRIx64, base ? base + 1 : fi.module, pc - fi.mod_start) < 0)
@@ -64,7 +68,7 @@ static bool on_frame(void *ctx, const struct gb_unwind_frame *fr)
 	struct gb_snap_frame *f = &t->frames[t->nframes++];
 	f->pc = fr->pc;
 	f->sp = fr->sp;
-	f->symbol = symbolize(w, fr->pc, fr->activation);
+	f->symbol = symbolize(w, fr->pc, fr->activation, &f->function);
 	return t->nframes < MAX_FRAMES && fr->pc != 0;
 }
 
@@ -110,8 +114,10 @@ void gb_snapshot_unwind(struct gb_snapshot *s)
 	for (size_t i = 0; i < s->nthreads; i++) {
 		struct gb_snap_thread *t = &s->threads[i];
 		struct gb_user_regs regs;
-		for (size_t j = 0; j < t->nframes; j++)
+		for (size_t j = 0; j < t->nframes; j++) {
 			free(t->frames[j].symbol);
+			free(t->frames[j].function);
+		}
 		free(t->frames);
 		t->frames = NULL;
 		t->nframes = 0;
