@@ -48,6 +48,18 @@ static long member_off(const struct btf *btf, const char *name)
 	return -1;
 }
 
+/* Overwrite the cut of name for obj with bytes that are no BTF; its path
+ * in buf. */
+static void damage(const char *name, const void *obj, size_t len, char *buf, size_t size)
+{
+	const char *p = gb_btfmin_path(name, obj, len, buf, size);
+	cr_assert_not_null(p);
+	int fd = open(p, O_WRONLY | O_TRUNC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, "not BTF", 7), 7);
+	close(fd);
+}
+
 Test(btfmin, made_once_with_the_kernels_offsets)
 {
 	char buf[256];
@@ -106,12 +118,8 @@ Test(btfmin, a_damaged_cut_is_dropped_and_the_trap_loads)
 	const void *obj = probetrap_bpf__elf_bytes(&len);
 
 	need_root_and_bpftool();
-	const char *p = gb_btfmin_path("probetrap", obj, len, buf, sizeof(buf));
-	cr_assert_not_null(p);
-	int fd = open(p, O_WRONLY | O_TRUNC);
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(write(fd, "not BTF", 7), 7);
-	close(fd);
+	damage("probetrap", obj, len, buf, sizeof(buf));
+	const char *p = buf;
 
 	struct gb_probetrap *t = gb_probetrap__new(&(struct gb_probetrap_opts){
 		.tgid = getpid(), .quiet = true, .silent = true });
@@ -135,12 +143,9 @@ Test(btfmin, the_sampler_loads_past_a_damaged_cut)
 	pid_t self = getpid();
 
 	need_root_and_bpftool();
-	const char *p = gb_btfmin_path("sample", obj, len, buf, sizeof(buf));
-	cr_assert_not_null(p);
-	int fd = open(p, O_WRONLY | O_TRUNC);
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(write(fd, "BTF?", 4), 4);
-	close(fd);
+	damage("sample", obj, len, buf, sizeof(buf));
+	char p[256];
+	snprintf(p, sizeof(p), "%s", buf);
 	struct gb_sampler *s = gb_sampler__new(&(struct gb_sampler_opts){
 		.pids = &self, .npids = 1, .stacks = GB_STACK_DWARF, .python = true });
 	cr_assert_not_null(s, "the sampler did not load past a damaged cut");
