@@ -192,11 +192,12 @@ CUT_SAID = "the kernel's BTF cut to its types"
 def judge_btf_cut(rdir):
     """The probe trap's program loaded with the cached cut of the kernel's
     BTF (docs/trace.md "Start-up cost"): the first trace of the boot
-    (`trace`) made it with the guest's bpftool, the later ones (trace_jit,
-    trace_patch: the same exact trace) loaded with it."""
+    (`trace`) made it with the guest's bpftool, a later one (trace_jit,
+    the probe trap again) loaded with it.  (trace_patch patches every
+    entry of kmtrace: it loads no uprobe program.)"""
     if "bpftool=yes" not in (read(os.path.join(rdir, "features"), "") or "").split():
         return None
-    for name in ("trace_jit", "trace_patch"):
+    for name in ("trace_jit",):
         c = Check(rdir, name)
         if not any("BPF program loaded" in l and CUT_SAID in l for l in c.err):
             return ("fail", "%s: the probe trap's program was not loaded with the cut of the "
@@ -245,8 +246,8 @@ def judge_trace(rdir, exp, env):
             if no_fsgsbase(rdir) != (TCB_SAYS in line):
                 return ("fail", "the owner check's form does not match the CPU (fsgsbase=%s): "
                         "%s" % ("no" if no_fsgsbase(rdir) else "yes", line.strip()))
-    bad = (judge_btf_cut(rdir) or judge_patch_probe(rdir) or judge_exec_thread(rdir, exp) or
-           judge_direct(rdir) or judge_killed(rdir, env))
+    bad = (judge_patch_probe(rdir) or judge_exec_thread(rdir, exp) or judge_direct(rdir) or
+           judge_killed(rdir, env) or judge_btf_cut(rdir))
     if bad:
         return bad
     return ("pass", "%d lines exact: probe trap (also after an exec from a second thread), page "

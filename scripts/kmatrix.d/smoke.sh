@@ -126,7 +126,10 @@ mkfifo "$O/.killed.fifo"
 kp=$!
 exec 9>"$O/.killed.fifo"
 sleep 0.3
-"$G" trace -v -p "$kp" --trap patch --range "$ALARM_START-$ALARM_LAST" --duration 60 \
+# (its own process group, the worker in it: one kill(2) of the group
+# SIGKILLs both at once, as a cgroup's OOM kill does; two kills in a row
+# let the one left write the entries back, and die before saying so)
+setsid "$G" trace -v -p "$kp" --trap patch --range "$ALARM_START-$ALARM_LAST" --duration 60 \
 	--max-events 20000 -o "$O/killed.jsonl" 2>"$O/killed.err" &
 gp=$!
 i=0
@@ -139,7 +142,8 @@ wp=
 for d in /proc/[0-9]*; do
 	[ "$(cut -d' ' -f4 "$d/stat" 2>/dev/null)" = "$gp" ] && wp="$wp ${d#/proc/}"
 done
-kill -9 $wp "$gp" 2>/dev/null
+kill -9 -- -"$gp" 2>/dev/null
+kill -9 $wp 2>/dev/null
 wait "$gp"
 echo $? >"$O/killed.rc"
 echo "$wp" >"$O/killed.worker"

@@ -158,7 +158,7 @@ def write_good(d):
         "trace_jit.err": CUT_LOADED +
         "gebpf: trace: jit: 2 runs, 3 stops, 20 instructions translated-run, 3 blocks\n",
         "trace_patch.rc": "0\n", "trace_patch.jsonl": EXPECT,
-        "trace_patch.err": CUT_LOADED + "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\ngebpf: patch trap: the owner check in 2 of 2 entry blocks\n",
+        "trace_patch.err": "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\ngebpf: patch trap: the owner check in 2 of 2 entry blocks\n",
         "trace_patch_probe.rc": "0\n", "trace_patch_probe.jsonl": SHORT,
         "trace_patch_probe.err": "gebpf: patch trap: its uprobes stop the thread after the kernel "
                                  "ran the entry's instruction out of line (no ip writes)\n"
@@ -250,9 +250,8 @@ def test_good_results_pass(good):
 
 
 def test_probe_program_loaded_without_the_btf_cut_fails(good):
-    put(good, "trace_patch.err", "gebpf: probe trap: BPF program loaded in 90.1 ms\n"
-        "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\n"
-        "gebpf: patch trap: the owner check in 2 of 2 entry blocks\n")
+    put(good, "trace_jit.err", "gebpf: probe trap: BPF program loaded in 90.1 ms\n"
+        "gebpf: trace: jit: 2 runs, 3 stops, 20 instructions translated-run, 3 blocks\n")
     v, why = verdicts(good)["trace"]
     assert v == "fail" and "cut of the kernel's BTF" in why and "90.1 ms" in why
     # a guest without bpftool: the kernel's whole BTF, as before
