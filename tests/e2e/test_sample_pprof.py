@@ -390,6 +390,10 @@ def test_forgets_exited_processes(gebpf, tmp_path):
     # (at least one: how many of the churn's processes a 4 s run sees is a
     # rate; 2 at load 14, the ring losing 5,831 samples)
     assert sum(gone) >= 1, r.stderr[-2000:]
+    # -v gives the agent's own resident size and how many processes its
+    # unwinder holds, at each period's end
+    held = re.findall(r"gebpf's resident size ([\d.]+) MiB, (\d+) processes known", r.stderr)
+    assert held and all(float(m) > 0 for m, _ in held), r.stderr[-2000:]
     # A period whose every sample came from processes that exited before
     # their maps were read has no mapping to name (CI's run of 67956a3 under
     # load: one such profile); the others must name theirs.

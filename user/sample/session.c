@@ -166,6 +166,16 @@ static int close_period(struct session *S, uint64_t end_ns)
 	gb_profile__sources(S->prof);
 	if (gb_pprof_dir__write(S->dir, S->prof, &info))
 		S->unwritten++;
+	/* (-v: what the agent itself holds, period after period) */
+	long pages = 0;
+	FILE *statm = fopen("/proc/self/statm", "re");
+	if (statm && fscanf(statm, "%*s %ld", &pages) != 1)
+		pages = 0;
+	if (statm)
+		fclose(statm);
+	gb_info("sample: gebpf's resident size %.1f MiB, %zu processes known to its unwinder",
+		(double)pages * (double)sysconf(_SC_PAGESIZE) / 1048576.0,
+		S->unw ? gb_unwinder__nprocs(S->unw) : (size_t)0);
 	gb_profile__free(S->prof);
 	S->prof = S->next;
 	S->next = new_profile(S);

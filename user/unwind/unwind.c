@@ -526,6 +526,20 @@ static void collect_gone(const void *node, VISIT which, void *arg)
 	f->gone[f->n++] = p;
 }
 
+static void count_one(const void *node, VISIT which, void *arg)
+{
+	(void)node;
+	if (which == postorder || which == leaf)
+		++*(size_t *)arg;
+}
+
+size_t gb_unwinder__nprocs(const struct gb_unwinder *u)
+{
+	size_t n = 0;
+	twalk_r(u->procs, count_one, &n);
+	return n;
+}
+
 size_t gb_unwinder__forget(struct gb_unwinder *u, uint64_t before_ns)
 {
 	struct forget f = { .before_ns = before_ns };

@@ -147,6 +147,9 @@ size_t gb_unwinder__forget(struct gb_unwinder *u, uint64_t before_ns);
  * were read. */
 size_t gb_unwinder__refresh(struct gb_unwinder *u, uint64_t every_ns, uint64_t active_ns);
 
+/* How many processes the unwinder keeps (their modules and names). */
+size_t gb_unwinder__nprocs(const struct gb_unwinder *u);
+
 /* Read the modules of pid now (e.g. right after a launched command's exec)
  * so that its samples can be named even if it exits soon. */
 void gb_unwinder__prepare(struct gb_unwinder *u, pid_t pid);
