@@ -357,11 +357,11 @@ void ns_owner_native(struct gb_jit *j, const struct gb_insn *in, unsigned n, siz
 int ns_owner_unwind(const struct gb_jit *j, const struct unit *u, uint32_t d, uint64_t *rax,
 		    uint64_t *rcx, uint64_t *rsp);
 
-/* rep.c: REP string instructions in the stop-free mode, a block of their
- * own whose every pass is one iteration (its record, the instruction
- * without its REP prefix, rcx counted down, back to head). */
+/* rep.c: REP string instructions in the stop-free mode (the ones
+ * support.c takes), a block of their own whose every pass is one
+ * iteration (its record, the instruction without its REP prefix, rcx
+ * counted down, back to head). */
 enum rep_cond { REP_ALWAYS, REP_WHILE_ZF, REP_WHILE_NZ };
-bool ns_rep_ok(const struct gb_insn *gi);
 /* After head (the block's budget check): 0, or -1. */
 int ns_rep(struct gb_jit *j, const struct gb_insn *gi, uint64_t head);
 

@@ -38,6 +38,15 @@ bool gb_jit__emulated(const struct gb_insn *in)
 	}
 }
 
+/* The REP string instructions rep.c runs one iteration at a time: movs,
+ * stos, lods, cmps, scas (not ins/outs), 64-bit addressing (a 0x67 REP
+ * counts ecx: stepped elsewhere, refused here). */
+static bool rep_ok(const struct gb_insn *gi)
+{
+	return gi->zi.meta.category == ZYDIS_CATEGORY_STRINGOP && gi->zi.address_width == 64 &&
+	       gi->plan.reg_bits == 64;
+}
+
 /* What only the stop-free mode takes (no stop to lean on: each is run
  * exactly in the cache, docs/trace.md "A trap without stops"): REP string
  * instructions (rep.c), bit tests with a register bit offset into memory
@@ -50,7 +59,7 @@ bool gb_jit__emulated(const struct gb_insn *in)
 static bool nostop_only(const struct gb_insn *in)
 {
 	if (in->flags & GB_INSN_REP)
-		return ns_rep_ok(in);
+		return rep_ok(in);
 	if (in->plan.kind == GB_PLAN_BT)
 		return true;
 	if ((in->plan.kind == GB_PLAN_VSIB || (in->plan.kind == GB_PLAN_MASKED &&
