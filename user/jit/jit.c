@@ -577,3 +577,19 @@ uint64_t gb_jit__entry(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	}
 	return at;
 }
+
+/* The other way in, gebpf's (jit.h): no entry block, the lock handed over
+ * held, the block translated here and the marker its acquire would have
+ * written put at the ring's head. */
+uint64_t gb_jit__enter_held(struct gb_jit *j, unsigned k, uint64_t pc, gb_jit_fetch_fn fetch,
+			    void *ctx)
+{
+	uint64_t blk = j->o.nostop && k < GB_JIT_TLS_COUNT ? gb_jit__block(j, pc, fetch, ctx) : 0;
+	uint64_t h = *(volatile uint64_t *)dword(j, HEAD);
+	if (!blk || h < j->m.data_addr || h + 8 > j->m.data_addr + GB_JIT_DATA_SIZE)
+		return 0;
+	/* (a block's budget counts one marker before its head: an entry's) */
+	*(volatile uint64_t *)(j->m.data + (h - j->m.data_addr)) = NS_MARK | k;
+	__atomic_store_n(dword(j, HEAD), h + 8, __ATOMIC_RELEASE);
+	return blk;
+}
