@@ -390,7 +390,7 @@ int ns_transfer(struct gb_jit *j, const struct gb_insn *gi, struct link *l);
 void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, bool translate);
 /* A block was translated at pc: the next pass makes its twin. */
 void ns_twin_want(struct gb_jit *j, uint64_t pc);
-/* twin_link.c: the map of twins emptied. */
+/* twin_map.c: the map of twins emptied. */
 void ns_twin_reset(struct gb_jit *j);
 /* The published twin of pc for the lookup table's column (0: none). */
 uint64_t ns_twin_pub(const struct gb_jit *j, uint64_t pc);

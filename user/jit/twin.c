@@ -42,8 +42,9 @@
  *
  * This file is the pass, its publishing and the exits learned for the
  * twins' lookups; the twin of one block (its head, a tight loop's copies,
- * a to-recording entry) is twin_block.c's, and the pc -> twin map with a
- * twin's ways out (links, calls, lookups, misses) twin_link.c's. */
+ * a to-recording entry) is twin_block.c's, a twin's ways out (links,
+ * calls, lookups, misses) twin_link.c's, and the pc -> twin map
+ * twin_map.c's. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
