@@ -290,9 +290,12 @@ static inline uint64_t *dword(const struct gb_jit *j, size_t off) { return (uint
 static inline uint64_t daddr(const struct gb_jit *j, size_t off) { return j->m.data_addr + off; }
 static inline bool inside(const struct gb_jit *j, uint64_t pc) { return pc >= j->start && pc <= j->end; }
 
-/* jit.c */
-/* The translated block of pc, or 0. */
+/* block_map.c: the translated block of pc, or 0; the block of pc is at
+ * addr from now on (0, or -ENOMEM). */
 uint64_t jit_block_of(const struct gb_jit *j, uint64_t pc);
+int jit_block_put(struct gb_jit *j, uint64_t pc, uint64_t addr);
+
+/* jit.c */
 static inline struct unit *jit_unit_add(struct gb_jit *j, enum ukind k, uint64_t pc)
 {
 	if (GB_GROW(&j->u, &j->ucap, j->nu + 1))

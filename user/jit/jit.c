@@ -117,58 +117,6 @@ void gb_jit__flush(struct gb_jit *j)
 	ns_setup(j);
 }
 
-/* --- block map (open addressing; key 0 is empty: pc 0 is never code) --- */
-
-static size_t hslot(const struct gb_jit *j, uint64_t pc)
-{
-	size_t h = (size_t)((pc * 0x9e3779b97f4a7c15ull) >> 20) & (j->hcap - 1);
-	while (j->hk[h] && j->hk[h] != pc)
-		h = (h + 1) & (j->hcap - 1);
-	return h;
-}
-
-static uint64_t block_of(const struct gb_jit *j, uint64_t pc)
-{
-	if (!j->hcap)
-		return 0;
-	size_t h = hslot(j, pc);
-	return j->hk[h] == pc ? j->hv[h] : 0;
-}
-
-uint64_t jit_block_of(const struct gb_jit *j, uint64_t pc) { return block_of(j, pc); }
-
-static int block_put(struct gb_jit *j, uint64_t pc, uint64_t addr)
-{
-	if ((j->hn + 1) * 2 > j->hcap) {
-		size_t oc = j->hcap, nc = oc ? oc * 2 : 1024;
-		uint64_t *ok = j->hk, *ov = j->hv;
-		j->hk = calloc(nc, sizeof(*j->hk));
-		j->hv = calloc(nc, sizeof(*j->hv));
-		if (!j->hk || !j->hv) {
-			free(j->hk);
-			free(j->hv);
-			j->hk = ok;
-			j->hv = ov;
-			return -ENOMEM;
-		}
-		j->hcap = nc;
-		for (size_t k = 0; k < oc; k++)
-			if (ok[k]) {
-				size_t h = hslot(j, ok[k]);
-				j->hk[h] = ok[k];
-				j->hv[h] = ov[k];
-			}
-		free(ok);
-		free(ov);
-	}
-	size_t h = hslot(j, pc);
-	if (!j->hk[h])
-		j->hn++;
-	j->hk[h] = pc;
-	j->hv[h] = addr;
-	return 0;
-}
-
 static bool translatable(const struct gb_jit *j, const struct gb_insn *in)
 {
 	return j->o.nostop ? gb_jit__nostop_supported(in) : gb_jit__supported(in);
@@ -343,7 +291,7 @@ int jit_one(struct gb_jit *j, const struct gb_insn *gi, bool norefs)
 
 uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, void *ctx)
 {
-	uint64_t have = block_of(j, pc);
+	uint64_t have = jit_block_of(j, pc);
 	if (have)
 		return have;
 	const struct gb_insn *first = inside(j, pc) ? fetch(ctx, pc) : NULL;
@@ -445,7 +393,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	}
 	/* Point the links at blocks, or at stubs (after the block's code). */
 	for (unsigned k = 0; k < nlinks && !j->em.err; k++) {
-		uint64_t dst = block_of(j, links[k].target);
+		uint64_t dst = jit_block_of(j, links[k].target);
 		if (!dst && j->o.nostop && !inside(j, links[k].target)) {
 			dst = gb_emit_here(&j->em);
 			struct unit *x = jit_unit_add(j, U_NS, links[k].target);
@@ -468,7 +416,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	}
 	if (!j->em.err)
 		gb_emit_repoint(&j->em, full_src, full_stub);
-	if (j->em.err || block_put(j, pc, head)) {
+	if (j->em.err || jit_block_put(j, pc, head)) {
 		/* Out of room (or unencodable): nothing of it stays. */
 		j->nu = mark_u;
 		j->nin = mark_in;
@@ -507,7 +455,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 
 void gb_jit__table_put(struct gb_jit *j, uint64_t pc)
 {
-	uint64_t blk = j->o.nostop ? block_of(j, pc) : 0;
+	uint64_t blk = j->o.nostop ? jit_block_of(j, pc) : 0;
 	if (blk)
 		ns_table_put(j, pc, blk);
 }
@@ -521,13 +469,13 @@ int gb_jit__translate_from(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch,
 		more = false;
 		for (size_t k = 0; k < j->nst; k++) {
 			uint64_t t = j->st[k].target;
-			if (!block_of(j, t) && gb_jit__block(j, t, fetch, ctx)) {
+			if (!jit_block_of(j, t) && gb_jit__block(j, t, fetch, ctx)) {
 				more = true;
 				break; /* the list changed */
 			}
 		}
 		for (size_t k = 0; k < j->nwant && !more; k++)
-			if (!block_of(j, j->want[k]) && gb_jit__block(j, j->want[k], fetch, ctx))
+			if (!jit_block_of(j, j->want[k]) && gb_jit__block(j, j->want[k], fetch, ctx))
 				more = true;
 	}
 	int e = j->em.err;
