@@ -388,9 +388,11 @@ int ns_transfer(struct gb_jit *j, const struct gb_insn *gi, struct link *l);
 /* twin.c: counting twins (docs/trace.md "Counting after the budget").
  * The pass that makes the twins of every block (and wanted pc) that has
  * none, links them and publishes them (lookup table, acquire sites);
- * translate: it may translate recording blocks (the lock held, or no
- * thread in). */
-void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, bool translate);
+ * translate: gb_jit__block when the pass may translate recording blocks
+ * (the lock held, or no thread in), else NULL (jit.c hands its translator
+ * down, so the twins, which it drives, never call up into it). */
+typedef uint64_t (*jit_block_fn)(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, void *ctx);
+void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, jit_block_fn translate);
 /* A block was translated at pc: the next pass makes its twin. */
 void ns_twin_want(struct gb_jit *j, uint64_t pc);
 /* twin_map.c: the map of twins emptied. */

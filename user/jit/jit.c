@@ -483,10 +483,22 @@ int gb_jit__translate_from(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch,
 	 * without room for them the trace only counts slower after its budget
 	 * (the recording blocks count) */
 	if (j->tw_auto) {
-		ns_twins(j, fetch, ctx, true);
+		ns_twins(j, fetch, ctx, gb_jit__block);
 		j->stats.twin_full += j->em.err == -ENOSPC;
 		j->em.err = 0;
 	}
+	return e;
+}
+
+/* The twin pass (twin.c) with the translator handed to it, for the
+ * recording blocks its to-recording entries enter; from now on it runs
+ * after each translation too. */
+int gb_jit__twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx)
+{
+	j->tw_auto = j->o.twins;
+	ns_twins(j, fetch, ctx, gb_jit__block);
+	int e = j->em.err;
+	j->em.err = 0;
 	return e;
 }
 
@@ -520,7 +532,7 @@ uint64_t gb_jit__entry(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	/* its twin (twin.c): made and published with nothing translated for
 	 * the recording blocks (other threads may be running in them) */
 	if (at && !j->em.err && j->tw_auto) {
-		ns_twins(j, fetch, ctx, false);
+		ns_twins(j, fetch, ctx, NULL);
 		j->em.err = 0;
 	}
 	return at;

@@ -120,7 +120,7 @@ void ns_twin_want(struct gb_jit *j, uint64_t pc)
 		j->em.err = -ENOMEM;
 }
 
-void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, bool translate)
+void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, jit_block_fn translate)
 {
 	if (!j->o.nostop || !j->o.twins || j->em.err)
 		return;
@@ -254,13 +254,4 @@ unsigned gb_jit__learn_exits(struct gb_jit *j, unsigned nareas)
 	}
 	j->stats.exits_learned += n;
 	return n;
-}
-
-int gb_jit__twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx)
-{
-	j->tw_auto = j->o.twins;
-	ns_twins(j, fetch, ctx, true);
-	int e = j->em.err;
-	j->em.err = 0;
-	return e;
 }

@@ -11,10 +11,7 @@
 #include <stdint.h>
 
 #include "decode/decode.h"
-#include "jit/jit.h"
-
-struct gb_jit;
-struct unit;
+#include "jit/internal.h"
 
 /* struct unit .tw of a U_TWIN unit (pc: the original instruction a thread
  * stopped there stands at; tb: the counts taken back then). */
@@ -51,10 +48,10 @@ enum { TW_F_TWIN = 1, TW_F_TOREC = 2, TW_F_NEW = 4 };
  * design. */
 bool ns_twin_countable(const struct gb_insn *gi, unsigned *rd, unsigned *wr);
 /* The twin of the block at pc (*f its kind: TW_F_TWIN, or TW_F_TOREC for
- * a to-recording entry), or 0; translate: it may translate the recording
- * block a to-recording entry enters. */
+ * a to-recording entry), or 0; translate (ns_twins'): it translates the
+ * recording block a to-recording entry enters, NULL: that may not. */
 uint64_t ns_twin_block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, void *ctx,
-		       bool translate, uint8_t *f);
+		       jit_block_fn translate, uint8_t *f);
 
 /* twin_map.c: the pc -> twin map (*f: its TW_F_* flags; 0: no twin), and
  * the pcs wanted by the next pass (-ENOMEM). */
