@@ -1,7 +1,8 @@
 /* Private to user/jit: the translator's state, shared by its files (jit.c
- * translates blocks, locate.c maps cache addresses back, ring.c reads and
- * runs the record ring, lock.c and ibl.c emit the stop-free mode's entries,
- * exits and lookups).  The layout of the data part is here. */
+ * translates blocks of insn.c's instructions, locate.c maps cache
+ * addresses back, ring.c reads and runs the record ring, lock.c and ibl.c
+ * emit the stop-free mode's entries, exits and lookups).  The layout of
+ * the data part is here. */
 #ifndef GB_JIT_INTERNAL_H
 #define GB_JIT_INTERNAL_H
 
@@ -295,7 +296,8 @@ static inline bool inside(const struct gb_jit *j, uint64_t pc) { return pc >= j-
 uint64_t jit_block_of(const struct gb_jit *j, uint64_t pc);
 int jit_block_put(struct gb_jit *j, uint64_t pc, uint64_t addr);
 
-/* jit.c */
+/* A unit of the code region, begun at its current end and ended there
+ * later (every file that emits code marks its pieces so). */
 static inline struct unit *jit_unit_add(struct gb_jit *j, enum ukind k, uint64_t pc)
 {
 	if (GB_GROW(&j->u, &j->ucap, j->nu + 1))
@@ -308,13 +310,15 @@ static inline struct unit *jit_unit_add(struct gb_jit *j, enum ukind k, uint64_t
 	return u;
 }
 static inline void jit_unit_end(struct gb_jit *j, struct unit *u) { u->end = (uint32_t)j->em.used; }
-/* The instrumentation of gi (its record: id, then each run-time address;
+
+/* insn.c: one translated instruction's pieces (jit.c's blocks, popf.c,
+ * rep.c).  The instrumentation of gi (its record: id, then each run-time address;
  * norefs: the id alone), a U_INSN unit whose end is the caller's (after
  * the copy of the instruction).  Its id, or -1. */
 int jit_one(struct gb_jit *j, const struct gb_insn *gi, bool norefs);
 #define ENTER_LEVELS 3   /* enter N, L: translated for L <= 3 */
 /* An exit stub to target (getpid; in the stop-free mode then the lock is
- * released): see jit.c. */
+ * released): see insn.c. */
 uint64_t jit_stub(struct gb_jit *j, uint64_t target, uint32_t src, uint8_t emu_words);
 
 /* lock.c: the shared routines (emitted at the start of the code after each

@@ -44,7 +44,7 @@ bool ns_twin_countable(const struct gb_insn *gi, unsigned *rd, unsigned *wr)
 				++*rd;
 		}
 		return true;
-	case GB_PLAN_ENTER: { /* jit.c's enter_refs: push rbp, L-1 frame pointers
+	case GB_PLAN_ENTER: { /* insn.c's enter_refs: push rbp, L-1 frame pointers
 			       * read and pushed, the new one pushed */
 		unsigned l = p->level;
 		if (l > ENTER_LEVELS)
