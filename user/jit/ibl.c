@@ -51,7 +51,7 @@ void ns_table_put(struct gb_jit *j, uint64_t pc, uint64_t blk)
 	if (t[i] && t[i] != -pc)
 		i = home;
 	t[NS_TBL_ENTRIES + i] = blk;
-	ns_twcol(j)[i] = ns_twin_pub(j, pc); /* (twin_link.c; 0: none yet) */
+	ns_twcol(j)[i] = ns_twin_pub(j, pc); /* (twin_map.c; 0: none yet) */
 	__atomic_store_n(&t[i], -pc, __ATOMIC_RELEASE); /* after its target */
 }
 

@@ -1,7 +1,8 @@
 /* Private to user/jit: the translator's state, shared by its files (jit.c
- * translates blocks, locate.c maps cache addresses back, ring.c reads and
- * runs the record ring, lock.c and ibl.c emit the stop-free mode's entries,
- * exits and lookups).  The layout of the data part is here. */
+ * translates blocks of insn.c's instructions, locate.c maps cache
+ * addresses back, ring.c reads and runs the record ring, lock.c and ibl.c
+ * emit the stop-free mode's entries, exits and lookups).  The layout of
+ * the data part is here. */
 #ifndef GB_JIT_INTERNAL_H
 #define GB_JIT_INTERNAL_H
 
@@ -290,9 +291,13 @@ static inline uint64_t *dword(const struct gb_jit *j, size_t off) { return (uint
 static inline uint64_t daddr(const struct gb_jit *j, size_t off) { return j->m.data_addr + off; }
 static inline bool inside(const struct gb_jit *j, uint64_t pc) { return pc >= j->start && pc <= j->end; }
 
-/* jit.c */
-/* The translated block of pc, or 0. */
+/* block_map.c: the translated block of pc, or 0; the block of pc is at
+ * addr from now on (0, or -ENOMEM). */
 uint64_t jit_block_of(const struct gb_jit *j, uint64_t pc);
+int jit_block_put(struct gb_jit *j, uint64_t pc, uint64_t addr);
+
+/* A unit of the code region, begun at its current end and ended there
+ * later (every file that emits code marks its pieces so). */
 static inline struct unit *jit_unit_add(struct gb_jit *j, enum ukind k, uint64_t pc)
 {
 	if (GB_GROW(&j->u, &j->ucap, j->nu + 1))
@@ -305,13 +310,15 @@ static inline struct unit *jit_unit_add(struct gb_jit *j, enum ukind k, uint64_t
 	return u;
 }
 static inline void jit_unit_end(struct gb_jit *j, struct unit *u) { u->end = (uint32_t)j->em.used; }
-/* The instrumentation of gi (its record: id, then each run-time address;
+
+/* insn.c: one translated instruction's pieces (jit.c's blocks, popf.c,
+ * rep.c).  The instrumentation of gi (its record: id, then each run-time address;
  * norefs: the id alone), a U_INSN unit whose end is the caller's (after
  * the copy of the instruction).  Its id, or -1. */
 int jit_one(struct gb_jit *j, const struct gb_insn *gi, bool norefs);
 #define ENTER_LEVELS 3   /* enter N, L: translated for L <= 3 */
 /* An exit stub to target (getpid; in the stop-free mode then the lock is
- * released): see jit.c. */
+ * released): see insn.c. */
 uint64_t jit_stub(struct gb_jit *j, uint64_t target, uint32_t src, uint8_t emu_words);
 
 /* lock.c: the shared routines (emitted at the start of the code after each
@@ -357,11 +364,11 @@ void ns_owner_native(struct gb_jit *j, const struct gb_insn *in, unsigned n, siz
 int ns_owner_unwind(const struct gb_jit *j, const struct unit *u, uint32_t d, uint64_t *rax,
 		    uint64_t *rcx, uint64_t *rsp);
 
-/* rep.c: REP string instructions in the stop-free mode, a block of their
- * own whose every pass is one iteration (its record, the instruction
- * without its REP prefix, rcx counted down, back to head). */
+/* rep.c: REP string instructions in the stop-free mode (the ones
+ * support.c takes), a block of their own whose every pass is one
+ * iteration (its record, the instruction without its REP prefix, rcx
+ * counted down, back to head). */
 enum rep_cond { REP_ALWAYS, REP_WHILE_ZF, REP_WHILE_NZ };
-bool ns_rep_ok(const struct gb_insn *gi);
 /* After head (the block's budget check): 0, or -1. */
 int ns_rep(struct gb_jit *j, const struct gb_insn *gi, uint64_t head);
 
@@ -385,12 +392,14 @@ int ns_transfer(struct gb_jit *j, const struct gb_insn *gi, struct link *l);
 /* twin.c: counting twins (docs/trace.md "Counting after the budget").
  * The pass that makes the twins of every block (and wanted pc) that has
  * none, links them and publishes them (lookup table, acquire sites);
- * translate: it may translate recording blocks (the lock held, or no
- * thread in). */
-void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, bool translate);
+ * translate: gb_jit__block when the pass may translate recording blocks
+ * (the lock held, or no thread in), else NULL (jit.c hands its translator
+ * down, so the twins, which it drives, never call up into it). */
+typedef uint64_t (*jit_block_fn)(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, void *ctx);
+void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, jit_block_fn translate);
 /* A block was translated at pc: the next pass makes its twin. */
 void ns_twin_want(struct gb_jit *j, uint64_t pc);
-/* twin_link.c: the map of twins emptied. */
+/* twin_map.c: the map of twins emptied. */
 void ns_twin_reset(struct gb_jit *j);
 /* The published twin of pc for the lookup table's column (0: none). */
 uint64_t ns_twin_pub(const struct gb_jit *j, uint64_t pc);

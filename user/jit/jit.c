@@ -1,28 +1,17 @@
-/* The translator: see jit.h.  Layout of one translated instruction (A, B:
- * two registers its addresses do not use; the slots are in the data part):
- *
- *   mov [slot A], A ; mov [slot B], B     save
- *   mov A, [head]
- *   mov qword [A], id                     record: the instruction's id
- *   lea B, [address k] ; mov [A+8+8k], B  ... and each run-time address
- *   lea A, [A + 8*words] ; mov [head], A  commit
- *   mov B, [slot B] ; mov A, [slot A]     restore
- *   <the instruction>                     (a jcc/jmp: to a block or a stub)
- *
- * A block starts with a budget check (flag-free: lea and jrcxz) that leaves
- * through an exit stub to the block's own address when the ring may not
- * hold one more block, so gebpf drains it.
+/* The translator: see jit.h.  A block starts with a budget check
+ * (flag-free: lea and jrcxz) that leaves through an exit stub to the
+ * block's own address when the ring may not hold one more block, so gebpf
+ * drains it; then its instructions, each with its record before its copy
+ * (insn.c), and its jumps out, to translated blocks or to exit stubs.  The
+ * stop-free mode's pieces are the lower files' (lock.c, ibl.c, ring.c,
+ * popf.c, rep.c, twin.c): this file puts them together.
  */
 #include "jit/jit.h"
 
 #include <errno.h>
 #include <stdlib.h>
-#include <stdio.h>
 #include <string.h>
 
-#include "common/bound.h"
-#include "common/grow.h"
-#include "decode/plan.h"
 #include "jit/emit.h"
 #include "jit/internal.h"
 
@@ -117,58 +106,6 @@ void gb_jit__flush(struct gb_jit *j)
 	ns_setup(j);
 }
 
-/* --- block map (open addressing; key 0 is empty: pc 0 is never code) --- */
-
-static size_t hslot(const struct gb_jit *j, uint64_t pc)
-{
-	size_t h = (size_t)((pc * 0x9e3779b97f4a7c15ull) >> 20) & (j->hcap - 1);
-	while (j->hk[h] && j->hk[h] != pc)
-		h = (h + 1) & (j->hcap - 1);
-	return h;
-}
-
-static uint64_t block_of(const struct gb_jit *j, uint64_t pc)
-{
-	if (!j->hcap)
-		return 0;
-	size_t h = hslot(j, pc);
-	return j->hk[h] == pc ? j->hv[h] : 0;
-}
-
-uint64_t jit_block_of(const struct gb_jit *j, uint64_t pc) { return block_of(j, pc); }
-
-static int block_put(struct gb_jit *j, uint64_t pc, uint64_t addr)
-{
-	if ((j->hn + 1) * 2 > j->hcap) {
-		size_t oc = j->hcap, nc = oc ? oc * 2 : 1024;
-		uint64_t *ok = j->hk, *ov = j->hv;
-		j->hk = calloc(nc, sizeof(*j->hk));
-		j->hv = calloc(nc, sizeof(*j->hv));
-		if (!j->hk || !j->hv) {
-			free(j->hk);
-			free(j->hv);
-			j->hk = ok;
-			j->hv = ov;
-			return -ENOMEM;
-		}
-		j->hcap = nc;
-		for (size_t k = 0; k < oc; k++)
-			if (ok[k]) {
-				size_t h = hslot(j, ok[k]);
-				j->hk[h] = ok[k];
-				j->hv[h] = ov[k];
-			}
-		free(ok);
-		free(ov);
-	}
-	size_t h = hslot(j, pc);
-	if (!j->hk[h])
-		j->hn++;
-	j->hk[h] = pc;
-	j->hv[h] = addr;
-	return 0;
-}
-
 static bool translatable(const struct gb_jit *j, const struct gb_insn *in)
 {
 	return j->o.nostop ? gb_jit__nostop_supported(in) : gb_jit__supported(in);
@@ -176,174 +113,9 @@ static bool translatable(const struct gb_jit *j, const struct gb_insn *in)
 
 /* --- emission --- */
 
-/* An exit stub to target; src: the rel32 field jumping here (re-pointed at
- * a block for target once it is translated), or UINT32_MAX. */
-uint64_t jit_stub(struct gb_jit *j, uint64_t target, uint32_t src, uint8_t emu_words)
-{
-	uint64_t at = gb_emit_here(&j->em);
-	struct unit *u = jit_unit_add(j, U_STUB, target);
-	if (!u)
-		return 0;
-	u->emu = emu_words != 0;
-	u->words = emu_words;
-	gb_emit_store(&j->em, daddr(j, SLOT(GB_REG_RAX)), GB_REG_RAX);
-	gb_emit_store(&j->em, daddr(j, SLOT(GB_REG_RCX)), GB_REG_RCX);
-	gb_emit_store(&j->em, daddr(j, SLOT(GB_REG_R11)), GB_REG_R11);
-	if (j->o.nostop && inside(j, target)) { /* counted and logged (the lock held) */
-		gb_emit_mov_imm64(&j->em, GB_REG_RCX, target);
-		ns_log_miss(j, GB_REG_R11);
-	}
-	gb_emit_mov_imm32(&j->em, GB_REG_RAX, 39 /* getpid */);
-	gb_emit_syscall(&j->em);
-	u->o_insn = (uint32_t)j->em.used;
-	gb_emit_load(&j->em, GB_REG_RAX, daddr(j, SLOT(GB_REG_RAX)));
-	gb_emit_load(&j->em, GB_REG_RCX, daddr(j, SLOT(GB_REG_RCX)));
-	gb_emit_load(&j->em, GB_REG_R11, daddr(j, SLOT(GB_REG_R11)));
-	if (j->o.nostop) /* nobody there: on natively, the range left */
-		ns_leave(j, target);
-	else
-		gb_emit_jump(&j->em, ZYDIS_MNEMONIC_JMP, target);
-	jit_unit_end(j, u);
-	j->stats.stubs++;
-	if (src != UINT32_MAX && target >= j->start && target <= j->end) {
-		if (GB_GROW(&j->st, &j->stcap, j->nst + 1))
-			return 0;
-		j->st[j->nst++] = (struct stub){ target, src };
-	}
-	return at;
-}
-
-static uint32_t pick_scratch(const struct gb_plan *p, unsigned not)
-{
-	static const uint8_t order[] = { GB_REG_RAX, GB_REG_RCX, GB_REG_RDX, GB_REG_RBX, GB_REG_RSI,
-					 GB_REG_RDI, GB_REG_R8, GB_REG_R9, GB_REG_R10, GB_REG_R11 };
-	for (size_t k = 0; k < sizeof(order); k++) {
-		unsigned r = order[k];
-		bool used = r == not || (p->kind == GB_PLAN_BT && r == p->reg);
-		for (unsigned i = 0; i < p->nrefs; i++)
-			used |= p->refs[i].base == r || p->refs[i].index == r;
-		if (!used)
-			return r;
-	}
-	return GB_REG_NONE;
-}
-
-/* enter N, L as templates (access.c's enter(): push rbp, the L-1 frame
- * pointers read from the old frame and pushed, the new one pushed), for
- * L <= ENTER_LEVELS (6 references at most). */
-static void enter_refs(const struct gb_plan *e, struct gb_plan *q)
-{
-	int64_t w = e->elem;
-	unsigned n = 0;
-	memset(q, 0, sizeof(*q));
-	q->kind = GB_PLAN_REFS;
-	q->refs[n++] = (struct gb_memref){ -w, (uint32_t)w, GB_REG_RSP, GB_REG_NONE, 0, GB_REF_WRITE };
-	for (unsigned i = 1; e->level && i < e->level; i++) {
-		q->refs[n++] = (struct gb_memref){ -(int64_t)i * w, (uint32_t)w, GB_REG_RBP, GB_REG_NONE, 0, 0 };
-		q->refs[n++] = (struct gb_memref){ -w - (int64_t)i * w, (uint32_t)w, GB_REG_RSP, GB_REG_NONE,
-						   0, GB_REF_WRITE };
-	}
-	if (e->level)
-		q->refs[n++] = (struct gb_memref){ -w - (int64_t)e->level * w, (uint32_t)w, GB_REG_RSP,
-						   GB_REG_NONE, 0, GB_REF_WRITE };
-	q->nrefs = (uint8_t)n;
-}
-
-/* The instrumentation of one instruction (its copy is the caller's): see
- * internal.h.  Returns its id, or -1. */
-int jit_one(struct gb_jit *j, const struct gb_insn *gi, bool norefs)
-{
-	const struct gb_plan *p = &gi->plan;
-	struct gb_plan enter;
-	if (p->kind == GB_PLAN_ENTER) {
-		if (p->level > ENTER_LEVELS)
-			return -1;
-		enter_refs(p, &enter);
-		p = &enter;
-	}
-	if (GB_GROW(&j->in, &j->incap, j->nin + 1))
-		return -1;
-	struct insn *in = &j->in[j->nin];
-	memset(in, 0, sizeof(*in));
-	in->pc = gi->pc;
-	in->len = gi->len;
-	memcpy(in->bytes, gi->bytes, gi->len);
-	j->lo = gi->pc < j->lo ? gi->pc : j->lo;
-	j->hi = gi->pc + gi->len > j->hi ? gi->pc + gi->len : j->hi;
-	unsigned nrt = 0;
-	if (p->kind == GB_PLAN_BT)
-		in->bt_bits = p->reg_bits;
-	if (p->kind != GB_PLAN_NONE && !norefs) {
-		in->nrefs = p->nrefs;
-		for (unsigned k = 0; k < p->nrefs; k++) {
-			const struct gb_memref *r = &p->refs[k];
-			in->refs[k] = (struct ref){ r->disp, r->size, r->flags,
-						    r->base != GB_REG_NONE || r->index != GB_REG_NONE };
-			nrt += in->refs[k].rt;
-		}
-	}
-	if ((p->kind == GB_PLAN_VSIB || p->kind == GB_PLAN_MASKED) && !norefs) {
-		unsigned ib = p->kind == GB_PLAN_VSIB ? p->nelem * p->idx_elem : 0, mb = p->nelem * p->elem;
-		in->vkind = p->kind;
-		in->nelem = p->nelem;
-		in->elem = p->elem;
-		in->idx_elem = p->idx_elem;
-		in->scale = p->refs[0].scale;
-		in->ibytes = (uint8_t)(!ib ? 0 : ib > 16 ? 32 : 16);
-		in->mbytes = (uint8_t)(mb > 16 ? 32 : 16);
-	}
-	unsigned vwords = (in->ibytes + in->mbytes) / 8;
-	unsigned a = pick_scratch(p, GB_REG_NONE), b = nrt ? pick_scratch(p, a) : GB_REG_NONE;
-	if (a == GB_REG_NONE || (nrt && b == GB_REG_NONE))
-		return -1;
-	uint32_t id = (uint32_t)j->nin;
-	struct unit *u = jit_unit_add(j, U_INSN, gi->pc);
-	if (!u)
-		return -1;
-	u->id = id;
-	u->a = (uint8_t)a;
-	u->b = (uint8_t)b;
-	u->words = (uint8_t)(1 + nrt + !!in->bt_bits + vwords);
-	gb_emit_store(&j->em, daddr(j, SLOT(a)), a);
-	u->o_b = (uint32_t)j->em.used;
-	if (nrt)
-		gb_emit_store(&j->em, daddr(j, SLOT(b)), b);
-	u->o_load = (uint32_t)j->em.used;
-	gb_emit_load(&j->em, a, daddr(j, HEAD));
-	gb_emit_store_imm(&j->em, a, 0, (int32_t)id);
-	unsigned w = 1;
-	if (in->bt_bits) /* the bit offset: the consumer finds the unit holding the bit */
-		gb_emit_store_reg(&j->em, a, (int32_t)(8 * w++), p->reg);
-	for (unsigned k = 0; k < in->nrefs; k++) {
-		const struct gb_memref *r = &p->refs[k];
-		if (!in->refs[k].rt)
-			continue;
-		gb_emit_lea(&j->em, b, r->base, r->index, r->scale, r->disp);
-		gb_emit_store_reg(&j->em, a, (int32_t)(8 * w++), b);
-	}
-	if (in->ibytes) { /* the index vector, then the mask vector */
-		gb_emit_store_vec(&j->em, a, (int32_t)(8 * w), p->vreg, in->ibytes);
-		w += in->ibytes / 8;
-	}
-	if (in->mbytes) {
-		gb_emit_store_vec(&j->em, a, (int32_t)(8 * w), p->mreg, in->mbytes);
-		w += in->mbytes / 8;
-	}
-	gb_emit_lea(&j->em, a, a, GB_REG_NONE, 0, 8 * (int64_t)w);
-	gb_emit_store(&j->em, daddr(j, HEAD), a);
-	u->o_commit = (uint32_t)j->em.used;
-	if (nrt)
-		gb_emit_load(&j->em, b, daddr(j, SLOT(b)));
-	gb_emit_load(&j->em, a, daddr(j, SLOT(a)));
-	u->o_insn = (uint32_t)j->em.used;
-	j->nin++;
-	j->stats.insns++;
-	return (int)id;
-}
-
 uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, void *ctx)
 {
-	uint64_t have = block_of(j, pc);
+	uint64_t have = jit_block_of(j, pc);
 	if (have)
 		return have;
 	const struct gb_insn *first = inside(j, pc) ? fetch(ctx, pc) : NULL;
@@ -445,7 +217,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	}
 	/* Point the links at blocks, or at stubs (after the block's code). */
 	for (unsigned k = 0; k < nlinks && !j->em.err; k++) {
-		uint64_t dst = block_of(j, links[k].target);
+		uint64_t dst = jit_block_of(j, links[k].target);
 		if (!dst && j->o.nostop && !inside(j, links[k].target)) {
 			dst = gb_emit_here(&j->em);
 			struct unit *x = jit_unit_add(j, U_NS, links[k].target);
@@ -468,7 +240,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	}
 	if (!j->em.err)
 		gb_emit_repoint(&j->em, full_src, full_stub);
-	if (j->em.err || block_put(j, pc, head)) {
+	if (j->em.err || jit_block_put(j, pc, head)) {
 		/* Out of room (or unencodable): nothing of it stays. */
 		j->nu = mark_u;
 		j->nin = mark_in;
@@ -507,7 +279,7 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 
 void gb_jit__table_put(struct gb_jit *j, uint64_t pc)
 {
-	uint64_t blk = j->o.nostop ? block_of(j, pc) : 0;
+	uint64_t blk = j->o.nostop ? jit_block_of(j, pc) : 0;
 	if (blk)
 		ns_table_put(j, pc, blk);
 }
@@ -521,13 +293,13 @@ int gb_jit__translate_from(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch,
 		more = false;
 		for (size_t k = 0; k < j->nst; k++) {
 			uint64_t t = j->st[k].target;
-			if (!block_of(j, t) && gb_jit__block(j, t, fetch, ctx)) {
+			if (!jit_block_of(j, t) && gb_jit__block(j, t, fetch, ctx)) {
 				more = true;
 				break; /* the list changed */
 			}
 		}
 		for (size_t k = 0; k < j->nwant && !more; k++)
-			if (!block_of(j, j->want[k]) && gb_jit__block(j, j->want[k], fetch, ctx))
+			if (!jit_block_of(j, j->want[k]) && gb_jit__block(j, j->want[k], fetch, ctx))
 				more = true;
 	}
 	int e = j->em.err;
@@ -535,10 +307,22 @@ int gb_jit__translate_from(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch,
 	 * without room for them the trace only counts slower after its budget
 	 * (the recording blocks count) */
 	if (j->tw_auto) {
-		ns_twins(j, fetch, ctx, true);
+		ns_twins(j, fetch, ctx, gb_jit__block);
 		j->stats.twin_full += j->em.err == -ENOSPC;
 		j->em.err = 0;
 	}
+	return e;
+}
+
+/* The twin pass (twin.c) with the translator handed to it, for the
+ * recording blocks its to-recording entries enter; from now on it runs
+ * after each translation too. */
+int gb_jit__twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx)
+{
+	j->tw_auto = j->o.twins;
+	ns_twins(j, fetch, ctx, gb_jit__block);
+	int e = j->em.err;
+	j->em.err = 0;
 	return e;
 }
 
@@ -572,8 +356,24 @@ uint64_t gb_jit__entry(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	/* its twin (twin.c): made and published with nothing translated for
 	 * the recording blocks (other threads may be running in them) */
 	if (at && !j->em.err && j->tw_auto) {
-		ns_twins(j, fetch, ctx, false);
+		ns_twins(j, fetch, ctx, NULL);
 		j->em.err = 0;
 	}
 	return at;
+}
+
+/* The other way in, gebpf's (jit.h): no entry block, the lock handed over
+ * held, the block translated here and the marker its acquire would have
+ * written put at the ring's head. */
+uint64_t gb_jit__enter_held(struct gb_jit *j, unsigned k, uint64_t pc, gb_jit_fetch_fn fetch,
+			    void *ctx)
+{
+	uint64_t blk = j->o.nostop && k < GB_JIT_TLS_COUNT ? gb_jit__block(j, pc, fetch, ctx) : 0;
+	uint64_t h = *(volatile uint64_t *)dword(j, HEAD);
+	if (!blk || h < j->m.data_addr || h + 8 > j->m.data_addr + GB_JIT_DATA_SIZE)
+		return 0;
+	/* (a block's budget counts one marker before its head: an entry's) */
+	*(volatile uint64_t *)(j->m.data + (h - j->m.data_addr)) = NS_MARK | k;
+	__atomic_store_n(dword(j, HEAD), h + 8, __ATOMIC_RELEASE);
+	return blk;
 }

@@ -189,19 +189,6 @@ uint64_t gb_jit__tls(const struct gb_jit *j, unsigned k)
 	return k < GB_JIT_TLS_COUNT ? daddr(j, NS_TLS + (size_t)k * GB_JIT_TLS_SIZE) : 0;
 }
 
-uint64_t gb_jit__enter_held(struct gb_jit *j, unsigned k, uint64_t pc, gb_jit_fetch_fn fetch,
-			    void *ctx)
-{
-	uint64_t blk = j->o.nostop && k < GB_JIT_TLS_COUNT ? gb_jit__block(j, pc, fetch, ctx) : 0;
-	uint64_t h = *(volatile uint64_t *)dword(j, HEAD);
-	if (!blk || h < j->m.data_addr || h + 8 > j->m.data_addr + GB_JIT_DATA_SIZE)
-		return 0;
-	/* (a block's budget counts one marker before its head: an entry's) */
-	*(volatile uint64_t *)(j->m.data + (h - j->m.data_addr)) = NS_MARK | k;
-	__atomic_store_n(dword(j, HEAD), h + 8, __ATOMIC_RELEASE);
-	return blk;
-}
-
 static uint64_t *area(struct gb_jit *j, unsigned k, size_t slot)
 {
 	return (uint64_t *)(j->m.data + NS_TLS + (size_t)k * GB_JIT_TLS_SIZE + slot);

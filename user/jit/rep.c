@@ -23,14 +23,6 @@
 
 #include "jit/internal.h"
 
-bool ns_rep_ok(const struct gb_insn *gi)
-{
-	/* movs, stos, lods, cmps, scas (not ins/outs), 64-bit addressing (a
-	 * 0x67 REP counts ecx: stepped elsewhere, refused here) */
-	return gi->zi.meta.category == ZYDIS_CATEGORY_STRINGOP && gi->zi.address_width == 64 &&
-	       gi->plan.reg_bits == 64;
-}
-
 static enum rep_cond cond_of(const struct gb_insn *gi)
 {
 	switch (gi->zi.mnemonic) {

@@ -38,25 +38,34 @@ bool gb_jit__emulated(const struct gb_insn *in)
 	}
 }
 
+/* The REP string instructions rep.c runs one iteration at a time: movs,
+ * stos, lods, cmps, scas (not ins/outs), 64-bit addressing (a 0x67 REP
+ * counts ecx: stepped elsewhere, refused here). */
+static bool rep_ok(const struct gb_insn *gi)
+{
+	return gi->zi.meta.category == ZYDIS_CATEGORY_STRINGOP && gi->zi.address_width == 64 &&
+	       gi->plan.reg_bits == 64;
+}
+
 /* What only the stop-free mode takes (no stop to lean on: each is run
  * exactly in the cache, docs/trace.md "A trap without stops"): REP string
  * instructions (rep.c), bit tests with a register bit offset into memory
  * (the offset recorded, the unit found by the consumer), enter (its
  * accesses as templates of rsp and rbp), AVX2 gathers and the sign-masked
  * moves (vmaskmov, vpmaskmov, maskmovdqu: the index and mask vectors
- * recorded, jit.c), popf (after a check that it does not set TF:
+ * recorded, insn.c), popf (after a check that it does not set TF:
  * popf.c), and instructions that only raise a signal (the fault is mapped
  * back by the trap). */
 static bool nostop_only(const struct gb_insn *in)
 {
 	if (in->flags & GB_INSN_REP)
-		return ns_rep_ok(in);
+		return rep_ok(in);
 	if (in->plan.kind == GB_PLAN_BT)
 		return true;
 	if ((in->plan.kind == GB_PLAN_VSIB || (in->plan.kind == GB_PLAN_MASKED &&
 	     in->plan.map == GB_MAP_SIGN)) && !in->plan.kreg)
 		return !(in->plan.refs[0].flags & GB_REF_WRITE) || in->plan.kind == GB_PLAN_MASKED;
-	if (in->plan.kind == GB_PLAN_ENTER) /* as its templates (jit.c) */
+	if (in->plan.kind == GB_PLAN_ENTER) /* as its templates (insn.c) */
 		return in->plan.level <= ENTER_LEVELS;
 	switch (in->zi.mnemonic) {
 	case ZYDIS_MNEMONIC_POPF: case ZYDIS_MNEMONIC_POPFQ:

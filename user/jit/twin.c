@@ -42,8 +42,9 @@
  *
  * This file is the pass, its publishing and the exits learned for the
  * twins' lookups; the twin of one block (its head, a tight loop's copies,
- * a to-recording entry) is twin_block.c's, and the pc -> twin map with a
- * twin's ways out (links, calls, lookups, misses) twin_link.c's. */
+ * a to-recording entry) is twin_block.c's, a twin's ways out (links,
+ * calls, lookups, misses) twin_link.c's, and the pc -> twin map
+ * twin_map.c's. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,7 +120,7 @@ void ns_twin_want(struct gb_jit *j, uint64_t pc)
 		j->em.err = -ENOMEM;
 }
 
-void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, bool translate)
+void ns_twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx, jit_block_fn translate)
 {
 	if (!j->o.nostop || !j->o.twins || j->em.err)
 		return;
@@ -253,13 +254,4 @@ unsigned gb_jit__learn_exits(struct gb_jit *j, unsigned nareas)
 	}
 	j->stats.exits_learned += n;
 	return n;
-}
-
-int gb_jit__twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx)
-{
-	j->tw_auto = j->o.twins;
-	ns_twins(j, fetch, ctx, true);
-	int e = j->em.err;
-	j->em.err = 0;
-	return e;
 }

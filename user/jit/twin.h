@@ -1,7 +1,7 @@
 /* Private to user/jit: the counting twins' pieces (twin.c's pass makes
- * them, twin_block.c emits a block's twin, twin_link.c its ways out and
- * keeps the pc -> twin map; twin_unwind.c puts a thread stopped in one
- * back at an original boundary).  docs/trace.md "Counting after the
+ * them, twin_block.c emits a block's twin, twin_link.c its ways out,
+ * twin_map.c keeps the pc -> twin map; twin_unwind.c puts a thread stopped
+ * in one back at an original boundary).  docs/trace.md "Counting after the
  * budget". */
 #ifndef GB_JIT_TWIN_H
 #define GB_JIT_TWIN_H
@@ -11,10 +11,7 @@
 #include <stdint.h>
 
 #include "decode/decode.h"
-#include "jit/jit.h"
-
-struct gb_jit;
-struct unit;
+#include "jit/internal.h"
 
 /* struct unit .tw of a U_TWIN unit (pc: the original instruction a thread
  * stopped there stands at; tb: the counts taken back then). */
@@ -51,21 +48,22 @@ enum { TW_F_TWIN = 1, TW_F_TOREC = 2, TW_F_NEW = 4 };
  * design. */
 bool ns_twin_countable(const struct gb_insn *gi, unsigned *rd, unsigned *wr);
 /* The twin of the block at pc (*f its kind: TW_F_TWIN, or TW_F_TOREC for
- * a to-recording entry), or 0; translate: it may translate the recording
- * block a to-recording entry enters. */
+ * a to-recording entry), or 0; translate (ns_twins'): it translates the
+ * recording block a to-recording entry enters, NULL: that may not. */
 uint64_t ns_twin_block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, void *ctx,
-		       bool translate, uint8_t *f);
+		       jit_block_fn translate, uint8_t *f);
 
-/* twin_link.c: the pc -> twin map (*f: its TW_F_* flags; 0: no twin), and
+/* twin_map.c: the pc -> twin map (*f: its TW_F_* flags; 0: no twin), and
  * the pcs wanted by the next pass (-ENOMEM). */
 uint64_t ns_twin_of(const struct gb_jit *j, uint64_t pc, uint8_t *f);
 int ns_twin_put(struct gb_jit *j, uint64_t pc, uint64_t addr, uint8_t f);
 int ns_twin_want_add(struct gb_jit *j, uint64_t pc);
-/* A twin's ways out: a jump (its rel32 at src) to the twin of target, or
- * out of the range (none yet: left to the pass, which resolves it); the
- * same jump emitted; a call's push of its original return address; the
- * lookup of a ret / indirect jmp / call; the stub of an in-range target
- * no twin can be made for (its address, or 0). */
+
+/* twin_link.c: a twin's ways out: a jump (its rel32 at src) to the twin of
+ * target, or out of the range (none yet: left to the pass, which resolves
+ * it); the same jump emitted; a call's push of its original return
+ * address; the lookup of a ret / indirect jmp / call; the stub of an
+ * in-range target no twin can be made for (its address, or 0). */
 void ns_twin_link_to(struct gb_jit *j, size_t src, uint64_t target);
 void ns_twin_jump_to(struct gb_jit *j, uint64_t target);
 void ns_twin_push_ret(struct gb_jit *j, struct unit *u, uint64_t ret);

@@ -44,7 +44,7 @@ bool ns_twin_countable(const struct gb_insn *gi, unsigned *rd, unsigned *wr)
 				++*rd;
 		}
 		return true;
-	case GB_PLAN_ENTER: { /* jit.c's enter_refs: push rbp, L-1 frame pointers
+	case GB_PLAN_ENTER: { /* insn.c's enter_refs: push rbp, L-1 frame pointers
 			       * read and pushed, the new one pushed */
 		unsigned l = p->level;
 		if (l > ENTER_LEVELS)
@@ -211,7 +211,7 @@ static uint64_t to_recording(struct gb_jit *j, uint64_t pc, const struct gb_insn
 
 /* The twin of the block at pc (*f its kind), or 0. */
 uint64_t ns_twin_block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, void *ctx,
-		       bool translate, uint8_t *f)
+		       jit_block_fn translate, uint8_t *f)
 {
 	struct gb_insn in[GB_JIT_BLOCK_INSNS];
 	uint16_t c[GB_JIT_BLOCK_INSNS][3];
@@ -225,7 +225,7 @@ uint64_t ns_twin_block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 			if (!n && gi) { /* its recording block, taking the lock */
 				in[0] = *gi;
 				if (!jit_block_of(j, pc) && translate)
-					gb_jit__block(j, pc, fetch, ctx);
+					translate(j, pc, fetch, ctx);
 				*f = TW_F_TOREC;
 				return to_recording(j, pc, &in[0]);
 			}
