@@ -19,7 +19,7 @@ from .exc import PlatformException
 from .symbols import FileSymbol, Symbol
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .snapshot import Snapshot
+    from .target import ExpressionTarget
 
 _INDEX = getattr(ast, "Index", None)
 MAX_BITS = 4096   # results past this many bits are refused (2**10**9 would hang)
@@ -73,7 +73,7 @@ _UNOPS: Dict[type, Callable[[int], int]] = {
 
 
 class _Evaluator:
-    def __init__(self, snap: "Snapshot") -> None:
+    def __init__(self, snap: "ExpressionTarget") -> None:
         self.snap = snap
         self.funcs: Dict[str, Callable[..., Any]] = {
             "poi": snap.readMemoryPtr,
@@ -145,7 +145,7 @@ class _Evaluator:
         raise TypeError("%s is not allowed in an expression" % type(node).__name__)
 
 
-def parse_expression(snap: "Snapshot", expression: str) -> int:
+def parse_expression(snap: "ExpressionTarget", expression: str) -> int:
     """The integer value of expression (see the module's documentation)."""
     try:
         tree = ast.parse(expression.strip(), mode="eval")

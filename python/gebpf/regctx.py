@@ -18,7 +18,7 @@ from . import regs as R
 from .exc import InvalidRegisterName, PlatformException
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .snapshot import Snapshot
+    from .target import RegisterStore
 
 _VECTOR_KINDS = (("xmm", 128), ("ymm", 256), ("zmm", 512))
 
@@ -30,7 +30,7 @@ def _mask(width: int) -> int:
 class RegisterContext:
     """One thread's registers (see the module's documentation)."""
 
-    def __init__(self, snap: "Snapshot", index: int) -> None:
+    def __init__(self, snap: "RegisterStore", index: int) -> None:
         self._snap = snap
         self._index = index
         self._vals: Dict[str, int] = snap._regs[index]
