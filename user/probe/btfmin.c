@@ -142,8 +142,17 @@ const char *gb_btfmin_path(const char *name, const void *obj, size_t len, char *
 	return buf;
 }
 
-void gb_btfmin_drop(const char *path)
+int gb_btfmin_load(const char *name, const void *obj, size_t len, gb_btfmin_load_fn load,
+		   void *ctx, bool *used)
 {
-	if (path)
-		unlink(path);
+	char path[256];
+	const char *cut = gb_btfmin_path(name, obj, len, path, sizeof(path));
+	int err = load(ctx, cut);
+
+	*used = cut && !err;
+	if (err && cut) {
+		unlink(cut);   /* (refused: the next gebpf makes it again) */
+		err = load(ctx, NULL);
+	}
+	return err;
 }

@@ -54,24 +54,26 @@ static double prepared_ms;
 /* -v's word for a load with the cached cut of the kernel's BTF. */
 #define CUT_SAID " (the kernel's BTF cut to its types: docs/trace.md \"Start-up cost\")"
 
-/* Open and load the object (p->skel), with the cached cut of the
- * kernel's BTF if cut and there is one: 0, or a negative errno said. */
-static int open_load(struct gb_probetrap *p, const struct gb_probetrap_opts *o, bool cut)
+struct loading {
+	struct gb_probetrap *p;
+	const struct gb_probetrap_opts *o;
+};
+
+/* Open and load the object (p->skel) with the kernel's BTF cut to its
+ * types if cut (gb_btfmin_load): 0, or a negative errno (said unless cut). */
+static int open_load(void *ctx, const char *cut)
 {
-	LIBBPF_OPTS(bpf_object_open_opts, oo);
-	size_t len = 0;
-	const void *obj = probetrap_bpf__elf_bytes(&len);
+	struct gb_probetrap *p = ((struct loading *)ctx)->p;
+	const struct gb_probetrap_opts *o = ((struct loading *)ctx)->o;
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .btf_custom_path = cut);
 	int err;
 
 	probetrap_bpf__destroy(p->skel);
-	p->skel = NULL;
-	p->btf_cut = cut ? gb_btfmin_path("probetrap", obj, len, p->btf_path,
-					  sizeof(p->btf_path)) : NULL;
-	oo.btf_custom_path = p->btf_cut;
 	p->skel = probetrap_bpf__open_opts(&oo);
 	if (!p->skel) {
 		err = -errno;
-		say(o, "opening BPF object: %s", strerror(errno));
+		if (!cut)
+			say(o, "opening BPF object: %s", strerror(-err));
 		return err;
 	}
 	p->skel->rodata->tgid = (__u32)o->tgid;
@@ -90,7 +92,7 @@ static int open_load(struct gb_probetrap *p, const struct gb_probetrap_opts *o, 
 		      gb_feat_uprobe_write_ctx();
 	p->skel->rodata->redirect = p->redirect;
 	err = probetrap_bpf__load(p->skel);
-	if (err && !p->btf_cut)
+	if (err && !cut)
 		say(o, "loading the uprobe program: %s%s", strerror(-err),
 		    err == -EPERM ? " (needs root: CAP_BPF and CAP_PERFMON)" : "");
 	return err;
@@ -166,12 +168,11 @@ static struct gb_probetrap *load(const struct gb_probetrap_opts *o)
 	p->silent = o->silent;
 	p->signo = o->signo ? o->signo : SIGURG;
 	/* With the cached cut of the kernel's BTF (btfmin.c) when there is
-	 * one; a load it makes fail is tried again with the kernel's. */
-	err = open_load(p, o, true);
-	if (err && p->btf_cut) {
-		gb_btfmin_drop(p->btf_cut);
-		err = open_load(p, o, false);
-	}
+	 * one; a load it makes fail is made again with the kernel's. */
+	size_t len = 0;
+	const void *obj = probetrap_bpf__elf_bytes(&len);
+	err = gb_btfmin_load("probetrap", obj, len, open_load, &(struct loading){ p, o },
+			     &p->btf_cut);
 	if (err)
 		goto fail;
 	p->rb = ring_buffer__new(bpf_map__fd(p->skel->maps.pt_events), on_record, p, NULL);

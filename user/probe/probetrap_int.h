@@ -49,8 +49,7 @@ struct gb_probetrap {
 	bool multi;                  /* uprobe_multi links (6.10+), else perf events */
 	bool silent;                 /* opts.silent: no -v lines */
 	bool redirect;               /* loaded with redirects (redirect.c) */
-	const char *btf_cut;         /* btf_path when loaded with the cached BTF (btfmin.c) */
-	char btf_path[256];
+	bool btf_cut;                /* loaded with the cached cut of the kernel's BTF (btfmin.c) */
 	struct probetrap_probe *pr;
 	size_t npr, capr;
 	struct group *gr;

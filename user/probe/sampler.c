@@ -141,19 +141,31 @@ static int pick_event(struct gb_sampler *s, const struct gb_sampler_opts *o)
 	return 0;
 }
 
-/* Open and load the object (s->skel), with cut (the cached cut of the
- * kernel's BTF: probe/btfmin.h) if not NULL: 0; 1 when the load failed
- * (said unless cut); -1 on another failure (said). */
-static int open_load(struct gb_sampler *s, const struct gb_sampler_opts *o, size_t rb_bytes,
-		     uint32_t stack_size, const char *cut)
+struct loading {
+	struct gb_sampler *s;
+	const struct gb_sampler_opts *o;
+	size_t rb_bytes;
+	uint32_t stack_size;
+};
+
+/* Open and load the object (s->skel) with the kernel's BTF cut to its
+ * types if cut (gb_btfmin_load): 0, or -1 (said unless cut, but for the
+ * count of CPUs). */
+static int open_load(void *ctx, const char *cut)
 {
+	const struct loading *ld = ctx;
+	struct gb_sampler *s = ld->s;
+	const struct gb_sampler_opts *o = ld->o;
+	size_t rb_bytes = ld->rb_bytes;
+	uint32_t stack_size = ld->stack_size;
 	int ncpus, err;
 
 	LIBBPF_OPTS(bpf_object_open_opts, oo, .btf_custom_path = cut);
 	sample_bpf__destroy(s->skel);
 	s->skel = sample_bpf__open_opts(&oo);
 	if (!s->skel) {
-		gb_err("sample: opening BPF object: %s", strerror(errno));
+		if (!cut)
+			gb_err("sample: opening BPF object: %s", strerror(errno));
 		return -1;
 	}
 	s->skel->rodata->self_tgid = (__u32)getpid();
@@ -187,7 +199,7 @@ static int open_load(struct gb_sampler *s, const struct gb_sampler_opts *o, size
 	if (err && !cut)
 		gb_err("sample: loading the perf_event program: %s%s", strerror(-err),
 		       perm_hint(err));
-	return err ? 1 : 0;
+	return err ? -1 : 0;
 }
 
 struct gb_sampler *gb_sampler__new(const struct gb_sampler_opts *o)
@@ -230,17 +242,12 @@ struct gb_sampler *gb_sampler__new(const struct gb_sampler_opts *o)
 
 	{
 		/* With the cached cut of the kernel's BTF when there is one (a
-		 * load it makes fail: the kernel's, the cut dropped). */
-		char path[256];
+		 * load it makes fail: made again with the kernel's). */
 		size_t len = 0;
 		const void *obj = sample_bpf__elf_bytes(&len);
-		const char *cut = gb_btfmin_path("sample", obj, len, path, sizeof(path));
-		int r = open_load(s, o, rb_bytes, stack_size, cut);
-		if (r == 1 && cut) {
-			gb_btfmin_drop(cut);
-			r = open_load(s, o, rb_bytes, stack_size, NULL);
-		}
-		if (r)
+		bool used;
+		if (gb_btfmin_load("sample", obj, len, open_load,
+				   &(struct loading){ s, o, rb_bytes, stack_size }, &used))
 			goto fail;
 	}
 	for (size_t i = 0; i < o->npids; i++) {
