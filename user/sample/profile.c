@@ -165,14 +165,11 @@ void gb_profile__sources(struct gb_profile *p)
 {
 	for (size_t i = 0; p && p->u && i < p->nlocs; i++) {
 		struct gb_profile_loc *l = &p->locs[i];
-		struct gb_frame_info fi;
 		if (!l->source_due)
 			continue;
 		l->source_due = false;
-		if (!gb_unwinder__describe(p->u, l->pid, l->addr, l->ret, &fi) && fi.file) {
-			l->file = strdup(fi.file);
-			l->line = fi.line;
-		}
+		const char *file = gb_unwinder__source(p->u, l->pid, l->addr, l->ret, &l->line);
+		l->file = file ? strdup(file) : NULL;
 	}
 }
 

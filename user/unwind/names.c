@@ -29,6 +29,14 @@ static int name_jit(struct proc *p, uint64_t a, uint64_t addr, struct gb_frame_i
 	return 0;
 }
 
+/* The source file of a's line in m (and *line), or NULL.  (The module's
+ * line tables: its DWARF read, and inflated, the first time.) */
+static const char *source_of(Dwfl_Module *m, uint64_t a, int *line)
+{
+	Dwfl_Line *l = dwfl_module_getsrc(m, a);
+	return l ? dwfl_lineinfo(l, NULL, line, NULL, NULL, NULL) : NULL;
+}
+
 /* How much name_addr() tells. */
 enum depth { SYMBOL, IDENTITY, SOURCE };
 
@@ -68,12 +76,8 @@ static int name_addr(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
 			sprintf(u->build_id + 2 * i, "%02x", bits[i]);
 		fi->build_id = u->build_id;
 	}
-	if (full == IDENTITY)
-		return 0;
-	/* (the module's line tables: its DWARF read, inflated, the first time) */
-	Dwfl_Line *l = dwfl_module_getsrc(m, a);
-	if (l)
-		fi->file = dwfl_lineinfo(l, NULL, &fi->line, NULL, NULL, NULL);
+	if (full == SOURCE)
+		fi->file = source_of(m, a, &fi->line);
 	return 0;
 }
 
@@ -87,6 +91,17 @@ int gb_unwinder__identify(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool 
 			  struct gb_frame_info *fi)
 {
 	return name_addr(u, pid, addr, ret, fi, IDENTITY);
+}
+
+const char *gb_unwinder__source(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
+				int *line)
+{
+	struct proc *p = unw_get_proc(u, pid);
+	uint64_t a = ret ? addr - 1 : addr;
+	Dwfl_Module *m = p ? unw_module_of(p, a) : NULL;
+
+	*line = 0;
+	return m ? source_of(m, a, line) : NULL;
 }
 
 int gb_unwinder__symbol(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,

@@ -94,6 +94,11 @@ int gb_unwinder__describe(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool 
 int gb_unwinder__identify(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
 			  struct gb_frame_info *fi);
 
+/* The source file of addr's line (and *line), what describe() adds to
+ * identify(); NULL when unknown. */
+const char *gb_unwinder__source(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
+				int *line);
+
 /* describe() without the build id and the source line (no debug line
  * tables read): func, sym, func_off, module and its range. */
 int gb_unwinder__symbol(struct gb_unwinder *u, pid_t pid, uint64_t addr, bool ret,
