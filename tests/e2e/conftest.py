@@ -74,10 +74,35 @@ def pytest_configure(config):
         "fresh ones under scripts/soak; implies serial")
 
 
+# (tryfirst: before xdist's own hook reads the xdist_group marks)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("campaign") and not item.get_closest_marker("serial"):
             item.add_marker(pytest.mark.serial)
+        if not item.get_closest_marker("xdist_group"):
+            shared = module_fixtures(item)
+            if shared:
+                item.add_marker(pytest.mark.xdist_group("%s:%s" % (
+                    item.module.__name__, "+".join(shared))))
+
+
+def module_fixtures(item):
+    """The module-scoped fixtures of its own module that ITEM uses: with
+    `--dist loadgroup` (scripts/test) the tests that share one run on one
+    xdist worker, so its value (a reference trace, a built snapshot) is made
+    once, not once per worker (docs/testing.md "How scripts/test runs the
+    suite").  A test's own cache (test_trap_cases.py's runs) marks its
+    tests with xdist_group itself."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return []
+    out = []
+    for name, defs in info.name2fixturedefs.items():
+        d = defs[-1] if defs else None
+        if d is not None and d.scope == "module" and d.baseid and item.nodeid.startswith(d.baseid):
+            out.append(name)
+    return sorted(out)
 
 
 _CAMPAIGN_LINES = []
@@ -205,6 +230,20 @@ def anyuser_tmp():
 
 def prog_path(name):
     return os.path.join(OUTPUT, "progs", name)
+
+
+def private_prog(tmp_path, name):
+    """A copy of test program NAME of this test's own (TMP_PATH/bin/NAME, the
+    same bytes and file name): a test that looks for processes by their
+    executable (/proc/PID/exe) finds its own only, whatever the parallel
+    tests beside it run (docs/testing.md "How scripts/test runs the
+    suite")."""
+    d = os.path.join(str(tmp_path), "bin")
+    os.makedirs(d, exist_ok=True)
+    dst = os.path.join(d, name)
+    if not os.path.exists(dst):
+        shutil.copy2(prog_path(name), dst)
+    return dst
 
 
 def range_arg(name):

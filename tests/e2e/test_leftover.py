@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.probetrap, pytest.mark.usefixtures("probes_ready")]
 THREADS = 3
 
 
-def start_prog(fill="20000"):
+def start_prog(fill="20000p"):   # (paced: tests/progs/pt_crash.c)
     p = subprocess.Popen([prog_path("pt_crash"), str(THREADS), fill], stdout=subprocess.PIPE)
     t0 = time.monotonic()
     while len(os.listdir("/proc/%d/task" % p.pid)) < THREADS and time.monotonic() - t0 < 10:

@@ -16,8 +16,8 @@ import time
 import pytest
 
 import lackey
-from conftest import (anyuser_copy, check_vt_order, gebpf_path, output_grew, prog_path, read_trace,
-                      run_gebpf, stable_env, trap_args, trace_bytes)
+from conftest import (anyuser_copy, check_vt_order, gebpf_path, output_grew, private_prog, prog_path,
+                      read_trace, run_gebpf, stable_env, trap_args, trace_bytes)
 from test_pagetrap import symbol
 from test_pagetrap_attach import Server, answers
 
@@ -39,9 +39,10 @@ def one_error(r, codes, *needles):
 
 
 # A test that looks for processes of a test program's image (none may be
-# left running; no_stray_spin kills those it finds) runs alone: the parallel
-# part's other tests run the same programs (docs/testing.md).
-SERIAL = pytest.mark.serial
+# left running; no_stray_spin kills those it finds) runs a copy of its own
+# (conftest.private_prog): the parallel part's other tests run the same
+# programs, and a look for those of the shared image once killed another
+# test's target (docs/testing.md).
 
 
 def procs_running(path):
@@ -89,13 +90,13 @@ def native_output(name, *args):
 
 
 @pytest.fixture
-def no_stray_spin():
-    """Kill (by pid) any `spin` a launch-mode test leaves behind: gebpf's
-    child, started by this test, must not outlive it whatever gebpf does."""
-    spin = prog_path("spin")
-    before = set(procs_running(spin))
+def no_stray_spin(tmp_path):
+    """This test's own copy of `spin` (private_prog); any process of it a
+    launch-mode test leaves behind is killed (by pid): gebpf's child, started
+    by this test, must not outlive it whatever gebpf does."""
+    spin = private_prog(tmp_path, "spin")
     yield spin
-    for pid in set(procs_running(spin)) - before:
+    for pid in procs_running(spin):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -220,40 +221,36 @@ def test_own_pid_refused(how, tmp_path):
     assert not out.exists()
 
 
-@SERIAL
-def test_unknown_symbol():
-    prog = prog_path("hot_loop")
+def test_unknown_symbol(tmp_path):
+    prog = private_prog(tmp_path, "hot_loop")
     one_error(run_gebpf(["trace", "--range", "no_such_symbol", "--", prog]), (1, 2),
               "no_such_symbol")
     assert not procs_running(prog), "target left running"
 
 
-@SERIAL
-def test_unknown_module():
-    prog = prog_path("hot_loop")
+def test_unknown_module(tmp_path):
+    prog = private_prog(tmp_path, "hot_loop")
     one_error(run_gebpf(["trace", "--range", "no_such_module:hot", "--", prog]), (1, 2),
               "no_such_module")
     assert not procs_running(prog), "target left running"
 
 
-@SERIAL
 @pytest.mark.parametrize("rng", ["0x10-zz", "", "-", "0x401000-", "0x401000-0x402000-0x403000",
                                  "0x2000-0x1000"])
-def test_malformed_range(rng):
+def test_malformed_range(rng, tmp_path):
     """Malformed, empty, and START > END: usage errors, before launching."""
-    prog = prog_path("hot_loop")
+    prog = private_prog(tmp_path, "hot_loop")
     line = one_error(run_gebpf(["trace", "--range", rng, "--", prog]), 2)
     if rng:
         assert rng in line, "%r does not name the range %r" % (line, rng)
     assert not procs_running(prog), "target launched anyway"
 
 
-@SERIAL
 @pytest.mark.parametrize("rng", ["hot\nbar", "hot\r\n0-1", "0x10\x1b[31m-0x20", "hot\x7f"])
-def test_control_characters_are_escaped(rng):
+def test_control_characters_are_escaped(rng, tmp_path):
     """A value with a newline or another control character is echoed escaped:
     the error stays one line (it was two)."""
-    prog = prog_path("hot_loop")
+    prog = private_prog(tmp_path, "hot_loop")
     line = one_error(run_gebpf(["trace", "--range", rng, "--", prog]), 2)
     want = "".join({"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c) or
                    ("\\x%02x" % ord(c) if ord(c) < 0x20 or ord(c) == 0x7f else c) for c in rng)
@@ -261,9 +258,8 @@ def test_control_characters_are_escaped(rng):
     assert not procs_running(prog), "target launched anyway"
 
 
-@SERIAL
 def test_unwritable_output(tmp_path):
-    prog = prog_path("hot_loop")
+    prog = private_prog(tmp_path, "hot_loop")
     path = str(tmp_path / "no-such-dir" / "out.jsonl")
     one_error(run_gebpf(["trace", "--range", "hot", "-o", path, "--", prog]), 1, path)
     assert not procs_running(prog), "target left running"
@@ -274,8 +270,8 @@ def test_command_not_found(tmp_path):
     one_error(run_gebpf(["trace", "--range", "0x401000-0x401fff", "--", path]), 1, path)
 
 
-@SERIAL
 def test_disk_full(tmp_path):
+    hot_loop = private_prog(tmp_path, "hot_loop")
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
     mnt = tmp_path / "small"
@@ -287,7 +283,7 @@ def test_disk_full(tmp_path):
     try:
         out = mnt / "out.jsonl"
         # hot_loop's trace is ~2 MB: it cannot fit in 64 KiB
-        r = run_gebpf(["trace", "--range", "hot", "-o", str(out), "--", prog_path("hot_loop")])
+        r = run_gebpf(["trace", "--range", "hot", "-o", str(out), "--", hot_loop])
         one_error(r, 1, str(out))
         data = out.read_bytes() if out.exists() else b""
         assert data == b"" or data.endswith(b"\n"), "partial last line: %r" % data[-80:]
@@ -295,7 +291,7 @@ def test_disk_full(tmp_path):
             json.loads(raw)
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
-    assert not procs_running(prog_path("hot_loop")), "target left running"
+    assert not procs_running(hot_loop), "target left running"
 
 
 # ------------------------------------------------------------ how a trace ends
@@ -466,7 +462,6 @@ def mid_insn_range(prog="spin", func="traced"):
     return "0x%x-0x%x" % (a + 1, a + 32), a + 1, a, a + n, a - fn
 
 
-@SERIAL
 def test_start_inside_instruction_launch(no_stray_spin):
     """A START-END range whose START is not an instruction boundary: one line
     naming the instruction it is inside and the boundaries on either side,
@@ -824,7 +819,7 @@ def test_sigcont_to_a_thread_blocked_in_the_range(trap, threads_blocked_ref, spa
     signal dropped, the step ran the read, and waited for it with every
     other thread held: for ever.  It is now taken on its own first.)"""
     want, pcs = threads_blocked_ref
-    path = prog_path("trap_threads")
+    path = private_prog(tmp_path, "trap_threads")
     before = set(procs_running(path))
     out = tmp_path / "t.jsonl"
     g = spawn([gebpf_path(), "trace", "--trap", trap, "--engine", "step", "--range", "traced",

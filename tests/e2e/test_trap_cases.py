@@ -146,12 +146,20 @@ XFAIL = {
 }
 
 
+def group(cid):
+    """The case's tests share its runs (run_case's cache, per process): with
+    `--dist loadgroup` they run on one xdist worker, which makes the
+    reference (everything single-stepped) once, not once per worker."""
+    return pytest.mark.xdist_group("trap_cases:" + cid)
+
+
 def params(cases):
     out = []
     for c in cases:
         for t, e in COMBOS:
             why = XFAIL.get((c.id, t))
             marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+            marks.append(group(c.id))
             out.append(pytest.param(c, t, e, marks=marks, id="%s-%s-%s" % (c.id, t, e)))
     return out
 
@@ -226,7 +234,7 @@ def test_case_equals_reference(case, trap, engine, tmp_path_factory):
 PATCH_PROBED = {"short-entry": 2, "except": 2, "short-threads": 2, "probed-fault": 1}
 
 
-@pytest.mark.parametrize("cid", sorted(PATCH_PROBED))
+@pytest.mark.parametrize("cid", [pytest.param(c, marks=group(c), id=c) for c in sorted(PATCH_PROBED)])
 def test_patch_mixes_patches_and_uprobes(cid, tmp_path_factory):
     """Under --trap patch the case is traced by the patch trap with its
     refused entries on uprobes, and those uprobes are entered (the trace's
@@ -255,7 +263,7 @@ def probe_counts(err):
     return tuple(int(g) for g in m.groups())
 
 
-@pytest.mark.parametrize("cid", sorted(PATCH_PROBED))
+@pytest.mark.parametrize("cid", [pytest.param(c, marks=group(c), id=c) for c in sorted(PATCH_PROBED)])
 def test_probed_entry_without_a_stop(cid, tmp_path_factory):
     """Where the kernel lets a uprobe program write ip (Linux 6.18), a hit
     at an entry that keeps a uprobe never stops the thread: the BPF program
@@ -300,7 +308,7 @@ def test_probed_entry_fallback_is_the_same_trace(tmp_path):
 LACKEY_CASES = [c for c in CASES if c.lackey]
 
 
-@pytest.mark.parametrize("case", LACKEY_CASES, ids=[c.id for c in LACKEY_CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, marks=group(c.id), id=c.id) for c in LACKEY_CASES])
 def test_exec_lines_match_lackey(case, valgrind, tmp_path_factory):
     """The reference's exec lines are lackey's, in order (every other
     combination equals the reference byte for byte above)."""
@@ -398,7 +406,8 @@ def parked_native():
 _PARKED = {}
 
 
-@pytest.mark.parametrize("trap,engine", COMBOS, ids=["%s-%s" % c for c in COMBOS])
+@pytest.mark.parametrize("trap,engine", [pytest.param(*c, marks=group("parked"), id="%s-%s" % c)
+                                         for c in COMBOS])
 def test_parked_thread_at_attach(trap, engine, tmp_path_factory):
     """tc_parked's worker blocked in the range's own read when gebpf attaches:
     the trace begins with that read (restarted after the attach's

@@ -7,7 +7,12 @@
  * the range (a 20 us nanosleep: a thread parked in a system call of the
  * cache).
  *
- * Usage: pt_crash THREADS FILL [N0 N1 ...].  With the Ns, thread k makes Nk
+ * Usage: pt_crash THREADS FILL[p] [N0 N1 ...].  FILLp paces the threads: a
+ * burst of calls for ~0.2 ms, then 0.8 ms asleep (out of the range), a fifth
+ * of a CPU each, for the runs that need entries, not the full rate (the kill
+ * campaigns' tests wait seconds on it, and three threads flat out took every
+ * cycle the tests beside them needed: docs/testing.md "Where the CPU goes");
+ * the output is the same.  With the Ns, thread k makes Nk
  * calls; without them the threads run until SIGUSR1 (each stops at its next
  * call).  Prints one line per thread, "CALLS SUM", SUM depending only on
  * CALLS, FILL and k: the output of a run stopped by SIGUSR1 is that of a run
@@ -24,6 +29,7 @@
 
 static volatile sig_atomic_t stop;
 static long fill, want[MAXTHREADS], done[MAXTHREADS];
+static int paced;
 static unsigned long sums[MAXTHREADS];
 
 static void on_usr1(int sig)
@@ -62,15 +68,27 @@ __attribute__((noinline)) long filler(long n, long x)
 	return s;
 }
 
+static long now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
 static void *worker(void *arg)
 {
 	long id = (long)arg;
 	long slot[4] = { id + 1, id + 2, id + 3, id + 4 };
 	unsigned long sum = 0;
-	long i;
+	long i, burst = now_ns();
+	const struct timespec nap = { 0, 800000 };
 	for (i = 0; want[id] < 0 ? !stop : i < want[id]; i++) {
 		sum = sum * 31 + (unsigned long)traced(slot, i);
 		sum += (unsigned long)filler(fill, i + id) & 0xff;
+		if (paced && now_ns() - burst > 200000) {
+			nanosleep(&nap, NULL);
+			burst = now_ns();
+		}
 	}
 	done[id] = i;
 	sums[id] = sum;
@@ -83,7 +101,9 @@ int main(int argc, char **argv)
 	int n = argc > 1 ? atoi(argv[1]) : 0;
 	if (n < 1 || n > MAXTHREADS || argc < 3 || (argc > 3 && argc != 3 + n))
 		return 2;
-	fill = atol(argv[2]);
+	char *end;
+	fill = strtol(argv[2], &end, 10);
+	paced = *end == 'p';
 	for (int k = 0; k < n; k++)
 		want[k] = argc > 3 ? atol(argv[3 + k]) : -1;
 	if (argc == 3) {
