@@ -239,6 +239,39 @@ Test(unwind, refresh_sees_a_library_mapped_before_the_exit)
 	gb_unwinder__free(plain);
 }
 
+/* The same with a maps keeper (gebpf sample's), and the drain stuck (a
+ * long first unwind on a slow machine: the 6.12 guest's stacks cell):
+ * nothing of this thread reads the maps between the dlopen and the exit.
+ * The keeper's thread did, and the library is named after the exit. */
+Test(unwind, the_keeper_read_a_library_mapped_before_the_exit)
+{
+	char lib[4096];
+	uint64_t addr = 0;
+	struct gb_frame_info fi;
+	int rfd, st;
+
+	if (unit_prog_path("lib/libunwindleaf.so", lib, sizeof(lib)))
+		cr_skip_test("%s is not built (make progs)", lib);
+	struct gb_unwinder *u = gb_unwinder__new();
+	cr_assert(u);
+	cr_assert_eq(gb_unwinder__keep(u, 20000000ull, 5000000000ull), 0);
+	pid_t pid = start_loader(lib, "leaf_hot", &rfd);
+	gb_unwinder__prepare(u, pid);    /* (its maps read here: before the dlopen) */
+	cr_assert_eq(kill(pid, SIGCONT), 0);
+	cr_assert_eq(read(rfd, &addr, sizeof(addr)), (ssize_t)sizeof(addr));
+	close(rfd);
+	cr_assert_neq(addr, 0, "the target could not dlopen %s", lib);
+	/* (the keeper's rounds every 20 ms: 25 of them while it lives) */
+	usleep(500000);
+	make_zombie(pid);
+	uint64_t t = now_ns();
+	gb_unwinder__sample_time(u, pid, t);
+	cr_assert_eq(gb_unwinder__describe(u, pid, addr, false, &fi), 0);
+	cr_assert_str_eq(fi.func, "leaf_hot");
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	gb_unwinder__free(u);
+}
+
 Test(unwind, live_process_unwinds_to_its_outermost_frame)
 {
 	static struct captured c;

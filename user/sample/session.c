@@ -528,6 +528,12 @@ int gb_sample_session_run(const struct gb_sample_session_opts *o)
 			gb_err("sample: %s", strerror(ENOMEM));
 			goto cleanup;
 		}
+		/* (the maps read beside the drain: without the thread, between drains) */
+		int kerr = gb_unwinder__keep(S.unw, REFRESH_NS, ACTIVE_NS);
+		if (kerr)
+			gb_warn("sample: no thread to read the maps beside the drain (%s): a "
+				"process that exits before its samples are named is named by "
+				"the maps read last", strerror(-kerr));
 	}
 	clock_gettime(CLOCK_REALTIME, &wall);
 	t0 = gb_mono_s();

@@ -33,6 +33,9 @@ struct proc {
 	uint64_t maps_hash;        /* of its text then */
 	bool exited;               /* its maps were found gone or empty: never read again */
 	bool prepared;             /* gb_unwinder__prepare()d: refreshed while it lives */
+	uint64_t keep_gen;         /* the keeper's text last applied (mapskeep.h) */
+	uint64_t live_ns;          /* when maps read here were last applied */
+	uint64_t watched_ns;       /* the sample time last told the keeper */
 	char *exe;                 /* its executable then (/proc/PID/exe), NULL if unknown */
 	struct gb_perfmap *jit;    /* its /tmp/perf-PID.map (names.c), opened at first use */
 	/* The walk under way (for the callbacks). */
@@ -52,6 +55,7 @@ struct gb_unwinder {
 	char *debuginfo_path;
 	void *procs;               /* tsearch tree of struct proc, by pid */
 	void *files;               /* tsearch tree of struct elf_file, by (dev, ino) */
+	struct gb_mapskeep *keep;  /* the maps keeper (gb_unwinder__keep), or NULL */
 	char build_id[2 * 64 + 1];
 	char func[512];
 	char *dem; size_t demcap;   /* a demangled name (names.c) */

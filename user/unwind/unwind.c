@@ -19,6 +19,7 @@
 #include "sym/debugfile.h"
 #include "sym/perfmap.h"
 #include "unwind/internal.h"
+#include "unwind/mapskeep.h"
 
 int unw_cmp_proc(const void *a, const void *b)
 {
@@ -169,12 +170,26 @@ static const Dwfl_Thread_Callbacks thread_cbs = {
 /* Report every file-backed mapping of pid as one module per file (its
  * lowest to highest address), then attach our thread callbacks.  Nothing
  * is redone when the maps are unchanged since the last read. */
+static void report_text(struct proc *p, char *text, size_t len, bool live);
+
+/* The keeper's last text of p when newer than the one applied: applied
+ * (true), its modules those of the process's last maps while it lived. */
+static bool report_kept(struct proc *p)
+{
+	char *text;
+	size_t len;
+
+	/* (one read before ours, of a process since changed, is not newer) */
+	if (!p->u->keep ||
+	    !gb_mapskeep_newer(p->u->keep, p->pid, p->live_ns, &p->keep_gen, &text, &len))
+		return false;
+	report_text(p, text, len, false);
+	return true;
+}
+
 static void report(struct proc *p)
 {
-	char path[64], line[4400], name[4200], last[4200] = "";
-	uint64_t lo = 0, hi = 0, h = GB_FNV1A_INIT;
-	dev_t last_dev = 0;
-	ino_t last_ino = 0;
+	char path[64], line[4400];
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f, *mem;
@@ -184,7 +199,8 @@ static void report(struct proc *p)
 	f = fopen(path, "re");
 	if (!f) {
 		p->exited = true;
-		return;       /* reaped: keep what we had */
+		report_kept(p);  /* reaped: keep what we had, or what the keeper saw */
+		return;
 	}
 	mem = open_memstream(&text, &len);
 	if (!mem) {
@@ -198,8 +214,29 @@ static void report(struct proc *p)
 	/* A live process maps at least its executable; empty maps are those
 	 * of a process that has released its memory (exiting, or a zombie not
 	 * yet reaped).  Its samples still queued were taken with the modules
-	 * we know: keep them, never replace them by none. */
-	if (len) {
+	 * we know, or those the keeper read last: keep them, never replace
+	 * them by none. */
+	if (!len) {
+		free(text);
+		p->exited = true;
+		report_kept(p);
+		return;
+	}
+	p->live_ns = p->reported_ns;
+	report_text(p, text, len, true);
+}
+
+/* Apply TEXT (maps, LEN > 0; freed here): read from /proc now (LIVE: the
+ * executable's name read with it) or kept from before. */
+static void report_text(struct proc *p, char *text, size_t len, bool live)
+{
+	char path[64], line[4400], name[4200], last[4200] = "";
+	uint64_t lo = 0, hi = 0, h = GB_FNV1A_INIT;
+	dev_t last_dev = 0;
+	ino_t last_ino = 0;
+	FILE *f;
+
+	if (live) {
 		char exe[4200];
 		ssize_t n;
 		snprintf(path, sizeof(path), "/proc/%d/exe", p->pid);
@@ -210,9 +247,7 @@ static void report(struct proc *p)
 		}
 	}
 	h = gb_fnv1a(text, len, h);
-	if (!len)
-		p->exited = true;
-	if (!len || (p->dwfl && h == p->maps_hash)) {
+	if (p->dwfl && h == p->maps_hash) {
 		free(text);
 		return;
 	}
@@ -460,6 +495,8 @@ void gb_unwinder__prepare(struct gb_unwinder *u, pid_t pid)
 	struct proc *p = unw_get_proc(u, pid);
 	if (p)
 		p->prepared = true;
+	if (p && u->keep)
+		gb_mapskeep_watch(u->keep, pid, true, 0);
 }
 
 struct refresh {
@@ -479,6 +516,12 @@ static void refresh_one(const void *node, VISIT which, void *arg)
 	 * prepared (a launched command) until it exits. */
 	if (!p->prepared && r->now - p->newest_ns > r->active_ns)
 		return;
+	/* (the keeper reads them: its newest text, if any) */
+	if (p->u->keep) {
+		p->reported_ns = r->now;
+		r->n += report_kept(p);
+		return;
+	}
 	report(p);
 	r->n++;
 }
@@ -496,6 +539,19 @@ void gb_unwinder__sample_time(struct gb_unwinder *u, pid_t pid, uint64_t ns)
 	struct proc *p = unw_get_proc(u, pid);
 	if (p && ns > p->newest_ns)
 		p->newest_ns = ns;
+	/* (the keeper told every 50 ms of samples, not at each) */
+	if (p && u->keep && !p->image && ns > p->watched_ns + 50000000ull) {
+		p->watched_ns = ns;
+		gb_mapskeep_watch(u->keep, pid, false, ns);
+	}
+}
+
+int gb_unwinder__keep(struct gb_unwinder *u, uint64_t every_ns, uint64_t active_ns)
+{
+	if (u->keep)
+		return 0;
+	u->keep = gb_mapskeep_new(every_ns, active_ns);
+	return u->keep ? 0 : -errno;
 }
 
 static void free_proc(void *x);
@@ -556,6 +612,8 @@ size_t gb_unwinder__forget(struct gb_unwinder *u, uint64_t before_ns)
 static void free_proc(void *x)
 {
 	struct proc *p = x;
+	if (p->u->keep && !p->image)
+		gb_mapskeep_forget(p->u->keep, p->pid);
 	free(p->exe);
 	gb_perfmap__free(p->jit);
 	if (p->dwfl)
@@ -575,6 +633,8 @@ void gb_unwinder__free(struct gb_unwinder *u)
 {
 	if (!u)
 		return;
+	gb_mapskeep_free(u->keep);
+	u->keep = NULL;   /* (free_proc below: nothing to forget) */
 	/* Modules (and their references to the files) first. */
 	tdestroy(u->procs, free_proc);
 	tdestroy(u->files, free_file);

@@ -151,6 +151,12 @@ size_t gb_unwinder__forget(struct gb_unwinder *u, uint64_t before_ns);
  * start).  Reads only /proc/PID/maps unless it changed.  Returns how many
  * were read. */
 size_t gb_unwinder__refresh(struct gb_unwinder *u, uint64_t every_ns, uint64_t active_ns);
+/* Start a maps keeper (unwind/mapskeep.h): a thread that reads those maps
+ * every every_ns whatever the consumer is doing, so that a process gone
+ * before its samples are named (the consumer seconds behind) is named by
+ * the maps it last had; gb_unwinder__refresh then applies the keeper's
+ * texts instead of reading itself.  0, or -errno (then refresh reads). */
+int gb_unwinder__keep(struct gb_unwinder *u, uint64_t every_ns, uint64_t active_ns);
 
 /* How many processes the unwinder keeps (their modules and names). */
 size_t gb_unwinder__nprocs(const struct gb_unwinder *u);
