@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,7 +142,14 @@ struct gb_mapskeep *gb_mapskeep_new(uint64_t every_ns, uint64_t active_ns)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&k->wake, &ca);
 	pthread_condattr_destroy(&ca);
-	if ((e = pthread_create(&k->thread, NULL, keeper, k))) {
+	/* (every signal blocked in the thread: gebpf's are for its main
+	 * thread, whose poll they must interrupt) */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	e = pthread_create(&k->thread, NULL, keeper, k);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (e) {
 		pthread_cond_destroy(&k->wake);
 		pthread_mutex_destroy(&k->lock);
 		free(k);
