@@ -25,6 +25,7 @@ sys.path.insert(0, HERE)
 
 import lackey  # noqa: E402  (the oracle lives next to the tests)
 import campaign as campaign_mod  # noqa: E402
+import refcache  # noqa: E402
 
 # name -> what to trace.  "range": function symbols; one symbol is passed as
 # --range SYMBOL (or MODULE:SYMBOL with "module"), several as the START-END
@@ -61,7 +62,16 @@ LINE_KEYS = {
 HEX = re.compile(r"0x(0|[1-9a-f][0-9a-f]*)")
 
 
+_REFCACHE_MADE = []
+
+
 def pytest_configure(config):
+    # The session's reference cache (refcache.py): made by the controller
+    # (or a run without xdist), before the workers start, which inherit it.
+    if not os.environ.get("PYTEST_XDIST_WORKER") and refcache.ENV not in os.environ:
+        d = tempfile.mkdtemp(prefix="gebpf-ref-")
+        os.environ[refcache.ENV] = d
+        _REFCACHE_MADE.append(d)
     config.addinivalue_line(
         "markers", "probetrap: needs `gebpf trace --trap probes` (the probe trap, issue 9); "
         "run them alone with -m probetrap")
@@ -119,6 +129,16 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("campaign seeds")
         for line in _CAMPAIGN_LINES:
             terminalreporter.write_line(line)
+    d = refcache.directory()
+    line = d and refcache.summary(d)
+    if line:
+        terminalreporter.write_line("reference traces: " + line)
+
+
+def pytest_unconfigure(config):
+    for d in _REFCACHE_MADE:
+        shutil.rmtree(d, ignore_errors=True)
+        os.environ.pop(refcache.ENV, None)
 
 
 # GEBPF_TEST_CPU=FILE: one line per test appended to FILE, "CPU WALL NODEID":

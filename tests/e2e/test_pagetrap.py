@@ -20,8 +20,9 @@ import time
 import pytest
 
 import lackey
-from conftest import (PROGS, check_vt_order, prog_path, range_arg, read_trace, run_gebpf,
-                      stable_env, trap_args)
+import refcache
+from conftest import (PROGS, check_vt_order, gebpf_path, prog_path, range_arg, read_trace,
+                      run_gebpf, stable_env, trap_args)
 
 pytestmark = pytest.mark.usefixtures("trace_ready")
 
@@ -46,11 +47,16 @@ def trace(name, rng, out, *args, step_all=False, trap=None, timeout=300, extra=(
     load 40)
     (gebpf is SIGKILLed; the target dies with it: EXITKILL)."""
     argv = ["trace", "-v", "--range", rng, "-o", str(out)] + list(extra)
-    argv += trap_args(trap or ("none" if step_all else "pages"))
+    trap = trap or ("none" if step_all else "pages")
+    argv += trap_args(trap)
     argv += ["--", prog_path(name)] + [str(a) for a in args]
     t0 = time.monotonic()
     try:
-        r = run_gebpf(argv, timeout=timeout)
+        if trap == "none":   # (a reference: made once a session, refcache.py)
+            r = refcache.run(argv, out, (gebpf_path(), prog_path(name)),
+                             lambda: run_gebpf(argv, timeout=timeout), env=stable_env())
+        else:
+            r = run_gebpf(argv, timeout=timeout)
     except subprocess.TimeoutExpired as e:
         err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr or ""
         r = None
