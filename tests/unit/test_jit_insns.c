@@ -167,6 +167,49 @@ __asm__(
 	"ti_vbuf: .fill 256, 1, 0x33\n"
 	".text\n");
 
+/* AVX-512 opmask-masked accesses (glibc's string functions on an AVX-512
+ * CPU: memset's tail store, strcmp's and memcmp's masked compares and
+ * loads): byte stores and loads under {k} (zero-masking too), a compare
+ * of a masked memory operand into k, dword and qword moves, compress and
+ * expand, partial and empty masks: one access per active element (a
+ * compress: its contiguous ones), as stepping gives from the opmask. */
+extern uint8_t ti_k[], ti_k_end[];
+__asm__(
+	".text\n"
+	".globl ti_k, ti_k_end\n"
+	"ti_k:\n"                        /* (the buffer as it was: both runs alike) */
+	"	vpternlogd $0xff, %zmm20, %zmm20, %zmm20\n"
+	"	vmovdqu64 %zmm20, ti_kbuf(%rip)\n"
+	"	vmovdqu64 %zmm20, ti_kbuf+64(%rip)\n"
+	"	vmovdqu64 %zmm20, ti_kbuf+128(%rip)\n"
+	"	vmovdqu64 %zmm20, ti_kbuf+192(%rip)\n"
+	"	vmovdqu64 %zmm20, ti_kbuf+256(%rip)\n"
+	"	lea ti_kbuf+64(%rip), %rsi\n"
+	"	mov $0x0f0f00ff00f0f0a5, %rax\n"
+	"	kmovq %rax, %k1\n"
+	"	vpbroadcastb %esi, %zmm16\n"
+	"	vmovdqu8 %zmm16, (%rsi){%k1}\n"
+	"	vmovdqu8 3(%rsi), %ymm17{%k1}{z}\n"
+	"	mov $0x8001, %eax\n"
+	"	kmovq %rax, %k2\n"
+	"	vpcmpeqb (%rsi), %ymm17, %k3{%k2}\n"
+	"	vmovdqu32 %zmm16, 64(%rsi){%k2}\n"
+	"	vmovdqu64 -64(%rsi), %zmm18{%k1}\n"
+	"	mov $0xb6, %eax\n"
+	"	kmovw %eax, %k4\n"
+	"	vpcompressd %zmm16, 8(%rsi){%k4}\n"
+	"	vpexpandq 16(%rsi), %zmm19{%k4}{z}\n"
+	"	kxorq %k5, %k5, %k5\n"
+	"	vmovdqu8 %zmm16, 128(%rsi){%k5}\n"
+	"	kmovq %k3, %rax\n"
+	"	vzeroupper\n"
+	"	ret\n"
+	"ti_k_end:\n"
+	".data\n"
+	".align 64\n"
+	"ti_kbuf: .fill 320, 1, 0x44\n"
+	".text\n");
+
 static struct gb_jit_mem mem;
 static struct gb_jit *jit;
 
@@ -178,7 +221,7 @@ static void teardown(void)
 
 TestSuite(jit_insns, .fini = teardown);
 
-struct ref_rec { uint64_t pc; int nacc; struct gb_access acc[16]; };
+struct ref_rec { uint64_t pc; int nacc; struct gb_access acc[64]; };
 
 static __attribute__((noinline)) long run(long (*f)(long)) { return f(0); }
 
@@ -231,7 +274,7 @@ static void same_as_stepping(const uint8_t *lo, const uint8_t *end)
 		}
 		cr_assert_lt(n, 4096);
 		want[n].pc = r.rip;
-		want[n].nacc = gb_insn_accesses(in, &cpu, want[n].acc, 16);
+		want[n].nacc = gb_insn_accesses(in, &cpu, want[n].acc, 64);
 		cr_assert_geq(want[n].nacc, 0);
 		n++;
 	}
@@ -296,6 +339,13 @@ Test(jit_insns, gathers_and_masked_moves_access_their_active_elements)
 	if (!__builtin_cpu_supports("avx2"))
 		cr_skip_test("no AVX2 on this processor");
 	same_as_stepping(ti_vec, ti_vec_end);
+}
+
+Test(jit_insns, opmask_masked_accesses_run_translated_as_stepping_gives_them)
+{
+	if (!__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl"))
+		cr_skip_test("no AVX-512 BW and VL on this processor");
+	same_as_stepping(ti_k, ti_k_end);
 }
 
 /* A popf that sets TF: the thread leaves for the original popf (popf.c),

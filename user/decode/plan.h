@@ -111,6 +111,13 @@ static inline int gb_emit(struct gb_access *out, int n, int max, uint64_t addr,
 }
 
 /* Vector-dependent plans (vector.c).  Same contract as gb_insn_accesses(). */
+/* The memory elements an opmask value K selects in a MASKED plan that maps
+ * its lanes from an opmask (not GB_MAP_SIGN): bit j set for element j; for
+ * a COMPRESS plan, the low popcount(K & lanes) bits (its contiguous
+ * elements).  What the stop-free translator records (the opmask word)
+ * turns into accesses with this (user/jit/ring.c). */
+uint64_t gb_plan_kmask_elems(const struct gb_plan *p, uint64_t k);
+
 int gb_vec_accesses(const struct gb_insn *insn, const struct gb_cpu *cpu,
 		    struct gb_access *out, int max);
 

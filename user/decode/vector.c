@@ -86,6 +86,20 @@ static int masked(const struct gb_plan *p, const struct gb_cpu *cpu, struct gb_a
 	return n;
 }
 
+uint64_t gb_plan_kmask_elems(const struct gb_plan *p, uint64_t k)
+{
+	uint64_t lanes = p->lanes >= 64 ? ~0ull : (1ull << p->lanes) - 1, out = 0;
+
+	if (p->kind == GB_PLAN_COMPRESS) {
+		unsigned cnt = __builtin_popcountll(k & lanes);
+		return cnt >= 64 ? ~0ull : (1ull << cnt) - 1;
+	}
+	for (unsigned j = 0; j < p->nelem && j < 64; j++)
+		if (p->map != GB_MAP_SIGN && elem_active(p, NULL, k, j))
+			out |= 1ull << j;
+	return out;
+}
+
 /* vpcompress stores / vpexpand loads the active elements contiguously. */
 static int compress(const struct gb_plan *p, const struct gb_cpu *cpu, struct gb_access *out, int max)
 {

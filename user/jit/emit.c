@@ -84,6 +84,16 @@ void gb_emit_store_vec(struct gb_emit *m, unsigned base, int32_t disp, unsigned 
 	encode(m, &q);
 }
 
+void gb_emit_kmov(struct gb_emit *m, unsigned r, unsigned k, bool wide)
+{
+	ZydisEncoderRequest q;
+	req_init(&q, wide ? ZYDIS_MNEMONIC_KMOVQ : ZYDIS_MNEMONIC_KMOVW, 2);
+	op_reg(&q.operands[0], wide ? gb_emit_reg(r) : ZydisRegisterEncode(ZYDIS_REGCLASS_GPR32,
+						 ZydisRegisterGetId(gb_emit_reg(r))));
+	op_reg(&q.operands[1], (ZydisRegister)(ZYDIS_REGISTER_K0 + (k & 7)));
+	encode(m, &q);
+}
+
 void gb_emit_load(struct gb_emit *m, unsigned r, uint64_t slot)
 {
 	ZydisEncoderRequest q;

@@ -36,6 +36,9 @@ void gb_emit_store_imm(struct gb_emit *m, unsigned base, int32_t disp, int32_t i
 void gb_emit_store_reg(struct gb_emit *m, unsigned base, int32_t disp, unsigned r);   /* mov [base+disp], r */
 /* movdqu [base+disp], xmm v (bytes <= 16), else vmovdqu [base+disp], ymm v. */
 void gb_emit_store_vec(struct gb_emit *m, unsigned base, int32_t disp, unsigned v, unsigned bytes);
+/* r <- opmask k: kmovq r64, k (wide: AVX512BW's 64-bit opmasks), else
+ * kmovw r32, k (AVX512F's 16, zero-extended). */
+void gb_emit_kmov(struct gb_emit *m, unsigned r, unsigned k, bool wide);
 /* lea r, [base + index*scale + disp] (GB_REG_NONE for no base / index). */
 void gb_emit_lea(struct gb_emit *m, unsigned r, unsigned base, unsigned index, uint8_t scale,
 		 int64_t disp);

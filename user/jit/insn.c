@@ -125,7 +125,7 @@ int jit_one(struct gb_jit *j, const struct gb_insn *gi, bool norefs)
 			nrt += in->refs[k].rt;
 		}
 	}
-	if ((p->kind == GB_PLAN_VSIB || p->kind == GB_PLAN_MASKED) && !norefs) {
+	if ((p->kind == GB_PLAN_VSIB || p->kind == GB_PLAN_MASKED) && !p->kreg && !norefs) {
 		unsigned ib = p->kind == GB_PLAN_VSIB ? p->nelem * p->idx_elem : 0, mb = p->nelem * p->elem;
 		in->vkind = p->kind;
 		in->nelem = p->nelem;
@@ -135,9 +135,18 @@ int jit_one(struct gb_jit *j, const struct gb_insn *gi, bool norefs)
 		in->ibytes = (uint8_t)(!ib ? 0 : ib > 16 ? 32 : 16);
 		in->mbytes = (uint8_t)(mb > 16 ? 32 : 16);
 	}
-	unsigned vwords = (in->ibytes + in->mbytes) / 8;
-	unsigned a = pick_scratch(p, GB_REG_NONE), b = nrt ? pick_scratch(p, a) : GB_REG_NONE;
-	if (a == GB_REG_NONE || (nrt && b == GB_REG_NONE))
+	if ((p->kind == GB_PLAN_MASKED || p->kind == GB_PLAN_COMPRESS) && p->kreg && !norefs) {
+		in->vkind = p->kind;   /* (the opmask's word after the address) */
+		in->nelem = p->nelem;
+		in->elem = p->elem;
+		in->kreg = p->kreg;
+		in->kmap = p->map;
+		in->lanes = p->lanes;
+	}
+	unsigned vwords = (in->ibytes + in->mbytes) / 8 + !!in->kreg;
+	bool need_b = nrt || in->kreg;
+	unsigned a = pick_scratch(p, GB_REG_NONE), b = need_b ? pick_scratch(p, a) : GB_REG_NONE;
+	if (a == GB_REG_NONE || (need_b && b == GB_REG_NONE))
 		return -1;
 	uint32_t id = (uint32_t)j->nin;
 	struct unit *u = jit_unit_add(j, U_INSN, gi->pc);
@@ -149,7 +158,7 @@ int jit_one(struct gb_jit *j, const struct gb_insn *gi, bool norefs)
 	u->words = (uint8_t)(1 + nrt + !!in->bt_bits + vwords);
 	gb_emit_store(&j->em, daddr(j, SLOT(a)), a);
 	u->o_b = (uint32_t)j->em.used;
-	if (nrt)
+	if (need_b)
 		gb_emit_store(&j->em, daddr(j, SLOT(b)), b);
 	u->o_load = (uint32_t)j->em.used;
 	gb_emit_load(&j->em, a, daddr(j, HEAD));
@@ -172,10 +181,14 @@ int jit_one(struct gb_jit *j, const struct gb_insn *gi, bool norefs)
 		gb_emit_store_vec(&j->em, a, (int32_t)(8 * w), p->mreg, in->mbytes);
 		w += in->mbytes / 8;
 	}
+	if (in->kreg) { /* the opmask, before the instruction runs */
+		gb_emit_kmov(&j->em, b, in->kreg, __builtin_cpu_supports("avx512bw"));
+		gb_emit_store_reg(&j->em, a, (int32_t)(8 * w++), b);
+	}
 	gb_emit_lea(&j->em, a, a, GB_REG_NONE, 0, 8 * (int64_t)w);
 	gb_emit_store(&j->em, daddr(j, HEAD), a);
 	u->o_commit = (uint32_t)j->em.used;
-	if (nrt)
+	if (need_b)
 		gb_emit_load(&j->em, b, daddr(j, SLOT(b)));
 	gb_emit_load(&j->em, a, daddr(j, SLOT(a)));
 	u->o_insn = (uint32_t)j->em.used;

@@ -90,8 +90,13 @@ struct insn {
 	 * after the address words the record holds ibytes of the index vector
 	 * (VSIB) and mbytes of the mask vector, rounded up to 16 or 32; the
 	 * consumer finds the active elements (one access each, element order). */
-	uint8_t vkind;         /* GB_PLAN_VSIB, GB_PLAN_MASKED or 0 */
+	uint8_t vkind;         /* GB_PLAN_VSIB, GB_PLAN_MASKED, GB_PLAN_COMPRESS or 0 */
 	uint8_t nelem, elem, idx_elem, scale, ibytes, mbytes;
+	/* An AVX-512 opmask-masked access (MASKED or COMPRESS plan, kreg set):
+	 * after the address word the record holds the opmask's value, read
+	 * before the instruction runs (gb_plan_kmask_elems turns it into the
+	 * active elements); kmap and lanes as the plan's. */
+	uint8_t kreg, kmap, lanes;
 };
 
 struct stub {

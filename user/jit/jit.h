@@ -361,7 +361,7 @@ struct gb_jit_rec {
 	uint64_t pc;
 	uint8_t len;
 	int nacc;
-	struct gb_access acc[16];     /* (a gather, a masked move: one per element) */
+	struct gb_access acc[64];     /* (a gather, a masked move: one per element; 64 bytes of a zmm) */
 	uint8_t kind;         /* enum gb_jit_rec_kind; a marker has pc 0, no access */
 	unsigned area;        /* GB_JIT_REC_MARK: the area k of the thread whose
 			       * stretch begins (the lock just taken) */

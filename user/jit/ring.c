@@ -86,6 +86,34 @@ static int vec_accesses(const struct insn *in, const struct ref *r, uint64_t bas
 	return 1;
 }
 
+/* An AVX-512 opmask-masked access (struct insn .kreg): the opmask's word
+ * follows the address in the record.  One access per active element, in
+ * element order (a compress/expand: one of its contiguous elements). */
+static int k_accesses(const struct insn *in, const struct ref *r, uint64_t base, const uint64_t *w,
+		      size_t used, size_t *pos, uint64_t fs_base, uint64_t gs_base,
+		      struct gb_jit_rec *out)
+{
+	if (*pos >= used || in->nelem > sizeof(out->acc) / sizeof(out->acc[0]))
+		return -EINVAL;
+	struct gb_plan p = { .kind = in->vkind, .nelem = in->nelem, .elem = in->elem,
+			     .lanes = in->lanes, .map = in->kmap, .kreg = in->kreg };
+	uint64_t on = gb_plan_kmask_elems(&p, w[(*pos)++]);
+	if (in->vkind == GB_PLAN_COMPRESS) {
+		unsigned cnt = (unsigned)__builtin_popcountll(on);
+		if (cnt)
+			out->acc[out->nacc++] = (struct gb_access){
+				seg_addr(r->flags, base, fs_base, gs_base), cnt * in->elem,
+				r->flags & GB_REF_WRITE };
+		return 1;
+	}
+	for (unsigned i = 0; i < in->nelem; i++)
+		if (on >> i & 1)
+			out->acc[out->nacc++] = (struct gb_access){
+				seg_addr(r->flags, base + (uint64_t)i * in->elem, fs_base, gs_base),
+				in->elem, r->flags & GB_REF_WRITE };
+	return 1;
+}
+
 static int decode_at(const struct gb_jit *j, size_t used, size_t *pos, uint64_t fs_base,
 		     uint64_t gs_base, struct gb_jit_rec *out)
 {
@@ -123,6 +151,8 @@ static int decode_at(const struct gb_jit *j, size_t used, size_t *pos, uint64_t 
 			a = w[(*pos)++];
 		}
 		a += (uint64_t)adj;
+		if (in->kreg)
+			return k_accesses(in, r, a, w, used, pos, fs_base, gs_base, out);
 		if (in->vkind) /* (wrapped and segment-based per element) */
 			return vec_accesses(in, r, a, w, used, pos, fs_base, gs_base, out);
 		a = seg_addr(r->flags, a, fs_base, gs_base);

@@ -53,7 +53,8 @@ static bool rep_ok(const struct gb_insn *gi)
  * (the offset recorded, the unit found by the consumer), enter (its
  * accesses as templates of rsp and rbp), AVX2 gathers and the sign-masked
  * moves (vmaskmov, vpmaskmov, maskmovdqu: the index and mask vectors
- * recorded, insn.c), popf (after a check that it does not set TF:
+ * recorded, insn.c), AVX-512 opmask-masked loads, stores, compress and
+ * expand (the opmask recorded), popf (after a check that it does not set TF:
  * popf.c), and instructions that only raise a signal (the fault is mapped
  * back by the trap). */
 static bool nostop_only(const struct gb_insn *in)
@@ -65,6 +66,11 @@ static bool nostop_only(const struct gb_insn *in)
 	if ((in->plan.kind == GB_PLAN_VSIB || (in->plan.kind == GB_PLAN_MASKED &&
 	     in->plan.map == GB_MAP_SIGN)) && !in->plan.kreg)
 		return !(in->plan.refs[0].flags & GB_REF_WRITE) || in->plan.kind == GB_PLAN_MASKED;
+	/* AVX-512 {k} loads, stores and compress/expand: the opmask recorded
+	 * (insn.c; gathers and scatters with an opmask are stepped) */
+	if ((in->plan.kind == GB_PLAN_MASKED || in->plan.kind == GB_PLAN_COMPRESS) &&
+	    in->plan.kreg && in->plan.map != GB_MAP_SIGN && in->plan.nrefs == 1)
+		return true;
 	if (in->plan.kind == GB_PLAN_ENTER) /* as its templates (insn.c) */
 		return in->plan.level <= ENTER_LEVELS;
 	switch (in->zi.mnemonic) {
