@@ -570,7 +570,33 @@ def judge_probe(rdir, exp, env):
     ok = [l for l in out if l.startswith("probecheck: ok")]
     if not ok:
         return ("fail", "probecheck exited 0 without its ok line")
-    return ("pass", ok[-1][len("probecheck: "):])
+    vex = judge_vex(rdir)
+    if vex and vex[0] == "fail":
+        return vex
+    return ("pass", ok[-1][len("probecheck: "):] + (vex[1] if vex else ""))
+
+
+def judge_vex(rdir):
+    """The probe trap over uprobe_vex's traced_vex (a VEX-encoded store at
+    the entry): the program's native output, the entry left to the page
+    trap.  None where the guest had no uprobe_vex; ('pass', note) or
+    ('fail', why)."""
+    rc = read(os.path.join(rdir, "vex_native.rc"), None)
+    if rc is None:
+        return None
+    if rc.strip() == "2":
+        return ("pass", "; no AVX2 in this guest: the VEX entry not tried")
+    want = read(os.path.join(rdir, "vex_native.out"), "")
+    got = read(os.path.join(rdir, "vex.out"), "")
+    err = read(os.path.join(rdir, "vex.err"), "") or ""
+    if (read(os.path.join(rdir, "vex.rc"), "") or "").strip() != "0":
+        return ("fail", "trace --trap probes of uprobe_vex failed: %s" % err.strip()[-200:])
+    if got != want:
+        return ("fail", "uprobe_vex printed %r under the probe trap, natively %r (a uprobe on its "
+                        "VEX entry?)" % (got.strip(), (want or "").strip()))
+    if "VEX/EVEX-encoded" not in err:
+        return ("fail", "the probe trap did not refuse uprobe_vex's VEX entry")
+    return ("pass", "; VEX entry left to the page trap")
 
 
 COUNTS_RE = re.compile(r"sample: (\d+) kept, \d+ seen, \d+ filtered in the kernel, (\d+) lost; "

@@ -211,6 +211,15 @@ run sample 30 "$G" sample --range "$SPIN_START-$SPIN_LAST" -F 997 --duration 20 
 # instruction, steps over probes, SIGSTOP when SIGURG is blocked
 # (probecheck sits beside gebpf; scripts/kmatrix.d/probecheck.c)
 run probe 60 "${G%/*}/probecheck"
+# ... and no uprobe on a VEX-encoded instruction: uprobes take the opcode
+# byte after the prefix for a one-byte opcode (0x7f: jg) and emulate that
+# instead of running it (docs/bpf.md "What a uprobe runs"); the probe trap
+# leaves such an entry to the page trap, and the program's output is its
+# native one (uprobe_vex exits 2 where the guest's CPU has no AVX2)
+if [ -x "$P/uprobe_vex" ]; then
+	run vex_native 10 "$P/uprobe_vex" 20
+	run vex 30 "$G" trace -v --trap probes --range traced_vex -o "$O/vex.jsonl" -- "$P/uprobe_vex" 20
+fi
 
 # (6) call stacks: registers + user stack copy (DWARF mode), kernel stacks,
 # children followed (raw_tp/sched_process_fork); a 6-deep chain without

@@ -259,6 +259,30 @@ def test_probe_program_loaded_without_the_btf_cut_fails(good):
     assert verdicts(good)["trace"][0] == "pass"
 
 
+VEX_ERR = ("gebpf: warning: probe trap: the entry at /kmatrix/progs/uprobe_vex+0x27f5 is "
+           "VEX/EVEX-encoded (a uprobe there runs another instruction: docs/bpf.md \"What a "
+           "uprobe runs\"); using the page trap\n")
+
+
+def test_probe_trap_with_a_uprobe_on_a_vex_entry_fails(good):
+    # (a guest without uprobe_vex: nothing judged; with it, the native output)
+    assert "VEX" not in verdicts(good)["probe"][1]
+    for name, text in (("vex_native.rc", "0\n"), ("vex_native.out", "eda4bc5e804bde00\n"),
+                       ("vex.rc", "0\n"), ("vex.out", "eda4bc5e804bde00\n"), ("vex.err", VEX_ERR)):
+        put(good, name, text)
+    v, why = verdicts(good)["probe"]
+    assert v == "pass" and "VEX entry left to the page trap" in why
+    put(good, "vex.out", "0\n")   # the store undone: a uprobe ran another instruction
+    v, why = verdicts(good)["probe"]
+    assert v == "fail" and "uprobe_vex printed '0'" in why
+    put(good, "vex.out", "eda4bc5e804bde00\n")
+    put(good, "vex.err", "")
+    assert verdicts(good)["probe"][0] == "fail"
+    put(good, "vex_native.rc", "2\n")   # no AVX2 in the guest
+    v, why = verdicts(good)["probe"]
+    assert v == "pass" and "no AVX2" in why
+
+
 def test_jit_that_translated_nothing_fails(good):
     put(good, "trace_jit.err", "gebpf: trace: jit: 0 runs, 0 stops, 0 instructions translated-run, 0 blocks\n")
     v, why = verdicts(good)["trace"]

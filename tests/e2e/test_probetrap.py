@@ -579,3 +579,38 @@ def test_sigkill_leaves_target_running(campaign, tmp_path):
             break
         time.sleep(0.1)
     assert not alive, "BPF programs of SIGKILLed gebpf runs still loaded: %s" % sorted(alive)
+
+
+# ------------------------------------------------------------ entries uprobes cannot run
+
+@pytest.mark.parametrize("kind", ["vex", "evex"])
+def test_no_uprobe_on_a_vex_instruction(kind, tmp_path):
+    """uprobe_vex: ranges whose entry is a VEX (AVX2 vmovdqu) or EVEX
+    (AVX-512 vmovdqu64) store.  Linux's uprobes take the opcode byte after
+    the prefix for a one-byte opcode (0x7f: jg) and emulate that instead of
+    the store (docs/bpf.md "What a uprobe runs"): under a uprobe the program
+    stored nothing and printed another checksum.  The probe trap now refuses
+    the entry in one line naming it and the page trap traces the range: the
+    native output under every trap, and --trap none's trace."""
+    args = [20] + (["evex"] if kind == "evex" else [])
+    r = subprocess.run([prog_path("uprobe_vex")] + [str(a) for a in args], capture_output=True,
+                       timeout=60)
+    if r.returncode == 2:
+        pytest.skip("no %s on this CPU" % ("AVX-512" if kind == "evex" else "AVX2"))
+    want = r.stdout
+    rng = "traced_" + kind
+    outs = {}
+    for trap in ("probes", "none", "patch"):
+        outs[trap] = tmp_path / ("%s.jsonl" % trap)
+        g = subprocess.run([gebpf_path(), "trace", "-v", "--trap", trap, "--range", rng, "-o",
+                            str(outs[trap]), "--", prog_path("uprobe_vex")] + [str(a) for a in args],
+                           capture_output=True, timeout=120)
+        assert g.returncode == 0, g.stderr.decode()[-2000:]
+        assert g.stdout == want, "--trap %s: the program printed %r, natively %r" % (
+            trap, g.stdout, want)
+        if trap == "probes":
+            err = g.stderr.decode()
+            assert "is VEX/EVEX-encoded" in err and "using the page trap" in err, err[-2000:]
+    same_file(outs["probes"], outs["none"], "uprobe_vex --range %s" % rng, ("probes", "none"))
+    lines, summary = read_trace(outs["none"])
+    assert summary["insns"] == 2 * 20, summary   # (the store and the ret, 20 calls)

@@ -89,10 +89,18 @@ STRING_JOBS = [
     ("libc:strlen", ["sort", "-S", "2M", "--parallel=1"]),
     ("libc:memchr", ["grep", "-c", "ab"]),
     ("libc:memcpy", ["sha256sum"]),
+    # (on an AVX-512 CPU these have opmask-masked loads, stores and
+    # compares: the patch trap did not apply to them before the code cache
+    # recorded the opmask, docs/trace.md "The patch trap")
+    ("libc:memset", ["grep", "-c", "ab"]),
+    ("libc:memcmp", ["uniq"]),
+    ("libc:strcmp", ["/usr/bin/python3", "-S", "-c", "pass"]),
+    ("libc:strncmp", ["/usr/bin/python3", "-S", "-c", "pass"]),
 ]
 
 
-@pytest.mark.parametrize("rng,cmd", STRING_JOBS, ids=["%s-%s" % (c[0], r.split(":")[1])
+@pytest.mark.parametrize("rng,cmd", STRING_JOBS, ids=["%s-%s" % (os.path.basename(c[0]),
+                                                                r.split(":")[1])
                                                       for r, c in STRING_JOBS])
 def test_glibc_string_functions(rng, cmd, tmp_path):
     """glibc's string functions (the implementation the CPU's ifunc picks)

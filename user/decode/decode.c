@@ -86,6 +86,19 @@ int gb_decode(uint64_t pc, const uint8_t *bytes, size_t n, struct gb_insn *out)
 	return 0;
 }
 
+bool gb_insn_vex_family(const struct gb_insn *insn)
+{
+	switch (insn->zi.encoding) {
+	case ZYDIS_INSTRUCTION_ENCODING_VEX:
+	case ZYDIS_INSTRUCTION_ENCODING_EVEX:
+	case ZYDIS_INSTRUCTION_ENCODING_XOP:
+	case ZYDIS_INSTRUCTION_ENCODING_MVEX:
+		return true;
+	default:
+		return false;
+	}
+}
+
 void gb_insn_format(const struct gb_insn *insn, char *buf, size_t len)
 {
 	ZydisFormatter f;

@@ -112,6 +112,13 @@ int gb_decode(uint64_t pc, const uint8_t *bytes, size_t n, struct gb_insn *out);
 int gb_insn_accesses(const struct gb_insn *insn, const struct gb_cpu *cpu,
 		     struct gb_access *out, int max);
 
+/* Is the instruction VEX-, EVEX- or XOP-encoded?  Linux's uprobes take the
+ * opcode byte after such a prefix for a one-byte opcode and emulate that
+ * instead of running the instruction out of line (EVEX vpbroadcastb's 0x7a
+ * as jp, vmovdqu64's 0x7f as jg: the instruction never runs; measured on
+ * 6.18, docs/bpf.md "What a uprobe runs"): no probe may sit on one. */
+bool gb_insn_vex_family(const struct gb_insn *insn);
+
 /* Mnemonic text for diagnostics ("mov qword ptr [rax], rbx"). */
 void gb_insn_format(const struct gb_insn *insn, char *buf, size_t len);
 

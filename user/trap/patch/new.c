@@ -145,6 +145,13 @@ static const char *from_code_pointers(struct patch_trap *pt, const uint64_t *v, 
 	return NULL;
 }
 
+/* The decoded instruction at pc (ins ascending), or NULL. */
+static const struct gb_insn *patch_insn_at(const struct gb_insn *ins, size_t nins, uint64_t pc)
+{
+	size_t i = GB_LOWER(ins, nins, pc, pc);
+	return i < nins && ins[i].pc == pc ? &ins[i] : NULL;
+}
+
 /* The plan over the range's entries, each translated; the first refusal's
  * reason. */
 static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, uint64_t hi,
@@ -195,6 +202,17 @@ static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, ui
 	for (size_t k = 0; !why && k < pt->plan.n; k++) {
 		struct gb_patch *p = &pt->plan.v[k];
 		if (p->why != GB_PATCH_OK) {
+			/* (a uprobe on a VEX/EVEX instruction runs another one:
+			 * decode.h gb_insn_vex_family) */
+			const struct gb_insn *at = patch_insn_at(ins, nins, p->addr);
+			if (at && gb_insn_vex_family(at)) {
+				snprintf(buf, len, "the entry at 0x%llx would keep a uprobe (%s) on a "
+					 "VEX/EVEX instruction, which uprobes do not run (docs/bpf.md "
+					 "\"What a uprobe runs\")", (unsigned long long)p->addr,
+					 gb_patch_why_str(p->why));
+				why = buf;
+				break;
+			}
 			gb_info("patch trap: the entry at 0x%llx keeps a uprobe (%s)",
 				(unsigned long long)p->addr, gb_patch_why_str(p->why));
 			ev[nref++] = p->addr; /* (ascending, as the plan) */

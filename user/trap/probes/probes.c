@@ -55,8 +55,9 @@ static const struct entry *find_probe(const struct gb_probes *p, uint64_t vaddr)
 /* Can the instruction at an entry be emitted exactly from the registers
  * before it, once it has run natively?  Not when its accesses depend on
  * vector registers it may change (gathers, masked moves), when it is a REP
- * string instruction (one line per iteration: the count is gone), or a
- * syscall (uprobes cannot run it out of line). */
+ * string instruction (one line per iteration: the count is gone), a
+ * syscall (uprobes cannot run it out of line), or a VEX/EVEX one (uprobes
+ * emulate another in its place: gb_insn_vex_family). */
 static const char *unrebuildable(const uint8_t *bytes, size_t len, uint64_t vaddr)
 {
 	struct gb_insn in;
@@ -68,6 +69,9 @@ static const char *unrebuildable(const uint8_t *bytes, size_t len, uint64_t vadd
 		return "is a REP string instruction";
 	if (in.flags & GB_INSN_SYSCALL)
 		return "is a system call";
+	if (gb_insn_vex_family(&in))
+		return "is VEX/EVEX-encoded (a uprobe there runs another instruction: docs/bpf.md "
+		       "\"What a uprobe runs\")";
 	return NULL;
 }
 
