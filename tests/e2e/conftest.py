@@ -79,6 +79,10 @@ def pytest_configure(config):
         "markers", "serial: needs the machine to itself (timing-sensitive, or looks at "
         "machine-wide state): scripts/test runs these alone, one at a time, after the "
         "parallel part (docs/testing.md \"How scripts/test runs the suite\")")
+    # (xdist registers it; a run without xdist, -p no:xdist, must know it too)
+    config.addinivalue_line(
+        "markers", "xdist_group(name): tests that share a module fixture or a cache run on one "
+        "xdist worker under --dist loadgroup (conftest.module_fixtures)")
     config.addinivalue_line(
         "markers", "campaign: a random campaign (tests/e2e/campaign.py): fixed seeds in CI, "
         "fresh ones under scripts/soak; implies serial")
