@@ -35,7 +35,12 @@ import pprof_decode
 MODULE = "kmpy"
 FUNCS = ("work", "sort", "key", "digest")
 MIN_SHARE = 0.80
-MIN_SAMPLES = 50
+# Enough samples for the share above to mean something, not a rate: the
+# guest runs at the lowest priority beside the host's tests (scripts/test),
+# and a starved guest's 4 s gave kmpy 45 samples where an idle one gives
+# about 2000 (the 6.12 guest of a clean CI run; 5.10 and 6.1 beside it 2010
+# and 1897).
+MIN_SAMPLES = 20
 PY_RE = re.compile(r"^%s\.(<module>|[A-Za-z_][\w.]*)$" % MODULE)
 CRYPTO_RE = re.compile(r"^SHA256|libcrypto")
 COUNTS_RE = re.compile(r"sample: (\d+) kept, \d+ seen, \d+ filtered in the kernel, (\d+) lost")
