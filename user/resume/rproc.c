@@ -50,10 +50,21 @@ int gb_resume__timers(struct gb_rctx *c, const struct gb_snapshot *s)
 	if (!(pk->have & GB_PS_ITIMERS))
 		return 0;
 	for (int w = 0; w < 3; w++) {
-		const struct gb_snap_itimer *it = &pk->itimer[w];
-		if (!it->val_sec && !it->val_usec)
+		struct gb_snap_itimer it = pk->itimer[w];
+		/* An interval timer caught between its expiry and the dequeue of
+		 * its signal reads "value 0, interval N": the kernel re-arms
+		 * ITIMER_REAL only when the SIGALRM it sent is dequeued (that
+		 * signal is among the pending ones restored).  Skipped as if
+		 * disarmed, the resumed process got that alarm and no other
+		 * (a program waiting in pause() for the next: for ever).  Armed
+		 * one interval on, as the dequeue would. */
+		if (!it.val_sec && !it.val_usec && (it.int_sec || it.int_usec)) {
+			it.val_sec = it.int_sec;
+			it.val_usec = it.int_usec;
+		}
+		if (!it.val_sec && !it.val_usec)
 			continue;
-		uint64_t a = gb_rput(c, 0, it, sizeof(*it));
+		uint64_t a = gb_rput(c, 0, &it, sizeof(it));
 		long r = a ? gb_rsys(c, SYS_setitimer, (uint64_t)w, a, 0, 0, 0, 0) : -EFAULT;
 		if (r < 0)
 			return gb_resume__fail(c, (int)r, "setitimer %d: %s", w, strerror((int)-r));
