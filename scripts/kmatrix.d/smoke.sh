@@ -267,8 +267,10 @@ while [ "$(state "$kp")" != T ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); do
 run stopped_snap 30 "$G" snap -v -p "$kp" -o "$O/stopped.core"
 state "$kp" >"$O/stopped_snap.state"
 # its rbx: the sleeps left, the one it is in included (the rounds the last
-# trace must hold are one fewer)
-[ -s "$O/stopped.core" ] && "$G" show "$O/stopped.core" | grep -m1 '"rbx"' >"$O/stopped_snap.rbx"
+# trace must hold are one fewer); its rax: the sleep's result, -516
+# (-ERESTART_RESTARTBLOCK: it restarts at the SIGCONT) or 0 (the SIGSTOP
+# came as the sleep ended: it does not)
+[ -s "$O/stopped.core" ] && "$G" show "$O/stopped.core" | grep -E '"(rax|rbx)"' >"$O/stopped_snap.rbx"
 rm -f "$O/stopped.core"
 run stopped_wait 30 "$G" trace -p "$kp" --range "$LOOP_START-$LOOP_LAST" --duration 0.5 -o "$O/stopped_wait.jsonl"
 state "$kp" >"$O/stopped_wait.state"

@@ -199,7 +199,7 @@ def write_good(d):
                          "chain3;chain4;chain5;leaf_hot 480\nleaf_hot 20\n",
         "detach.rc": "0\n", "detach.err": "", "detach.target": "0\n",
         "stopped_snap.rc": "0\n", "stopped_snap.state": "T\n",
-        "stopped_snap.rbx": '\t\t\t"rbx":\t"0x7",\n',
+        "stopped_snap.rbx": '\t\t\t"rbx":\t"0x7",\n\t\t\t"rax":\t"0xfffffffffffffdfc",\n',
         "stopped_snap.err": "gebpf: snap: freeze 1.0 ms (registers, maps, copy-on-write copy pid 12); "
                             "the process is let go, stopped as it was found\n",
         "stopped_wait.rc": "0\n", "stopped_wait.state": "T\n", "stopped_wait.err": STOPPED_WARN,
@@ -583,6 +583,15 @@ def test_stopped_target_must_stay_stopped_and_be_traced_from_sigcont(good):
     put(good, "stopped.jsonl", STOPPED.split("\n", 1)[1])
     v = verdicts(good)["stopped"]
     assert v[0] == "fail" and "38 instructions, expected 39" in v[1]
+    # ... unless the SIGSTOP came as the sleep ended (rax 0 in the snapshot):
+    # then nothing restarts and the trace begins at the dec.
+    put(good, "stopped_snap.rbx", '\t\t\t"rbx":\t"0x7",\n\t\t\t"rax":\t"0x0",\n')
+    assert verdicts(good)["stopped"] == ("pass", "left stopped twice; 38 instructions after SIGCONT "
+                                         "(6 rounds)")
+    put(good, "stopped.jsonl", STOPPED)
+    v = verdicts(good)["stopped"]
+    assert v[0] == "fail" and "39 instructions, expected 38 (the end of the sleep" in v[1]
+    write_good(str(good))
     # A round missed (gebpf let it run untraced meanwhile).
     lines = STOPPED.splitlines()
     put(good, "stopped.jsonl", "\n".join(lines[:9] + lines[15:]) + "\n")

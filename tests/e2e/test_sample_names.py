@@ -34,8 +34,9 @@ def need_node():
 def start_node(tmp_path, ms, prefix=()):
     js = tmp_path / "hot.js"
     js.write_text(HOT_JS % ms)
+    # (in tmp_path: node's V8 writes an isolate-*-v8.log where it runs)
     p = subprocess.Popen(list(prefix) + [NODE, "--perf-basic-prof", str(js)],
-                         stdout=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, text=True, cwd=str(tmp_path))
     return p
 
 

@@ -90,11 +90,11 @@ def load_bytes(path, addr, n):
     raise AssertionError("0x%x in no PT_LOAD" % addr)
 
 
-def children_left(exclude):
-    """Our children other than exclude: (pid, state) each."""
+def our_children():
+    """(pid, state) of each child of this pytest process."""
     me, out = os.getpid(), []
     for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) in exclude:
+        if not d.isdigit():
             continue
         try:
             st = open("/proc/%s/status" % d).read()
@@ -103,6 +103,25 @@ def children_left(exclude):
         if int(re.search(r"^PPid:\s+(\d+)", st, re.M).group(1)) == me:
             out.append((int(d), re.search(r"^State:\s+(\S)", st, re.M).group(1)))
     return out
+
+
+_before = set()
+
+
+@pytest.fixture(autouse=True)
+def _children_before():
+    """The children this process had before the test: an xdist worker runs
+    other modules' tests too, and a snapshot's copy made there (a clone child
+    of the worker, which only a __WALL wait collects) may still be a zombie."""
+    _before.clear()
+    _before.update(pid for pid, _ in our_children())
+    yield
+
+
+def children_left(exclude):
+    """Children made during this test, other than exclude: (pid, state) each."""
+    return [(pid, st) for pid, st in our_children()
+            if pid not in exclude and pid not in _before]
 
 
 def reap_copies(target_pid):
