@@ -31,7 +31,7 @@ from elftools.elf.elffile import ELFFile
 
 import lackey
 from campaign import Campaign
-from conftest import PROGS, check_vt_order, gebpf_path, prog_path, range_arg, read_trace
+from conftest import PROGS, check_vt_order, gebpf_path, private_prog, prog_path, range_arg, read_trace
 from test_pagetrap import (bag, invocations, native, same_bag, same_file, symbol, syscall_pcs,
                            trace)
 
@@ -509,12 +509,12 @@ def tracer_of(pid):
 HOT_ARGS = ["5000", "100000"]   # ~0.3 s natively, 5000 entries
 
 
-def one_crash_run(seed, outdir):
-    """Start pt_hot, attach gebpf --trap probes, SIGKILL gebpf after a random
-    delay; returns ((attached, perf-event fds, BPF program ids) when gebpf
-    was killed, the program's exit status, its output)."""
+def one_crash_run(seed, outdir, hot):
+    """Start HOT (pt_hot), attach gebpf --trap probes, SIGKILL gebpf after a
+    random delay; returns ((attached, perf-event fds, BPF program ids) when
+    gebpf was killed, the program's exit status, its output)."""
     rnd = Campaign.rng(seed, "probes")
-    p = subprocess.Popen([prog_path("pt_hot")] + HOT_ARGS, stdout=subprocess.PIPE)
+    p = subprocess.Popen([hot] + HOT_ARGS, stdout=subprocess.PIPE)
     g = None
     try:
         time.sleep(rnd.uniform(0.0, 0.05))
@@ -552,11 +552,13 @@ def test_sigkill_leaves_target_running(campaign, tmp_path):
     random moment of an attach-mode probe-trap trace of pt_hot (before,
     during and after it places its uprobes): pt_hot must finish with its
     native checksum every time, and no uprobe or BPF program of gebpf may
-    remain."""
-    want = subprocess.run([prog_path("pt_hot")] + HOT_ARGS, capture_output=True, timeout=60,
+    remain.  (Its own copy of pt_hot: the uprobes looked for after the
+    campaign are those on that file, whatever runs beside it.)"""
+    hot = private_prog(tmp_path, "pt_hot")
+    want = subprocess.run([hot] + HOT_ARGS, capture_output=True, timeout=60,
                           check=True).stdout
     c = campaign(50)
-    results = c.map(lambda s: one_crash_run(s, str(tmp_path)), workers=4)
+    results = c.map(lambda s: one_crash_run(s, str(tmp_path), hot), workers=4)
     runs = [r for _, r in results]
     c.check({seed: "pt_hot exit %d, output %r (native %r)" % (rc, out, want)
              for seed, (_, rc, out) in results if rc != 0 or out != want})
@@ -566,7 +568,7 @@ def test_sigkill_leaves_target_running(campaign, tmp_path):
         "too few runs killed mid-trace to prove anything: %d attached, %d with uprobes "
         "(perf events or links) open" % (traced, probed))
 
-    hot = os.path.realpath(prog_path("pt_hot"))
+    hot = os.path.realpath(hot)
     path, events = tracefs_uprobes()
     assert hot not in events, "uprobes left in %s:\n%s" % (path, events)
     left = [e for e in bpftool("perf") if hot in str(e.get("filename", ""))]

@@ -31,7 +31,7 @@ import time
 import pytest
 
 from campaign import Campaign
-from conftest import gebpf_path, prog_path
+from conftest import gebpf_path, private_prog
 
 WALL = 0x40000000  # __WALL: the copy is a clone child (exit signal 0)
 KILLS = 24     # CI's kills per way: docs/testing.md "Random campaigns"
@@ -45,11 +45,13 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (ptrace of
 
 
 class Busy:
-    """snap_busy MIB LOG, checked on demand."""
+    """snap_busy MIB LOG, checked on demand; EXE: the test's own copy of it
+    (conftest.private_prog: copies_of looks for processes by their image, and
+    another test's snap_busy beside it is no copy of this one)."""
 
-    def __init__(self, log, mib=MIB):
+    def __init__(self, log, exe, mib=MIB):
         self.log = log
-        self.p = subprocess.Popen([prog_path("snap_busy"), str(mib), log], stdin=subprocess.PIPE,
+        self.p = subprocess.Popen([exe, str(mib), log], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True)
         line = self.p.stdout.readline()
         assert line.startswith("ready "), line
@@ -196,10 +198,10 @@ def out_dir(tmp_path):
 @pytest.mark.parametrize("how", ["gebpf", "group"])
 def test_sigkill_during_capture_never_harms_the_target(tmp_path, how, campaign):
     c = campaign(KILLS)
-    exe = prog_path("snap_busy")
+    exe = private_prog(tmp_path, "snap_busy")
     log = str(tmp_path / "busy.log")
     out = os.path.join(out_dir(tmp_path), "gebpf-snap-kill-%d.core" % os.getpid())
-    t = Busy(log)
+    t = Busy(log, exe)
     known = {t.pid}
     # How long a whole capture takes here, and when the freeze (the
     # threads stopped, the copy made) is over: the kills fall inside the
@@ -221,7 +223,7 @@ def test_sigkill_during_capture_never_harms_the_target(tmp_path, how, campaign):
     def one(seed):
         nonlocal t
         if not t.alive():
-            t = Busy(log)
+            t = Busy(log, exe)
             known.add(t.pid)
         g = subprocess.Popen([gebpf_path(), "snap", "-p", str(t.pid), "-o", out],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -277,16 +279,16 @@ def test_sigkill_of_the_worker_at_every_ptrace_call(tmp_path):
     at its first ptrace call, then at its second, and so on until a capture
     makes no more ptrace calls than that: every step of the attach, of the
     clone made through the stub and of the release."""
-    exe = prog_path("snap_busy")
+    exe = private_prog(tmp_path, "snap_busy")
     log = str(tmp_path / "busy.log")
     out = os.path.join(out_dir(tmp_path), "gebpf-snap-kill-%d.core" % os.getpid())
-    t = Busy(log, mib=16)
+    t = Busy(log, exe, mib=16)
     known = {t.pid}
     harmed = []
     n = 0
     for n in range(1, 1000):
         if not t.alive():
-            t = Busy(log, mib=16)
+            t = Busy(log, exe, mib=16)
             known.add(t.pid)
         r = subprocess.run(["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=ptrace",
                             "-e", "inject=ptrace:signal=KILL:when=%d" % n,
@@ -316,8 +318,8 @@ def test_sigkill_of_the_worker_at_every_ptrace_call(tmp_path):
 def test_sigterm_during_the_copy_writes_no_file(tmp_path):
     """SIGTERM (Ctrl-C) once the target runs again: the copy stops, no file,
     exit 1 with one line saying so; the target is as it was."""
-    exe = prog_path("snap_busy")
-    t = Busy(str(tmp_path / "busy.log"))
+    exe = private_prog(tmp_path, "snap_busy")
+    t = Busy(str(tmp_path / "busy.log"), exe)
     out = tmp_path / "t.core"
     try:
         g = subprocess.Popen([gebpf_path(), "snap", "-v", "-p", str(t.pid), "-o", str(out)],
@@ -329,7 +331,7 @@ def test_sigterm_during_the_copy_writes_no_file(tmp_path):
         assert g.wait(timeout=30) == 1, err + rest
         assert rest.strip() == "gebpf: %s: interrupted: no file written" % out, rest
         assert g.stdout.read() == ""
-        assert os.listdir(tmp_path) == ["busy.log"], os.listdir(tmp_path)
+        assert sorted(os.listdir(tmp_path)) == ["bin", "busy.log"], os.listdir(tmp_path)
         assert t.check() is None
         assert copies_of(exe, t.pid) == []
     finally:
