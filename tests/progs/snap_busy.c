@@ -10,6 +10,8 @@
  * read from stdin makes it finish the round in progress and check every
  * word against what the rounds done so far must have made of it: it prints
  * "ok ROUNDS" or "bad PAGE GOT WANT", then goes on.  Exits at end of input.
+ * MIBp paces it: after each millisecond of rounds, a millisecond asleep (half
+ * a CPU; an attach finds it running or in its nanosleep about as often).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PAGE 4096
@@ -60,7 +63,9 @@ int main(int argc, char **argv)
 {
 	if (argc != 3)
 		return 2;
-	size_t mib = strtoul(argv[1], NULL, 0);
+	char *end;
+	size_t mib = strtoul(argv[1], &end, 0);
+	int paced = *end == 'p';
 	log_fd = open(argv[2], O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
 	npages = mib * 1024 * 1024 / PAGE;
 	mem = mmap(NULL, npages * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -79,11 +84,21 @@ int main(int argc, char **argv)
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
 	uint64_t rounds = 0, added = 0;
+	struct timespec burst, now;
+	const struct timespec nap = { 0, 1000000 };
+	clock_gettime(CLOCK_MONOTONIC, &burst);
 	while (!quit) {
 		rounds++;
 		for (size_t i = 0; i < npages; i++)
 			*(volatile uint64_t *)(mem + i * PAGE) += rounds;
 		added += rounds;
+		if (paced) {
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			if ((now.tv_sec - burst.tv_sec) * 1000000000L + now.tv_nsec - burst.tv_nsec > 1000000L) {
+				nanosleep(&nap, NULL);
+				clock_gettime(CLOCK_MONOTONIC, &burst);
+			}
+		}
 		if (!check_wanted)
 			continue;
 		size_t bad = npages;
