@@ -6,6 +6,7 @@ listed in PROGS below (tests/progs/ holds their sources).
 """
 import atexit
 import contextlib
+import itertools
 import json
 import os
 import pathlib
@@ -428,6 +429,38 @@ def read_trace(path):
             assert summary["insns"] == execs, summary
         assert summary["mem"] == mem, summary
     return lines, summary
+
+
+# read_trace's checks of the common lines, on bytes, for trace_summary.
+_LINE_B = re.compile((r'\{"t":"exec","vcpu":%s,"pc":%s,"vt":%s\}|'
+                      r'\{"t":"(?:read|write)","vcpu":%s,"addr":%s,"size":%s,"pc":%s,"vt":%s\}'
+                      % (_N, _H, _N, _N, _H, _N, _H, _N)).encode())
+
+
+def trace_summary(path):
+    """read_trace's checks (every line well formed, the summary last and
+    consistent with the lines), for a test that wants the summary alone:
+    no object per line (a flat-out trace's million lines cost read_trace
+    seconds of CPU).  Returns the summary."""
+    data = trace_bytes(path)
+    assert data.endswith(b"\n"), "%s does not end with a newline" % path
+    raws = data.split(b"\n")[:-1]
+    assert raws, "%s is empty" % path
+    body = raws[:-1]
+    # (the common lines matched in C: filterfalse and the regex; the rest,
+    # fault lines, by check_line)
+    others = [check_line(r.decode()) for r in itertools.filterfalse(_LINE_B.fullmatch, body)]
+    summary = check_line(raws[-1].decode())
+    assert summary["t"] == "summary", "last line is not the summary: %r" % raws[-1]
+    assert all(o["t"] != "summary" for o in others), "summary line before the end"
+    execs = data.count(b'{"t":"exec",')
+    mem = data.count(b'{"t":"read",') + data.count(b'{"t":"write",')
+    assert summary["events"] == len(body) + summary["dropped"], summary
+    if summary["dropped"] == 0:
+        if summary["exec"]:
+            assert summary["insns"] == execs, summary
+        assert summary["mem"] == mem, summary
+    return summary
 
 
 def check_vt_order(lines):

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from conftest import (trap_args, check_vt_order, exits_within, gebpf_path, prog_path, read_trace,
-                      run_gebpf, stable_env, started)
+from conftest import (check_vt_order, exits_within, gebpf_path, prog_path, read_trace, run_gebpf,
+                      stable_env, started, trace_summary, trap_args)
 from test_pagetrap import ENTERS, symbol
 
 pytestmark = pytest.mark.usefixtures("trace_ready")
@@ -227,7 +227,7 @@ def test_attach_to_idle_server(tick_us, server, tmp_path):
     g.send_signal(signal.SIGINT)
     err = exits_within(g, 20, "SIGINT")
     assert g.returncode == 0, err
-    read_trace(out)
+    trace_summary(out)
     got = [srv.ask(n) for n in (7, 300)]
     rest = srv.finish()
     srv.check_errors()

@@ -14,8 +14,8 @@ import subprocess
 import pytest
 
 import lackey
-from conftest import (OUTPUT, PROGS, SUMMARY_KEYS, check_vt_order, prog_path, range_arg,
-                      read_trace, run_gebpf, stable_env)
+from conftest import (OUTPUT, PROGS, SUMMARY_KEYS, check_vt_order, prog_path, range_arg, read_trace,
+                      run_gebpf, stable_env, trace_summary)
 
 QEMU = "qemu-x86_64"
 PLUGIN = os.path.join(OUTPUT, "gebpf-qemu.so")
@@ -155,7 +155,7 @@ def test_default_budget(qemu, tmp_path):
     """Without --max-events the budget is gebpf's 1,000,000 lines."""
     q = tmp_path / "q.jsonl"
     under_qemu(["--range", "hot_loop:hot"], [prog_path("hot_loop")], q)
-    _, s = read_trace(q)
+    s = trace_summary(q)
     assert s["events"] < 1000000 or s["dropped"] == s["events"] - 1000000
 
 
@@ -183,7 +183,7 @@ def test_symbol_equals_hex(qemu, tmp_path):
     under_qemu(["--range", "traced"], [prog], a)
     under_qemu(["--range", "%x-%x" % (lo, hi)], [prog], b)
     assert a.read_bytes() == b.read_bytes()
-    _, s = read_trace(a)
+    s = trace_summary(a)
     assert (s["start"], s["end"]) == (hex(lo), hex(hi)) and s["insns"] > 0
     # the raw plugin syntax, start=/end= bounds, says the same
     c = tmp_path / "raw.jsonl"

@@ -24,7 +24,7 @@ import pytest
 
 from campaign import Campaign
 from conftest import (check_vt_order, exits_within, gebpf_path, prog_path, read_trace, run_gebpf,
-                      stable_env, started)
+                      stable_env, started, trace_summary)
 
 pytestmark = pytest.mark.usefixtures("trace_ready")
 
@@ -248,7 +248,7 @@ def test_repeated_attach_detach(tmp_path, target, trap):
         assert t.p.poll() is None, "cycle %d: trap_mix %s after gebpf exited %d: %s" % (
             cycle, t.state(), r.returncode, r.stderr.strip())
         assert r.returncode == 0, "cycle %d: %s" % (cycle, r.stderr.strip())
-    read_trace(out)
+    trace_summary(out)
     t.check_working("after %d cycles" % (cycle + 1))
     t.finish()
     assert t.p.returncode == 0
@@ -287,7 +287,7 @@ def test_target_sigkilled_mid_trace(tmp_path, target, campaign):
         t.kill()
         if g.returncode not in (0, 1):
             return "exit %d: %s" % (g.returncode, err)
-        read_trace(out)
+        trace_summary(out)
         return None
     c.check({seed: why for seed, why in c.map(run) if why})
 
@@ -307,7 +307,7 @@ def test_sigterm_ends_the_trace_promptly(tmp_path, target, campaign):
         err = exits_within(g, HUNG, "SIGTERM (seed %d)" % seed)
         if g.returncode != 0:
             return "exit %d: %s" % (g.returncode, err)
-        read_trace(out)
+        trace_summary(out)
         t.check_working("after seed %d" % seed)
         return None
     c.check({seed: why for seed, why in c.map(run) if why})
@@ -339,7 +339,7 @@ def test_blocked_threads_survive_detach(tmp_path, target, mode):
             cycle, t.state(), r.returncode, r.stderr.strip())
         assert r.returncode == 0, "cycle %d: %s" % (cycle, r.stderr.strip())
         t.check_working("after cycle %d" % cycle)
-    read_trace(out)
+    trace_summary(out)
     t.finish()
     assert t.p.returncode == 0, t.state()
 
@@ -358,4 +358,4 @@ def test_sigterm_ends_a_launched_multithreaded_trace(tmp_path):
         g.send_signal(signal.SIGTERM)
         err = exits_within(g, HUNG, "SIGTERM (run %d)" % run)
         assert g.returncode == 0, "run %d: %s" % (run, err)
-        read_trace(out)
+        trace_summary(out)

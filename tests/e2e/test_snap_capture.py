@@ -4,7 +4,6 @@ read-only reader, and what a kill leaves.  The target is tests/progs/snap_mem.""
 import os
 import re
 import resource
-import signal
 import subprocess
 import time
 

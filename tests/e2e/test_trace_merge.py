@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from conftest import prog_path, read_trace, check_vt_order, run_gebpf, trap_args
+from conftest import check_vt_order, prog_path, read_trace, run_gebpf, trace_summary, trap_args
 import lackey
 
 
@@ -75,7 +75,7 @@ def test_faults_off_has_no_field(trace_ready, tmp_path):
     out = tmp_path / "t.jsonl"
     r = run_gebpf(["trace", "--range", "traced", "-o", out, "--", prog_path("mem_sizes")])
     assert r.returncode == 0, r.stderr
-    _, summary = read_trace(out)
+    summary = trace_summary(out)
     assert "faults" not in summary
 
 

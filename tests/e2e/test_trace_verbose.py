@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from conftest import read_trace
+from conftest import trace_summary
 from test_pagetrap import native, trace
 
 pytestmark = [pytest.mark.probetrap, pytest.mark.usefixtures("probes_ready")]
@@ -45,7 +45,7 @@ def test_verbose_summary_names_what_ran(case, tmp_path):
     out = tmp_path / "t.jsonl"
     r = trace("exec_thread", "traced", out, 1, "quiet", trap="default", extra=args)
     assert r.stdout == native("exec_thread", 1, "quiet").decode()
-    _, summary = read_trace(out)
+    summary = trace_summary(out)
     err = r.stderr
     eng = ENGINE.findall(err)
     assert len(eng) == 1, err[-3000:]
