@@ -33,10 +33,10 @@ class Target:
     """A test program that prints "ready", then answers each stdin line with
     "beat N1 N2 ..." (its threads' progress counters)."""
 
-    def __init__(self, name):
+    def __init__(self, name, *args):
         self.name = name
-        self.p = subprocess.Popen([prog_path(name)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  env=stable_env())
+        self.p = subprocess.Popen([prog_path(name)] + list(args), stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, env=stable_env())
         self.pid = self.p.pid
         self.buf = b""
         assert self.line(10) == "ready", "%s did not start" % name
@@ -233,14 +233,16 @@ def test_repeated_attach_detach(tmp_path, target, trap):
     address of `call mix`) in 4 of 6 runs: a fault taken on the trapped page
     around the detach was delivered after exec was given back.  The default
     trap (the patch trap, whose attach maps a cache and writes entries: 0.7
-    CPU s a cycle, where the page trap's is 0.2) runs 40 cycles."""
+    CPU s a cycle, where the page trap's is 0.2) runs 40 cycles.  The
+    threads are paced (`trap_mix p`: half a CPU each; flat out they took
+    the two CPUs for the whole test, 20-25 CPU s of CI's parallel part)."""
     extra = []
     if trap == "pages":
         extra = trap_pages_args()
         if extra is None:
             pytest.skip("this gebpf has no --trap option (the page trap is its default: "
                         "covered by the 'default' case)")
-    t = target("trap_mix")
+    t = target("trap_mix", "p")
     out = tmp_path / "t.jsonl"
     for cycle in range(40 if trap == "default" else 100):
         r = run_gebpf(["trace", "-p", t.pid, "--range", "mix", "--duration", "0.2", "-o", out] + extra,

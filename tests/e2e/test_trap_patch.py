@@ -20,7 +20,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from conftest import (PROGS, check_vt_order, gebpf_path, output_grew, prog_path, range_arg,
-                      read_trace, run_gebpf)
+                      read_trace, run_gebpf, trace_summary)
 import lackey
 from test_pagetrap import bag, invocations, native, same_bag, same_file, trace
 from test_probetrap import check_hot_runs, tracer_of
@@ -184,7 +184,7 @@ def test_target_under_a_patch(name, insns, misses, tmp_path):
         ra.stderr
     assert "killed" not in ra.stderr, ra.stderr
     same_file(a, b, "%s --range traced" % name, ("patch", "none"))
-    assert read_trace(a)[1]["insns"] == insns
+    assert trace_summary(a)["insns"] == insns
 
 
 def test_internal_target_under_an_entry(tmp_path):
@@ -227,7 +227,7 @@ def test_python_eval_loop(tmp_path):
     assert " 0 in-range misses" in err, err[-3000:]
     same_file(runs["patch"][0], runs["probes"][0], "python3 --range _PyEval_EvalFrameDefault",
               ("patch", "probes"))
-    assert read_trace(runs["patch"][0])[1]["insns"] == 300000
+    assert trace_summary(runs["patch"][0])["insns"] == 300000
 
 
 # ------------------------------------------------------------ the target as found

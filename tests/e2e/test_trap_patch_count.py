@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from conftest import prog_path, read_trace, run_gebpf
+from conftest import prog_path, run_gebpf, trace_summary
 
 COUNTING = re.compile(r"trace: the patch trap: the budget is full at vt (\d+): counting from then "
                       r"on, no records")
@@ -27,7 +27,7 @@ def traced(tmp_path, name, *extra, out=None):
 
 
 def summary_of(path):
-    return read_trace(path)[1]
+    return trace_summary(path)
 
 
 @pytest.mark.parametrize("exec_on", ["on", "off"])

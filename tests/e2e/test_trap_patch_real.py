@@ -14,7 +14,7 @@ import time
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from conftest import read_trace, run_gebpf, stable_env
+from conftest import read_trace, run_gebpf, stable_env, trace_summary
 from test_pagetrap import same_file
 
 pytestmark = [pytest.mark.probetrap, pytest.mark.usefixtures("probes_ready")]
@@ -64,7 +64,7 @@ def patch_and_probes(rng, cmd, tmp_path, env=None, timeout=300):
     assert runs["patch"][1].stdout == runs["probes"][1].stdout
     same_file(runs["patch"][0], runs["probes"][0], "%s --range %s" % (cmd[0], rng),
               ("patch", "probes"))
-    return runs["patch"][1], read_trace(runs["patch"][0])[1]
+    return runs["patch"][1], trace_summary(runs["patch"][0])
 
 
 @pytest.mark.skipif(not os.path.exists(PYTHON), reason="no %s (Debian's python3.11)" % PYTHON)
@@ -153,7 +153,7 @@ def test_xz_threads_attached_in_liblzma(tmp_path):
     assert "entries patched" in r.stderr, r.stderr[-3000:]
     m = re.search(r"the patch trap: (\d+) entries, (\d+) in-range misses", r.stderr)
     assert m and m.group(2) == "0", r.stderr[-3000:]
-    assert read_trace(out)[1]["insns"] > 100000
+    assert trace_summary(out)["insns"] > 100000
 
 
 DLOPEN_SCRIPT = """import _hashlib, zlib, _lzma
