@@ -208,8 +208,15 @@ def chroot_missing():
     else:
         why = build_chroot()
     if not why:
-        os.makedirs(os.path.join(CHROOT, "opt", "gebpf"), exist_ok=True)
-        shutil.copy(os.path.join(SRC, "svc_python.py"), os.path.join(CHROOT, "opt", "gebpf"))
+        # Put in place whole (a copy to a temporary name, then a rename): a
+        # copy over it truncated the file that another xdist worker's
+        # service was starting on, and its python3 ran an empty script,
+        # exit 0 and not a line (a campaign run "did not start").
+        d = os.path.join(CHROOT, "opt", "gebpf")
+        os.makedirs(d, exist_ok=True)
+        tmp = os.path.join(d, ".svc_python.py.%d" % os.getpid())
+        shutil.copy(os.path.join(SRC, "svc_python.py"), tmp)
+        os.replace(tmp, os.path.join(d, "svc_python.py"))
     _CHROOT.append(why)
     return why
 
