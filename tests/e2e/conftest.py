@@ -419,22 +419,26 @@ def read_trace(path):
     assert raws, "%s is empty" % path
     objs = [check_line_fast(r) for r in raws]
     summary, lines = objs[-1], objs[:-1]
-    assert summary["t"] == "summary", "last line is not the summary: %r" % raws[-1]
-    assert all(o["t"] != "summary" for o in lines), "summary line before the end"
-    execs = sum(o["t"] == "exec" for o in lines)
-    mem = sum(o["t"] in ("read", "write") for o in lines)
-    assert summary["events"] == len(lines) + summary["dropped"], summary
+    check_summary(summary, raws[-1], lines, len(lines), sum(o["t"] == "exec" for o in lines),
+                  sum(o["t"] in ("read", "write") for o in lines))
+    return lines, summary
+
+
+def check_summary(summary, raw, others, nlines, execs, mem):
+    """The summary (line RAW) last and consistent with the NLINES lines
+    before it (EXECS exec lines, MEM accesses; OTHERS: those parsed, none
+    a summary)."""
+    assert summary["t"] == "summary", "last line is not the summary: %r" % raw
+    assert all(o["t"] != "summary" for o in others), "summary line before the end"
+    assert summary["events"] == nlines + summary["dropped"], summary
     if summary["dropped"] == 0:
         if summary["exec"]:
             assert summary["insns"] == execs, summary
         assert summary["mem"] == mem, summary
-    return lines, summary
 
 
-# read_trace's checks of the common lines, on bytes, for trace_summary.
-_LINE_B = re.compile((r'\{"t":"exec","vcpu":%s,"pc":%s,"vt":%s\}|'
-                      r'\{"t":"(?:read|write)","vcpu":%s,"addr":%s,"size":%s,"pc":%s,"vt":%s\}'
-                      % (_N, _H, _N, _N, _H, _N, _H, _N)).encode())
+# check_line_fast's common lines, on bytes, for trace_summary.
+_LINE_B = re.compile(("%s|%s" % (_EXEC.pattern, _ACCESS.pattern)).encode())
 
 
 def trace_summary(path):
@@ -451,15 +455,8 @@ def trace_summary(path):
     # fault lines, by check_line)
     others = [check_line(r.decode()) for r in itertools.filterfalse(_LINE_B.fullmatch, body)]
     summary = check_line(raws[-1].decode())
-    assert summary["t"] == "summary", "last line is not the summary: %r" % raws[-1]
-    assert all(o["t"] != "summary" for o in others), "summary line before the end"
-    execs = data.count(b'{"t":"exec",')
-    mem = data.count(b'{"t":"read",') + data.count(b'{"t":"write",')
-    assert summary["events"] == len(body) + summary["dropped"], summary
-    if summary["dropped"] == 0:
-        if summary["exec"]:
-            assert summary["insns"] == execs, summary
-        assert summary["mem"] == mem, summary
+    check_summary(summary, raws[-1], others, len(body), data.count(b'{"t":"exec",'),
+                  data.count(b'{"t":"read",') + data.count(b'{"t":"write",'))
     return summary
 
 
