@@ -1,4 +1,5 @@
 """Helpers shared by the sample/faults e2e tests (BPF side of gebpf)."""
+import fcntl
 import json
 import os
 import subprocess
@@ -118,17 +119,29 @@ def counts_line(stderr):
 PPROF_SRC = "/usr/share/gocode/src/github.com/google/pprof"
 
 
-def build_pprof(dest):
+def build_pprof(dest=None):
     """Build Google's pprof offline from Debian's sources (GOPATH mode over
     /usr/share/gocode: golang-github-google-pprof-dev and its -dev
-    dependencies, with golang-go).  Returns the binary's path, or skips."""
+    dependencies, with golang-go).  Returns the binary's path, or skips.
+
+    Built once per build output directory (GEBPF_OUTPUT/tests/pprof, under
+    a lock: xdist workers and the modules that use it share it) and again
+    only when Debian's sources are newer: a build is ~20 CPU s, and three
+    modules built it each (docs/testing.md)."""
     go = "/usr/bin/go"
     if not os.path.exists(go) or not os.path.isdir(PPROF_SRC):
         pytest.skip("pprof sources or Go missing (golang-go, golang-github-google-pprof-dev)")
-    out = os.path.join(str(dest), "pprof")
-    env = dict(os.environ, GOPATH="/usr/share/gocode", GO111MODULE="off", GOFLAGS="",
-               GOPROXY="off", GOCACHE=os.path.join(str(dest), "gocache"), CGO_ENABLED="0")
-    r = subprocess.run([go, "build", "-o", out, "github.com/google/pprof"], env=env,
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, "building pprof offline failed: " + r.stderr
+    tools = str(dest) if dest else os.path.join(conftest.OUTPUT, "tests", "pprof")
+    os.makedirs(tools, exist_ok=True)
+    out = os.path.join(tools, "pprof")
+    with open(os.path.join(tools, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(PPROF_SRC):
+            return out
+        env = dict(os.environ, GOPATH="/usr/share/gocode", GO111MODULE="off", GOFLAGS="",
+                   GOPROXY="off", GOCACHE=os.path.join(tools, "gocache"), CGO_ENABLED="0")
+        r = subprocess.run([go, "build", "-o", out + ".new", "github.com/google/pprof"], env=env,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, "building pprof offline failed: " + r.stderr
+        os.replace(out + ".new", out)
     return out

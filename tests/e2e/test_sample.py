@@ -317,8 +317,8 @@ def test_python_unwinds_to_start(gebpf, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def pprof_tool(tmp_path_factory):
-    return build_pprof(tmp_path_factory.mktemp("pprof"))
+def pprof_tool():
+    return build_pprof()
 
 
 def pprof_top(pprof, args):

@@ -123,8 +123,8 @@ def leaf_counts(p):
 
 
 @pytest.fixture(scope="module")
-def pprof_tool(tmp_path_factory):
-    return build_pprof(tmp_path_factory.mktemp("pprof"))
+def pprof_tool():
+    return build_pprof()
 
 
 def pprof_opens(pprof, path):

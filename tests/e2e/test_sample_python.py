@@ -207,8 +207,8 @@ def test_embedded_libpython(python, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def pprof_tool(tmp_path_factory):
-    return build_pprof(tmp_path_factory.mktemp("pprof"))
+def pprof_tool():
+    return build_pprof()
 
 
 def test_pprof_ranks_python_functions_with_file_and_line(python, pprof_tool, tmp_path):

@@ -12,6 +12,9 @@
 #include "snap/snapshot.h"
 
 #define GB_CORE_DATA_NBUF 4
+/* A map with more never-populated bytes than this gets no digest
+ * (m->sha256 ""): hashing them would hash zeros. */
+#define GB_CORE_DATA_HASH_HOLES (256ull << 20)
 
 struct gb_core_data;
 
@@ -25,7 +28,8 @@ struct gb_core_data_stats {
 struct gb_core_data *gb_core_data__new(int fd, bool interruptible);
 /* Copy m (with bytes) at m->core_off.  0; 1 when no page of a map that is
  * not sparse could be read (it then has no bytes: the caller lays out
- * again); -errno.  m->sha256 is final after gb_core_data__drain. */
+ * again); -errno.  m->sha256 is final after gb_core_data__drain ("" when
+ * the map has more than GB_CORE_DATA_HASH_HOLES never-populated bytes). */
 int gb_core_data__copy(struct gb_core_data *d, struct gb_snapshot *s, struct gb_snap_map *m);
 /* Wait for every hash; returns 0 or -errno, and the stats of the copies
  * since the last drain. */

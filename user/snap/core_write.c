@@ -339,6 +339,18 @@ static int write_core(int fd, struct gb_snapshot *s, struct gb_snap_save_stats *
 	size_t jlen2;
 	free(json);
 	json = gb_snap__json_build(s, &jlen2);
+	/* A map whose digest was not made (core_data.h) says null where the
+	 * layout held 64 digits: the note keeps its size, padded with the
+	 * spaces JSON allows after a value. */
+	if (json && jlen2 < jlen) {
+		char *p = realloc(json, jlen + 1);
+		if (p) {
+			memset(p + jlen2, ' ', jlen - jlen2);
+			p[jlen] = 0;
+			jlen2 = jlen;
+		}
+		json = p;
+	}
 	notes.len = 0;
 	if (!json || jlen2 != jlen || build_notes(&notes, s, json, jlen) || notes.len != L.notes_len ||
 	    build_head(&head, s, &L, &notes)) {

@@ -101,7 +101,8 @@ char *gb_snap__json_build(const struct gb_snapshot *s, size_t *len)
 		cJSON_AddNumberToObject(o, "offset", (double)m->core_off);
 		bool b = gb_snap_map_has_bytes(m);
 		cJSON_AddNumberToObject(o, "size", b ? (double)(m->end - m->start) : 0);
-		cJSON_AddItemToObject(o, "sha256", b ? cJSON_CreateString(m->sha256) : cJSON_CreateNull());
+		cJSON_AddItemToObject(o, "sha256", b && m->sha256[0] ? cJSON_CreateString(m->sha256)
+									 : cJSON_CreateNull());
 		cJSON_AddItemToArray(mem, o);
 	}
 
