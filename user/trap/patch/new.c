@@ -385,6 +385,16 @@ void patch_start(struct gb_trap *t, struct gb_engine *e)
 			continue;
 		uint64_t at = r.rip;
 		if (gb_patch_inside(&pt->plan, r.rip, &at) || patch_in_range(pt, r.rip)) {
+			/* A thread stopped inside the range goes on in a block
+			 * of its own pc, which may end (at its 16th
+			 * instruction) where no block begins: the blocks after
+			 * it are translated now, every thread stopped, or its
+			 * first run would leave the cache there, an in-range
+			 * miss (xz -T2 on liblzma: a thread stopped at a load of
+			 * the match finder, 4 attaches in 48 at load 4). */
+			uint64_t from = gb_regs_restarting_syscall(&r) ? r.rip - 2 : at;
+			if (patch_in_range(pt, from))
+				(void)gb_jit__translate_from(pt->j, from, patch_fetch, pt);
 			if (gb_regs_restarting_syscall(&r) && patch_in_range(pt, r.rip - 2) &&
 			    (at = patch_entry_of(pt, r.rip - 2))) {
 				/* Parked in a system call of the range: it makes it
