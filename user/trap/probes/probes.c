@@ -148,7 +148,8 @@ struct gb_probes *gb_probes__new(const struct gb_probes_opts *o)
 	p->dev = sb.st_dev;
 	p->ino = sb.st_ino;
 	int r = gb_entries_find(o->path, o->lo, o->hi, &ents,
-				o->quiet ? NULL : "probe trap: cannot find the range's entries");
+				o->quiet ? NULL : "probe trap: cannot find the range's entries (the page trap "
+						    "traces it instead)");
 	if (r)
 		goto fail;
 	for (size_t k = 0; k < ents.nwarn; k++)
