@@ -25,12 +25,14 @@ $(SVC_OUT)/svc_go: tests/services/svc_go.go
 			$(GO) build -o $@ $<; \
 	else echo "  SKIP     $@: no $(GO) (Debian: golang-go)"; fi
 
-# rustc alone: std only, no cargo and no crates (Debian 12's rustc 1.63 on).
+# rustc alone: std only, no cargo and no crates (Debian 12's rustc 1.63 on);
+# without make's MAKEFLAGS, whose jobserver descriptors it cannot open (a
+# warning in every build's log).
 $(SVC_OUT)/svc_rust: tests/services/svc_rust.rs
 	$(call msg,RUSTC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)if [ -n "$(call have,$(RUSTC))" ]; then \
-		$(RUSTC) --edition 2021 -O -g -o $@ $<; \
+		MAKEFLAGS= $(RUSTC) --edition 2021 -O -g -o $@ $<; \
 	else echo "  SKIP     $@: no $(RUSTC) (Debian: rustc)"; fi
 
 # javac once; run with the java on PATH (Debian 12: OpenJDK 17).
