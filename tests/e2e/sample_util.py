@@ -119,7 +119,7 @@ def counts_line(stderr):
 PPROF_SRC = "/usr/share/gocode/src/github.com/google/pprof"
 
 
-def build_pprof(dest=None):
+def build_pprof():
     """Build Google's pprof offline from Debian's sources (GOPATH mode over
     /usr/share/gocode: golang-github-google-pprof-dev and its -dev
     dependencies, with golang-go).  Returns the binary's path, or skips.
@@ -131,7 +131,7 @@ def build_pprof(dest=None):
     go = "/usr/bin/go"
     if not os.path.exists(go) or not os.path.isdir(PPROF_SRC):
         pytest.skip("pprof sources or Go missing (golang-go, golang-github-google-pprof-dev)")
-    tools = str(dest) if dest else os.path.join(conftest.OUTPUT, "tests", "pprof")
+    tools = os.path.join(conftest.OUTPUT, "tests", "pprof")
     os.makedirs(tools, exist_ok=True)
     out = os.path.join(tools, "pprof")
     with open(os.path.join(tools, ".lock"), "w") as lock:

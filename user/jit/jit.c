@@ -307,25 +307,30 @@ static void translate_pending(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx
  * an instruction no twin counts) ends, as any, at an exit to the block after
  * it (its branch's targets, or the instruction after its 16th), and those
  * blocks (and their twins) must be made too, else a thread counting in the
- * twins after the budget runs them natively, uncounted: an in-range miss
- * (xz's liblzma, 6 runs in 48 at load 4, each at a block split inside a
- * straight stretch).  Errors of the pass only make the counting slower
- * (without room for twins the recording blocks count). */
-static void twins_closed(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx)
+ * twins after the budget runs them natively, uncounted: an in-range miss.
+ * Returns the first pass's error (cleared); an error ends the passes, as it
+ * only makes the counting slower (without room for twins the recording
+ * blocks count). */
+static int twins_closed(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx)
 {
-	for (;;) {
+	int first = 0;
+	for (bool again = false;; again = true) {
 		uint64_t before = j->stats.blocks;
 		ns_twins(j, fetch, ctx, gb_jit__block);
-		j->stats.twin_full += j->em.err == -ENOSPC;
+		int e = j->em.err;
+		j->stats.twin_full += e == -ENOSPC;
 		j->em.err = 0;
-		if (j->stats.blocks == before)
+		if (!again)
+			first = e;
+		if (e || j->stats.blocks == before)
 			break;
 		translate_pending(j, fetch, ctx);
-		if (j->em.err) {
-			j->em.err = 0;
+		e = j->em.err;
+		j->em.err = 0;
+		if (e)
 			break;
-		}
 	}
+	return first;
 }
 
 int gb_jit__translate_from(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, void *ctx)
@@ -336,7 +341,7 @@ int gb_jit__translate_from(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch,
 	int e = j->em.err;
 	/* counting twins (twin.c), once the first gb_jit__twins made them */
 	if (j->tw_auto)
-		twins_closed(j, fetch, ctx);
+		(void)twins_closed(j, fetch, ctx);
 	return e;
 }
 
@@ -346,16 +351,7 @@ int gb_jit__translate_from(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch,
 int gb_jit__twins(struct gb_jit *j, gb_jit_fetch_fn fetch, void *ctx)
 {
 	j->tw_auto = j->o.twins;
-	uint64_t before = j->stats.blocks;
-	ns_twins(j, fetch, ctx, gb_jit__block);
-	int e = j->em.err;
-	j->em.err = 0;
-	if (!e && j->stats.blocks != before) {
-		translate_pending(j, fetch, ctx);
-		j->em.err = 0;
-		twins_closed(j, fetch, ctx);
-	}
-	return e;
+	return twins_closed(j, fetch, ctx);
 }
 
 size_t gb_jit__ninsns(const struct gb_jit *j) { return j->nin; }

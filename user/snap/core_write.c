@@ -344,7 +344,9 @@ static int write_core(int fd, struct gb_snapshot *s, struct gb_snap_save_stats *
 	 * spaces JSON allows after a value. */
 	if (json && jlen2 < jlen) {
 		char *p = realloc(json, jlen + 1);
-		if (p) {
+		if (!p) {
+			free(json);
+		} else {
 			memset(p + jlen2, ' ', jlen - jlen2);
 			p[jlen] = 0;
 			jlen2 = jlen;

@@ -391,7 +391,7 @@ void patch_start(struct gb_trap *t, struct gb_engine *e)
 			 * it are translated now, every thread stopped, or its
 			 * first run would leave the cache there, an in-range
 			 * miss (xz -T2 on liblzma: a thread stopped at a load of
-			 * the match finder, 4 attaches in 48 at load 4). */
+			 * the match finder, 9 attaches in 96 at load 4). */
 			uint64_t from = gb_regs_restarting_syscall(&r) ? r.rip - 2 : at;
 			if (patch_in_range(pt, from))
 				(void)gb_jit__translate_from(pt->j, from, patch_fetch, pt);
