@@ -425,12 +425,4 @@ static struct dcase cases[] = {
 	},
 };
 
-ParameterizedTestParameters(decode, forms)
-{
-	return cr_make_param_array(struct dcase, cases, sizeof(cases) / sizeof(cases[0]));
-}
-
-ParameterizedTest(struct dcase *c, decode, forms)
-{
-	dcase_check(c);
-}
+DCASE_TEST(decode, forms, cases)

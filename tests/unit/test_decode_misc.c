@@ -307,15 +307,7 @@ static struct dcase cases[] = {
 	},
 };
 
-ParameterizedTestParameters(decode_misc, forms)
-{
-	return cr_make_param_array(struct dcase, cases, sizeof(cases) / sizeof(cases[0]));
-}
-
-ParameterizedTest(struct dcase *c, decode_misc, forms)
-{
-	dcase_check(c);
-}
+DCASE_TEST(decode_misc, forms, cases)
 
 struct bad {
 	uint8_t bytes[20];
@@ -333,17 +325,14 @@ static struct bad bad_cases[] = {
 	    0x66, 0x66, 0x66, 0x66, 0x66, 0x90 }, 16 },  /* 16 bytes: too long */
 };
 
-ParameterizedTestParameters(decode_misc, invalid)
+Test(decode_misc, invalid)
 {
-	return cr_make_param_array(struct bad, bad_cases, sizeof(bad_cases) / sizeof(bad_cases[0]));
-}
-
-ParameterizedTest(struct bad *b, decode_misc, invalid)
-{
-	struct gb_insn in;
-
-	cr_assert_eq(gb_decode(PC, b->bytes, b->len, &in), -EINVAL,
-		     "bytes starting 0x%02x (%u bytes) should not decode", b->bytes[0], b->len);
+	for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
+		const struct bad *b = &bad_cases[i];
+		struct gb_insn in;
+		cr_expect_eq(gb_decode(PC, b->bytes, b->len, &in), -EINVAL,
+			     "bytes starting 0x%02x (%u bytes) should not decode", b->bytes[0], b->len);
+	}
 }
 
 Test(decode_misc, empty_input)

@@ -196,16 +196,7 @@ static struct dcase simd_cases[] = {
 	},
 };
 
-ParameterizedTestParameters(decode_simd, forms)
-{
-	return cr_make_param_array(struct dcase, simd_cases,
-				   sizeof(simd_cases) / sizeof(simd_cases[0]));
-}
-
-ParameterizedTest(struct dcase *c, decode_simd, forms)
-{
-	dcase_check(c);
-}
+DCASE_TEST(decode_simd, forms, simd_cases)
 
 static struct dcase vec_cases[] = {
 	{ .name = "vpgatherdd ymm0, [rax+ymm1*4+8], ymm2",
@@ -457,16 +448,7 @@ static struct dcase vec_cases[] = {
 	},
 };
 
-ParameterizedTestParameters(decode_vec, forms)
-{
-	return cr_make_param_array(struct dcase, vec_cases,
-				   sizeof(vec_cases) / sizeof(vec_cases[0]));
-}
-
-ParameterizedTest(struct dcase *c, decode_vec, forms)
-{
-	dcase_check(c);
-}
+DCASE_TEST(decode_vec, forms, vec_cases)
 
 Test(decode_vec, needs_vector_state)
 {

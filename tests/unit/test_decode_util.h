@@ -3,13 +3,14 @@
  * A case is: instruction bytes (assembled with GNU as; the text is the
  * case name), register overrides on top of a fixed base state, optional
  * vector/opmask contents, and the exact access list expected, in order.
- * Cases hold no pointers: Criterion copies parameters into each test's
- * process. */
+ * A table is one test (DCASE_TEST): every case is checked in the one
+ * process, each failing case reported by its name (a process per case, as a
+ * parameterized test makes, cost the sanitizer pass ~0.3 CPU s a case:
+ * docs/testing.md "How scripts/test runs the suite"). */
 #ifndef GB_TEST_DECODE_UTIL_H
 #define GB_TEST_DECODE_UTIL_H
 
 #include <criterion/criterion.h>
-#include <criterion/parameterized.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -91,8 +92,19 @@ static inline void dcase_list(const struct gb_access *a, int n, char *buf, size_
 			      (unsigned long long)a[i].addr, a[i].size);
 }
 
-/* Decode the case's bytes and compare flags and accesses with the table. */
-static inline void dcase_check(const struct dcase *c)
+/* A failed check of case C: reported (non-fatal: the table's other cases
+ * are still checked), and the case's checks stop. */
+#define DCASE_EXPECT(cond, ...)                 \
+	do {                                    \
+		if (!(cond)) {                  \
+			cr_expect(cond, __VA_ARGS__); \
+			return false;           \
+		}                               \
+	} while (0)
+
+/* Decode the case's bytes and compare flags and accesses with the table;
+ * false (and reported) when they differ. */
+static inline bool dcase_check(const struct dcase *c)
 {
 	struct gb_insn in;
 	struct gb_cpu cpu;
@@ -102,23 +114,35 @@ static inline void dcase_check(const struct dcase *c)
 	int n;
 
 	dcase_cpu(c, &cpu, &vec);
-	cr_assert_eq(gb_decode(PC, c->bytes, c->len, &in), 0, "%s: decode failed", c->name);
-	cr_assert_eq(in.len, c->len, "%s: length %u, expected %u", c->name, in.len, c->len);
-	cr_assert_eq(in.flags & c->flags, c->flags, "%s: flags 0x%x lack 0x%x", c->name,
+	DCASE_EXPECT(gb_decode(PC, c->bytes, c->len, &in) == 0, "%s: decode failed", c->name);
+	DCASE_EXPECT(in.len == c->len, "%s: length %u, expected %u", c->name, in.len, c->len);
+	DCASE_EXPECT((in.flags & c->flags) == c->flags, "%s: flags 0x%x lack 0x%x", c->name,
 		     in.flags, c->flags);
-	cr_assert_eq(in.flags & c->noflags, 0, "%s: flags 0x%x should not have 0x%x", c->name,
+	DCASE_EXPECT((in.flags & c->noflags) == 0, "%s: flags 0x%x should not have 0x%x", c->name,
 		     in.flags, c->noflags);
-	cr_assert_eq(!!(in.flags & GB_INSN_NEEDS_VEC), c->use_vec,
+	DCASE_EXPECT(!!(in.flags & GB_INSN_NEEDS_VEC) == c->use_vec,
 		     "%s: NEEDS_VEC is %d", c->name, !!(in.flags & GB_INSN_NEEDS_VEC));
 	n = gb_insn_accesses(&in, &cpu, acc, GB_MAX_ACCESSES);
 	dcase_list(acc, n > 0 ? n : 0, got, sizeof(got));
 	dcase_list(c->exp, c->n, want, sizeof(want));
-	cr_assert_eq(n, c->n, "%s: %d accesses [%s ], expected %d [%s ]", c->name, n, got,
+	DCASE_EXPECT(n == c->n, "%s: %d accesses [%s ], expected %d [%s ]", c->name, n, got,
 		     c->n, want);
 	for (int i = 0; i < n; i++)
-		cr_assert(acc[i].addr == c->exp[i].addr && acc[i].size == c->exp[i].size &&
-			  acc[i].write == c->exp[i].write,
-			  "%s: access %d differs: got [%s ], expected [%s ]", c->name, i, got, want);
+		DCASE_EXPECT(acc[i].addr == c->exp[i].addr && acc[i].size == c->exp[i].size &&
+			     acc[i].write == c->exp[i].write,
+			     "%s: access %d differs: got [%s ], expected [%s ]", c->name, i, got, want);
+	return true;
 }
+
+/* Test(SUITE, NAME) checking every case of TABLE (an array of struct dcase),
+ * and that the table was not empty. */
+#define DCASE_TEST(suite, name, table)                                            \
+	Test(suite, name)                                                         \
+	{                                                                         \
+		size_t n = sizeof(table) / sizeof((table)[0]), bad = 0;           \
+		for (size_t i = 0; i < n; i++)                                    \
+			bad += !dcase_check(&(table)[i]);                         \
+		cr_expect(n > 0 && bad == 0, "%zu of %zu cases failed", bad, n); \
+	}
 
 #endif
