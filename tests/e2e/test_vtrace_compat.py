@@ -46,9 +46,14 @@ def proc_state(pid):
 
 
 def snap_live(pid, out):
+    """The snapshot of pid and what /proc says of it; "tids" is read before
+    the snapshot and "tids_after" after it (a thread of the running program
+    may end between: snap_threads's compute thread did, under load)."""
+    before = sorted(int(t) for t in os.listdir("/proc/%d/task" % pid))
     r = run_gebpf(["snap", "-p", str(pid), "-o", str(out)])
     assert r.returncode == 0, r.stderr
     state = proc_state(pid)
+    state["tids_after"], state["tids"] = state["tids"], before
     show = run_gebpf(["show", str(out)])
     assert show.returncode == 0, show.stderr
     state.update(path=str(out), pid=pid, show=json.loads(show.stdout))
@@ -187,9 +192,13 @@ def emu_from_trace(trace, warnings):
 # -- the tests -----------------------------------------------------------------------------
 
 def test_thread_id_and_do_threads(trace, live):
-    tids = live["tids"]
+    # every thread that lived through the snapshot, none that was not there
+    # before it (the program makes no thread once it is ready)
+    threads = trace.getThreads()
+    assert set(live["tids_after"]) <= set(threads) <= set(live["tids"]), (threads, live)
+    tids = sorted(threads)
     assert trace.getMeta("ThreadId") == tids[0] == live["pid"] == trace.getCurrentThread()
-    assert trace.getThreads() == {t: t for t in tids}
+    assert threads == {t: t for t in tids}
     ctx = trace.getRegisterContext(trace.getMeta("ThreadId"))
     assert ctx.getProgramCounter() == int(live["show"]["regs"][0]["rip"], 16)
     out = []
