@@ -136,7 +136,16 @@ $(OUTPUT)/bench/jit_nostop: bench/jit_nostop.c $(LIB_OBJS)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(INCLUDES) $< $(LIB_OBJS) $(LDLIBS) -o $@
 
-BENCH_BINS := $(OUTPUT)/bench/rawstep $(OUTPUT)/bench/qsortjob $(OUTPUT)/bench/shortcall \
+# bench_qemu.py's anchor: a plain one-file QEMU plugin writing the same lines
+# (skipped with gebpf's plugin where qemu-plugin.h cannot be had).
+$(OUTPUT)/bench/plainplugin.so: bench/plainplugin.c $(OUTPUT)/gebpf-qemu.so
+	$(call msg,PLUGIN,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)if [ -f $(OUTPUT)/qemu-include/qemu-plugin.h ]; then \
+		$(CC) -O2 -Wall -Wextra -fPIC -shared -I$(OUTPUT)/qemu-include $< -o $@; \
+	else echo "  SKIP     $@: no qemu-plugin.h (docs/qemu.md)"; fi
+
+BENCH_BINS := $(OUTPUT)/bench/plainplugin.so $(OUTPUT)/bench/rawstep $(OUTPUT)/bench/qsortjob $(OUTPUT)/bench/shortcall \
               $(OUTPUT)/bench/jit_nostop $(OUTPUT)/bench/budgetjob \
               $(patsubst bench/%.S,$(OUTPUT)/bench/%,$(wildcard bench/*.S))
 $(patsubst bench/%.S,$(OUTPUT)/bench/%,$(wildcard bench/*.S)): bench/tracee.inc

@@ -41,6 +41,8 @@ ARGS = {
                         "quick": (["--quick"], {})},
     "bench_probe.py": {"full": (["--reps", "3"], {}),
                        "quick": (["--quick"], {})},
+    "bench_qemu.py": {"full": (["--reps", "3"], {}),
+                      "quick": (["--quick"], {})},
     "bench_sample.py": {"full": (["--reps", "5"], {}),
                         "quick": (["--reps", "1", "--work", "100", "--py-rounds", "50"], {})},
     "bench_setup.py": {"full": (["--reps", "3"], {}),
