@@ -124,7 +124,12 @@ static int decode_at(const struct gb_jit *j, size_t used, size_t *pos, uint64_t 
 	out->kind = GB_JIT_REC_INSN;
 	out->area = 0;
 	if (j->o.nostop && (id & ~NS_MARK_K) == NS_MARK && (id & NS_MARK_K) < GB_JIT_TLS_COUNT) {
-		*out = (struct gb_jit_rec){ .kind = GB_JIT_REC_MARK, .area = (unsigned)(id & NS_MARK_K) };
+		/* (fields, not a whole-record assignment: a record is ~1 KB) */
+		out->kind = GB_JIT_REC_MARK;
+		out->area = (unsigned)(id & NS_MARK_K);
+		out->pc = 0;
+		out->len = 0;
+		out->nacc = 0;
 		return 1;
 	}
 	if (id >= j->nin)

@@ -94,11 +94,11 @@ void patch_insns_free(struct patch_trap *pt)
 	pt->insns = NULL;
 }
 
-/* pt->held becomes a line (fault: its instruction raised that signal, its
+/* The held record (patch.h) becomes a line (fault: its instruction raised that signal, its
  * completed accesses only), up to --max-insns. */
 static void commit_held(struct patch_trap *pt, struct gb_engine *e, const struct gb_stop *fault)
 {
-	struct gb_jit_rec *h = &pt->held;
+	struct gb_jit_rec *h = &pt->recs[pt->held_slot];
 	if (!pt->has_held)
 		return;
 	pt->has_held = false;
@@ -124,16 +124,16 @@ static void commit_held(struct patch_trap *pt, struct gb_engine *e, const struct
 void patch_drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct gb_stop *fault,
 			bool settled)
 {
-	struct gb_jit_rec rec;
 	int r;
 	size_t n = 0;
 	if (!pt->j)
 		return;
 	gb_jsonl__batch(e->out, true);
-	while ((r = gb_jit__ring_poll(pt->j, &pt->cur, &rec)) == 1) {
-		if (rec.kind == GB_JIT_REC_MARK) {
+	struct gb_jit_rec *rec = &pt->recs[pt->held_slot ^ 1];  /* (the held one stays) */
+	while ((r = gb_jit__ring_poll(pt->j, &pt->cur, rec)) == 1) {
+		if (rec->kind == GB_JIT_REC_MARK) {
 			pt->marks++; /* an acquisition of the lock: an entry */
-			pt->cur_i = rec.area < GB_JIT_TLS_COUNT ? pt->area_of[rec.area] : -1;
+			pt->cur_i = rec->area < GB_JIT_TLS_COUNT ? pt->area_of[rec->area] : -1;
 			continue;
 		}
 		if (pt->cur_i == AREA_UNTRACED)
@@ -144,14 +144,15 @@ void patch_drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct 
 			break;
 		}
 		struct patch_thread *th = pth(e, (size_t)pt->cur_i);
-		if (th->skip && th->skip_pc == rec.pc) {
+		if (th->skip && th->skip_pc == rec->pc) {
 			th->skip = false; /* (recorded before a restart) */
 			continue;
 		}
 		commit_held(pt, e, NULL);
 		if (e->ended && eng_max_insns_done(e))
 			break;
-		pt->held = rec;
+		pt->held_slot ^= 1; /* rec is held now; the next is read into the other */
+		rec = &pt->recs[pt->held_slot ^ 1];
 		pt->held_i = pt->cur_i;
 		pt->has_held = true;
 		if (++n % 4096 == 0)

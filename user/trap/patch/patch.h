@@ -96,9 +96,13 @@ struct patch_trap {
 	/* The ring's last instruction record, read but not yet a line: its
 	 * instruction may not have run (written before it runs, it may still
 	 * fault, or be taken back by unwinding); a later record, or a drain
-	 * with no thread in a stretch, makes it a line. */
-	struct gb_jit_rec held;
-	ssize_t held_i;               /* its thread; held is valid when has_held */
+	 * with no thread in a stretch, makes it a line.  recs[held_slot] is
+	 * it, the other slot the next record read: the two swap (a record is
+	 * ~1 KB, its room for a zmm's 64 accesses: copied once per
+	 * instruction, it was a third of the drain's time). */
+	struct gb_jit_rec recs[2];
+	unsigned held_slot;
+	ssize_t held_i;               /* its thread; recs[held_slot] is valid when has_held */
 	bool has_held;
 	uint64_t late;                /* records read before unwinding took them back */
 	uint64_t handled;             /* signals taken at an original boundary */
@@ -149,7 +153,7 @@ const struct gb_insn *patch_fetch(void *ctx, uint64_t pc);
 void patch_insns_free(struct patch_trap *pt);
 /* The entry block of pc (translating it), or 0. */
 uint64_t patch_entry_of(struct patch_trap *pt, uint64_t pc);
-/* The ring's records become lines; the last is held back (pt->held)
+/* The ring's records become lines; the last is held back (pt->recs)
  * unless settled: no thread can be running an instruction of the cache
  * (the lock is gebpf's, or every thread is stopped out of a stretch).
  * _fault: the last record's instruction raised that signal (its thread
