@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import gebpf_path, run_gebpf, threads_running
+from conftest import gebpf_path, prog_path, run_gebpf
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
@@ -64,8 +64,18 @@ def snap_live(pid, out):
 def live(request, gebpf, root, tmp_path_factory):
     d = tmp_path_factory.mktemp("vt")
     if request.param == "c":
-        with threads_running() as p:
+        # snap_threads signalling for a minute, killed once /proc is read:
+        # with the default 1.5 s a loaded CI host's snapshot outlasted it,
+        # and /proc/PID/exe was gone when the look after it came
+        p = subprocess.Popen([prog_path("snap_threads"), "60000"], stdout=subprocess.PIPE,
+                             text=True)
+        try:
+            assert p.stdout.readline().startswith("ready ")
+            time.sleep(0.2)
             st = snap_live(p.pid, d / "c.core")
+        finally:
+            p.kill()
+            p.wait()
         st["exit"] = None
     else:
         main = d / "main.py"
