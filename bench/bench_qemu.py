@@ -56,12 +56,13 @@ def fnv_span():
 
 
 def lines_of(path):
-    """(lines but the summary, the file's bytes but the summary's line)."""
+    """(lines, bytes) of a trace file, its summary line (gebpf's last) left out."""
     with open(path, "rb") as f:
         data = f.read()
-    body = data[:data.rfind(b"\n", 0, len(data) - 1) + 1] if data.endswith(b"}\n") and \
-        b'"t":"summary"' in data[data.rfind(b"\n", 0, len(data) - 1):] else data
-    return body.count(b"\n"), body
+    last = data.rfind(b"\n", 0, len(data) - 1) + 1
+    if b'"t":"summary"' in data[last:]:
+        data = data[:last]
+    return data.count(b"\n"), data
 
 
 def main():
@@ -87,32 +88,30 @@ def main():
         run = Runner("bench_qemu", tmp, a.verbose)
         p = lambda name: os.path.join(tmp, name)
 
-        def fresh(*names):
-            for n in names:
-                if os.path.exists(p(n)):
-                    os.unlink(p(n))
+        def to_file(name, argv, what):
+            """Seconds of argv(path) writing tmp/NAME (removed first)."""
+            if os.path.exists(p(name)):
+                os.unlink(p(name))
+            return run.timed(argv(p(name)), what)[0]
 
+        gebpf = lambda out: [GEBPF, "trace", "--range", "fnv", "--max-events", "0", "-o", out,
+                             "--"] + job
+        qemu_with = lambda out: [QEMU, "-plugin", "%s,range=fnv,max_events=0,out=%s" % (
+            PLUGIN, out)] + job
         rows = {
             "native": lambda: run.timed(job, "native")[0],
-            "gebpf": lambda: (fresh("t.jsonl"), run.timed(
-                [GEBPF, "trace", "--range", "fnv", "--max-events", "0", "-o", p("t.jsonl"), "--"]
-                + job, "gebpf trace")[0])[1],
-            "gebpf-zst": lambda: (fresh("t.jsonl.zst"), run.timed(
-                [GEBPF, "trace", "--range", "fnv", "--max-events", "0", "-o", p("t.jsonl.zst"),
-                 "--"] + job, "gebpf trace zstd")[0])[1],
-            "cat": lambda: (fresh("copy"), run.timed(
-                ["sh", "-c", 'cat "$1" > "$2"', "sh", p("t.jsonl"), p("copy")], "cat")[0])[1],
+            "gebpf": lambda: to_file("t.jsonl", gebpf, "gebpf trace"),
+            "gebpf-zst": lambda: to_file("t.jsonl.zst", gebpf, "gebpf trace zstd"),
+            "cat": lambda: to_file("copy", lambda out: ["sh", "-c", 'cat "$1" > "$2"', "sh",
+                                                        p("t.jsonl"), out], "cat"),
         }
         if qemu:
-            arg = "%s,range=fnv,max_events=0,out=%%s" % PLUGIN
-            rows["qemu"] = lambda: (fresh("q.jsonl"), run.timed(
-                [QEMU, "-plugin", arg % p("q.jsonl")] + job, "qemu")[0])[1]
-            rows["qemu-zst"] = lambda: (fresh("q.jsonl.zst"), run.timed(
-                [QEMU, "-plugin", arg % p("q.jsonl.zst")] + job, "qemu zstd")[0])[1]
+            rows["qemu"] = lambda: to_file("q.jsonl", qemu_with, "qemu")
+            rows["qemu-zst"] = lambda: to_file("q.jsonl.zst", qemu_with, "qemu zstd")
         if plain:
-            rows["plain"] = lambda: (fresh("p.jsonl"), run.timed(
-                [QEMU, "-plugin", "%s,lo=%#x,hi=%#x,out=%s" % (PLAIN, lo, hi, p("p.jsonl"))]
-                + job, "plain plugin")[0])[1]
+            rows["plain"] = lambda: to_file("p.jsonl", lambda out: [
+                QEMU, "-plugin", "%s,lo=%#x,hi=%#x,out=%s" % (PLAIN, lo, hi, out)] + job,
+                "plain plugin")
         times = {k: [] for k in rows}
         for _ in range(a.reps):
             for k, fn in rows.items():
