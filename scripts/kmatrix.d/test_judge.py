@@ -603,6 +603,9 @@ def test_stopped_target_must_stay_stopped_and_be_traced_from_sigcont(good):
                                          "(5 rounds)")
     put(good, "stopped_snap.rbx", "")
     assert "no rbx" in verdicts(good)["stopped"][1]
+    # kmsleep makes 12 sleeps: a count above them is not kmsleep's
+    put(good, "stopped_snap.rbx", '\t\t\t"rbx":\t"0xd",\n')
+    assert "no rbx of kmsleep in its sleep (1 to 12)" in verdicts(good)["stopped"][1]
     write_good(str(good))
     put(good, "stopped.rc", "0\n")
     put(good, "stopped.err", STOPPED_WARN)

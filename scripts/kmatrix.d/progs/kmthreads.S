@@ -1,6 +1,7 @@
 /* kmatrix smoke program for the multi-threaded resume: a second thread made
  * with a raw clone(CLONE_VM|FS|FILES|SIGHAND|THREAD|SYSVSEM|PARENT_SETTID|
- * CHILD_CLEARTID) sleeps 6 x 300 ms (nanosleep) and exits; the first waits
+ * CHILD_CLEARTID) sleeps 20 x 300 ms (nanosleep: 6 s, so a
+ * slow guest's snapshot finds it alive) and exits; the first waits
  * in FUTEX_WAIT on the clear_child_tid word until the kernel clears it (as
  * glibc's pthread_join does), writes "kmthreads ok\n" and exits 0.  A resume
  * that lost the second thread or its clear_child_tid waits forever. */
@@ -34,7 +35,7 @@ _start:
 	xor	%edi, %edi
 	syscall
 child:
-	mov	$6, %ebx
+	mov	$20, %ebx
 3:	mov	$35, %eax		/* nanosleep(&ts, NULL) */
 	lea	ts(%rip), %rdi
 	xor	%esi, %esi
