@@ -18,9 +18,11 @@ SAN = ("AddressSanitizer", "runtime error:", "LeakSanitizer")
 # header offsets are now refused.)
 
 
-@pytest.fixture(scope="module")
-def snapshot(gebpf, root, tmp_path_factory):
-    out = tmp_path_factory.mktemp("corrupt") / "good.core"
+def snapshot(tmp_path):
+    """A valid snapshot of snap_det (its bytes).  Each chunk below makes its
+    own (~0.1 s; a module fixture would hold every chunk on one xdist
+    worker, and one 480-run test was the sanitizer pass's last 25 s)."""
+    out = tmp_path / "good.core"
     rc = subprocess.call([gebpf_path(), "snap", "-o", str(out), "--at", "snap_here", "--",
                           prog_path("snap_det")], stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, timeout=120)
@@ -49,12 +51,17 @@ def run(args):
     return r
 
 
-def test_damaged_snapshots_fail_cleanly(snapshot, tmp_path):
+SEEDS = 120      # damaged copies, each shown, read and diffed
+CHUNKS = 4       # tests they are split into (xdist runs them side by side)
+
+
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_damaged_snapshots_fail_cleanly(gebpf, root, chunk, tmp_path):
+    good_bytes = snapshot(tmp_path)
     good = tmp_path / "good.core"
-    good.write_bytes(snapshot)
-    for seed in range(120):
+    for seed in range(chunk, SEEDS, CHUNKS):
         bad = tmp_path / ("bad%d.core" % seed)
-        bad.write_bytes(damaged(snapshot, seed))
+        bad.write_bytes(damaged(good_bytes, seed))
         for args in (["show", str(bad)], ["show", "--json", str(bad)],
                      ["read", str(bad), "0x400000", "64"], ["diff", str(good), str(bad)]):
             r = run(args)

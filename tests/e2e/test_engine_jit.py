@@ -22,6 +22,7 @@ import pytest
 
 from conftest import (PROGS, check_vt_order, gebpf_path, output_grew, prog_path, range_arg,
                       read_trace, stable_env, trace_summary)
+from test_attach_forks import native_check, stop_and_read
 from test_pagetrap import bag, invocations, native, same_bag, same_file, trace
 
 import lackey
@@ -205,21 +206,20 @@ def code_cache_left(pid):
     return [ln for ln in maps if ln.endswith("/dev/zero (deleted)")]
 
 
-FORK_ROUNDS = 5000  # about 1 s natively on a quiet machine, ~3x that traced (3,000 rounds:
-#                    3.2 s traced, 1.05 s natively at load 3.4): --duration 1 ends in the
-#                    middle.  (20000 made the test 390 s at load 10, 10000 108 s: each run's
-#                    rest ran natively, at about half the native speed after the end)
+FORK_ROUNDS = 1000000  # never reached: each run stops the program (SIGUSR1, jit_forks.c) once
+#                       its cache is looked at (5000 rounds, ~1 s natively, made the test
+#                       61 s at load 5: each run's rest ran natively after the end)
 
 
 def test_duration_end_with_forks_leaves_no_code_cache(tmp_path):
     """Issue 23 case 5: a program whose range makes its own fork, vfork and
     wait4 system calls (so at the end its one thread is often in one of
     them, stepped) traced with --duration 1, 15 times: after every end the
-    still running program has no code cache mapped, and it prints the
-    checksum of a native run (every child exited as it should)."""
+    still running program has no code cache mapped, and, stopped by SIGUSR1,
+    it prints the checksum its rounds make natively (every child exited as
+    it should)."""
     prog = prog_path("jit_forks")
-    want = subprocess.run([prog, str(FORK_ROUNDS)], capture_output=True, text=True,
-                          check=True).stdout.splitlines()[1]
+    native_check(prog)
 
     def run(k):
         """One end; (k, the cache left) or None."""
@@ -237,9 +237,9 @@ def test_duration_end_with_forks_leaves_no_code_cache(tmp_path):
         stderr = err.read_text()
         assert "code cache at" in stderr, stderr[-2000:]
         cache = code_cache_left(pid)  # (the program runs on, detached)
-        rest = g.stdout.read().splitlines()  # (EOF: the program ended)
+        why = stop_and_read(g, pid, FORK_ROUNDS)   # (EOF: the program ended)
         g.stdout.close()
-        assert rest == [want], "run %d: the program printed %r, natively %r" % (k, rest, want)
+        assert why is None, "run %d: %s" % (k, why)
         return (k, cache) if cache or "stays mapped" in stderr else None
 
     # (three at a time: each run is ~4 s of the program's forks, whatever

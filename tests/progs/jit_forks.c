@@ -8,11 +8,22 @@
  * exits 3 at once, the vfork child 5 (both with exit_group from the range,
  * touching no memory); the checksum adds the loop's sums and the children's
  * exit statuses.  main prints "ready PID" first (stdout flushed) and
- * "checksum N" at the end, which depends only on R (-1: a child went wrong).
- * Usage: jit_forks [R] (default 100).  Exit 0.  Range: `traced_forks`. */
+ * "checksum N left L" at the end: L is 0 after the R rounds, and N depends
+ * only on R and L (-1: a child went wrong).  SIGUSR1 (SA_RESTART: the wait4
+ * goes on) ends the rounds early, at the next round's start: a round k
+ * (R down to 1, k rounds left) adds 2015000 (the loop) and 3 (k even: fork)
+ * or 5 (k odd: vfork), so a test that stops a traced run once gebpf is gone
+ * knows its checksum without running the rest (tests/e2e/test_attach_forks.py
+ * forks_checksum).  Usage: jit_forks [R] (default 100).  Exit 0.  Range:
+ * `traced_forks`. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
+
+volatile sig_atomic_t jit_forks_stop;   /* read by the range each round */
+long jit_forks_left;                    /* rounds left at its end */
 
 long traced_forks(long rounds);
 asm(".pushsection .text.jit_forks,\"ax\",@progbits\n"
@@ -26,6 +37,8 @@ asm(".pushsection .text.jit_forks,\"ax\",@progbits\n"
     "	sub $24,%rsp\n"         /* (aligned) the status word */
     "0:	test %rbx,%rbx\n"
     "	jz 9f\n"
+    "	cmpl $0,jit_forks_stop(%rip)\n"  /* SIGUSR1: stop here */
+    "	jne 9f\n"
     "	mov $2000,%ecx\n"       /* a little work in translated code */
     "1:	lea 7(%r12,%rcx),%r12\n"
     "	dec %ecx\n"
@@ -61,7 +74,8 @@ asm(".pushsection .text.jit_forks,\"ax\",@progbits\n"
     "	dec %rbx\n"
     "	jmp 0b\n"
     "8:	mov $-1,%r12\n"
-    "9:	mov %r12,%rax\n"
+    "9:	mov %rbx,jit_forks_left(%rip)\n"
+    "	mov %r12,%rax\n"
     "	add $24,%rsp\n"
     "	pop %r12\n"
     "	pop %rbx\n"
@@ -69,11 +83,24 @@ asm(".pushsection .text.jit_forks,\"ax\",@progbits\n"
     "	.size traced_forks, .-traced_forks\n"
     ".popsection\n");
 
+static void on_usr1(int sig)
+{
+	(void)sig;
+	jit_forks_stop = 1;
+}
+
 int main(int argc, char **argv)
 {
 	long rounds = argc > 1 ? atol(argv[1]) : 100;
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR1, &sa, NULL);
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
-	printf("checksum %ld\n", traced_forks(rounds));
+	long sum = traced_forks(rounds);
+	printf("checksum %ld left %ld\n", sum, jit_forks_left);
 	return 0;
 }
