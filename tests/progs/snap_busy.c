@@ -11,7 +11,8 @@
  * word against what the rounds done so far must have made of it: it prints
  * "ok ROUNDS" or "bad PAGE GOT WANT", then goes on.  Exits at end of input.
  * MIBp paces it: after each millisecond of rounds, a millisecond asleep (half
- * a CPU; an attach finds it running or in its nanosleep about as often).
+ * a CPU; an attach finds it running or in its nanosleep about as often);
+ * MIBpN, N milliseconds asleep (MIBp4: a fifth of a CPU).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -66,6 +67,7 @@ int main(int argc, char **argv)
 	char *end;
 	size_t mib = strtoul(argv[1], &end, 0);
 	int paced = *end == 'p';
+	long nap_ms = paced && end[1] ? strtol(end + 1, NULL, 10) : 1;
 	log_fd = open(argv[2], O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
 	npages = mib * 1024 * 1024 / PAGE;
 	mem = mmap(NULL, npages * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -85,7 +87,7 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	uint64_t rounds = 0, added = 0;
 	struct timespec burst, now;
-	const struct timespec nap = { 0, 1000000 };
+	const struct timespec nap = { nap_ms / 1000, nap_ms % 1000 * 1000000L };
 	clock_gettime(CLOCK_MONOTONIC, &burst);
 	while (!quit) {
 		rounds++;
