@@ -295,15 +295,18 @@ def run_gebpf(args, timeout=120, **kw):
 
 
 @contextlib.contextmanager
-def threads_running(ms=1500):
+def threads_running(ms=60000):
     """snap_threads running with its threads started ("ready" read), for
-    snapshots of a live multi-threaded process; waited for on exit."""
+    snapshots of a live multi-threaded process; killed on exit.  (It runs
+    a minute: a 1.5 s one had ended on a loaded CI host before the test
+    read its /proc, "No such process".)"""
     p = subprocess.Popen([prog_path("snap_threads"), str(ms)], stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().startswith("ready ")
         time.sleep(0.2)
         yield p
     finally:
+        p.kill()
         p.communicate(timeout=60)
 
 
