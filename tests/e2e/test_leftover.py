@@ -25,8 +25,8 @@ pytestmark = [pytest.mark.probetrap, pytest.mark.usefixtures("probes_ready")]
 THREADS = 3
 
 
-def start_prog(fill="20000p"):   # (paced: tests/progs/pt_crash.c)
-    p = subprocess.Popen([prog_path("pt_crash"), str(THREADS), fill], stdout=subprocess.PIPE)
+def start_prog(fill="20000p", prog="pt_crash"):   # (paced: tests/progs/pt_crash.c)
+    p = subprocess.Popen([prog_path(prog), str(THREADS), fill], stdout=subprocess.PIPE)
     t0 = time.monotonic()
     while len(os.listdir("/proc/%d/task" % p.pid)) < THREADS and time.monotonic() - t0 < 10:
         time.sleep(0.01)
@@ -61,32 +61,37 @@ def kill_both(g):
     assert gone(w, 20), "the worker did not end"
 
 
-def finish(p):
+def finish(p, prog="pt_crash"):
     """SIGUSR1: each thread stops at its next call; its output must be a
     native run's given the same counts."""
     p.send_signal(signal.SIGUSR1)
     out, _ = p.communicate(timeout=60)
-    assert p.returncode == 0, "pt_crash: status %d" % p.returncode
+    assert p.returncode == 0, "%s: status %d" % (prog, p.returncode)
     counts = [ln.split()[0] for ln in out.decode().splitlines()]
-    want = subprocess.run([prog_path("pt_crash"), str(THREADS), "20000"] + counts,
+    want = subprocess.run([prog_path(prog), str(THREADS), "20000"] + counts,
                           capture_output=True, timeout=120, check=True).stdout
     assert out == want, "output %r, native %r" % (out, want)
 
 
-def test_both_killed_the_program_runs_on_and_the_next_trace_takes_over(tmp_path):
-    p = start_prog()
+@pytest.mark.parametrize("prog", ["pt_crash", "pt_short"])
+def test_both_killed_the_program_runs_on_and_the_next_trace_takes_over(prog, tmp_path):
+    """pt_short (tests/progs/pt_short.c): its start's 2-byte jump and the
+    trampoline it leads to, in the nops before it, are both written back
+    (a trampoline alone would leave the start jumping into nops that lead
+    back to it)."""
+    p = start_prog(prog=prog)
     try:
         maps0 = maps_of(p.pid)
         g, _ = trace_until_patched(p.pid, tmp_path, "first")
         time.sleep(0.3)
         kill_both(g)
         assert untraced(p.pid, 20)
-        code = text_now(p.pid, "pt_crash")
-        assert code is not None, "pt_crash ended"
+        code = text_now(p.pid, prog)
+        assert code is not None, "%s ended" % prog
         assert not all(got == want for got, want in code.values()), \
             "the patches are there (what the kill left): %r" % code
         time.sleep(0.5)     # it runs on, by itself, through the cache nobody serves
-        assert p.poll() is None, "pt_crash died: %s" % p.returncode
+        assert p.poll() is None, "%s died: %s" % (prog, p.returncode)
 
         # The next trace: recognised, written back, traced.
         out = os.path.join(str(tmp_path), "second.jsonl")
@@ -95,7 +100,7 @@ def test_both_killed_the_program_runs_on_and_the_next_trace_takes_over(tmp_path)
                            timeout=120)
         assert r.returncode == 0, r.stderr
         m = re.search(r"a code cache gebpf \d+ left at 0x[0-9a-f]+-0x[0-9a-f]+ \(range "
-                      r"0x[0-9a-f]+-0x[0-9a-f]+ of [^)]*pt_crash\): marked gone, its ring's "
+                      r"0x[0-9a-f]+-0x[0-9a-f]+ of [^)]*" + prog + r"\): marked gone, its ring's "
                       r"memory given back, (\d+) patched places written back from their "
                       r"files, (\d+) threads inside it", r.stderr)
         assert m, r.stderr
@@ -111,13 +116,13 @@ def test_both_killed_the_program_runs_on_and_the_next_trace_takes_over(tmp_path)
         insns = int(re.search(r'"insns":(\d+)', summary).group(1))
         assert insns > 0, summary
         assert untraced(p.pid, 20)
-        code = text_now(p.pid, "pt_crash")
-        assert code is not None, "pt_crash ended"
+        code = text_now(p.pid, prog)
+        assert code is not None, "%s ended" % prog
         assert all(got == want for got, want in code.values()), \
             "the text is the file's after the second trace: %r" % code
         left = [ln for ln in maps_of(p.pid).splitlines() if ln not in maps0.splitlines()]
         assert len(left) <= 2, "the earlier cache stays (two mappings), no other:\n%s" % "\n".join(left)
-        finish(p)
+        finish(p, prog)
     finally:
         if p.poll() is None:
             p.kill()

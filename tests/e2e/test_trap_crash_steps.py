@@ -3,8 +3,9 @@ docs/trace.md "The patch trap" / "The end" and "Ending").  The kill
 campaigns (test_trap_crash.py) land in the end's few milliseconds only now
 and then; here GEBPF_TEST_KILL_AT=STEP makes the worker kill itself at that
 step (common/guard.h gb_guard_test_point, docs/testing.md "Killing the
-worker at a named step"), attached to pt_crash and to pt_churn, whose threads
-come and go through the end and the write-back.
+worker at a named step"), attached to pt_crash, to pt_churn, whose threads
+come and go through the end and the write-back, and to pt_short, whose
+start is a 2-byte jump to a trampoline.
 
 Each run: gebpf dies of its worker's SIGKILL (so the step was reached);
 before the undo log is cleared the process the user started writes every
@@ -39,7 +40,10 @@ STEPS = [
 ]
 # pt_churn long enough (~7 s here, 2 s on an idle host) to outlive the reads
 # (under a second after its start), pt_crash until SIGUSR1.
-ARGS = {"pt_crash": ["3", "20000"], "pt_churn": ["3", "4000", "300"]}
+# pt_short: pt_crash with a `traced` whose start takes a 2-byte jump to a
+# trampoline in the nops before it (tests/progs/pt_short.c): both written
+# back, in their order, at every step.
+ARGS = {"pt_crash": ["3", "20000"], "pt_churn": ["3", "4000", "300"], "pt_short": ["3", "20000"]}
 
 
 def killed_at(prog, step, outdir):

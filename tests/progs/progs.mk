@@ -103,3 +103,12 @@ $(OUTPUT)/progs/pt_relchurn: tests/progs/pt_churn.c
 
 # tc_probedfault.c is tc_shortfault.c built with TC_RESUME_BY_LENGTH.
 $(OUTPUT)/progs/tc_probedfault: tests/progs/tc_shortfault.c
+
+# pt_short: pt_crash's program with a `traced` of memmove's shape (included).
+$(OUTPUT)/progs/pt_short: tests/progs/pt_crash.c
+
+# libc_strings: dynamic, -fno-builtin: glibc's IFUNC variants of this CPU.
+$(OUTPUT)/progs/libc_strings: tests/progs/libc_strings.c
+	$(call msg,PROG,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O1 -g -fno-builtin $< -o $@

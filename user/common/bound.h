@@ -40,5 +40,6 @@ static inline size_t gb_bound(const void *base, size_t n, size_t size, size_t of
 #define GB_LOWER(arr, n, field, x) GB_BOUND_(arr, n, field, x, false)
 /* The same over an array of uint64_t. */
 #define GB_UPPER_U64(arr, n, x) gb_bound((arr), (n), sizeof(uint64_t), 0, (x), true)
+#define GB_LOWER_U64(arr, n, x) gb_bound((arr), (n), sizeof(uint64_t), 0, (x), false)
 
 #endif

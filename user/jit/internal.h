@@ -342,10 +342,10 @@ void ns_release(struct gb_jit *j);
 void ns_leave(struct gb_jit *j, uint64_t target);
 /* The system call instruction gi (recorded already), made without the lock. */
 void ns_syscall(struct gb_jit *j, const struct gb_insn *gi);
-/* The entry block for pc: take the lock, jump to blk (its translation);
- * its target address, or 0. */
-uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk, gb_jit_fetch_fn fetch,
-			void *ctx);
+/* The entry block for pc, whose patch is len bytes: take the lock, jump to
+ * blk (its translation); its target address, or 0. */
+uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, unsigned len, uint64_t blk,
+			gb_jit_fetch_fn fetch, void *ctx);
 void ns_areas_init(struct gb_jit *j);
 
 /* live.c: the lock acquire's bounded sleep (NS_LKTO), set with the rest
@@ -357,12 +357,13 @@ void ns_live_init(struct gb_jit *j);
 void ns_gone_rcx(struct gb_jit *j);
 
 /* owner.c: an entry block's owner check, emitted at the start of its unit
- * u when gb_jit_opts.owner_check and the instructions its patch covers at
- * pc can run from a copy (reloc.h: in, their count returned; 0: no check),
- * and the copy a thread that is not the area's owner runs (after the
- * unit's end: to_native is the check's jump to it). */
-unsigned ns_owner_check(struct gb_jit *j, struct unit *u, uint64_t pc, gb_jit_fetch_fn fetch,
-			void *ctx, struct gb_insn in[5], size_t *to_native);
+ * u when gb_jit_opts.owner_check and the instructions its patch of len
+ * bytes covers at pc can run from a copy (reloc.h: in, their count
+ * returned; 0: no check), and the copy a thread that is not the area's
+ * owner runs (after the unit's end: to_native is the check's jump to it),
+ * which goes on at the first instruction past the patch's bytes. */
+unsigned ns_owner_check(struct gb_jit *j, struct unit *u, uint64_t pc, unsigned len,
+			gb_jit_fetch_fn fetch, void *ctx, struct gb_insn in[5], size_t *to_native);
 void ns_owner_native(struct gb_jit *j, const struct gb_insn *in, unsigned n, size_t to_native);
 /* A stop at offset d of entry unit u: rax, rcx and rsp as at the entry
  * while it is in the check (0; -EFAULT: its stack not read), else 1. */

@@ -374,13 +374,19 @@ void gb_jit__stats(const struct gb_jit *j, struct gb_jit_stats *s) { *s = j->sta
 
 uint64_t gb_jit__entry(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, void *ctx)
 {
+	return gb_jit__entry_len(j, pc, 5, fetch, ctx);
+}
+
+uint64_t gb_jit__entry_len(struct gb_jit *j, uint64_t pc, unsigned len, gb_jit_fetch_fn fetch,
+			   void *ctx)
+{
 	if (!j->o.nostop)
 		return 0;
 	for (size_t k = 0; k < j->nen; k++)
 		if (j->en[k].pc == pc)
 			return j->en[k].addr;
 	uint64_t blk = gb_jit__block(j, pc, fetch, ctx);
-	uint64_t at = blk ? ns_entry_block(j, pc, blk, fetch, ctx) : 0;
+	uint64_t at = blk ? ns_entry_block(j, pc, len, blk, fetch, ctx) : 0;
 	/* its twin (twin.c): made and published with nothing translated for
 	 * the recording blocks (other threads may be running in them) */
 	if (at && !j->em.err && j->tw_auto) {

@@ -150,6 +150,11 @@ uint64_t gb_jit__tls(const struct gb_jit *j, unsigned k);
 /* Stop-free mode: the entry block of entry address pc (take the lock, then
  * the block at pc), translating what it needs; 0 as gb_jit__block. */
 uint64_t gb_jit__entry(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, void *ctx);
+/* ... for an entry whose patch is len bytes (2: a short jump, jit/patch.h;
+ * gb_jit__entry: 5): the native copy of its owner check covers those
+ * bytes' instructions, not one more (the next may be an entry, patched). */
+uint64_t gb_jit__entry_len(struct gb_jit *j, uint64_t pc, unsigned len, gb_jit_fetch_fn fetch,
+			   void *ctx);
 /* Translate the block at pc and every block of the range its direct exits
  * and return sites reach (the closure gebpf would otherwise build one stop
  * at a time).  0, or -ENOSPC / -EINVAL when one did not translate. */

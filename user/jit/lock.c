@@ -151,8 +151,8 @@ void ns_syscall(struct gb_jit *j, const struct gb_insn *gi)
 	jit_unit_end(j, u);
 }
 
-uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk, gb_jit_fetch_fn fetch,
-			void *ctx)
+uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, unsigned len, uint64_t blk,
+			gb_jit_fetch_fn fetch, void *ctx)
 {
 	struct gb_insn in[5];
 	size_t to_native = 0;
@@ -164,7 +164,7 @@ uint64_t ns_entry_block(struct gb_jit *j, uint64_t pc, uint64_t blk, gb_jit_fetc
 	if (!u)
 		return 0;
 	u->ns = GB_JIT_NS_ENTRY;
-	unsigned n = ns_owner_check(j, u, pc, fetch, ctx, in, &to_native);
+	unsigned n = ns_owner_check(j, u, pc, len, fetch, ctx, in, &to_native);
 	/* gone while it waits: this block again, whose check sends it to the
 	 * native copy (without one it waits on) */
 	ns_acquire_tw(j, n ? at : 0, pc);

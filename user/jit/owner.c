@@ -76,14 +76,15 @@ static void restore(struct gb_emit *m)
 	gb_emit_raw(m, P_UNSUB, sizeof(P_UNSUB));
 }
 
-/* The instructions at pc that an entry's patch covers (at least 5 bytes:
- * jit/patch.h), at most 5; 0 when they cannot run from a copy in the code
- * region (reloc.h). */
-static unsigned covered(const struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, void *ctx,
-			struct gb_insn *out)
+/* The instructions at pc that an entry's patch of len bytes covers (5, or
+ * 2 for a short jump: jit/patch.h), at most 5; 0 when they cannot run from
+ * a copy in the code region (reloc.h).  Not one more: the copy goes on at
+ * the next, which may be an entry of its own, patched. */
+static unsigned covered(const struct gb_jit *j, uint64_t pc, unsigned len, gb_jit_fetch_fn fetch,
+			void *ctx, struct gb_insn *out)
 {
 	unsigned n = 0;
-	for (uint64_t a = pc; a < pc + 5; n++) {
+	for (uint64_t a = pc; a < pc + len; n++) {
 		const struct gb_insn *gi = n < GB_RELOC_MAX ? fetch(ctx, a) : NULL;
 		if (!gi)
 			return 0;
@@ -115,10 +116,10 @@ static uint64_t native_copy(struct gb_jit *j, const struct gb_insn *in, unsigned
 	return at;
 }
 
-unsigned ns_owner_check(struct gb_jit *j, struct unit *u, uint64_t pc, gb_jit_fetch_fn fetch,
-			void *ctx, struct gb_insn in[5], size_t *to_native)
+unsigned ns_owner_check(struct gb_jit *j, struct unit *u, uint64_t pc, unsigned len,
+			gb_jit_fetch_fn fetch, void *ctx, struct gb_insn in[5], size_t *to_native)
 {
-	unsigned n = j->o.owner_check && fetch ? covered(j, pc, fetch, ctx, in) : 0;
+	unsigned n = j->o.owner_check && fetch ? covered(j, pc, len, fetch, ctx, in) : 0;
 	if (!n)
 		return 0;
 	struct gb_emit *m = &j->em;

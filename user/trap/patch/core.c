@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "common/bound.h"
 #include "common/guard.h"
 #include "common/log.h"
 #include "decode/decode.h"
@@ -213,7 +214,12 @@ bool patch_caught(pid_t pid, int sig)
 
 uint64_t patch_entry_of(struct patch_trap *pt, uint64_t pc)
 {
-	return gb_jit__entry(pt->j, pc, patch_fetch, pt);
+	/* (a short jump's entry block: its native copy covers its 2 bytes'
+	 * instructions only, jit.h gb_jit__entry_len) */
+	size_t k = GB_LOWER(pt->plan.v, pt->plan.n, addr, pc);
+	unsigned len = k < pt->plan.n && pt->plan.v[k].addr == pc && pt->plan.v[k].why == GB_PATCH_OK
+			       ? pt->plan.v[k].len : GB_PATCH_LEN;
+	return gb_jit__entry_len(pt->j, pc, len, patch_fetch, pt);
 }
 
 int patch_area_new(struct patch_trap *pt)
@@ -243,17 +249,33 @@ int patch_guard_inside(struct patch_trap *pt, bool translate)
 	return 0;
 }
 
+/* One place's bytes (logged first for the guard when they are the patch's). */
+static void write_place(struct patch_trap *pt, pid_t pid, uint64_t at, const uint8_t *orig,
+			const uint8_t *bytes, unsigned len, bool back)
+{
+	if (!back && pid == pt->pid) /* (common/guard.h) */
+		gb_guard_undo_add(pid, at, orig, len);
+	if (gb_mem_write(pid, at, back ? orig : bytes, len) != (ssize_t)len)
+		gb_warn("trace: pid %d: cannot write the %s bytes at 0x%llx", pid,
+			back ? "original" : "patch", (unsigned long long)at);
+}
+
+/* A 2-byte patch's trampoline is written before its jump and taken back
+ * after it, so that the jump never leads to nops that lead back to it: a
+ * worker killed between the two leaves a trampoline that only stands for
+ * its nops (jit/patch.h). */
 void patch_write(struct patch_trap *pt, pid_t pid, bool orig)
 {
 	for (size_t k = 0; k < pt->plan.n; k++) {
 		const struct gb_patch *p = &pt->plan.v[k];
-		if (!orig && pid == pt->pid && p->why == GB_PATCH_OK) /* (common/guard.h) */
-			gb_guard_undo_add(pid, p->addr, p->orig, GB_PATCH_LEN);
-		if (p->why == GB_PATCH_OK &&
-		    gb_mem_write(pid, p->addr, orig ? p->orig : p->bytes, GB_PATCH_LEN) != GB_PATCH_LEN)
-			gb_warn("trace: pid %d: cannot write the %s bytes at 0x%llx", pid,
-				orig ? "original" : "patch", (unsigned long long)p->addr);
-		if (orig && pid == pt->pid && p->why == GB_PATCH_OK)
+		if (p->why != GB_PATCH_OK)
+			continue;
+		if (p->tramp && !orig)
+			write_place(pt, pid, p->tramp, p->tramp_orig, p->tramp_bytes, GB_PATCH_LEN, false);
+		write_place(pt, pid, p->addr, p->orig, p->bytes, p->len, orig);
+		if (p->tramp && orig)
+			write_place(pt, pid, p->tramp, p->tramp_orig, p->tramp_bytes, GB_PATCH_LEN, true);
+		if (orig && pid == pt->pid)
 			gb_guard_test_point("end-restore"); /* (test only: common/guard.h) */
 	}
 	if (orig && pid == pt->pid) {

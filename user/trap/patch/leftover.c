@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "common/page.h"
+#include "jit/patch.h"
 #include "ptrace/maps.h"
 #include "ptrace/mem.h"
 #include "ptrace/regs.h"
@@ -102,6 +103,40 @@ static bool own_copy(int pagemap, uint64_t page)
 	return (e >> 62 & 1) || ((e >> 63 & 1) && !(e >> 61 & 1));
 }
 
+/* The trampoline at t (a jmp rel32 into a cache, in the nops before an
+ * entry: jit/patch.h) written back: the 2-byte jump to it from its entry,
+ * within GB_PATCH_PAD_MAX bytes after it, written back too (else the
+ * entry would jump into nops that lead back to it).  The places written,
+ * or -1 (said). */
+static int restore_short(pid_t pid, int fd, const struct gb_map *mp, uint64_t t)
+{
+	uint8_t mem[GB_PATCH_PAD_MAX + 8], file[GB_PATCH_PAD_MAX + 8];
+	uint64_t lo = t + GB_PATCH_LEN, hi = t + GB_PATCH_PAD_MAX + 8;
+	if (hi > mp->end)
+		hi = mp->end;
+	if (lo >= hi)
+		return 0;
+	size_t n = (size_t)(hi - lo);
+	ssize_t got = pread(fd, file, n, (off_t)(mp->offset + (lo - mp->start)));
+	if (gb_mem_read(pid, lo, mem, n) != (ssize_t)n || got != (ssize_t)n)
+		return 0;
+	int found = 0;
+	for (size_t i = 0; i + 2 <= n; i++) {
+		uint64_t at = lo + i;
+		if (mem[i] != 0xeb || !memcmp(mem + i, file + i, 2) ||
+		    at + 2 + (uint64_t)(int64_t)(int8_t)mem[i + 1] != t)
+			continue;
+		if (gb_mem_write(pid, at, file + i, 2) != 2) {
+			gb_err("trace: pid %d: 0x%llx (%s) jumps to a trampoline an earlier gebpf left at "
+			       "0x%llx and cannot be written back: %s", pid, (unsigned long long)at,
+			       mp->path, (unsigned long long)t, strerror(errno));
+			return -1;
+		}
+		found++;
+	}
+	return found;
+}
+
 /* Every jump into a cache of l on the own-copy pages of file map mp,
  * written back with the file's bytes: the places found, or -1 (said). */
 static int restore_map(pid_t pid, int pagemap, const struct gb_map *mp, struct gb_leftovers *l)
@@ -143,6 +178,13 @@ static int restore_map(pid_t pid, int pagemap, const struct gb_map *mp, struct g
 			memcpy(mem + i, file + i, 5);
 			c->restored++;
 			found++;
+			int s = restore_short(pid, fd, mp, at);
+			if (s < 0) {
+				close(fd);
+				return -1;
+			}
+			found += s;
+			c->restored += (unsigned)s;
 			i += 4;
 		}
 	}

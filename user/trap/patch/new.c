@@ -23,6 +23,7 @@
 #include "ptrace/tracee.h"
 #include "record/jsonl.h"
 #include "sym/codeptrs.h"
+#include "sym/elfsyms.h"
 #include "sym/entries.h"
 #include "trace/engine_int.h"
 #include "trap/patch/leftover.h"
@@ -145,6 +146,36 @@ static const char *from_code_pointers(struct patch_trap *pt, const uint64_t *v, 
 	return NULL;
 }
 
+/* The bytes between the end of the function before the range and its
+ * start (jit/patch.h gb_patch_in.pre: nops there may hold a trampoline),
+ * from the module's symbols (its debug file's too): *n of them into buf
+ * (at most max), from *pre_lo (run-time); 0 when a function symbol runs
+ * into the start (the range cuts it) or none is known. */
+static size_t pre_bytes(pid_t pid, const char *path, uint64_t lo, uint64_t bias, uint8_t *buf,
+			size_t max, uint64_t *pre_lo)
+{
+	struct gb_elfsyms es;
+	uint64_t end = 0;
+	bool cut = false;
+	if (gb_elfsyms_load(path, &es) == 0) {
+		for (size_t k = 0; k < es.nsyms && es.syms[k].value < lo; k++) {
+			const struct gb_elfsym *y = &es.syms[k];
+			if (!y->func || !y->size)
+				continue;
+			if (y->value + y->size > lo)
+				cut = true;
+			else if (y->value + y->size > end)
+				end = y->value + y->size;
+		}
+	}
+	gb_elfsyms_free(&es);
+	if (cut || !end || lo - end > max)
+		return 0;
+	*pre_lo = end + bias;
+	ssize_t got = gb_mem_read(pid, *pre_lo, buf, (size_t)(lo - end));
+	return got == (ssize_t)(lo - end) ? (size_t)got : 0;
+}
+
 /* The decoded instruction at pc (ins ascending), or NULL. */
 static const struct gb_insn *patch_insn_at(const struct gb_insn *ins, size_t nins, uint64_t pc)
 {
@@ -179,8 +210,11 @@ static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, ui
 	for (size_t k = 0; pm && k < m.n; k++)
 		pm[k] = (struct gb_patch_map){ m.v[k].start, m.v[k].end,
 					       (m.v[k].prot & PROT_WRITE) != 0 };
+	uint8_t pre[2 * GB_PATCH_PAD_MAX];
+	uint64_t pre_lo = 0;
+	size_t npre = pre_bytes(pt->pid, path, lo, bias, pre, sizeof(pre), &pre_lo);
 	struct gb_patch_in in = { pt->start, pt->end, ev, en.n, ins, nins, pm, m.n, pt->map.addr,
-				  pt->map.addr + GB_JIT_CODE_SIZE, cp, ncp, true };
+				  pt->map.addr + GB_JIT_CODE_SIZE, cp, ncp, true, pre_lo, pre, npre };
 	for (size_t k = 0; ev && k < en.n; k++)
 		ev[k] = en.v[k].vaddr + bias;
 	if (!pm || !ev || gb_patch_plan(&in, &pt->plan))
@@ -213,11 +247,17 @@ static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, ui
 				why = buf;
 				break;
 			}
-			gb_info("patch trap: the entry at 0x%llx keeps a uprobe (%s)",
-				(unsigned long long)p->addr, gb_patch_why_str(p->why));
+			gb_info("patch trap: the entry at 0x%llx keeps a uprobe (%s%s%s)",
+				(unsigned long long)p->addr, gb_patch_why_str(p->why),
+				p->why_other ? "; a short jump: " : "",
+				p->why_other ? gb_patch_why_str(p->why_other) : "");
 			ev[nref++] = p->addr; /* (ascending, as the plan) */
 			continue;
 		}
+		if (p->len == GB_PATCH_SHORT_LEN)
+			gb_info("patch trap: the entry at 0x%llx gets a 2-byte jump to a trampoline at "
+				"0x%llx, in the nops before it (%s)", (unsigned long long)p->addr,
+				(unsigned long long)p->tramp, gb_patch_why_str(p->why_other));
 		int r = gb_jit__translate_from(pt->j, p->addr, patch_fetch, pt);
 		uint64_t blk = r ? 0 : patch_entry_of(pt, p->addr);
 		if (!blk || gb_patch_set_target(p, blk)) {
