@@ -47,6 +47,8 @@ ARGS = {
                         "quick": (["--reps", "1", "--work", "100", "--py-rounds", "50"], {})},
     "bench_setup.py": {"full": (["--reps", "3"], {}),
                        "quick": (["--quick"], {})},
+    "bench_strfns.py": {"full": (["--reps", "3"], {}),
+                        "quick": (["--quick"], {})},
     "bench_snap.py": {"full": ([], {"BENCH_MIB": "1024", "BENCH_RUNS": "3"}),
                       "quick": ([], {"BENCH_MIB": "128", "BENCH_RUNS": "1"})},
     "bench_traps.py": {"full": (["--reps", "3"], {}),
