@@ -211,14 +211,22 @@ static const char *plan(struct patch_trap *pt, const char *path, uint64_t lo, ui
 		pm[k] = (struct gb_patch_map){ m.v[k].start, m.v[k].end,
 					       (m.v[k].prot & PROT_WRITE) != 0 };
 	uint8_t pre[2 * GB_PATCH_PAD_MAX];
-	uint64_t pre_lo = 0;
-	size_t npre = pre_bytes(pt->pid, path, lo, bias, pre, sizeof(pre), &pre_lo);
 	struct gb_patch_in in = { pt->start, pt->end, ev, en.n, ins, nins, pm, m.n, pt->map.addr,
-				  pt->map.addr + GB_JIT_CODE_SIZE, cp, ncp, true, pre_lo, pre, npre };
+				  pt->map.addr + GB_JIT_CODE_SIZE, cp, ncp, true, 0, pre, 0 };
 	for (size_t k = 0; ev && k < en.n; k++)
 		ev[k] = en.v[k].vaddr + bias;
 	if (!pm || !ev || gb_patch_plan(&in, &pt->plan))
 		why = "out of memory";
+	/* The range's start refused and no nops of the range for a short
+	 * jump's trampoline: the bytes before it, from the module's symbols
+	 * (read only then: the target is stopped), and the plan again. */
+	const struct gb_patch *p0 = !why && pt->plan.n ? &pt->plan.v[0] : NULL;
+	if (p0 && p0->addr == pt->start && p0->why != GB_PATCH_OK && p0->why_other == GB_PATCH_NO_PAD &&
+	    (in.npre = pre_bytes(pt->pid, path, lo, bias, pre, sizeof(pre), &in.pre_lo))) {
+		gb_patch_plan_free(&pt->plan);
+		if (gb_patch_plan(&in, &pt->plan))
+			why = "out of memory";
+	}
 	gb_maps_free(&m);
 	/* Jump tables and other indirect targets inside the range: a block
 	 * from every instruction (a lookup that misses runs on natively). */
