@@ -112,3 +112,4 @@ $(OUTPUT)/progs/libc_strings: tests/progs/libc_strings.c
 	$(call msg,PROG,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O1 -g -fno-builtin $< -o $@
+$(OUTPUT)/progs/pt_short $(OUTPUT)/progs/pt_relchurn: tests/progs/pt_traced_tail.h

@@ -15,6 +15,8 @@ long pre(long *slot, long i);
 /* traced(slot, i): v = slot[i & 3] * 31 + i + pre(i), odd pre + 7;
  * v += helper(v & 0xff), less 50 when it is 100 or more; every 16th call a
  * 20 us nanosleep in the range; slot[i & 3] = v & 0xffffff; v & 0xffff. */
+#include "pt_traced_tail.h"
+
 __asm__(
 	".text\n"
 	".globl traced, pre\n"
@@ -40,27 +42,7 @@ __asm__(
 	"	jb 2f\n"
 	"	sub $50, %rax\n"
 	"2:	add %rax, %rbx\n"
-	"	test $15, %r13b\n"
-	"	jnz 3f\n"
-	"	sub $16, %rsp\n"
-	"	movq $0, (%rsp)\n"
-	"	movq $20000, 8(%rsp)\n"
-	"	mov %rsp, %rdi\n"
-	"	xor %esi, %esi\n"
-	"	mov $35, %eax\n"                 /* nanosleep */
-	"	syscall\n"
-	"	add $16, %rsp\n"
-	"	cmp $-4, %rax\n"                 /* -EINTR: 0 */
-	"	je 3f\n"
-	"	add %rax, %rbx\n"
-	"3:	mov %rbx, %rax\n"
-	"	and $0xffffff, %rax\n"
-	"	mov %rax, (%r12)\n"
-	"	movzwl %bx, %eax\n"
-	"	pop %r13\n"
-	"	pop %r12\n"
-	"	pop %rbx\n"
-	"	ret\n"
+	PT_TRACED_TAIL
 	".size traced, . - traced\n"
 	".type pre, @function\n"
 	"pre:\n"

@@ -21,6 +21,8 @@ long traced(long *slot, long i), traced_chk(long *slot, long i), traced_alt(long
 /* v = slot[i & 3] * 31 + i; v += helper(v & 0xff); every 16th call a 20 us
  * nanosleep in the range (its result added, -EINTR as 0); slot[i & 3] =
  * v & 0xffffff; v & 0xffff. */
+#include "pt_traced_tail.h"
+
 __asm__(
 	".text\n"
 	".globl traced_chk, traced_pad, traced, traced_in, traced_alt\n"
@@ -50,27 +52,7 @@ __asm__(
 	"	movzbl %bl, %edi\n"
 	"	call helper\n"
 	"	add %rax, %rbx\n"
-	"	test $15, %r13b\n"
-	"	jnz 3f\n"
-	"	sub $16, %rsp\n"
-	"	movq $0, (%rsp)\n"
-	"	movq $20000, 8(%rsp)\n"
-	"	mov %rsp, %rdi\n"
-	"	xor %esi, %esi\n"
-	"	mov $35, %eax\n"                 /* nanosleep */
-	"	syscall\n"
-	"	add $16, %rsp\n"
-	"	cmp $-4, %rax\n"                 /* -EINTR: 0 */
-	"	je 3f\n"
-	"	add %rax, %rbx\n"
-	"3:	mov %rbx, %rax\n"
-	"	and $0xffffff, %rax\n"
-	"	mov %rax, (%r12)\n"
-	"	movzwl %bx, %eax\n"
-	"	pop %r13\n"
-	"	pop %r12\n"
-	"	pop %rbx\n"
-	"	ret\n"
+	PT_TRACED_TAIL
 	"traced_neg:\n"
 	"	mov $-1, %rax\n"
 	"	ret\n"
