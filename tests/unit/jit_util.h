@@ -14,6 +14,7 @@
 
 #include "decode/decode.h"
 #include "jit/jit.h"
+#include "jit/patch.h"
 
 static inline const struct gb_insn *jit_fetch(void *ctx, uint64_t pc)
 {
@@ -54,6 +55,15 @@ static inline struct gb_jit_mem jit_map_near_as(uint64_t near_code, bool shared)
 static inline struct gb_jit_mem jit_map_near(uint64_t near_code)
 {
 	return jit_map_near_as(near_code, false);
+}
+
+/* This process's code [lo, hi) made writable (for patching it in place);
+ * its pages as the planner sees them: r-x, as the file maps them. */
+static inline struct gb_patch_map jit_text_rwx(uint64_t lo, uint64_t hi)
+{
+	uint64_t pg = lo & ~0xfffull, pg_end = (hi + 0xfff) & ~0xfffull;
+	cr_assert_eq(mprotect((void *)pg, pg_end - pg, PROT_READ | PROT_WRITE | PROT_EXEC), 0);
+	return (struct gb_patch_map){ pg, pg_end, false };
 }
 
 /* A stop-free translator over [lo, end) with this thread's gs base its

@@ -129,8 +129,7 @@ Test(jit_patch, a_patched_function_called_normally_runs_through_the_cache, .fini
 	uint8_t saved[256];
 	cr_assert_leq(len, sizeof(saved));
 	memcpy(saved, ns_f, len);
-	uint64_t pg = f & ~0xfffull, pg_end = (f + len + 0xfff) & ~0xfffull;
-	cr_assert_eq(mprotect((void *)pg, pg_end - pg, PROT_READ | PROT_WRITE | PROT_EXEC), 0);
+	struct gb_patch_map map = jit_text_rwx(f, f + len);
 
 	mem = jit_map_near(f);
 	jit = jit_open_nostop(&mem, ns_f, ns_f_end, 200);
@@ -138,7 +137,6 @@ Test(jit_patch, a_patched_function_called_normally_runs_through_the_cache, .fini
 	size_t nin = jit_decode_all(f, ns_f, len, in, 64);
 	/* the start and the return sites after its three calls */
 	uint64_t entries[] = { f, f + 9, f + 21, (uint64_t)ns_ret_site };
-	struct gb_patch_map map = { pg, pg_end, false }; /* r-x, as the file maps it */
 	struct gb_patch_in pi = { f, f + len - 1, entries, 4, in, nin, &map, 1, mem.code_addr,
 				  mem.code_addr + GB_JIT_CODE_SIZE };
 	struct gb_patch_plan pl;

@@ -209,15 +209,13 @@ Test(jit_patch_short, a_patched_memmove_shape_runs_through_the_cache_every_way_i
 	cr_assert_leq(npre + len, sizeof(saved));
 	cr_assert_geq(npre, 5, "gas's padding before sj_move (%llu bytes)", (unsigned long long)npre);
 	memcpy(saved, sj_chk_end, npre + len);
-	uint64_t pg = lo & ~0xfffull, pg_end = (f + len + 0xfff) & ~0xfffull;
-	cr_assert_eq(mprotect((void *)pg, pg_end - pg, PROT_READ | PROT_WRITE | PROT_EXEC), 0);
+	struct gb_patch_map map = jit_text_rwx(lo, f + len);
 
 	mem = jit_map_near(f);
 	jit = jit_open_nostop(&mem, sj_move, sj_move_end, 200);
 	struct gb_insn in[16];
 	size_t nin = jit_decode_all(f, sj_move, len, in, 16);
 	uint64_t entries[] = { f, (uint64_t)sj_tail, (uint64_t)sj_fail };
-	struct gb_patch_map map = { pg, pg_end, false };
 	struct gb_patch_in pi = { f, f + len - 1, entries, 3, in, nin, &map, 1, mem.code_addr,
 				  mem.code_addr + GB_JIT_CODE_SIZE, NULL, 0, true, lo, sj_chk_end, npre };
 	struct gb_patch_plan pl;
