@@ -13,9 +13,10 @@ gebpf alone dies (its worker gets SIGTERM and ends the trace): the text of
 bases 0.  After the worker alone dies, gebpf (the process the user started)
 writes the patched entries back: the text is the file's (the cache and gs
 bases may stay).  After both die everything the worker did stays
-(docs/trace.md "Ending"): only the program's result counts, and some runs
-keep it running until its ring is full (FILL small), so the writer's wait
-for a consumer that is gone must end.
+(docs/trace.md "Ending"): only the program's result counts.  Whether the
+ring's writer gave up waiting for its gone consumer is counted
+(ring_gave_up), not required: the trace's budget is full before the ring
+is.
 
 The same campaigns run pt_churn (3 threads at a time, each created, entering
 `traced` 300 times and exiting, 2000 in all: threads are made and end while
@@ -58,8 +59,8 @@ THREADS = 3
 PHASES = ("setup", "run", "end")
 PROGS = ("pt_crash", "pt_churn", "pt_relchurn")
 # pt_crash's FILL, by seed // 3 (so CI's 30 seeds give each phase each fill
-# twice): 300, the ring fills fast; 20000, thousands of entries a second a
-# thread, flat out; 20000p, the same paced (a fifth of a CPU a thread,
+# twice): 300, the most entries a second (a fiftieth of 20000's work between
+# two); 20000, thousands of entries a second a thread, flat out; 20000p, the same paced (a fifth of a CPU a thread,
 # tests/progs/pt_crash.c: three threads flat out in three runs at a time
 # took the cycles of the campaign beside them).
 FILLS = ("20000p", "300", "20000p", "20000", "20000p")
@@ -113,6 +114,15 @@ def maps_of(pid):
         return f.read()
 
 
+def shared_maps(maps):
+    """The shared mappings of a maps text (a code cache is one: shared
+    anonymous memory).  Private ones are left out: the churn programs'
+    threads come and go with their stacks, which glibc maps while the set
+    of threads grows (a kill's run once found pt_churn's maps "changed" by
+    a new thread's stack, the cache gone)."""
+    return [ln for ln in maps.splitlines() if len(ln.split()) > 1 and ln.split()[1][3:4] == "s"]
+
+
 def left_in(pid, prog, before, stderr):
     """What a kill left in pid: {text_restored, cache_gone, gs0, dropping},
     each None when the program ended before it was read (pt_churn ends by
@@ -122,7 +132,7 @@ def left_in(pid, prog, before, stderr):
         code, maps = text_now(pid, prog), maps_of(pid)
         if code is not None and maps:
             return {"text_restored": all(got == want for got, want in code.values()),
-                    "cache_gone": maps == before, "gs0": gs_all_zero(pid),
+                    "cache_gone": shared_maps(maps) == shared_maps(before), "gs0": gs_all_zero(pid),
                     "dropping": dropping(pid, stderr)}
     except OSError:
         pass
@@ -274,26 +284,14 @@ def one_run(mode, seed, outdir, prog="pt_crash", args=None):
         # threads would hold some of them (EPERM for gs_base's seize).
         res["worker_gone"] = gone(w, 20)
         res["detached"] = untraced(p.pid, 20)
-        if mode == "gebpf":
-            pass
-        else:
-            # The program runs on on whatever the worker left; with FILL
-            # 300 its ring fills (then the writer gives up its wait): 0.3 s,
-            # or with FILL 300 until the writer has given up (its word in
-            # the cache) and 0.1 s past it, at most 1.6 s.  (Its threads
-            # spin meanwhile: a fixed 1.6 s cost the campaigns ~3 CPU s a
-            # run.)
-            t0 = time.monotonic()
+        if mode != "gebpf":
+            # The program runs on on whatever the worker left, 0.3 s.  (Its
+            # ring does not fill: the trace's budget, --max-events' default,
+            # is full long before, and the entries after it write no
+            # records; the writer's give-up with no consumer has its unit
+            # tests, tests/unit/test_jit_nostop.c.  A wait of up to 1.6 s
+            # for it here was never met, and cost ~2 CPU s a FILL 300 run.)
             time.sleep(0.3)
-            if fill == "300":
-                err.seek(0)
-                text = err.read()
-                try:
-                    while time.monotonic() - t0 < 1.6 and dropping(p.pid, text) is False:
-                        time.sleep(0.02)
-                except OSError:
-                    pass    # (it died: the run says so)
-                time.sleep(0.1)
         if churn and p.poll() is not None:
             res["text_restored"] = res["cache_gone"] = res["gs0"] = res["dropping"] = None
             err.seek(0)
@@ -536,8 +534,12 @@ def test_signal_handlers_entering_the_range_both_killed(campaign, tmp_path):
     waiting for it), must not wait for the thread itself, and neither call
     may clobber the other's state: the program finishes natively (the entry
     finds gebpf gone and runs the original code: docs/trace.md "Harmless
-    without gebpf").  (A quarter of the runs: each hung one waits 30 s.)"""
-    c = campaign(max(3, RUNS // 4))
+    without gebpf").  (A quarter of the runs: each hung one waits 30 s.)
+    Seed 353 (the end phase) once died of SIGSEGV: a thread running the
+    handler under PTRACE_SYSCALL, in the cache's lock wait, was not stopped
+    for the end, and the cache was unmapped under it (docs/trace.md "The
+    end"); 1 run in 200 at a load of 4."""
+    c = campaign(max(3, RUNS // 4), fixed=(353,))
     runs, s = campaign_of(c, "both", tmp_path, "pt_signest")
     bad = failures(runs, lambda r: r["result"] != "ok" and r["result"])
     c.check(bad, s)

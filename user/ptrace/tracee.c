@@ -523,7 +523,7 @@ void gb_tracee_detach(struct gb_tracee *t)
 		if (th->exited)
 			continue;
 		struct user_regs_struct r;
-		if (t->zero_gs && gb_regs_get(th->tid, &r) == 0 && r.gs_base) {
+		if (t->zero_gs && !th->keep_gs && gb_regs_get(th->tid, &r) == 0 && r.gs_base) {
 			r.gs_base = 0;
 			gb_regs_set(th->tid, &r);
 		}

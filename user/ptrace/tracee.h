@@ -28,6 +28,8 @@ struct gb_thread {
 			     * control (a group-stop: SIGSTOP, SIGTSTP, SIGTTIN,
 			     * SIGTTOU, until SIGCONT): a resume other than
 			     * PTRACE_LISTEN would run it all the same */
+	bool keep_gs;       /* the detach's zero_gs leaves its gs base (a thread
+			     * the patch trap's end left with its cache) */
 	void *eng;          /* the state of whoever runs the thread (the trace
 			     * engine's, trace/engine_int.h), or NULL: theirs to
 			     * make and free */

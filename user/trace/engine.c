@@ -175,14 +175,24 @@ static void schedule(struct gb_engine *e)
 }
 
 /* Interrupt thread i, in a syscall or listening in a group-stop, for the
- * end.  One in a syscall whose process is being stopped reports the
- * group-stop and listens (eng_listen): once more, then (the interrupt of
- * a listening thread ends in a stop it can be worked through). */
+ * end, until it is stopped (or gone).  The stop its interrupt brings may
+ * come after others, each handled as it comes, which can resume it: a
+ * signal for the program (a handler watched to its rt_sigreturn runs on
+ * under PTRACE_SYSCALL), a syscall's exit; and one in a syscall whose
+ * process is being stopped reports the group-stop and listens (eng_listen).
+ * (A single interrupt and wait left a thread running a SIGPROF handler
+ * under PTRACE_SYSCALL, in the patch trap's cache, through the end: the
+ * cache was unmapped under it, pt_signest, 1 run in 200.) */
 static void interrupt_held(struct gb_engine *e, size_t i)
 {
-	eng_interrupt(e, i);
-	if (eng_state(e, i) == T_GROUP)
-		eng_interrupt(e, i);
+	pid_t tid = eng_tid(e, i);
+	for (int n = 0; n < 64; n++) {
+		enum tstate s = eng_state(e, i);
+		if (s != T_SYSCALL && s != T_GROUP && s != T_NATIVE)
+			return;
+		if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) || !eng_wait_one(e, tid))
+			return;
+	}
 }
 
 /* Thread i, in a syscall or listening in a group-stop, stopped for the

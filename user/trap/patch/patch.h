@@ -63,6 +63,11 @@ struct patch_thread {
 				       * PTRACE_SYSCALL until it sets one */
 	unsigned sigret;              /* handlers in flight whose rt_sigreturn it runs
 				       * with PTRACE_SYSCALL for (nested ones too) */
+	bool cache_frame;             /* a signal was delivered to it at a pc of the
+				       * cache (it could not be put out): a frame on its
+				       * stack may return there, so the end keeps the
+				       * cache mapped and its gs base */
+	bool in_cache;                /* the end left it in the cache (the same) */
 	/* An asynchronous signal taken later (trap/patch/later.c): its number
 	 * (0: none), re-sent (its next stop with it is the one), postponed so
 	 * many times in a row, its first siginfo. */
@@ -258,8 +263,9 @@ int patch_give_area(struct patch_trap *pt, struct gb_engine *e, size_t i, unsign
 void patch_start(struct gb_trap *t, struct gb_engine *e);
 
 /* end.c: the teardown hook (every thread held); every stopped thread's gs
- * base 0 (the first such thread's index, to unmap the cache through, or
- * -1); the free hook. */
+ * base 0 but those the end leaves with the cache (in it, or a frame that
+ * returns to it) (the first such thread's index, to unmap the cache
+ * through, or -1); the free hook. */
 void patch_teardown(struct gb_trap *t, struct gb_engine *e);
 ssize_t patch_gs_zero(struct gb_engine *e);
 void patch_free(struct gb_trap *t);

@@ -99,6 +99,7 @@ static enum gb_trap_verdict take_signal(struct patch_trap *pt, struct gb_engine 
 	if (u) {
 		gb_warn("trace: thread %d: signal %d in the code cache at 0x%llx: delivered there",
 			tid, sig, (unsigned long long)rip);
+		pth(e, i)->cache_frame = true;
 		if (pth(e, i)->sigret)
 			pth(e, i)->sigret++;
 		return GB_TRAP_PROGRAM;
