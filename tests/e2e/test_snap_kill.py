@@ -201,7 +201,10 @@ def test_sigkill_during_capture_never_harms_the_target(tmp_path, how, campaign):
     exe = private_prog(tmp_path, "snap_busy")
     log = str(tmp_path / "busy.log")
     out = os.path.join(out_dir(tmp_path), "gebpf-snap-kill-%d.core" % os.getpid())
-    t = Busy(log, exe)
+    # (paced, half a CPU: a kill finds it writing or asleep about as often;
+    # flat out it took a whole CPU through the campaign, ~15 of its 25 CPU s)
+    busy = "%dp" % MIB
+    t = Busy(log, exe, mib=busy)
     known = {t.pid}
     # How long a whole capture takes here, and when the freeze (the
     # threads stopped, the copy made) is over: the kills fall inside the
@@ -223,7 +226,7 @@ def test_sigkill_during_capture_never_harms_the_target(tmp_path, how, campaign):
     def one(seed):
         nonlocal t
         if not t.alive():
-            t = Busy(log, exe)
+            t = Busy(log, exe, mib=busy)
             known.add(t.pid)
         g = subprocess.Popen([gebpf_path(), "snap", "-p", str(t.pid), "-o", out],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -285,7 +288,7 @@ def test_sigkill_of_the_worker_at_every_ptrace_call(tmp_path):
     # (paced, a fifth of a CPU: 291 captures took 22-55 s, the target
     # spinning a whole CPU all along, then half of one, 20 of the test's 30
     # CPU s; an attach still finds it running in about one of five; the
-    # campaigns above keep it flat out)
+    # campaigns above pace it at half a CPU)
     t = Busy(log, exe, mib="16p4")
     known = {t.pid}
     harmed = []
