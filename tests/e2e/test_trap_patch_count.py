@@ -90,3 +90,25 @@ def test_faults_in_twins_count_as_recorded(tmp_path, case):
     assert COUNTING.search(got["10"][1]), got["10"][1][-2000:]
     for k in ("insns", "mem", "events"):
         assert got["10"][0][k] == got["0"][0][k], (k, got["0"][0], got["10"][0])
+
+
+def test_rep_strings_counted_by_the_twins(tmp_path):
+    """rep_calls: REP string instructions of every kind (counts 0 and more,
+    repe/repne ending early, DF=1) in a function called 20000 times.  Past
+    the budget the twins run each REP natively, all its iterations at once,
+    and count them (user/jit/twin_rep.c): the counts of --max-events 0, and
+    the twins counted nearly all of them (a REP left to its recording block
+    recorded each iteration under the lock: about half the instructions)."""
+    got = {}
+    for me in ("0", "300"):
+        out = tmp_path / ("r%s.jsonl.zst" % me)
+        r = run_gebpf(["trace", "-v", "--trap", "patch", "--max-events", me, "--range", "traced",
+                       "-o", out, "--", prog_path("rep_calls")], timeout=300)
+        assert r.returncode == 0, r.stderr
+        got[me] = (summary_of(out), r.stderr)
+    (s0, _), (s1, err) = got["0"], got["300"]
+    assert COUNTING.search(err), err[-2000:]
+    for k in ("insns", "mem", "events"):
+        assert s1[k] == s0[k], (k, s0, s1)
+    m = COUNTED.search(err)
+    assert m and int(m.group(1)) > 0.95 * s0["insns"], (m and m.group(0), s0)

@@ -2,7 +2,7 @@
  * after the budget"), in this process: functions translated into a cache
  * mapped here with their twins, called through their entry blocks.  With
  * the counting switch on they run their twins: the native result, no lock,
- * no record (but for what is left to the recording blocks: a REP), and
+ * no record (but for what is left to the recording blocks: a popf), and
  * the thread's area counts exactly what the recording blocks' records of
  * the same run hold.  A forked child sharing the cache is stopped at every
  * step of a twin, unwound, and sent back in through an entry: the counts
@@ -73,7 +73,7 @@ __asm__(
 	"cn_tbl: .quad cn_t0, cn_t1\n"
 	".text\n");
 
-/* A REP in the middle (left to its recording block), then a loop. */
+/* A REP in the middle (counted by its twin: twin_rep.c), then a loop. */
 extern uint8_t cn_rep[], cn_rep_end[];
 __asm__(
 	".text\n"
@@ -93,6 +93,59 @@ __asm__(
 	"cn_rep_end:\n"
 	".data\n"
 	"cn_buf: .fill 64, 1, 0\n"
+	".text\n");
+
+/* The REP string kinds a twin counts (jit/twin_rep.c): rep stosb with rcx
+ * n & 3 (0: one instruction, no access), repe cmpsb ending at the first
+ * difference (rcx left: 7) or running out (0), repne scasb ending on its
+ * match (rcx 5), rep movsq of (n & 1) * 2 quadwords.  Returns a value of n
+ * only (its buffers set at each call). */
+extern uint8_t cn_reps[], cn_reps_end[];
+__asm__(
+	".text\n"
+	".globl cn_reps, cn_reps_end\n"
+	"cn_reps:\n"
+	"	push %rbx\n"
+	"	mov %rdi, %rbx\n"
+	"	cld\n"
+	"	movq $0, cr_a(%rip)\n"
+	"	movq $0, cr_a+8(%rip)\n"
+	"	lea cr_a(%rip), %rdi\n"
+	"	mov %rbx, %rcx\n"
+	"	and $3, %ecx\n"
+	"	mov $0x41, %eax\n"
+	"	rep stosb\n"
+	"	lea cr_a(%rip), %rsi\n"
+	"	lea cr_b(%rip), %rdi\n"
+	"	mov $8, %ecx\n"
+	"	repe cmpsb\n"
+	"	mov %rcx, %rdx\n"
+	"	lea cr_b(%rip), %rdi\n"
+	"	mov $16, %ecx\n"
+	"	mov $0x41, %eax\n"
+	"	repne scasb\n"
+	"	lea (%rdx,%rcx,4), %rdx\n"
+	"	lea cr_a(%rip), %rsi\n"
+	"	lea cr_c(%rip), %rdi\n"
+	"	mov %rbx, %rcx\n"
+	"	and $1, %ecx\n"
+	"	add %rcx, %rcx\n"
+	"	rep movsq\n"
+	"	lea cr_b(%rip), %rsi\n"
+	"	mov %rbx, %rcx\n"
+	"	and $1, %ecx\n"
+	"	rep lodsb\n"
+	"	mov cr_c(%rip), %rax\n"
+	"	lea (%rax,%rdx,8), %rax\n"
+	"	pop %rbx\n"
+	"	ret\n"
+	"cn_reps_end:\n"
+	".data\n"
+	"cr_a: .fill 16, 1, 0\n"
+	"cr_b: .fill 10, 1, 0\n"
+	"	.byte 0x41\n"
+	"	.fill 5, 1, 0\n"
+	"cr_c: .fill 16, 1, 0\n"
 	".text\n");
 
 /* Threads meeting inside the range: each adds one to *rdi and waits
@@ -297,19 +350,34 @@ Test(jit_count, twins_adding_the_counts_themselves_give_the_records_counts)
 	native_and_records();
 }
 
-Test(jit_count, a_rep_is_left_to_its_recording_block)
+Test(jit_count, a_rep_is_counted_by_its_twin)
 {
 	uint64_t e = open_twins(cn_rep, cn_rep_end, false);
-	for (long n = 0; n < 6; n += 5) {
-		long want = ((fn1_t)cn_rep)(n ? n : 1);
+	for (long n = 1; n < 7; n += 5) {
+		long want = ((fn1_t)cn_rep)(n);
 		struct gb_jit_counts rec, cnt;
-		cr_assert_eq(run(e, n ? n : 1, false, &rec), want);
-		cr_assert_eq(run(e, n ? n : 1, true, &cnt), want);
+		cr_assert_eq(run(e, n, false, &rec), want);
+		cr_assert_eq(run(e, n, true, &cnt), want);
 		same(&cnt, &rec, "counting with a REP");
-		cr_assert_gt(gb_jit__ring_used(jit), 0, "the REP's records");
+		cr_assert_eq(gb_jit__ring_used(jit), 0, "the REP recorded (%zu words)",
+			     gb_jit__ring_used(jit));
 	}
-	cr_assert_eq(gb_jit__twin(jit, (uint64_t)cn_rep + 3 + 1 + 7 + 5 + 3), 0,
-		     "the REP has a twin");
+	cr_assert_neq(gb_jit__twin(jit, (uint64_t)cn_rep + 3 + 1 + 7 + 5 + 3), 0,
+		      "the REP has no twin");
+}
+
+/* Each REP kind, rcx 0 and not, conditional ones ending early or not */
+Test(jit_count, every_rep_kind_counts_as_its_records)
+{
+	uint64_t e = open_twins(cn_reps, cn_reps_end, false);
+	for (long n = 0; n < 8; n++) {
+		long want = ((fn1_t)cn_reps)(n);
+		struct gb_jit_counts rec, cnt;
+		cr_assert_eq(run(e, n, false, &rec), want, "n %ld: recording: not the native result", n);
+		cr_assert_eq(run(e, n, true, &cnt), want, "n %ld: counting: not the native result", n);
+		same_k(&cnt, &rec, "counting the REP kinds, n", (int)n);
+		cr_assert_eq(gb_jit__ring_used(jit), 0, "n %ld: recorded", n);
+	}
 }
 
 /* Flags through a twin: a head whose flags are live (adc first) keeps
@@ -538,14 +606,40 @@ Test(jit_count, stopped_at_every_step_with_a_rep_the_counts_are_one_runs)
 	every_step(cn_rep, cn_rep_end, (long (*)(long))(uintptr_t)cn_rep, 4, 10);
 }
 
+/* In and around each REP kind's pieces, and between its iterations (a
+ * single step stops after each) */
+Test(jit_count, stopped_at_every_step_of_the_rep_kinds_the_counts_are_one_runs)
+{
+	for (long n = 0; n < 4; n++) {
+		every_step(cn_reps, cn_reps_end, (long (*)(long))(uintptr_t)cn_reps, n, 20);
+		teardown();
+	}
+	jit = NULL;
+	mem.code = NULL;
+}
+
+/* A block whose first instruction no twin counts (popf: the recording
+ * block checks that it does not set TF), reached from a twin. */
+extern uint8_t cn_popf[], cn_popf_end[];
+__asm__(
+	".text\n"
+	".globl cn_popf, cn_popf_end\n"
+	"cn_popf:\n"
+	"	lea 3(%rdi), %rax\n"
+	"	pushf\n"
+	"	popf\n"
+	"	lea (%rax,%rax,2), %rax\n"
+	"	ret\n"
+	"cn_popf_end:\n");
+
 /* Harmless without gebpf (docs/trace.md): a twin's to-recording entry (the
- * REP of cn_rep) whose lock a dead gebpf holds gives its ticket up and
+ * popf of cn_popf) whose lock a dead gebpf holds gives its ticket up and
  * runs the instruction natively from its copy, then the twins again: the
  * native result, never a wait. */
 Test(jit_count, gebpf_gone_a_to_recording_entry_goes_on_natively)
 {
-	uint64_t e = open_twins(cn_rep, cn_rep_end, false);
-	long want = ((fn1_t)cn_rep)(9);
+	uint64_t e = open_twins(cn_popf, cn_popf_end, false);
+	long want = ((fn1_t)cn_popf)(9);
 	gb_jit__counting(jit, true);
 	cr_assert_eq(gb_jit__lock_try(jit), 1, "this process holds the lock, as a gebpf that died");
 	gb_jit__live_end(jit);

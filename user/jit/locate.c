@@ -41,7 +41,7 @@ int gb_jit__locate(const struct gb_jit *j, uint64_t rip, struct gb_jit_loc *out)
 		return 0;
 	case U_TWIN: /* (twin_unwind.c says where) */
 		out->twin = true;
-		out->at_insn = u->tw == TW_INSN && off == u->off;
+		out->at_insn = (u->tw == TW_INSN || u->tw == TW_REP) && off == u->off;
 		return 0;
 	case U_STUB: {
 		static const uint8_t saved[] = { GB_REG_RAX, GB_REG_RCX, GB_REG_R11 };

@@ -37,21 +37,36 @@ enum tw_kind {
 	TW_FIX,      /* a loop's exit from a copy that counted iterations ahead
 		      * (twin_block.c): tb taken off, flag-free, as TW_HEAD's
 		      * adds */
+	/* A REP string instruction's pieces (twin_rep.c), tb its iteration's
+	 * counts (1, reads, writes): */
+	TW_RPRE,     /* rcx times tb added (o_b, o_load, o_commit as a head's,
+		      * rax in T_TWS over [o_flg, o_sahf1)), then to TW_RZERO or
+		      * TW_REP */
+	TW_RZERO,    /* rcx 0: one instruction added (at o_b), on at tgt */
+	TW_REP,      /* the instruction (at the unit's start) */
+	TW_RPOST,    /* at pc (after it): rcx times tb taken off (repe/repne) */
 };
 
 /* The map's flags (struct gb_jit .tf). */
 enum { TW_F_TWIN = 1, TW_F_TOREC = 2, TW_F_NEW = 4 };
 
 /* twin_block.c: can a twin run gi and count it (its reads and writes: the
- * lines its record would make), exactly?  Not: REP strings, gathers and
- * sign-masked moves (counts vary), popf (TF), what raises a signal by
- * design. */
+ * lines its record would make), exactly?  Not: REP strings (twin_rep.c's),
+ * gathers and sign-masked moves (counts vary), popf (TF), what raises a
+ * signal by design. */
 bool ns_twin_countable(const struct gb_insn *gi, unsigned *rd, unsigned *wr);
 /* The twin of the block at pc (*f its kind: TW_F_TWIN, or TW_F_TOREC for
  * a to-recording entry), or 0; translate (ns_twins'): it translates the
  * recording block a to-recording entry enters, NULL: that may not. */
 uint64_t ns_twin_block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, void *ctx,
 		       jit_block_fn translate, uint8_t *f);
+
+/* twin_rep.c: can a twin run the REP string instruction gi, all its
+ * iterations natively, and count them (an iteration's reads and writes)?
+ * Its pieces, adding to counter set set, ending the twin block (0, or
+ * -ENOMEM / the emitter's error). */
+bool ns_twin_rep_countable(const struct gb_insn *gi, unsigned *rd, unsigned *wr);
+int ns_twin_rep(struct gb_jit *j, const struct gb_insn *gi, unsigned set, unsigned rd, unsigned wr);
 
 /* twin_map.c: the pc -> twin map (*f: its TW_F_* flags; 0: no twin), and
  * the pcs wanted by the next pass (-ENOMEM). */

@@ -221,6 +221,13 @@ uint64_t ns_twin_block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 	while (n < GB_JIT_BLOCK_INSNS && inside(j, at)) {
 		const struct gb_insn *gi = fetch(ctx, at);
 		unsigned rd, wr;
+		if (gi && ns_twin_rep_countable(gi, &rd, &wr)) { /* (its counts: twin_rep.c's) */
+			in[n] = *gi;
+			c[n][0] = c[n][1] = c[n][2] = 0;
+			n++;
+			ends = true;
+			break;
+		}
 		if (!gi || !ns_twin_countable(gi, &rd, &wr)) {
 			if (!n && gi) { /* its recording block, taking the lock */
 				in[0] = *gi;
@@ -312,6 +319,13 @@ uint64_t ns_twin_block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 				j->stats.twin_heads_live += !dead;
 				j->stats.twin_heads_moved += hat != 0;
 				jit_unit_end(j, h);
+			}
+			if (gi->flags & GB_INSN_REP) { /* (the block's last: twin_rep.c) */
+				unsigned rd, wr;
+				ns_twin_rep_countable(gi, &rd, &wr);
+				if (ns_twin_rep(j, gi, set, rd, wr))
+					return 0;
+				break;
 			}
 			struct unit *u = jit_unit_add(j, U_TWIN, gi->pc);
 			if (!u)

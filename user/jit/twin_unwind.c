@@ -160,6 +160,26 @@ void ns_twin_unwind(struct gb_jit *j, const struct unit *u, uint32_t off,
 	}
 	case TW_LINK:
 		return;
+	case TW_RPRE: /* at the REP, rcx as it was: what the adds done counted taken back */
+	case TW_RPOST: { /* after it: rcx times tb (the iterations not run) not yet taken off */
+		const uint32_t done[3] = { u->o_b, u->o_load, u->o_commit };
+		for (unsigned c = 0; c < 3; c++)
+			if ((u->tw == TW_RPRE) == (done[c] && off >= done[c]))
+				take_back(area, c, (int64_t)(r->rcx * (uint64_t)u->tb[c]));
+		if (off >= u->o_flg && off < u->o_sahf1)
+			r->rax = aslot(area, T_TWS);
+		return;
+	}
+	case TW_REP: /* at it (or in it), rcx left: the iterations not run taken back */
+		for (unsigned c = 0; c < 3; c++)
+			take_back(area, c, (int64_t)(r->rcx * (uint64_t)u->tb[c]));
+		return;
+	case TW_RZERO: /* rcx 0: its one instruction counted from o_b on, then after it */
+		if (off >= u->o_flg && off < u->o_sahf1)
+			r->rax = aslot(area, T_TWS);
+		if (off >= u->o_b)
+			*pc = u->tgt;
+		return;
 	case TW_FIX: { /* the loop left (at pc): what is not taken off yet */
 		const uint32_t done[3] = { u->o_b, u->o_load, u->o_commit };
 		for (unsigned c = 0; c < 3; c++)
