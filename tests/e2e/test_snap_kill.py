@@ -201,10 +201,7 @@ def test_sigkill_during_capture_never_harms_the_target(tmp_path, how, campaign):
     exe = private_prog(tmp_path, "snap_busy")
     log = str(tmp_path / "busy.log")
     out = os.path.join(out_dir(tmp_path), "gebpf-snap-kill-%d.core" % os.getpid())
-    # (paced, half a CPU: a kill finds it writing or asleep about as often;
-    # flat out it took a whole CPU through the campaign, ~15 of its 25 CPU s)
-    busy = "%dp" % MIB
-    t = Busy(log, exe, mib=busy)
+    t = Busy(log, exe)
     known = {t.pid}
     # How long a whole capture takes here, and when the freeze (the
     # threads stopped, the copy made) is over: the kills fall inside the
@@ -226,7 +223,7 @@ def test_sigkill_during_capture_never_harms_the_target(tmp_path, how, campaign):
     def one(seed):
         nonlocal t
         if not t.alive():
-            t = Busy(log, exe, mib=busy)
+            t = Busy(log, exe)
             known.add(t.pid)
         g = subprocess.Popen([gebpf_path(), "snap", "-p", str(t.pid), "-o", out],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -288,7 +285,7 @@ def test_sigkill_of_the_worker_at_every_ptrace_call(tmp_path):
     # (paced, a fifth of a CPU: 291 captures took 22-55 s, the target
     # spinning a whole CPU all along, then half of one, 20 of the test's 30
     # CPU s; an attach still finds it running in about one of five; the
-    # campaigns above pace it at half a CPU)
+    # campaigns above keep it flat out)
     t = Busy(log, exe, mib="16p4")
     known = {t.pid}
     harmed = []
