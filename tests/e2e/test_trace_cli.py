@@ -778,16 +778,23 @@ def threads_pcs(path):
     return sorted(per.values())
 
 
+# trap_threads K DELAY_MS: thread 0 blocks in its read from its start's
+# K calls until thread 3, DELAY_MS asleep, has made its own K calls.  (300
+# ms was once too short for the test to see the read blocked: at a load of
+# 8 the program had ended when it looked, a CI run's parallel part.)
+BLOCKED_ARGS = (200, 1500)
+
+
 @pytest.fixture(scope="module")
 def threads_blocked_ref(tmp_path_factory):
-    """trap_threads 200 300 (two threads block in syscalls made inside the
-    range until the other two answer): its native output, and the pcs of a
-    trace of it without signals (threads_pcs)."""
+    """trap_threads BLOCKED_ARGS (two threads block in syscalls made inside
+    the range until the other two answer): its native output, and the pcs
+    of a trace of it without signals (threads_pcs)."""
     out = tmp_path_factory.mktemp("ref") / "t.jsonl"
     r = run_gebpf(["trace", "--trap", "none", "--range", "traced", "-o", out, "--",
-                   prog_path("trap_threads"), 200, 300], timeout=120)
+                   prog_path("trap_threads"), *BLOCKED_ARGS], timeout=120)
     assert r.returncode == 0, r.stderr
-    return native_output("trap_threads", 200, 300), threads_pcs(out)
+    return native_output("trap_threads", *BLOCKED_ARGS), threads_pcs(out)
 
 
 def tgkill(pid, tid, sig):
@@ -823,7 +830,8 @@ def test_sigcont_to_a_thread_blocked_in_the_range(trap, threads_blocked_ref, spa
     before = set(procs_running(path))
     out = tmp_path / "t.jsonl"
     g = spawn([gebpf_path(), "trace", "--trap", trap, "--engine", "step", "--range", "traced",
-               "-o", out, "--", path, 200, 300], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+               "-o", out, "--", path, *BLOCKED_ARGS], stdout=subprocess.PIPE,
+              stderr=subprocess.PIPE)
     pid = wait_for(lambda: (set(procs_running(path)) - before or {0}).pop(), timeout=30,
                    what="trap_threads started")
     tid = wait_for(lambda: blocked_in_read(pid), timeout=60, what="a thread blocked in read")

@@ -72,14 +72,16 @@ def test_no_counting_mode_with_max_insns(tmp_path):
     assert summary_of(tmp_path / "mi.jsonl.zst")["insns"] == 30000
 
 
-@pytest.mark.parametrize("case", ["segv", "fpe", "push", "ill"])
+@pytest.mark.parametrize("case", ["segv", "fpe", "push", "ill", "rep"])
 def test_faults_in_twins_count_as_recorded(tmp_path, case):
     """sync_sigs: an instruction of the range faults every round, its
     handler repairs it and it runs again.  Past the budget the twins run
     it: the faulting instruction counts with the accesses it completed
     (fpe and push: the read before the fault), the rest of its block is
     taken back (segv, fpe, push; ill: ud2 is left to the recording block),
-    so the counts are those of --max-events 0."""
+    so the counts are those of --max-events 0.  rep: a rep movsb faults at
+    its 17th byte: the 16 iterations before it count, the faulting one with
+    its read, and the REP goes on from there after the handler."""
     got = {}
     for me in ("0", "10"):
         out = tmp_path / ("s%s.jsonl" % me)

@@ -17,13 +17,16 @@
  *   gp    sf_gp     movaps (%rdi),%xmm0,        SIGSEGV  RDI &= ~15, re-run
  *                   misaligned: #GP, si_addr 0
  *   hlt   sf_hlt    hlt in user mode: #GP       SIGSEGV  RIP += 1
+ *   rep   sf_rep    rep movsb of 64 bytes whose SIGSEGV  mprotect RW, re-run
+ *                   17th lands on a PROT_NONE            (the REP goes on with
+ *                   page (16 done)                       rcx 48)
  * Each sf_X has one instruction before the faulting one; sf_X_at is a
  * function symbol starting AT the faulting instruction and ending with
  * sf_X (a range whose first instruction faults).  All sit in section
  * .text.sync_sigs.
  * Usage: sync_sigs CASE [ROUNDS] (default 2 rounds); CASE "all" runs every
- * case but trap, in the order ill segv movs push bus fpe gp hlt, ROUNDS
- * times each.
+ * case but trap and rep, in the order ill segv movs push bus fpe gp hlt,
+ * ROUNDS times each.
  * Prints per round the
  * signal, si_code and whether si_addr was the expected address, the data
  * addresses involved ("addr NAME 0x..."), and the function's result.
@@ -56,18 +59,20 @@ asm(".pushsection .text.sync_sigs,\"ax\",@progbits\n"
     FN("sf_fpe", "mov $100,%eax\n	xor %edx,%edx", "divq (%rdi)", "	ret")
     FN("sf_gp", "xor %eax,%eax", "movaps (%rdi),%xmm0", "	ret")
     FN("sf_hlt", "lea 1(%rdi),%rax", "hlt", "	add $2,%rax\n	ret")
+    FN("sf_rep", "mov $64,%ecx", "rep movsb", "	mov %rcx,%rax\n	ret")
     "	.balign 4096\n"
     ".popsection\n");
 
 long sf_ill(long), sf_trap(long), sf_hlt(long);
 long sf_segv(long *, long), sf_movs(long *, long *), sf_push(char *, long *);
+long sf_rep(char *, const char *);
 long sf_bus(long *), sf_fpe(long *), sf_gp(char *);
 extern char sf_ill_at[], sf_fpe_at[];
 
 static const char *which;
 static volatile sig_atomic_t got_sig, got_code;
 static volatile unsigned long got_addr;
-static void *fix_page;    /* the page to make RW (segv, movs, push) */
+static void *fix_page;    /* the page to make RW (segv, movs, push, rep) */
 static int memfd = -1;
 static long divisor;
 
@@ -142,6 +147,18 @@ static int run_case(long r)
 		res = sf_movs(dst, &src);
 		ok &= check("movs", SIGSEGV, (unsigned long)dst) && *dst == src;
 		munmap(dst, 4096);
+	} else if (!strcmp(which, "rep")) {
+		char *two = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (two == MAP_FAILED || mprotect(two + 4096, 4096, PROT_NONE))
+			exit(1);
+		fix_page = two + 4096;
+		for (int i = 0; i < 64; i++)
+			buf[i] = (char)(i + r);
+		printf("addr src %p\naddr dst %p\n", (void *)buf, (void *)(two + 4096 - 16));
+		res = sf_rep(two + 4096 - 16, buf);
+		ok &= check("rep", SIGSEGV, (unsigned long)(two + 4096)) &&
+		      !memcmp(two + 4096 - 16, buf, 64);
+		munmap(two, 8192);
 	} else if (!strcmp(which, "push")) {
 		char *stk = fix_page = page(PROT_NONE);
 		printf("addr src %p\naddr top %p\n", (void *)&src, (void *)(stk + 4096));
