@@ -20,6 +20,7 @@
  * meanwhile are delivered as they come (natively, as without gebpf). */
 #include <signal.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/ucontext.h>
@@ -49,22 +50,72 @@ static void hide_tf(pid_t tid, uint64_t sp)
 	}
 }
 
-bool eng_handler_run(struct gb_engine *e, size_t i, uint64_t ret, uint64_t rflags)
+/* Run thread i natively, with PTRACE_SYSCALL, to the rt_sigreturn of the
+ * frame whose rsp there is sp (ret: the pc it interrupted on the ground). */
+static void run_to_sigreturn(struct gb_engine *e, size_t i, uint64_t sp, uint64_t ret, bool tf)
 {
 	struct ethread *t = eng_th(e, i);
-	struct user_regs_struct r;
-	if (e->ended || e->owner != (ssize_t)i || !trap_native(e) || !TRAP_OPS(e)->handler ||
-	    !eng_inside(e, ret) || gb_regs_get(eng_tid(e, i), &r) || eng_inside(e, r.rip) ||
-	    !TRAP_OPS(e)->handler(e->trap, e, i, ret))
-		return false;
-	if (!(rflags & TF))
-		hide_tf(eng_tid(e, i), r.rsp);
-	t->h.sp = r.rsp + 8;
+	if (!tf)
+		hide_tf(eng_tid(e, i), sp - 8);
+	t->h.sp = sp;
 	t->h.ret = ret;
 	t->h.t0 = gb_mono_s();
 	t->h.sigret = t->h.interrupted = false;
 	e->st.native_handlers++;
 	eng_resume(e, i, PTRACE_SYSCALL, 0, T_HANDLER);
+}
+
+/* A handler on the ground is stepped as the range is; its frame is kept,
+ * so that its return, through the restorer (off the ground), is followed
+ * to where its rt_sigreturn lands (eng_handler_frame_left).  Frames at or
+ * below its rsp are gone (returned, or left by a longjmp). */
+static void keep_frame(struct ethread *t, uint64_t sp, uint64_t restorer, uint64_t ret, bool tf)
+{
+	while (t->nfr && t->fr[t->nfr - 1].sp <= sp)
+		t->nfr--;
+	if (t->nfr == sizeof(t->fr) / sizeof(t->fr[0])) {
+		memmove(t->fr, t->fr + 1, sizeof(t->fr) - sizeof(t->fr[0]));
+		t->nfr--;
+	}
+	t->fr[t->nfr].sp = sp;
+	t->fr[t->nfr].restorer = restorer;
+	t->fr[t->nfr].ret = ret;
+	t->fr[t->nfr].tf = tf;
+	t->nfr++;
+}
+
+bool eng_handler_run(struct gb_engine *e, size_t i, uint64_t ret, uint64_t rflags)
+{
+	struct user_regs_struct r;
+	uint64_t restorer;
+	if (e->ended || e->owner != (ssize_t)i || !trap_native(e) || !TRAP_OPS(e)->handler ||
+	    !eng_inside(e, ret) || gb_regs_get(eng_tid(e, i), &r))
+		return false;
+	if (eng_inside(e, r.rip)) {
+		if (gb_mem_read(eng_tid(e, i), r.rsp, &restorer, 8) == 8)
+			keep_frame(eng_th(e, i), r.rsp + 8, restorer, ret, rflags & TF);
+		return false;
+	}
+	if (!TRAP_OPS(e)->handler(e->trap, e, i, ret))
+		return false;
+	run_to_sigreturn(e, i, r.rsp + 8, ret, rflags & TF);
+	return true;
+}
+
+bool eng_handler_frame_left(struct gb_engine *e, size_t i, const struct user_regs_struct *r)
+{
+	struct ethread *t = eng_th(e, i);
+	if (!t->nfr || e->ended || e->owner != (ssize_t)i)
+		return false;
+	typeof(t->fr[0]) f = t->fr[t->nfr - 1];
+	if (r->rip != f.restorer || r->rsp != f.sp)
+		return false;
+	t->nfr--;
+	if (!TRAP_OPS(e)->handler || !TRAP_OPS(e)->handler(e->trap, e, i, f.ret))
+		return false;
+	gb_info("trace: thread %d: a handler on the range returns through its restorer at 0x%llx: "
+		"followed to its rt_sigreturn", eng_tid(e, i), (unsigned long long)f.restorer);
+	run_to_sigreturn(e, i, f.sp, f.ret, f.tf);
 	return true;
 }
 

@@ -308,8 +308,12 @@ static enum after on_exit_stub(struct gb_engine *e, size_t i, struct user_regs_s
 		blk = gb_jit__block(x->j, pc, fetch, e);
 	if (!inr && !e->ended && TRAP_OPS(e)->leave_native) {
 		/* Out of the range: it runs natively from here (when the trap
-		 * must be set again first, the step engine takes it). */
+		 * must be set again first, the step engine takes it), or, a
+		 * handler on the range returning through its restorer, to its
+		 * rt_sigreturn (ehandler.c). */
 		if (gb_regs_set(tid, r))
+			return GONE;
+		if (eng_handler_frame_left(e, i, r))
 			return GONE;
 		eng_set_owner(e, -1);
 		eng_resume(e, i, PTRACE_CONT, 0, T_NATIVE);

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/user.h>
 
 #include "ptrace/wait.h"
 #include "trace/engine.h"
@@ -62,6 +63,14 @@ struct ethread {
 		bool sigret;     /* between that rt_sigreturn's entry and exit stops */
 		bool interrupted; /* interrupted (the end, or it ran too long) */
 	} h;
+	/* Handlers on its ground, stepped (ehandler.c), innermost last: their
+	 * frame's restorer (the handler's return address), rsp at its
+	 * rt_sigreturn, the pc they interrupted, the trap flag the program had. */
+	struct {
+		uint64_t restorer, sp, ret;
+		bool tf;
+	} fr[4];
+	unsigned nfr;
 	alignas(max_align_t) unsigned char trap[]; /* the trap's (ops->thread_size) */
 };
 
@@ -255,6 +264,11 @@ void eng_resume_world(struct gb_engine *e, const enum tstate *was);
  * the handler runs natively (T_HANDLER) when the trap allows it; false
  * (nothing done: it is stepped) otherwise. */
 bool eng_handler_run(struct gb_engine *e, size_t i, uint64_t ret, uint64_t rflags);
+/* The owner, stepped out of its ground, is at the restorer of a handler on
+ * its ground that it entered by a step (r its registers): run natively to
+ * that frame's rt_sigreturn, traced on from where it lands (a handler may
+ * have moved it: a SIGILL handler stepping over a ud2).  false: not so. */
+bool eng_handler_frame_left(struct gb_engine *e, size_t i, const struct user_regs_struct *r);
 /* A stop st of owner i running its handler natively. */
 void eng_handler_stop(struct gb_engine *e, size_t i, const struct gb_stop *st);
 /* The loop while owner i runs its handler: the end, or a handler that does

@@ -241,6 +241,8 @@ void eng_step(struct gb_engine *e, size_t i)
 		inside = TRAP_OPS(e)->keep(e->trap, e, i, e->owner == (ssize_t)i, p.pc, p.in_range,
 					   inside);
 	if (e->owner == (ssize_t)i && !inside) {
+		if (eng_handler_frame_left(e, i, &regs))
+			return; /* (still the owner: to its rt_sigreturn, natively) */
 		eng_set_owner(e, -1);
 		if (trap_native(e))
 			return; /* runs natively again (the scheduler re-arms first) */
