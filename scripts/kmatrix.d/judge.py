@@ -251,11 +251,12 @@ def judge_trace(rdir, exp, env):
             if no_fsgsbase(rdir) != (TCB_SAYS in line):
                 return ("fail", "the owner check's form does not match the CPU (fsgsbase=%s): "
                         "%s" % ("no" if no_fsgsbase(rdir) else "yes", line.strip()))
-    bad = (judge_patch_probe(rdir) or judge_exec_thread(rdir, exp) or judge_direct(rdir) or
-           judge_killed(rdir, env) or judge_btf_cut(rdir))
+    bad = (judge_patch_probe(rdir) or judge_exec_thread(rdir, exp) or judge_sighere(rdir) or
+           judge_direct(rdir) or judge_killed(rdir, env) or judge_btf_cut(rdir))
     if bad:
         return bad
-    return ("pass", "%d lines exact: probe trap (also after an exec from a second thread), page "
+    return ("pass", "%d lines exact: probe trap (also after an exec from a second thread, and "
+            "through a handler in the range that steps over a ud2), page "
             "trap, jit, patch trap (across an exec, and with an entry on a uprobe: %s; written %s; "
             "gebpf and its worker killed: the program finished, the next trace took over%s)"
             % (len(got), patch_probe_way(rdir), direct_way(rdir),
@@ -347,6 +348,32 @@ def judge_exec_thread(rdir, exp):
     if not any("probes attached again" in l for l in c.err):
         return ("fail", "the probe trap did not attach its probes again at the exec: %s" %
                 c.gebpf_line())
+    return None
+
+
+def judge_sighere(rdir):
+    """kmsighere: a SIGILL handler in the range steps over a ud2 and returns
+    through its restorer, off the range, into the range's middle: the probe
+    trap follows it to the frame's rt_sigreturn (-v says so) and its trace
+    is --trap none's, the program's result right."""
+    for name in ("trace_sighere", "trace_sighere_ref"):
+        bad = Check(rdir, name).failed_run()
+        if bad:
+            return bad
+        if "kmsighere ok" not in (read(os.path.join(rdir, name + ".out"), "") or ""):
+            return ("fail", "%s: kmsighere did not say it was ok (its handler ran %s)" % (
+                name, "under the probe trap" if name == "trace_sighere" else "under --trap none"))
+    got = (read(os.path.join(rdir, "trace_sighere.jsonl")) or "").splitlines()
+    ref = (read(os.path.join(rdir, "trace_sighere_ref.jsonl")) or "").splitlines()
+    if not ref or not got:
+        return ("fail", "trace_sighere: empty output")
+    diff = first_diff(got, ref)
+    if diff:
+        return ("fail", "probe trap, a handler in the range returning into its middle: the trace "
+                "differs from --trap none's: %s" % diff)
+    if not any("followed to its rt_sigreturn" in l for l in Check(rdir, "trace_sighere").err):
+        return ("fail", "the handler's return was not followed to its rt_sigreturn: %s" %
+                Check(rdir, "trace_sighere").gebpf_line())
     return None
 
 

@@ -109,6 +109,12 @@ run trace_short 30 "$G" trace --trap probes --range "$WORK_START-$WORK_RET" -o "
 # again (uprobe_multi links on 6.10+, perf-event uprobes before) for the
 # exec'ing thread, which takes over the pid and keeps its vcpu (1)
 run trace_exec_thread 30 "$G" trace -v --trap probes --range "$P/kmtrace:work" -o "$O/trace_exec_thread.jsonl" -- "$P/kmexecthr" "$P/kmtrace"
+# ... and a SIGILL handler in the range stepping over a ud2: its return,
+# through the restorer off the range, into the range's middle, followed to
+# the frame's rt_sigreturn (PTRACE_SYSCALL's exit stop); the probe trap's
+# trace is --trap none's
+run trace_sighere 30 "$G" trace -v --trap probes --range "$SIGHERE_START-$SIGHERE_LAST" -o "$O/trace_sighere.jsonl" -- "$P/kmsighere"
+run trace_sighere_ref 60 "$G" trace --trap none --range "$SIGHERE_START-$SIGHERE_LAST" -o "$O/trace_sighere_ref.jsonl" -- "$P/kmsighere"
 
 # (1b) gebpf and its worker SIGKILLed together in the middle of a patch trap
 # trace (a cgroup's OOM kill): the kernel marks the cache's liveness word as

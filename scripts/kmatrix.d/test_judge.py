@@ -68,6 +68,9 @@ def faults_output(faults=((1, "0x405000", "0x6"), (14, "0x402010", "0x7"), (18, 
 
 # The range ending at kmtrace's return site (the judge compares the two runs).
 SHORT = "\n".join(EXPECT.splitlines()[:5]) + "\n"
+# kmsighere's trace (both runs the same: the judge compares them)
+SIGHERE = "".join('{"t":"exec","vcpu":0,"pc":"0x%x","vt":%d}\n' % (0x40105c + i % 7 * 4, i)
+                  for i in range(123)) + '{"t":"summary","insns":123,"mem":0,"events":123}\n'
 # trace_direct / trace_buffered: 60000 exec lines of kmbusy's loop and the summary
 BUSY = "".join('{"t":"exec","vcpu":0,"pc":"0x%x","vt":%d}\n' % (0x401000 + i % 3 * 4, i)
                for i in range(60000)) + '{"t":"summary","insns":60000}\n'
@@ -176,6 +179,11 @@ def write_good(d):
         "trace_exec_thread.rc": "0\n", "trace_exec_thread.jsonl": EXPECT.replace('"vcpu":0,', '"vcpu":1,'),
         "trace_exec_thread.err": "gebpf: probe trap: 2 probes attached again for pid 9 (an exec from "
                                  "another thread than the main one) in 20.0 ms\n",
+        "trace_sighere.rc": "0\n", "trace_sighere.jsonl": SIGHERE, "trace_sighere.out": "kmsighere ok\n",
+        "trace_sighere.err": "gebpf: trace: thread 9: a handler on the range returns through its "
+                             "restorer at 0x401088: followed to its rt_sigreturn\n",
+        "trace_sighere_ref.rc": "0\n", "trace_sighere_ref.jsonl": SIGHERE,
+        "trace_sighere_ref.out": "kmsighere ok\n", "trace_sighere_ref.err": "",
         "snap.rc": "0\n",
         "snap.err": "gebpf: snap: freeze 2.0 ms (registers, maps, copy-on-write copy pid 9); the process runs again\n", "snap.head": ELF_CORE_HEAD,
         "snap_attach.rc": "0\n", "snap_attach.target": "0\n",
@@ -318,6 +326,27 @@ def test_probe_trap_blind_after_an_exec_from_a_thread_fails(good):
         + "\n")
     v, why = verdicts(good)["trace"]
     assert v == "fail" and "exec from a second thread" in why
+
+
+def test_probe_trap_losing_a_handlers_return_into_the_range_fails(good):
+    # (before the restorer was followed: the trace stopped at the first ud2)
+    put(good, "trace_sighere.err", "")
+    put(good, "trace_sighere.jsonl", "".join(SIGHERE.splitlines(True)[:8]) +
+        '{"t":"summary","insns":8,"mem":0,"events":8}\n')
+    v, why = verdicts(good)["trace"]
+    assert v == "fail" and "handler in the range" in why
+
+
+def test_probe_trap_not_following_the_restorer_fails(good):
+    put(good, "trace_sighere.err", "")
+    v, why = verdicts(good)["trace"]
+    assert v == "fail" and "rt_sigreturn" in why
+
+
+def test_sighere_program_not_ok_fails(good):
+    put(good, "trace_sighere_ref.out", "")
+    v, why = verdicts(good)["trace"]
+    assert v == "fail" and "kmsighere did not say" in why
 
 
 def test_patch_trap_without_its_probed_entry_fails(good):
@@ -489,7 +518,11 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
                                           "trace_short.err", "trace_short.jsonl",
                                           "trace_patch_exec.rc", "trace_patch_exec.err", "trace_patch_exec.jsonl",
                                           "trace_exec_thread.rc", "trace_exec_thread.err",
-                                          "trace_exec_thread.jsonl", "trace_direct.rc",
+                                          "trace_exec_thread.jsonl", "trace_sighere.rc",
+                                          "trace_sighere.err", "trace_sighere.jsonl",
+                                          "trace_sighere.out", "trace_sighere_ref.rc",
+                                          "trace_sighere_ref.err", "trace_sighere_ref.jsonl",
+                                          "trace_sighere_ref.out", "trace_direct.rc",
                                           "trace_direct.err", "trace_direct.jsonl",
                                           "trace_buffered.rc", "trace_buffered.err",
                                           "trace_buffered.out", "killed.err", "killed.rc",
