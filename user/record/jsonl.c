@@ -23,8 +23,20 @@ struct tail {
 	bool valid;
 	uint64_t pc, vt;
 	unsigned pc_n, vt_n;
-	char pc_s[32];      /* ,"pc":"0x...","vt":   (7 + 18 + 7 bytes at most) */
+	const char *pc_s;   /* ,"pc":"0x...","vt":   (7 + 18 + 7 bytes at most, in 32) */
 	char vt_s[32];      /* the digits, then }\n   (20 + 2) */
+};
+
+/* The pc part of the lines of the pcs seen, made once per pc: a range's
+ * few hundred instructions run millions of times (formatting the hex at
+ * each new pc was half of the writer's time on bench_qemu.py's job).  A
+ * direct-mapped cache, by the pc's low bits: a pc whose slot another took
+ * is made again (the same bytes). */
+#define PCS_BITS 12
+struct pc_text {
+	uint64_t pc;
+	uint32_t n;         /* 0: empty */
+	char s[36];
 };
 
 struct gb_jsonl {
@@ -37,6 +49,8 @@ struct gb_jsonl {
 	char *chunk;        /* room reserved from the writer (lock held), or NULL */
 	size_t chunk_used;
 	bool budget_said;   /* the budget's warning was printed */
+	struct pc_text *pcs; /* 1 << PCS_BITS of them (NULL: each made in place) */
+	char pc_own[36];     /* ... here */
 };
 
 
@@ -47,6 +61,7 @@ struct gb_jsonl *gb_jsonl__new(int fd, const struct gb_jsonl_opts *o)
 	if (!w)
 		return NULL;
 	w->o = *o;
+	w->pcs = calloc(1u << PCS_BITS, sizeof(*w->pcs));
 	struct gb_lines_opts lo = { .give_up_after = o->duration, .direct = o->direct,
 				    .zstd = o->zstd };
 	w->lines = gb_lines__new(fd, &lo);
@@ -163,11 +178,23 @@ static inline const struct tail *tail_for(struct gb_jsonl *w, uint64_t pc, uint6
 	if (t->valid && t->pc == pc && t->vt == vt)
 		return t;
 	if (!t->valid || t->pc != pc) {
-		char *p = t->pc_s;
-		PUT(",\"pc\":\"");
-		p += gb_numfmt_hex(p, pc);
-		PUT("\",\"vt\":");
-		t->pc_n = (unsigned)(p - t->pc_s);
+		struct pc_text *f = w->pcs ? &w->pcs[(pc ^ pc >> PCS_BITS) & ((1u << PCS_BITS) - 1)]
+					   : NULL;
+		if (!f || f->pc != pc || !f->n) {
+			char *p0 = f ? f->s : w->pc_own, *p = p0;
+			PUT(",\"pc\":\"");
+			p += gb_numfmt_hex(p, pc);
+			PUT("\",\"vt\":");
+			if (f) {
+				f->pc = pc;
+				f->n = (uint32_t)(p - p0);
+			}
+			t->pc_n = (unsigned)(p - p0);
+			t->pc_s = p0;
+		} else {
+			t->pc_n = f->n;
+			t->pc_s = f->s;
+		}
 		t->pc = pc;
 	}
 	if (!t->valid || t->vt != vt)
@@ -180,7 +207,7 @@ static inline const struct tail *tail_for(struct gb_jsonl *w, uint64_t pc, uint6
 static inline void end_pc_vt(struct gb_jsonl *w, char *p0, char *p, uint64_t pc, uint64_t vt)
 {
 	const struct tail *t = tail_for(w, pc, vt);
-	memcpy(p, t->pc_s, sizeof(t->pc_s));
+	memcpy(p, t->pc_s, 32);
 	p += t->pc_n;
 	memcpy(p, t->vt_s, 24);
 	p += t->vt_n;
@@ -363,5 +390,6 @@ void gb_jsonl__free(struct gb_jsonl *w)
 		return;
 	release(w);
 	gb_lines__free(w->lines);
+	free(w->pcs);
 	free(w);
 }
