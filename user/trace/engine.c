@@ -246,9 +246,14 @@ static void teardown(struct gb_engine *e)
 				break;
 		}
 	}
+	/* (and any thread the hold left running natively: its wait for the
+	 * stops can end early, as when the worker's SIGTERM comes, and a
+	 * churning program's main thread was once left so, the cache kept
+	 * for it: pt_relchurn, 4 kill runs in 452) */
 	if (TRAP_OPS(e)->stop_all)
 		for (size_t i = 0; i < e->t->nthreads; i++)
-			if (eng_state(e, i) == T_SYSCALL || eng_state(e, i) == T_GROUP)
+			if (eng_state(e, i) == T_SYSCALL || eng_state(e, i) == T_GROUP ||
+			    eng_state(e, i) == T_NATIVE)
 				interrupt_held(e, i);
 	TRAP_CALL0(e, teardown);
 	jit_teardown(e);
