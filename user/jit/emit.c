@@ -177,6 +177,18 @@ static void jump8(struct gb_emit *m, ZydisMnemonic mn, uint64_t target)
 void gb_emit_jrcxz(struct gb_emit *m, uint64_t target) { jump8(m, ZYDIS_MNEMONIC_JRCXZ, target); }
 void gb_emit_jmp8(struct gb_emit *m, uint64_t target) { jump8(m, ZYDIS_MNEMONIC_JMP, target); }
 
+void gb_emit_aim8(struct gb_emit *m, size_t off, uint64_t target)
+{
+	int64_t d = (int64_t)(target - (m->base + off + 2));
+	if (m->err)
+		return;
+	if (d < -128 || d > 127) {
+		m->err = -EINVAL;
+		return;
+	}
+	m->buf[off + 1] = (uint8_t)(int8_t)d;
+}
+
 void gb_emit_moved(struct gb_emit *m, const struct gb_insn *in)
 {
 	if (m->err)

@@ -49,6 +49,9 @@ void gb_emit_syscall(struct gb_emit *m);
 size_t gb_emit_jump(struct gb_emit *m, ZydisMnemonic mn, uint64_t target);
 void gb_emit_jrcxz(struct gb_emit *m, uint64_t target);
 void gb_emit_jmp8(struct gb_emit *m, uint64_t target);
+/* Point the 2-byte jump (jrcxz, jmp8) at offset off to target (-EINVAL:
+ * too far). */
+void gb_emit_aim8(struct gb_emit *m, size_t off, uint64_t target);
 /* The instruction in, moved to the current address (RIP-relative operands
  * re-encoded to reach the same bytes; others copied). */
 void gb_emit_moved(struct gb_emit *m, const struct gb_insn *in);

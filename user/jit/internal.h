@@ -375,6 +375,8 @@ int ns_owner_unwind(const struct gb_jit *j, const struct unit *u, uint32_t d, ui
  * iteration (its record, the instruction without its REP prefix, rcx
  * counted down, back to head). */
 enum rep_cond { REP_ALWAYS, REP_WHILE_ZF, REP_WHILE_NZ };
+/* gi's condition: repe/repne cmps and scas end early (twin_rep.c too). */
+enum rep_cond ns_rep_cond(const struct gb_insn *gi);
 /* After head (the block's budget check): 0, or -1. */
 int ns_rep(struct gb_jit *j, const struct gb_insn *gi, uint64_t head);
 

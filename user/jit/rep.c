@@ -23,7 +23,7 @@
 
 #include "jit/internal.h"
 
-static enum rep_cond cond_of(const struct gb_insn *gi)
+enum rep_cond ns_rep_cond(const struct gb_insn *gi)
 {
 	switch (gi->zi.mnemonic) {
 	case ZYDIS_MNEMONIC_CMPSB: case ZYDIS_MNEMONIC_CMPSW: case ZYDIS_MNEMONIC_CMPSD:
@@ -33,19 +33,6 @@ static enum rep_cond cond_of(const struct gb_insn *gi)
 	default:
 		return REP_ALWAYS;
 	}
-}
-
-/* Point the jrcxz at off (2 bytes) to target. */
-static void aim8(struct gb_emit *m, size_t off, uint64_t target)
-{
-	int64_t d = (int64_t)(target - (m->base + off + 2));
-	if (m->err)
-		return;
-	if (d < -128 || d > 127) {
-		m->err = -EINVAL;
-		return;
-	}
-	m->buf[off + 1] = (uint8_t)(int8_t)d;
 }
 
 int ns_rep(struct gb_jit *j, const struct gb_insn *gi, uint64_t head)
@@ -75,7 +62,7 @@ int ns_rep(struct gb_jit *j, const struct gb_insn *gi, uint64_t head)
 	struct unit *t = jit_unit_add(j, U_REP, gi->pc);
 	if (!t)
 		return -1;
-	enum rep_cond c = cond_of(gi);
+	enum rep_cond c = ns_rep_cond(gi);
 	t->a = (uint8_t)c;
 	t->tgt = gi->pc + gi->len;
 	gb_emit_lea(m, GB_REG_RCX, GB_REG_RCX, GB_REG_NONE, 0, -1);
@@ -93,8 +80,8 @@ int ns_rep(struct gb_jit *j, const struct gb_insn *gi, uint64_t head)
 		return -1;
 	jit_unit_end(j, &j->u[j->nu - 1]);
 	uint64_t done = gb_emit_here(m);
-	aim8(m, to_zero, zero);
-	aim8(m, to_done, done);
+	gb_emit_aim8(m, to_zero, zero);
+	gb_emit_aim8(m, to_done, done);
 	if (cc && !m->err)
 		gb_emit_repoint(m, cc, done);
 	return m->err ? -1 : 0;

@@ -44,18 +44,6 @@ bool ns_twin_rep_countable(const struct gb_insn *gi, unsigned *rd, unsigned *wr)
 	return *rd <= 2 && *wr <= 2; /* (lea's scale) */
 }
 
-static bool conditional(const struct gb_insn *gi)
-{
-	switch (gi->zi.mnemonic) {
-	case ZYDIS_MNEMONIC_CMPSB: case ZYDIS_MNEMONIC_CMPSW: case ZYDIS_MNEMONIC_CMPSD:
-	case ZYDIS_MNEMONIC_CMPSQ: case ZYDIS_MNEMONIC_SCASB: case ZYDIS_MNEMONIC_SCASW:
-	case ZYDIS_MNEMONIC_SCASD: case ZYDIS_MNEMONIC_SCASQ:
-		return true;
-	default:
-		return false;
-	}
-}
-
 static const uint8_t NOT_RAX[] = { 0x48, 0xf7, 0xd0 };
 
 /* gs:C(set, c) += rcx * k[c] (sign +1), or -= (sign -1: by ~(~C + rcx*k)),
@@ -81,19 +69,6 @@ static void adds(struct gb_emit *m, unsigned set, const uint16_t k[3], int sign,
 		gb_emit_tls_store(m, slot, GB_REG_RAX);
 		*done[c] = (uint32_t)m->used;
 	}
-}
-
-/* Point the 2-byte jump at off to the current end (-EINVAL: too far). */
-static void land8(struct gb_emit *m, size_t off)
-{
-	int64_t d = (int64_t)m->used - (int64_t)(off + 2);
-	if (m->err)
-		return;
-	if (d < -128 || d > 127) {
-		m->err = -EINVAL;
-		return;
-	}
-	m->buf[off + 1] = (uint8_t)(int8_t)d;
 }
 
 static struct unit *piece(struct gb_jit *j, uint8_t tw, uint64_t pc, const uint16_t k[3])
@@ -127,7 +102,7 @@ int ns_twin_rep(struct gb_jit *j, const struct gb_insn *gi, unsigned set, unsign
 	gb_emit_jmp8(m, gb_emit_here(m) + 2);
 	jit_unit_end(j, u);
 
-	land8(m, zero);
+	gb_emit_aim8(m, zero, gb_emit_here(m));
 	if (!(u = piece(j, TW_RZERO, gi->pc, one)))
 		return -ENOMEM;
 	u->tgt = next;
@@ -139,14 +114,14 @@ int ns_twin_rep(struct gb_jit *j, const struct gb_insn *gi, unsigned set, unsign
 	ns_twin_jump_to(j, next);
 	jit_unit_end(j, u);
 
-	land8(m, over);
+	gb_emit_aim8(m, over, gb_emit_here(m));
 	if (!(u = piece(j, TW_REP, gi->pc, k)))
 		return -ENOMEM;
 	gb_emit_moved(m, gi);
 	jit_unit_end(j, u);
 
 	size_t out = 0;
-	if (conditional(gi)) {
+	if (ns_rep_cond(gi) != REP_ALWAYS) { /* (repe/repne: may end early) */
 		if (!(u = piece(j, TW_RPOST, next, k)))
 			return -ENOMEM;
 		out = m->used;
@@ -157,7 +132,7 @@ int ns_twin_rep(struct gb_jit *j, const struct gb_insn *gi, unsigned set, unsign
 		gb_emit_tls_load(m, GB_REG_RAX, T_TWS);
 		u->o_sahf1 = (uint32_t)m->used;
 		jit_unit_end(j, u);
-		land8(m, out);
+		gb_emit_aim8(m, out, gb_emit_here(m));
 	}
 	if (!(u = jit_unit_add(j, U_TWIN, next)))
 		return -ENOMEM;
