@@ -46,12 +46,16 @@ bool ns_twin_rep_countable(const struct gb_insn *gi, unsigned *rd, unsigned *wr)
 
 static const uint8_t NOT_RAX[] = { 0x48, 0xf7, 0xd0 };
 
-/* gs:C(set, c) += rcx * k[c] (sign +1), or -= (sign -1: by ~(~C + rcx*k)),
+/* rax kept in T_TWS over [u->o_flg, u->o_sahf1), and meanwhile
+ * gs:C(set, c) += rcx * k[c] (sign +1), or -= (sign -1: by ~(~C + rcx*k)),
  * for each count with a weight (by_rcx false: += k[c]); each add's end in
- * done[c] (0: none). */
-static void adds(struct gb_emit *m, unsigned set, const uint16_t k[3], int sign, bool by_rcx,
-		 uint32_t *done[3])
+ * u's o_b, o_load, o_commit (0: none). */
+static void adds(struct gb_emit *m, struct unit *u, unsigned set, const uint16_t k[3], int sign,
+		 bool by_rcx)
 {
+	uint32_t *done[3] = { &u->o_b, &u->o_load, &u->o_commit };
+	gb_emit_tls_store(m, T_TWS, GB_REG_RAX);
+	u->o_flg = (uint32_t)m->used;
 	for (unsigned c = 0; c < 3; c++) {
 		*done[c] = 0;
 		if (!k[c])
@@ -69,6 +73,8 @@ static void adds(struct gb_emit *m, unsigned set, const uint16_t k[3], int sign,
 		gb_emit_tls_store(m, slot, GB_REG_RAX);
 		*done[c] = (uint32_t)m->used;
 	}
+	gb_emit_tls_load(m, GB_REG_RAX, T_TWS);
+	u->o_sahf1 = (uint32_t)m->used;
 }
 
 static struct unit *piece(struct gb_jit *j, uint8_t tw, uint64_t pc, const uint16_t k[3])
@@ -91,11 +97,7 @@ int ns_twin_rep(struct gb_jit *j, const struct gb_insn *gi, unsigned set, unsign
 	if (!u)
 		return -ENOMEM;
 	u->a = false;
-	gb_emit_tls_store(m, T_TWS, GB_REG_RAX);
-	u->o_flg = (uint32_t)m->used;
-	adds(m, set, k, 1, true, (uint32_t *[3]){ &u->o_b, &u->o_load, &u->o_commit });
-	gb_emit_tls_load(m, GB_REG_RAX, T_TWS);
-	u->o_sahf1 = (uint32_t)m->used;
+	adds(m, u, set, k, 1, true);
 	size_t zero = m->used;
 	gb_emit_jrcxz(m, gb_emit_here(m) + 2);
 	size_t over = m->used;
@@ -106,11 +108,7 @@ int ns_twin_rep(struct gb_jit *j, const struct gb_insn *gi, unsigned set, unsign
 	if (!(u = piece(j, TW_RZERO, gi->pc, one)))
 		return -ENOMEM;
 	u->tgt = next;
-	gb_emit_tls_store(m, T_TWS, GB_REG_RAX);
-	u->o_flg = (uint32_t)m->used;
-	adds(m, set, one, 1, false, (uint32_t *[3]){ &u->o_b, &u->o_load, &u->o_commit });
-	gb_emit_tls_load(m, GB_REG_RAX, T_TWS);
-	u->o_sahf1 = (uint32_t)m->used;
+	adds(m, u, set, one, 1, false);
 	ns_twin_jump_to(j, next);
 	jit_unit_end(j, u);
 
@@ -126,11 +124,7 @@ int ns_twin_rep(struct gb_jit *j, const struct gb_insn *gi, unsigned set, unsign
 			return -ENOMEM;
 		out = m->used;
 		gb_emit_jrcxz(m, gb_emit_here(m) + 2);
-		gb_emit_tls_store(m, T_TWS, GB_REG_RAX);
-		u->o_flg = (uint32_t)m->used;
-		adds(m, set, k, -1, true, (uint32_t *[3]){ &u->o_b, &u->o_load, &u->o_commit });
-		gb_emit_tls_load(m, GB_REG_RAX, T_TWS);
-		u->o_sahf1 = (uint32_t)m->used;
+		adds(m, u, set, k, -1, true);
 		jit_unit_end(j, u);
 		gb_emit_aim8(m, out, gb_emit_here(m));
 	}
