@@ -156,12 +156,15 @@ void patch_drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct 
 		rec = &pt->recs[pt->held_slot ^ 1];
 		pt->held_i = pt->cur_i;
 		pt->has_held = true;
-		if (++n % 4096 == 0)
+		if (++n % 4096 == 0) {
 			gb_jit__ring_commit(pt->j, &pt->cur);
+			patch_count_switch(pt, e); /* (trap/patch/count.c) */
+		}
 	}
 	if (fault || settled)
 		commit_held(pt, e, fault);
 	gb_jit__ring_commit(pt->j, &pt->cur);
+	patch_count_switch(pt, e);
 	gb_jsonl__batch(e->out, false);
 	if (r < 0) {
 		gb_err("trace: the code cache's ring holds a record gebpf did not write");

@@ -39,16 +39,25 @@ void patch_count_all(struct patch_trap *pt, struct gb_engine *e)
 		patch_count_area(pt, e, k);
 }
 
-void patch_count_idle(struct patch_trap *pt, struct gb_engine *e)
+/* The switch, at an idle, after a drain and between a drain's batches of
+ * 4,096 records: a writer behind a busy ring sees no idle until the ring
+ * is empty, and the program would go on recording lines that are only
+ * dropped.  So it comes at most 4,096 records after the budget is full. */
+void patch_count_switch(struct patch_trap *pt, struct gb_engine *e)
 {
-	if (!pt->j)
-		return;
-	if (!pt->counting && pt->twins && !e->o.max_insns && gb_jsonl__full(e->out)) {
+	if (pt->j && !pt->counting && pt->twins && !e->o.max_insns && gb_jsonl__full(e->out)) {
 		pt->counting = true;
 		gb_jit__counting(pt->j, true);
 		gb_info("trace: the patch trap: the budget is full at vt %llu: counting from then "
 			"on, no records", (unsigned long long)e->vt);
 	}
+}
+
+void patch_count_idle(struct patch_trap *pt, struct gb_engine *e)
+{
+	if (!pt->j)
+		return;
+	patch_count_switch(pt, e);
 	patch_count_all(pt, e);
 	if (pt->counting)
 		gb_jit__learn_exits(pt->j, pt->nareas);

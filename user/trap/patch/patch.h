@@ -205,13 +205,15 @@ void patch_probe_redirect(struct patch_trap *pt, bool on);
 void patch_probe_teardown(struct patch_trap *pt, struct gb_engine *e);
 
 /* count.c: counting after the budget (docs/trace.md "Counting after the
- * budget").  At an idle: the switch turned on once the writer is full (no
+ * budget").  At an idle and between a drain's batches: the switch turned on
+ * once the writer is full (no
  * --max-insns), every area's counts added to the writer's.  Area k's
  * counts added (a thread exiting: before the area is reused); every area's
  * (an exec, the end).  A twin's instruction that faulted (thread i stopped
  * at it, area k, after gb_jit__unwind): its exec and completed accesses
  * counted.  The statistics so far (-v) and the warnings for what is not
  * exact: patch_report. */
+void patch_count_switch(struct patch_trap *pt, struct gb_engine *e);
 void patch_count_idle(struct patch_trap *pt, struct gb_engine *e);
 void patch_count_area(struct patch_trap *pt, struct gb_engine *e, unsigned k);
 void patch_count_all(struct patch_trap *pt, struct gb_engine *e);
