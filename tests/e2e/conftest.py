@@ -283,8 +283,12 @@ def range_arg(name):
 def stable_env():
     """The environment for every target: pytest's PYTEST_CURRENT_TEST changes
     from test to test and would move the stack between otherwise identical
-    runs (ASLR off makes the stack depend only on argv, env and auxv)."""
-    return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    runs (ASLR off makes the stack depend only on argv, env and auxv), and
+    xdist's PYTEST_XDIST_WORKER from worker to worker, which kept a
+    reference run from being shared between workers (refcache.py keys a run
+    by its environment: half the session's reference runs were made twice)."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("PYTEST_CURRENT_TEST", "PYTEST_XDIST_WORKER")}
 
 
 def run_gebpf(args, timeout=120, **kw):
