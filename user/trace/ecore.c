@@ -191,6 +191,7 @@ bool eng_resume(struct gb_engine *e, size_t i, int req, int sig, enum tstate s)
 		return false;
 	}
 	eng_set_state(e, i, s);
+	eng_th(e, i)->resumes++;
 	return true;
 }
 

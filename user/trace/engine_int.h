@@ -56,6 +56,12 @@ struct ethread {
 	enum tstate state;
 	bool want_entry;     /* stopped at the range's entry, waiting to own it */
 	bool stepped;        /* T_STOPPED after a step: the trap flag still set */
+	/* eng_resume's count, and its value when a hold last interrupted the
+	 * thread (eng_hold_all): any ptrace-stop takes a pending interrupt
+	 * with it (a clone's event stop, a syscall's), so a thread resumed
+	 * since then is interrupted again. */
+	uint32_t resumes, kicked_at;
+	bool kicked;
 	struct {             /* T_HANDLER: the handler run natively */
 		uint64_t sp;     /* rsp at its frame's rt_sigreturn */
 		uint64_t ret;    /* where it interrupted the owner (on its ground) */
