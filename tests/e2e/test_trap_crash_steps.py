@@ -22,7 +22,7 @@ import time
 import pytest
 
 from conftest import gebpf_path, prog_path
-from test_trap_crash import finish_churn, finish_crash, left_in, maps_of, untraced
+from test_trap_crash import end_early, finish_churn, finish_crash, left_in, maps_of, untraced
 
 pytestmark = [pytest.mark.probetrap, pytest.mark.usefixtures("probes_ready")]
 
@@ -39,7 +39,7 @@ STEPS = [
     ("end-detached", False),   # every thread let go
 ]
 # pt_churn long enough (~7 s here, 2 s on an idle host) to outlive the reads
-# (under a second after its start), pt_crash until SIGUSR1.
+# (under a second after its start), then told to end (SIGUSR1, as pt_crash).
 # pt_short: pt_crash with a `traced` whose start takes a 2-byte jump to a
 # trampoline in the nops before it (tests/progs/pt_short.c): both written
 # back, in their order, at every step.
@@ -71,6 +71,7 @@ def killed_at(prog, step, outdir):
                "stderr": stderr[-1500:]}
         res.update(left_in(p.pid, prog, before, stderr))
         if prog == "pt_churn":
+            end_early(p)
             try:
                 out, _ = p.communicate(timeout=120)
             except subprocess.TimeoutExpired:

@@ -5,13 +5,22 @@
  * its return site is an entry of its own) and every 16th call makes a
  * system call inside the range (a 20 us nanosleep).
  *
- * Usage: pt_churn THREADS TOTAL CALLS.  Prints "TOTAL SUM", SUM depending
- * only on the arguments (each thread's checksum mixed by its number, in any
- * order).  Exit 0 (2 on bad arguments).  Range: `traced`. */
+ * Usage: pt_churn THREADS TOTAL CALLS [prefix].  Prints "TOTAL SUM", SUM
+ * depending only on the arguments (each thread's checksum mixed by its
+ * number, in any order).  SIGUSR1 (taken by the main thread: the others
+ * block it) ends it early: no thread is made after it, those made are
+ * joined, and it prints "MADE SUM", the line a run with TOTAL = MADE
+ * prints; `prefix` prints that line after every join, "K SUM" for K = 1 ..
+ * TOTAL (the campaigns' native reference for a run they end early:
+ * tests/e2e/test_trap_crash.py).  Exit 0 (2 on bad arguments).  Range:
+ * `traced`. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 
@@ -53,30 +62,58 @@ static void *worker(void *arg)
 	return (void *)sum;
 }
 
+static volatile sig_atomic_t stop;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+/* A worker made with SIGUSR1 blocked (it inherits the mask), the main
+ * thread's unblocked again. */
+static int spawn(pthread_t *t, long id)
+{
+	sigset_t usr1;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+	int r = pthread_create(t, NULL, worker, (void *)id);
+	pthread_sigmask(SIG_UNBLOCK, &usr1, NULL);
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	pthread_t t[MAXTHREADS];
-	int n = argc == 4 ? atoi(argv[1]) : 0;
-	long total = argc == 4 ? atol(argv[2]) : 0;
-	calls = argc == 4 ? atol(argv[3]) : 0;
+	bool ok = argc == 4 || (argc == 5 && !strcmp(argv[4], "prefix"));
+	int n = ok ? atoi(argv[1]) : 0;
+	long total = ok ? atol(argv[2]) : 0;
+	calls = ok ? atol(argv[3]) : 0;
 	if (n < 1 || n > MAXTHREADS || total < n || calls < 1)
 		return 2;
+	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = SA_RESTART };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
 	unsigned long sum = 0;
 	long made = 0, joined = 0;
 	for (; made < n; made++)
-		if (pthread_create(&t[made % n], NULL, worker, (void *)made))
+		if (spawn(&t[made % n], made))
 			return 1;
-	while (joined < total) {
+	while (joined < made) {
 		void *r;
 		pthread_join(t[joined % n], &r);
 		sum += (unsigned long)r * (2 * (unsigned long)joined + 1);
 		joined++;
-		if (made < total) {
-			if (pthread_create(&t[made % n], NULL, worker, (void *)made))
+		if (argc == 5)
+			printf("%ld %lx\n", joined, sum);
+		if (made < total && !stop) {
+			if (spawn(&t[made % n], made))
 				return 1;
 			made++;
 		}
 	}
-	printf("%ld %lx\n", total, sum);
+	if (argc == 4)
+		printf("%ld %lx\n", joined, sum);
 	return 0;
 }
