@@ -27,6 +27,9 @@ PATCH = re.compile(r"the patch trap: (\d+) entries, (\d+) in-range misses, \d+ s
 CASES = {
     "patch": (["--trap", "patch"], "patch", False, False, False),
     "default": ([], "patch", False, False, False),
+    # (the step engine without --trap: the probe trap, the patch trap's being
+    # the cache's; test_trap_cases.py runs the default only with its engine)
+    "default-step": (["--engine", "step"], "probe", False, True, True),
     "probes": (["--trap", "probes"], "probe", True, True, False),  # (decodes the entries)
     "probes-step": (["--trap", "probes", "--engine", "step"], "probe", False, True, True),
     "pages": (["--trap", "pages"], "page", True, True, True),
