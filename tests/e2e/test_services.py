@@ -496,7 +496,9 @@ def check_trace(path, stderr, what, patch=True):
     False): the problem in words, or None.  Returns (problem, summary)."""
     if patch and not vline(stderr, r"entries patched"):
         why = re.findall(r"^.*(?:does not apply|warning|error).*$", stderr, re.M)
-        return "%s: the patch trap was not set up (-v: %s)" % (what, why[-3:] or
+        # (and, where no code cache found room, what -v says lies near the range)
+        layout = re.findall(r"^gebpf: trace: (?:pid \d+: the mappings within|  0x).*$", stderr, re.M)
+        return "%s: the patch trap was not set up (-v: %s)" % (what, (why[-3:] + layout[:18]) or
                                                               vtail(stderr, 600)), None
     try:
         lines, summary = read_trace(path)

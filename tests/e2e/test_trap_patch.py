@@ -423,3 +423,45 @@ def test_python_attached(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+def test_no_room_for_the_cache_falls_back_and_says_what_is_there(tmp_path):
+    """pt_noroom reserves every free MiB from 16 MiB to 2 GiB: attached
+    with the default trap, gebpf finds no 24 MiB for a code cache within
+    1 GiB of `traced`, says so in one warning, lists under -v what lies
+    there (so that a runtime's layout that leaves no room, as a node run
+    once did on CI, can be read from the log), and traces every call
+    exactly with the probe trap."""
+    calls = 50
+    p = subprocess.Popen([prog_path("pt_noroom"), str(calls)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().startswith("ready ")
+        out, errp = tmp_path / "t.jsonl", tmp_path / "t.err"
+        with open(errp, "w+") as err:
+            g = subprocess.Popen([gebpf_path(), "trace", "-v", "-p", str(p.pid), "--range", "traced",
+                                  "-o", str(out)], stdout=subprocess.DEVNULL, stderr=err)
+            end = time.monotonic() + 60
+            while "for the set-up" not in errp.read_text() and g.poll() is None:
+                assert time.monotonic() < end, errp.read_text()
+                time.sleep(0.02)
+            p.stdin.write("x")
+            p.stdin.flush()
+            assert p.stdout.readline() == "%d\n" % sum(3 * i + 1 for i in range(calls))
+            g.send_signal(signal.SIGINT)
+            assert g.wait(timeout=120) == 0, errp.read_text()
+        stderr = errp.read_text()
+        p.stdin.close()
+        assert p.wait(timeout=60) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert re.search(r"no room for a code cache near 0x[0-9a-f]+ \(no free 24 MiB within 1 GiB "
+                     r"of the range", stderr), stderr
+    assert re.search(r"the mappings within 1 GiB of 0x[0-9a-f]+-0x[0-9a-f]+ \(brk starts at", stderr), stderr
+    assert re.search(r"^gebpf: trace:   0x[0-9a-f]+-0x[0-9a-f]+ \d+ KiB .*pt_noroom$", stderr, re.M), stderr
+    assert "entries patched" not in stderr, stderr
+    prog = lackey.Program(prog_path("pt_noroom"))
+    n = len(prog.insns(*prog.span(["traced"])))
+    assert trace_summary(out)["insns"] == calls * n, stderr

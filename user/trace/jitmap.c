@@ -89,6 +89,34 @@ static int inject(pid_t pid, pid_t tid, bool stub, uint64_t insn, long nr, uint6
 	return r;
 }
 
+/* -v, when no hole was found: what lies within the reach of the range
+ * (the mappings, adjacent ones of one file merged; at most 16 lines), the
+ * program's brk, so that a layout the search does not expect (a runtime's
+ * reservations near its executable) can be seen. */
+static void say_layout(pid_t pid, uint64_t start, uint64_t end)
+{
+	struct gb_maps m;
+	uint64_t brk = 0;
+	const uint64_t reach = 1ull << 30;
+	if (gb_maps_read(pid, &m))
+		return;
+	gb_proc_stat_num(pid, 47, &brk);
+	gb_info("trace: pid %d: the mappings within 1 GiB of 0x%llx-0x%llx (brk starts at 0x%llx):",
+		pid, (unsigned long long)start, (unsigned long long)end, (unsigned long long)brk);
+	int said = 0;
+	for (size_t k = 0; k < m.n && said < 16; k++) {
+		uint64_t lo = m.v[k].start, hi = m.v[k].end;
+		while (k + 1 < m.n && m.v[k + 1].start == hi && !strcmp(m.v[k + 1].path, m.v[k].path))
+			hi = m.v[++k].end;
+		if (hi + reach <= start || lo >= end + reach)
+			continue;
+		gb_info("trace:   0x%llx-0x%llx %llu KiB %s", (unsigned long long)lo,
+			(unsigned long long)hi, (unsigned long long)((hi - lo) >> 10), m.v[k].path);
+		said++;
+	}
+	gb_maps_free(&m);
+}
+
 static int map(pid_t pid, pid_t tid, bool stub, uint64_t start, uint64_t end,
 	       const char *fallback, struct gb_jitmap *out, int *pending_sig)
 {
@@ -97,9 +125,16 @@ static int map(pid_t pid, pid_t tid, bool stub, uint64_t start, uint64_t end,
 	long ret;
 	out->view = NULL;
 	out->addr = 0;
-	if (!insn || !at) {
-		gb_warn("trace: no room for a code cache near 0x%llx: %s", (unsigned long long)start,
-			fallback);
+	if (!insn) {
+		gb_warn("trace: no system call instruction in pid %d's code to map a code cache "
+			"with: %s", pid, fallback);
+		return -ENOSPC;
+	}
+	if (!at) {
+		gb_warn("trace: no room for a code cache near 0x%llx (no free %llu MiB within 1 GiB "
+			"of the range; -v lists what is there): %s", (unsigned long long)start,
+			(unsigned long long)(GB_JIT_SIZE >> 20), fallback);
+		say_layout(pid, start, end);
 		return -ENOSPC;
 	}
 	int r = inject(pid, tid, stub, insn, SYS_mmap, at, GB_JIT_SIZE, PROT_READ | PROT_WRITE,
