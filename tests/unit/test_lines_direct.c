@@ -90,7 +90,7 @@ static bool produce(struct gb_lines *w, uint64_t from, uint64_t to)
 			return false;
 		int n = snprintf(p, 128, "{\"i\":%llu,\"pad\":\"%.*s\"}\n", (unsigned long long)i,
 				 (int)(i * 7919 % 61), "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
-		gb_lines__commit(w, (size_t)n);
+		gb_lines__commit(w, (size_t)n, 1);
 	}
 	return true;
 }

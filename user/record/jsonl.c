@@ -46,8 +46,9 @@ struct gb_jsonl {
 	struct gb_jsonl_counts c;
 	uint64_t written;   /* lines handed to the output */
 	bool batch;         /* gb_jsonl__batch: lines go into chunk */
-	char *chunk;        /* room reserved from the writer (lock held), or NULL */
+	char *chunk;        /* room reserved from the writer (record/lines.h), or NULL */
 	size_t chunk_used;
+	uint64_t chunk_lines;
 	bool budget_said;   /* the budget's warning was printed */
 	struct pc_text *pcs; /* 1 << PCS_BITS of them (NULL: each made in place) */
 	char pc_own[36];     /* ... here */
@@ -72,11 +73,11 @@ struct gb_jsonl *gb_jsonl__new(int fd, const struct gb_jsonl_opts *o)
 	return w;
 }
 
-/* Hand the batch's lines over (the writer's lock is released). */
+/* Hand the batch's lines over (the writer may take them). */
 static void release(struct gb_jsonl *w)
 {
 	if (w->chunk)
-		gb_lines__commit(w->lines, w->chunk_used);
+		gb_lines__commit(w->lines, w->chunk_used, w->chunk_lines);
 	w->chunk = NULL;
 }
 
@@ -114,6 +115,7 @@ static inline char *admit(struct gb_jsonl *w, uint64_t vt)
 			if (!w->chunk) {
 				w->chunk = gb_lines__reserve(w->lines, BATCH_LEN);
 				w->chunk_used = 0;
+				w->chunk_lines = 0;
 			}
 			p = w->chunk ? w->chunk + w->chunk_used : NULL;
 		}
@@ -129,10 +131,12 @@ static inline char *admit(struct gb_jsonl *w, uint64_t vt)
 /* The line formatted at p0 ends at p. */
 static inline void done(struct gb_jsonl *w, char *p0, char *p)
 {
-	if (w->batch)
+	if (w->batch) {
 		w->chunk_used += (size_t)(p - p0);
-	else
-		gb_lines__commit(w->lines, (size_t)(p - p0));
+		w->chunk_lines++;
+	} else {
+		gb_lines__commit(w->lines, (size_t)(p - p0), 1);
+	}
 }
 
 #define PUT(lit) do { memcpy(p, lit, sizeof(lit) - 1); p += sizeof(lit) - 1; } while (0)

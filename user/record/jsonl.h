@@ -62,9 +62,10 @@ void gb_jsonl__fault(struct gb_jsonl *w, uint32_t vcpu, uint64_t addr, uint64_t 
  * until its module is mapped). */
 void gb_jsonl__set_range(struct gb_jsonl *w, bool has_start, uint64_t start, bool has_end,
 			 uint64_t end);
-/* Batch mode on: lines are formatted into a chunk taken from the writer at
- * once (its lock is held meanwhile: nothing but the line functions may be
- * called until batch mode is off, which hands them over).  For producing
+/* Batch mode on: lines are formatted into a chunk reserved from the writer
+ * at once (record/lines.h: the writer waits for it before its next round,
+ * so nothing but the line functions may be called until batch mode is off,
+ * which hands them over).  For producing
  * many lines in a row (the translating engine's drain).  Same lines, same
  * budget and dropped counts. */
 void gb_jsonl__batch(struct gb_jsonl *w, bool on);

@@ -22,8 +22,9 @@
 #include "record/numfmt.h"
 #include "record/wmode.h"
 
-/* Remember the line ends of buf[0..len), written at file_off. */
-static void note_ends(struct gb_lines *w, const char *buf, size_t len)
+/* Remember the line ends of buf[0..len), written at file_off: lines of
+ * them (UINT64_MAX: count them). */
+static void note_ends(struct gb_lines *w, const char *buf, size_t len, uint64_t lines)
 {
 	off_t fresh[NENDS];
 	int k = 0;
@@ -35,7 +36,7 @@ static void note_ends(struct gb_lines *w, const char *buf, size_t len)
 	for (int j = 0; j < k; j++)
 		w->ends[keep + j] = fresh[k - 1 - j];
 	w->nends = keep + k;
-	w->nlines += gb_numfmt_lines(buf, len);
+	w->nlines += lines == UINT64_MAX ? gb_numfmt_lines(buf, len) : lines;
 	w->file_off += (off_t)len;
 }
 
@@ -111,8 +112,12 @@ static void settle(struct gb_lines *w, size_t len, size_t done, size_t from, off
 		lseek(w->fd, at + (off_t)keep, SEEK_SET);
 	else if (keep < done)
 		keep = done;
-	note_ends(w, w->out + from, keep - from);
-	w->lost += gb_numfmt_lines(w->out + keep, len - keep);
+	if (keep == len) {
+		note_ends(w, w->out + from, keep - from, w->out_lines); /* (the producer's count) */
+	} else {
+		note_ends(w, w->out + from, keep - from, UINT64_MAX);
+		w->lost += gb_numfmt_lines(w->out + keep, len - keep);
+	}
 }
 
 static void *writer_main(void *arg)
@@ -131,6 +136,12 @@ static void *writer_main(void *arg)
 			pthread_cond_timedwait(&w->work, &w->mu, &ts);
 			continue;
 		}
+		if (w->pending) { /* (the producer is filling a reservation in it) */
+			w->swap_wait = true;
+			pthread_cond_wait(&w->work, &w->mu);
+			w->swap_wait = false;
+			continue;
+		}
 		char *t = w->out;
 		w->out = w->fill;
 		w->fill = t;
@@ -141,6 +152,8 @@ static void *writer_main(void *arg)
 			tail = 0; /* (turning direct: the block began before this round) */
 		memcpy(w->fill, w->out + len - tail, tail); /* the next round starts aligned */
 		w->out_len = len;
+		w->out_lines = w->fill_lines;
+		w->fill_lines = 0;
 		w->fill_len = w->carry = tail;
 		atomic_store(&w->progress_ns, gb_lines_mono_ns());
 		pthread_cond_broadcast(&w->room);
@@ -157,8 +170,9 @@ static void *writer_main(void *arg)
 		}
 		if (err && !w->err) {
 			w->err = err;
-			w->lost += gb_numfmt_lines(w->fill + w->carry, w->fill_len - w->carry);
+			w->lost += w->fill_lines;
 			w->fill_len = w->carry = 0;
+			w->fill_lines = 0;
 		}
 		w->out_len = 0;
 		pthread_cond_broadcast(&w->room);
@@ -265,12 +279,22 @@ static bool wait_writer(struct gb_lines *w)
 	return !w->gave_up;
 }
 
+/* The lock is held only to find the room and to commit it: the producer
+ * fills its reservation (a line, or the translating engine's batch of
+ * 64 KiB) without it, so the writer is not kept from its next round while
+ * lines are made (it was: a producer taking the lock again at once for its
+ * next batch left the writer waiting for a whole buffer, and each half of
+ * the pipeline idle a third of the time). */
 char *gb_lines__reserve(struct gb_lines *w, size_t max)
 {
 	pthread_mutex_lock(&w->mu);
 	while (!w->err && max <= w->half) {
-		if (w->fill_len + max <= w->half)
-			return w->fill + w->fill_len; /* the lock is held until commit */
+		if (w->fill_len + max <= w->half) {
+			w->pending = true;
+			w->pend = w->fill + w->fill_len;
+			pthread_mutex_unlock(&w->mu);
+			return w->pend;
+		}
 		if (w->gave_up || !wait_writer(w))
 			break;
 	}
@@ -278,15 +302,25 @@ char *gb_lines__reserve(struct gb_lines *w, size_t max)
 	return NULL;
 }
 
-void gb_lines__commit(struct gb_lines *w, size_t len)
+void gb_lines__commit(struct gb_lines *w, size_t len, uint64_t lines)
 {
-	/* An idle writer has not stalled: the clock of "taken nothing for
-	 * STALL_S" starts when there is something to take (a trace whose first
-	 * lines come seconds after the output was opened, on a loaded machine,
-	 * was given up at once). */
-	if (w->fill_len <= w->carry && !w->out_len && len)
-		atomic_store(&w->progress_ns, gb_lines_mono_ns());
-	w->fill_len += len;
+	pthread_mutex_lock(&w->mu);
+	if (w->err) {
+		/* (the writer failed meanwhile: what it had is counted lost) */
+		w->lost += lines;
+	} else {
+		/* An idle writer has not stalled: the clock of "taken nothing for
+		 * STALL_S" starts when there is something to take (a trace whose
+		 * first lines come seconds after the output was opened, on a loaded
+		 * machine, was given up at once). */
+		if (w->fill_len <= w->carry && !w->out_len && len)
+			atomic_store(&w->progress_ns, gb_lines_mono_ns());
+		w->fill_len += len;
+		w->fill_lines += lines;
+	}
+	w->pending = false;
+	if (w->swap_wait)
+		pthread_cond_signal(&w->work);
 	pthread_mutex_unlock(&w->mu);
 }
 
@@ -326,7 +360,7 @@ static int put_summary(struct gb_lines *w, const char *buf, size_t n)
 	int err = 0;
 	size_t done = gb_lines_write_out(w, buf, n, &err);
 	if (done == n) {
-		note_ends(w, buf, n);
+		note_ends(w, buf, n, UINT64_MAX);
 		return 0;
 	}
 	if (w->regular && ftruncate(w->fd, w->file_off) == 0)
@@ -356,8 +390,9 @@ int gb_lines__finish(struct gb_lines *w, gb_lines_summary_fn fn, void *ctx)
 		w->stalled_for = (double)(gb_lines_mono_ns() - atomic_load(&w->progress_ns)) / 1e9;
 	stop_writer(w);
 	/* What the writer never took (the output stalled) is lost. */
-	w->lost += gb_numfmt_lines(w->fill + w->carry, w->fill_len - w->carry);
+	w->lost += w->fill_lines;
 	w->fill_len = w->carry = 0;
+	w->fill_lines = 0;
 	atomic_store(&w->quit, false); /* put_summary's poll */
 	int first = w->err;
 	if (w->z) {

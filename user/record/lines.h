@@ -51,12 +51,15 @@ struct gb_lines;
 /* fd is borrowed (not closed).  NULL with errno set. */
 struct gb_lines *gb_lines__new(int fd, const struct gb_lines_opts *o);
 
-/* Room for one line of at most max bytes (the line ends with '\n'): format
- * into the pointer returned, then gb_lines__commit() its length.  NULL when
- * the line cannot be taken (a write error, or the output stalled and gave
- * up): count it dropped; nothing to commit. */
+/* Room for whole lines of at most max bytes in all (each ends with '\n'):
+ * format into the pointer returned, then gb_lines__commit() their length
+ * and how many lines they are (the writer counts no newlines).
+ * One reservation at a time (one producer thread); no lock is held in
+ * between, but the writer takes nothing of that buffer until the commit.
+ * NULL when the lines cannot be taken (a write error, or the output stalled
+ * and gave up): count them dropped; nothing to commit. */
 char *gb_lines__reserve(struct gb_lines *w, size_t max);
-void gb_lines__commit(struct gb_lines *w, size_t len);
+void gb_lines__commit(struct gb_lines *w, size_t len, uint64_t lines);
 
 /* Wait until every committed line is written (before a snapshot).  Same
  * give-up rules as a full buffer.  0, -errno of a write error, or -EAGAIN. */

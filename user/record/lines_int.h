@@ -36,6 +36,11 @@ struct gb_lines {
 	size_t half;                /* size of each of the two buffers */
 	char *fill, *out;           /* the producer's and the writer's buffer */
 	size_t fill_len, out_len;   /* out_len != 0: the writer is writing */
+	uint64_t fill_lines, out_lines; /* the lines in them (fill's after carry) */
+	bool pending;               /* a reservation is being filled (no lock held):
+				       fill is not swapped meanwhile */
+	char *pend;                 /* ... at this place */
+	bool swap_wait;             /* the writer waits for its commit */
 	pthread_mutex_t mu;
 	pthread_cond_t work, room;  /* wake the writer / wake the producer */
 	pthread_t thread;
