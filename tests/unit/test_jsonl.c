@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "record/jsonl.h"
+#include "record/numfmt.h"
 
 static int memfile(void)
 {
@@ -132,8 +133,11 @@ Test(jsonl, cached_line_ends_match_printf)
 	struct gb_jsonl *w = gb_jsonl__new(fd, &o);
 	size_t cap = 1 << 22, len = 0;
 	char *want = malloc(cap);
+	/* (the decimal counter's carries: within its first word, into its second
+	 * at 8 digits, out of it at 16, and formatted each time past it) */
 	static const uint64_t starts[] = { 0, 7, 95, 998, 99999, 1000000 - 3, 42, 9999999999ull,
-					   UINT64_MAX - 2, 3 };
+					   UINT64_MAX - 2, 3, 99999995, 1234567890123455ull,
+					   9999999999999995ull, 99999999999999995ull, 5 };
 	uint64_t pc = 0x401000;
 	for (size_t s = 0; s < sizeof(starts) / sizeof(starts[0]); s++) {
 		gb_jsonl__batch(w, s % 2 == 1);
@@ -297,4 +301,78 @@ Test(jsonl, closed_pipe_is_an_error)
 	cr_assert_eq(c.events, 2);
 	cr_assert_eq(c.dropped, 2);
 	gb_jsonl__free(w);
+}
+
+/* The vt counter (record/numfmt.h) spells every value as printf does, across
+ * each power of ten: its word carries, one digit more, and past 16 digits. */
+Test(jsonl, vt_counter_spells_like_printf)
+{
+	struct gb_numfmt_ctr c = { 0 };
+	uint64_t p10 = 1;
+	for (int k = 0; k <= 19; k++, p10 *= 10) {
+		uint64_t from = p10 > 1500 ? p10 - 1500 : 0;
+		for (uint64_t v = from; v < p10 + 1500 && v >= from; v++) {
+			char got[40] = { 0 }, want[40];
+			int n = gb_numfmt_ctr_put(&c, got, v);
+			got[n] = 0;
+			snprintf(want, sizeof(want), "%llu", (unsigned long long)v);
+			cr_assert_str_eq(got, want, "v %llu", (unsigned long long)v);
+			if (v % 7 == 3) /* (the same value again, as an access line asks) */
+				cr_assert_eq(gb_numfmt_ctr_put(&c, got, v), n);
+		}
+		if (k == 19)
+			break;
+	}
+}
+
+/* gb_jsonl__insn writes what gb_jsonl__exec and a gb_jsonl__mem per access
+ * write, byte for byte and count for count: in and out of batch mode,
+ * across vcpus, pcs sharing a cache slot, 0 to 64 accesses, a budget
+ * reached inside an instruction, and with exec off. */
+Test(jsonl, insn_same_as_line_by_line)
+{
+	static const uint64_t budgets[] = { 0, 1, 777, 5000 };
+	for (size_t b = 0; b < 2 * sizeof(budgets) / sizeof(budgets[0]); b++) {
+		int fd[2] = { memfile(), memfile() };
+		struct gb_jsonl_opts o = { .exec = b % 2 == 0, .max_events = budgets[b / 2],
+					   .has_start = true, .start = 0x401000 };
+		struct gb_jsonl *w[2] = { gb_jsonl__new(fd[0], &o), gb_jsonl__new(fd[1], &o) };
+		struct gb_access acc[64];
+		uint64_t vt = 99990;
+		for (int i = 0; i < 3000; i++, vt += 1 + (i % 97 == 0)) {
+			bool batch = (i / 500) % 2 == 0;
+			if (i % 500 == 0) {
+				gb_jsonl__batch(w[0], batch);
+				gb_jsonl__batch(w[1], batch);
+			}
+			uint32_t vcpu = (uint32_t)(i / 300 % 3 == 2 ? 12 : i / 300 % 3);
+			/* (0x401000 and 0x402000 share a slot of the pcs' cache) */
+			uint64_t pc = i % 11 == 0 ? 0x402000 : 0x401000 + (uint64_t)(i % 7) * 3;
+			int nacc = i % 13 == 0 ? 64 : i % 4;
+			for (int k = 0; k < nacc; k++)
+				acc[k] = (struct gb_access){ 0x7ffe0000 + (uint64_t)i * 8 + (uint64_t)k,
+							     (uint32_t)(1u << (k % 7)), (i + k) % 3 == 0 };
+			gb_jsonl__insn(w[0], vcpu, pc, acc, nacc, vt);
+			gb_jsonl__exec(w[1], vcpu, pc, vt);
+			for (int k = 0; k < nacc; k++)
+				gb_jsonl__mem(w[1], acc[k].write, vcpu, acc[k].addr, acc[k].size, pc, vt);
+		}
+		struct gb_jsonl_counts c[2];
+		for (int k = 0; k < 2; k++) {
+			gb_jsonl__batch(w[k], false);
+			cr_assert_eq(gb_jsonl__finish(w[k]), 0);
+			gb_jsonl__counts(w[k], &c[k]);
+		}
+		cr_assert(!memcmp(&c[0], &c[1], sizeof(c[0])), "counts, budget %llu",
+			  (unsigned long long)o.max_events);
+		char *s0 = slurp(fd[0]), *s1 = slurp(fd[1]);
+		cr_assert(strlen(s1) > 100);
+		cr_assert_str_eq(s0, s1, "budget %llu exec %d", (unsigned long long)o.max_events, o.exec);
+		free(s0);
+		free(s1);
+		gb_jsonl__free(w[0]);
+		gb_jsonl__free(w[1]);
+		close(fd[0]);
+		close(fd[1]);
+	}
 }

@@ -23,6 +23,8 @@
 
 #include <Zydis/Zydis.h>
 
+#include "common/access.h"
+
 #define GB_INSN_MAX_LEN 15
 /* Enough for the longest list one instruction can give: a 64-element masked
  * byte operation (one access per active element, docs/decoder.md) or a
@@ -96,11 +98,6 @@ struct gb_insn {
 	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
 };
 
-struct gb_access {
-	uint64_t addr;
-	uint32_t size;    /* bytes, full architectural operand size */
-	bool write;
-};
 
 /* Decode the instruction at pc from up to n bytes.  0, or -EINVAL when the
  * bytes are not a valid instruction (or n is too short for it). */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/access.h"
 #include "common/log.h"
 #include "record/lines.h"
 #include "record/numfmt.h"
@@ -16,15 +17,15 @@
 
 /* The end of exec and access lines, `,"pc":"0x..","vt":N}\n`, for the last
  * (pc, vt) written: an instruction's lines share it, and the next
- * instruction's vt is the last one plus one (its digits are incremented in
- * place).  Each part is copied whole (32 bytes) and the line advanced by its
- * length: a line's reservation (LINE_MAX_LEN) has the room. */
+ * instruction's vt is mostly the last one plus one (a decimal counter,
+ * record/numfmt.h).  The pc's part is copied whole (32 bytes) and the line
+ * advanced by its length: a line's reservation (LINE_MAX_LEN) has the room. */
 struct tail {
 	bool valid;
-	uint64_t pc, vt;
-	unsigned pc_n, vt_n;
+	uint64_t pc;
+	unsigned pc_n;
 	const char *pc_s;   /* ,"pc":"0x...","vt":   (7 + 18 + 7 bytes at most, in 32) */
-	char vt_s[32];      /* the digits, then }\n   (20 + 2) */
+	struct gb_numfmt_ctr vt;
 };
 
 /* The pc part of the lines of the pcs seen, made once per pc: a range's
@@ -36,7 +37,18 @@ struct tail {
 struct pc_text {
 	uint64_t pc;
 	uint32_t n;         /* 0: empty */
+	uint32_t exec_vcpu; /* exec's vcpu + 1 (0: exec not made) */
+	uint32_t exec_n;
 	char s[36];
+	char exec[64];      /* {"t":"exec","vcpu":V,"pc":"0x...","vt":  (gb_jsonl__insn) */
+};
+
+/* The heads of a vcpu's access lines, {"t":"read","vcpu":V,"addr":" and the
+ * write's (gb_jsonl__insn), for the last vcpu seen. */
+struct acc_heads {
+	uint32_t vcpu;      /* + 1 (0: none yet) */
+	uint32_t n[2];
+	char s[2][48];      /* [write] */
 };
 
 struct gb_jsonl {
@@ -52,6 +64,7 @@ struct gb_jsonl {
 	bool budget_said;   /* the budget's warning was printed */
 	struct pc_text *pcs; /* 1 << PCS_BITS of them (NULL: each made in place) */
 	char pc_own[36];     /* ... here */
+	struct acc_heads heads;
 };
 
 
@@ -151,58 +164,29 @@ static inline int fmt_small(char *buf, uint32_t v)
 	return gb_numfmt_dec(buf, v);
 }
 
-/* vt's digits and the line's end, from the last ones when vt is one more. */
-static void tail_vt(struct tail *t, uint64_t vt)
-{
-	char *s = t->vt_s;
-	int n;
-	if (t->valid && vt == t->vt + 1 && vt) {
-		n = (int)t->vt_n - 2;
-		int i = n - 1;
-		while (i >= 0 && s[i] == '9')
-			s[i--] = '0';
-		if (i >= 0) {
-			s[i]++;
-		} else { /* 99 -> 100 */
-			s[0] = '1';
-			s[n++] = '0';
-		}
-	} else {
-		n = gb_numfmt_dec(s, vt);
-	}
-	s[n] = '}';
-	s[n + 1] = '\n';
-	t->vt_n = (unsigned)n + 2;
-	t->vt = vt;
-}
-
-static inline const struct tail *tail_for(struct gb_jsonl *w, uint64_t pc, uint64_t vt)
+static inline struct tail *tail_for(struct gb_jsonl *w, uint64_t pc)
 {
 	struct tail *t = &w->tail;
-	if (t->valid && t->pc == pc && t->vt == vt)
+	if (t->valid && t->pc == pc)
 		return t;
-	if (!t->valid || t->pc != pc) {
-		struct pc_text *f = w->pcs ? &w->pcs[(pc ^ pc >> PCS_BITS) & ((1u << PCS_BITS) - 1)]
-					   : NULL;
-		if (!f || f->pc != pc || !f->n) {
-			char *p0 = f ? f->s : w->pc_own, *p = p0;
-			PUT(",\"pc\":\"");
-			p += gb_numfmt_hex(p, pc);
-			PUT("\",\"vt\":");
-			if (f) {
-				f->pc = pc;
-				f->n = (uint32_t)(p - p0);
-			}
-			t->pc_n = (unsigned)(p - p0);
-			t->pc_s = p0;
-		} else {
-			t->pc_n = f->n;
-			t->pc_s = f->s;
+	struct pc_text *f = w->pcs ? &w->pcs[(pc ^ pc >> PCS_BITS) & ((1u << PCS_BITS) - 1)] : NULL;
+	if (!f || f->pc != pc || !f->n) {
+		char *p0 = f ? f->s : w->pc_own, *p = p0;
+		PUT(",\"pc\":\"");
+		p += gb_numfmt_hex(p, pc);
+		PUT("\",\"vt\":");
+		if (f) {
+			f->pc = pc;
+			f->n = (uint32_t)(p - p0);
+			f->exec_vcpu = 0;
 		}
-		t->pc = pc;
+		t->pc_n = (unsigned)(p - p0);
+		t->pc_s = p0;
+	} else {
+		t->pc_n = f->n;
+		t->pc_s = f->s;
 	}
-	if (!t->valid || t->vt != vt)
-		tail_vt(t, vt);
+	t->pc = pc;
 	t->valid = true;
 	return t;
 }
@@ -210,11 +194,12 @@ static inline const struct tail *tail_for(struct gb_jsonl *w, uint64_t pc, uint6
 /* `,"pc":"0x..","vt":N}` and the newline: the end of exec and access lines. */
 static inline void end_pc_vt(struct gb_jsonl *w, char *p0, char *p, uint64_t pc, uint64_t vt)
 {
-	const struct tail *t = tail_for(w, pc, vt);
+	struct tail *t = tail_for(w, pc);
 	memcpy(p, t->pc_s, 32);
 	p += t->pc_n;
-	memcpy(p, t->vt_s, 24);
-	p += t->vt_n;
+	p += gb_numfmt_ctr_put(&t->vt, p, vt);
+	memcpy(p, "}\n", 2);
+	p += 2;
 	done(w, p0, p);
 }
 
@@ -251,6 +236,79 @@ void gb_jsonl__mem(struct gb_jsonl *w, bool write, uint32_t vcpu, uint64_t addr,
 	PUT("\",\"size\":");
 	p += fmt_small(p, size);
 	end_pc_vt(w, p0, p, pc, vt);
+}
+
+/* An instruction's lines at once, where the batch's chunk has room for
+ * them all and the budget takes them all (else line by line, the same
+ * bytes): the exec line's text but vt made once per pc and vcpu, the
+ * access lines' heads once per vcpu, the pc's part and vt's digits shared
+ * (a line by line call for each was most of the patch trap's drain). */
+void gb_jsonl__insn(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, const struct gb_access *acc,
+		    int nacc, uint64_t vt)
+{
+	unsigned nl = (w->o.exec ? 1u : 0u) + (unsigned)nacc;
+	if (!w->batch || !w->chunk || !w->pcs || BATCH_LEN - w->chunk_used < (size_t)nl * LINE_MAX_LEN ||
+	    (w->o.max_events && w->written + nl > w->o.max_events)) {
+		gb_jsonl__exec(w, vcpu, pc, vt);
+		for (int k = 0; k < nacc; k++)
+			gb_jsonl__mem(w, acc[k].write, vcpu, acc[k].addr, acc[k].size, pc, vt);
+		return;
+	}
+	w->c.events += nl;
+	w->written += nl;
+	struct tail *t = tail_for(w, pc);
+	struct pc_text *f = &w->pcs[(pc ^ pc >> PCS_BITS) & ((1u << PCS_BITS) - 1)]; /* (t's) */
+	char *p0 = w->chunk + w->chunk_used, *p = p0;
+	if (w->o.exec) {
+		w->c.insns++;
+		if (f->exec_vcpu != vcpu + 1) {
+			char *q = f->exec;
+			memcpy(q, "{\"t\":\"exec\",\"vcpu\":", 19);
+			q += 19;
+			q += gb_numfmt_dec(q, vcpu);
+			memcpy(q, f->s, f->n);
+			f->exec_n = (uint32_t)(q - f->exec) + f->n;
+			f->exec_vcpu = vcpu + 1;
+		}
+		memcpy(p, f->exec, 64);
+		p += f->exec_n;
+		p += gb_numfmt_ctr_put(&t->vt, p, vt);
+		memcpy(p, "}\n", 2);
+		p += 2;
+	}
+	struct acc_heads *h = &w->heads;
+	if (nacc && h->vcpu != vcpu + 1) {
+		for (int wr = 0; wr < 2; wr++) {
+			char *q = h->s[wr], *q0 = q;
+			if (wr)
+				memcpy(q, "{\"t\":\"write\",\"vcpu\":", 20), q += 20;
+			else
+				memcpy(q, "{\"t\":\"read\",\"vcpu\":", 19), q += 19;
+			q += gb_numfmt_dec(q, vcpu);
+			memcpy(q, ",\"addr\":\"", 9);
+			h->n[wr] = (uint32_t)(q + 9 - q0);
+		}
+		h->vcpu = vcpu + 1;
+	}
+	for (int k = 0; k < nacc; k++) {
+		unsigned wr = acc[k].write;
+		if (wr)
+			w->c.writes++;
+		else
+			w->c.reads++;
+		memcpy(p, h->s[wr], 48);
+		p += h->n[wr];
+		p += gb_numfmt_hex(p, acc[k].addr);
+		PUT("\",\"size\":");
+		p += fmt_small(p, acc[k].size);
+		memcpy(p, f->s, 32);
+		p += f->n;
+		p += gb_numfmt_ctr_put(&t->vt, p, vt);
+		memcpy(p, "}\n", 2);
+		p += 2;
+	}
+	w->chunk_used += (size_t)(p - p0);
+	w->chunk_lines += nl;
 }
 
 void gb_jsonl__fault(struct gb_jsonl *w, uint32_t vcpu, uint64_t addr, uint64_t pc, uint64_t err,

@@ -31,6 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/access.h"
+
 #define GB_DEFAULT_MAX_EVENTS 1000000ull
 
 struct gb_jsonl_opts {
@@ -56,6 +58,11 @@ struct gb_jsonl *gb_jsonl__new(int fd, const struct gb_jsonl_opts *o);
 void gb_jsonl__exec(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, uint64_t vt);
 void gb_jsonl__mem(struct gb_jsonl *w, bool write, uint32_t vcpu, uint64_t addr, uint32_t size,
 		   uint64_t pc, uint64_t vt);
+/* The exec line (with exec on) and the access lines of one instruction:
+ * the same bytes and counts as gb_jsonl__exec and a gb_jsonl__mem per
+ * access, made at once in batch mode. */
+void gb_jsonl__insn(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, const struct gb_access *acc,
+		    int nacc, uint64_t vt);
 void gb_jsonl__fault(struct gb_jsonl *w, uint32_t vcpu, uint64_t addr, uint64_t pc, uint64_t err,
 		     uint64_t vt);
 /* The range the summary shows, once known (a probe-trap range pending

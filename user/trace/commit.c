@@ -13,9 +13,7 @@ void eng_commit(struct gb_engine *e, size_t i, uint64_t pc, const struct gb_acce
 	struct ethread *t = eng_th(e, i);
 	if (t->vcpu < 0)
 		t->vcpu = (int)e->next_vcpu++;
-	gb_jsonl__exec(e->out, (uint32_t)t->vcpu, pc, e->vt);
-	for (int k = 0; k < nacc; k++)
-		gb_jsonl__mem(e->out, acc[k].write, (uint32_t)t->vcpu, acc[k].addr, acc[k].size, pc, e->vt);
+	gb_jsonl__insn(e->out, (uint32_t)t->vcpu, pc, acc, nacc, e->vt);
 	if (e->o.faults_cb)
 		e->o.faults_cb(e->o.faults_ctx, e, eng_tid(e, i), (uint32_t)t->vcpu, pc, e->vt);
 	e->vt++;
