@@ -181,7 +181,7 @@ QEMU_PLUGIN_SRCS := $(sort $(wildcard user/qemu/*.c)) user/record/zframes.c
 QEMU_PLUGIN_CFLAGS := -g -O2 -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -fPIC -shared \
                       -fvisibility=hidden -Iuser -I$(OUTPUT)/qemu-include
 
-$(OUTPUT)/gebpf-qemu.so: $(QEMU_PLUGIN_SRCS) $(wildcard user/qemu/*.h) user/record/zframes.h user/record/numfmt.h \
+$(OUTPUT)/gebpf-qemu.so: $(QEMU_PLUGIN_SRCS) $(wildcard user/qemu/*.h) user/record/zframes.h user/record/numfmt.h user/record/linefmt.h \
                          scripts/qemu-plugin-h
 	$(call msg,PLUGIN,$@)
 	$(Q)mkdir -p $(@D)

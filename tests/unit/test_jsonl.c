@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "record/jsonl.h"
+#include "record/linefmt.h"
 #include "record/numfmt.h"
 
 static int memfile(void)
@@ -375,4 +376,36 @@ Test(jsonl, insn_same_as_line_by_line)
 		close(fd[0]);
 		close(fd[1]);
 	}
+}
+
+/* The lines' texts (record/linefmt.h) without the cache of pcs (no memory
+ * for it: each pc's text made again) are the same bytes as with it. */
+Test(jsonl, linefmt_without_its_cache_same_lines)
+{
+	struct gb_linefmt a, b;
+	gb_linefmt_init(&a);
+	gb_linefmt_init(&b);
+	gb_linefmt_free(&b); /* (b.pcs NULL: its one slot) */
+	size_t cap = 1 << 20, na = 0, nb = 0;
+	char *sa = malloc(cap), *sb = malloc(cap);
+	for (uint64_t i = 0; i < 2000; i++) {
+		uint64_t pc = i % 5 == 0 ? 0x402000 + i % 3 : 0x401000 + i % 9;
+		uint32_t vcpu = (uint32_t)(i / 100 % 4 == 3 ? 4000000000u : i / 100 % 4);
+		uint64_t vt = 99999990 + i - i % 3;
+		na = (size_t)(gb_linefmt_exec(&a, sa + na, vcpu, pc, vt) - sa);
+		nb = (size_t)(gb_linefmt_exec(&b, sb + nb, vcpu, pc, vt) - sb);
+		na = (size_t)(gb_linefmt_acc(&a, sa + na, vcpu, i & 1, UINT64_MAX - i, (uint32_t)i % 70,
+					     pc, vt) - sa);
+		nb = (size_t)(gb_linefmt_acc(&b, sb + nb, vcpu, i & 1, UINT64_MAX - i, (uint32_t)i % 70,
+					     pc, vt) - sb);
+		cr_assert(na + GB_LINEFMT_ROOM * 2 < cap);
+	}
+	cr_assert_eq(na, nb);
+	cr_assert(!memcmp(sa, sb, na));
+	char want[200];
+	snprintf(want, sizeof(want), "{\"t\":\"exec\",\"vcpu\":0,\"pc\":\"0x402000\",\"vt\":99999990}\n");
+	cr_assert(!strncmp(sa, want, strlen(want)), "%.80s", sa);
+	gb_linefmt_free(&a);
+	free(sa);
+	free(sb);
 }

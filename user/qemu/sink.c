@@ -8,11 +8,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "record/linefmt.h"
 #include "record/numfmt.h"
 #include "record/zframes.h"
 
 #define BUF_BYTES (8u << 20)
-#define LINE_MAX_LEN 192     /* the longest line, the summary included, fits */
+#define LINE_MAX_LEN 192     /* the longest line, the summary included, fits
+			      * (and GB_LINEFMT_ROOM) */
 
 struct gb_qsink {
 	struct gb_qsink_opts o;
@@ -27,6 +29,7 @@ struct gb_qsink {
 	off_t good;                   /* bytes of the file that are whole lines */
 	bool regular;
 	struct gb_zframes *z;         /* zstd: the frames (NULL: plain lines) */
+	struct gb_linefmt fmt;        /* the lines' texts, as gebpf's (record/linefmt.h) */
 	char *buf;
 	size_t used;
 	uint64_t buf_lines;           /* lines in buf */
@@ -127,6 +130,7 @@ struct gb_qsink *gb_qsink__new(int fd, const struct gb_qsink_opts *o)
 		return NULL;
 	}
 	s->o = *o;
+	gb_linefmt_init(&s->fmt); /* (without its cache: the same lines, slower) */
 	s->fd = fd;
 	if (o->zstd) {
 		struct gb_zframes_opts zo = { 0 };
@@ -160,48 +164,17 @@ void gb_qsink__insn(struct gb_qsink *s, uint32_t vcpu, uint64_t pc, const struct
 		    uint32_t n)
 {
 	uint64_t vt = s->vt++;
-	/* `,"pc":"0x..","vt":N}\n`, the end of every line of this instruction */
-	char tail[64], *t = tail;
-	t = PUT(t, ",\"pc\":\"");
-	t = put_hex(t, pc);
-	t = PUT(t, "\",\"vt\":");
-	t = put_dec(t, vt);
-	t = PUT(t, "}\n");
-	size_t tail_n = (size_t)(t - tail);
-	char vc[16], *v = put_dec(vc, vcpu);
-	size_t vc_n = (size_t)(v - vc);
 	char *p;
-
 	if (s->o.exec) {
 		s->c.insns++;
-		if ((p = admit(s))) {
-			char *p0 = p;
-			p = PUT(p, "{\"t\":\"exec\",\"vcpu\":");
-			memcpy(p, vc, vc_n);
-			p += vc_n;
-			memcpy(p, tail, tail_n);
-			p += tail_n;
-			s->used += (size_t)(p - p0);
-		}
+		if ((p = admit(s)))
+			s->used += (size_t)(gb_linefmt_exec(&s->fmt, p, vcpu, pc, vt) - p);
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		s->c.mem++;
-		if (!(p = admit(s)))
-			continue;
-		char *p0 = p;
-		if (acc[i].write)
-			p = PUT(p, "{\"t\":\"write\",\"vcpu\":");
-		else
-			p = PUT(p, "{\"t\":\"read\",\"vcpu\":");
-		memcpy(p, vc, vc_n);
-		p += vc_n;
-		p = PUT(p, ",\"addr\":\"");
-		p = put_hex(p, acc[i].addr);
-		p = PUT(p, "\",\"size\":");
-		p = put_dec(p, acc[i].size);
-		memcpy(p, tail, tail_n);
-		p += tail_n;
-		s->used += (size_t)(p - p0);
+		if ((p = admit(s)))
+			s->used += (size_t)(gb_linefmt_acc(&s->fmt, p, vcpu, acc[i].write != 0,
+							   acc[i].addr, acc[i].size, pc, vt) - p);
 	}
 }
 
@@ -264,5 +237,6 @@ void gb_qsink__free(struct gb_qsink *s)
 	if (s->fd > 2)
 		close(s->fd);
 	free(s->buf);
+	gb_linefmt_free(&s->fmt);
 	free(s);
 }

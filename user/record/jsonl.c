@@ -8,52 +8,17 @@
 
 #include "common/access.h"
 #include "common/log.h"
+#include "record/linefmt.h"
 #include "record/lines.h"
 #include "record/numfmt.h"
 
-#define LINE_MAX_LEN 160
+#define LINE_MAX_LEN GB_LINEFMT_ROOM
 /* Bytes taken at once from the writer in a batch (gb_jsonl__batch). */
 #define BATCH_LEN (64 * 1024)
 
-/* The end of exec and access lines, `,"pc":"0x..","vt":N}\n`, for the last
- * (pc, vt) written: an instruction's lines share it, and the next
- * instruction's vt is mostly the last one plus one (a decimal counter,
- * record/numfmt.h).  The pc's part is copied whole (32 bytes) and the line
- * advanced by its length: a line's reservation (LINE_MAX_LEN) has the room. */
-struct tail {
-	bool valid;
-	uint64_t pc;
-	unsigned pc_n;
-	const char *pc_s;   /* ,"pc":"0x...","vt":   (7 + 18 + 7 bytes at most, in 32) */
-	struct gb_numfmt_ctr vt;
-};
-
-/* The pc part of the lines of the pcs seen, made once per pc: a range's
- * few hundred instructions run millions of times (formatting the hex at
- * each new pc was half of the writer's time on bench_qemu.py's job).  A
- * direct-mapped cache, by the pc's low bits: a pc whose slot another took
- * is made again (the same bytes). */
-#define PCS_BITS 12
-struct pc_text {
-	uint64_t pc;
-	uint32_t n;         /* 0: empty */
-	uint32_t exec_vcpu; /* exec's vcpu + 1 (0: exec not made) */
-	uint32_t exec_n;
-	char s[36];
-	char exec[64];      /* {"t":"exec","vcpu":V,"pc":"0x...","vt":  (gb_jsonl__insn) */
-};
-
-/* The heads of a vcpu's access lines, {"t":"read","vcpu":V,"addr":" and the
- * write's (gb_jsonl__insn), for the last vcpu seen. */
-struct acc_heads {
-	uint32_t vcpu;      /* + 1 (0: none yet) */
-	uint32_t n[2];
-	char s[2][48];      /* [write] */
-};
-
 struct gb_jsonl {
 	struct gb_lines *lines;
-	struct tail tail;
+	struct gb_linefmt fmt;  /* the exec and access lines' texts (record/linefmt.h) */
 	struct gb_jsonl_opts o;
 	struct gb_jsonl_counts c;
 	uint64_t written;   /* lines handed to the output */
@@ -62,12 +27,7 @@ struct gb_jsonl {
 	size_t chunk_used;
 	uint64_t chunk_lines;
 	bool budget_said;   /* the budget's warning was printed */
-	struct pc_text *pcs; /* 1 << PCS_BITS of them (NULL: each made in place) */
-	char pc_own[36];     /* ... here */
-	struct acc_heads heads;
 };
-
-
 
 struct gb_jsonl *gb_jsonl__new(int fd, const struct gb_jsonl_opts *o)
 {
@@ -75,7 +35,7 @@ struct gb_jsonl *gb_jsonl__new(int fd, const struct gb_jsonl_opts *o)
 	if (!w)
 		return NULL;
 	w->o = *o;
-	w->pcs = calloc(1u << PCS_BITS, sizeof(*w->pcs));
+	gb_linefmt_init(&w->fmt); /* (without its cache: the same lines, slower) */
 	struct gb_lines_opts lo = { .give_up_after = o->duration, .direct = o->direct,
 				    .zstd = o->zstd };
 	w->lines = gb_lines__new(fd, &lo);
@@ -154,66 +114,14 @@ static inline void done(struct gb_jsonl *w, char *p0, char *p)
 
 #define PUT(lit) do { memcpy(p, lit, sizeof(lit) - 1); p += sizeof(lit) - 1; } while (0)
 
-/* A small count (vcpu, size): one digit mostly. */
-static inline int fmt_small(char *buf, uint32_t v)
-{
-	if (v < 10) {
-		*buf = (char)('0' + v);
-		return 1;
-	}
-	return gb_numfmt_dec(buf, v);
-}
-
-static inline struct tail *tail_for(struct gb_jsonl *w, uint64_t pc)
-{
-	struct tail *t = &w->tail;
-	if (t->valid && t->pc == pc)
-		return t;
-	struct pc_text *f = w->pcs ? &w->pcs[(pc ^ pc >> PCS_BITS) & ((1u << PCS_BITS) - 1)] : NULL;
-	if (!f || f->pc != pc || !f->n) {
-		char *p0 = f ? f->s : w->pc_own, *p = p0;
-		PUT(",\"pc\":\"");
-		p += gb_numfmt_hex(p, pc);
-		PUT("\",\"vt\":");
-		if (f) {
-			f->pc = pc;
-			f->n = (uint32_t)(p - p0);
-			f->exec_vcpu = 0;
-		}
-		t->pc_n = (unsigned)(p - p0);
-		t->pc_s = p0;
-	} else {
-		t->pc_n = f->n;
-		t->pc_s = f->s;
-	}
-	t->pc = pc;
-	t->valid = true;
-	return t;
-}
-
-/* `,"pc":"0x..","vt":N}` and the newline: the end of exec and access lines. */
-static inline void end_pc_vt(struct gb_jsonl *w, char *p0, char *p, uint64_t pc, uint64_t vt)
-{
-	struct tail *t = tail_for(w, pc);
-	memcpy(p, t->pc_s, 32);
-	p += t->pc_n;
-	p += gb_numfmt_ctr_put(&t->vt, p, vt);
-	memcpy(p, "}\n", 2);
-	p += 2;
-	done(w, p0, p);
-}
-
 void gb_jsonl__exec(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, uint64_t vt)
 {
 	if (!w->o.exec)
 		return;
 	w->c.insns++;
-	char *p0 = admit(w, vt), *p = p0;
-	if (!p)
-		return;
-	PUT("{\"t\":\"exec\",\"vcpu\":");
-	p += fmt_small(p, vcpu);
-	end_pc_vt(w, p0, p, pc, vt);
+	char *p = admit(w, vt);
+	if (p)
+		done(w, p, gb_linefmt_exec(&w->fmt, p, vcpu, pc, vt));
 }
 
 void gb_jsonl__mem(struct gb_jsonl *w, bool write, uint32_t vcpu, uint64_t addr, uint32_t size,
@@ -223,31 +131,20 @@ void gb_jsonl__mem(struct gb_jsonl *w, bool write, uint32_t vcpu, uint64_t addr,
 		w->c.writes++;
 	else
 		w->c.reads++;
-	char *p0 = admit(w, vt), *p = p0;
-	if (!p)
-		return;
-	if (write)
-		PUT("{\"t\":\"write\",\"vcpu\":");
-	else
-		PUT("{\"t\":\"read\",\"vcpu\":");
-	p += fmt_small(p, vcpu);
-	PUT(",\"addr\":\"");
-	p += gb_numfmt_hex(p, addr);
-	PUT("\",\"size\":");
-	p += fmt_small(p, size);
-	end_pc_vt(w, p0, p, pc, vt);
+	char *p = admit(w, vt);
+	if (p)
+		done(w, p, gb_linefmt_acc(&w->fmt, p, vcpu, write, addr, size, pc, vt));
 }
 
 /* An instruction's lines at once, where the batch's chunk has room for
  * them all and the budget takes them all (else line by line, the same
- * bytes): the exec line's text but vt made once per pc and vcpu, the
- * access lines' heads once per vcpu, the pc's part and vt's digits shared
- * (a line by line call for each was most of the patch trap's drain). */
+ * bytes and counts): a call and a budget check per line were most of the
+ * patch trap's drain. */
 void gb_jsonl__insn(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, const struct gb_access *acc,
 		    int nacc, uint64_t vt)
 {
 	unsigned nl = (w->o.exec ? 1u : 0u) + (unsigned)nacc;
-	if (!w->batch || !w->chunk || !w->pcs || BATCH_LEN - w->chunk_used < (size_t)nl * LINE_MAX_LEN ||
+	if (!w->batch || !w->chunk || BATCH_LEN - w->chunk_used < (size_t)nl * LINE_MAX_LEN ||
 	    (w->o.max_events && w->written + nl > w->o.max_events)) {
 		gb_jsonl__exec(w, vcpu, pc, vt);
 		for (int k = 0; k < nacc; k++)
@@ -256,56 +153,17 @@ void gb_jsonl__insn(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, const struct
 	}
 	w->c.events += nl;
 	w->written += nl;
-	struct tail *t = tail_for(w, pc);
-	struct pc_text *f = &w->pcs[(pc ^ pc >> PCS_BITS) & ((1u << PCS_BITS) - 1)]; /* (t's) */
 	char *p0 = w->chunk + w->chunk_used, *p = p0;
 	if (w->o.exec) {
 		w->c.insns++;
-		if (f->exec_vcpu != vcpu + 1) {
-			char *q = f->exec;
-			memcpy(q, "{\"t\":\"exec\",\"vcpu\":", 19);
-			q += 19;
-			q += gb_numfmt_dec(q, vcpu);
-			memcpy(q, f->s, f->n);
-			f->exec_n = (uint32_t)(q - f->exec) + f->n;
-			f->exec_vcpu = vcpu + 1;
-		}
-		memcpy(p, f->exec, 64);
-		p += f->exec_n;
-		p += gb_numfmt_ctr_put(&t->vt, p, vt);
-		memcpy(p, "}\n", 2);
-		p += 2;
-	}
-	struct acc_heads *h = &w->heads;
-	if (nacc && h->vcpu != vcpu + 1) {
-		for (int wr = 0; wr < 2; wr++) {
-			char *q = h->s[wr], *q0 = q;
-			if (wr)
-				memcpy(q, "{\"t\":\"write\",\"vcpu\":", 20), q += 20;
-			else
-				memcpy(q, "{\"t\":\"read\",\"vcpu\":", 19), q += 19;
-			q += gb_numfmt_dec(q, vcpu);
-			memcpy(q, ",\"addr\":\"", 9);
-			h->n[wr] = (uint32_t)(q + 9 - q0);
-		}
-		h->vcpu = vcpu + 1;
+		p = gb_linefmt_exec(&w->fmt, p, vcpu, pc, vt);
 	}
 	for (int k = 0; k < nacc; k++) {
-		unsigned wr = acc[k].write;
-		if (wr)
+		if (acc[k].write)
 			w->c.writes++;
 		else
 			w->c.reads++;
-		memcpy(p, h->s[wr], 48);
-		p += h->n[wr];
-		p += gb_numfmt_hex(p, acc[k].addr);
-		PUT("\",\"size\":");
-		p += fmt_small(p, acc[k].size);
-		memcpy(p, f->s, 32);
-		p += f->n;
-		p += gb_numfmt_ctr_put(&t->vt, p, vt);
-		memcpy(p, "}\n", 2);
-		p += 2;
+		p = gb_linefmt_acc(&w->fmt, p, vcpu, acc[k].write, acc[k].addr, acc[k].size, pc, vt);
 	}
 	w->chunk_used += (size_t)(p - p0);
 	w->chunk_lines += nl;
@@ -452,6 +310,6 @@ void gb_jsonl__free(struct gb_jsonl *w)
 		return;
 	release(w);
 	gb_lines__free(w->lines);
-	free(w->pcs);
+	gb_linefmt_free(&w->fmt);
 	free(w);
 }

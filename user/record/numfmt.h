@@ -116,6 +116,13 @@ static inline int gb_numfmt_ctr_inc(struct gb_numfmt_ctr *c)
 	typedef unsigned __int128 u128;
 	if (!c->n)
 		return 0;
+	unsigned i = c->n - 1; /* the last digit: 9 times in 10 the only one that changes */
+	uint64_t *last = i < 8 ? &c->a : &c->b;
+	if ((*last >> 8 * (i & 7) & 0xff) != '9') {
+		*last += 1ull << 8 * (i & 7);
+		c->v++;
+		return 1;
+	}
 	const u128 ones = ((u128)0x0101010101010101ull << 64) | 0x0101010101010101ull;
 	unsigned sh = 8 * (16 - c->n);
 	u128 m = ~(u128)0 << sh; /* the digits' bytes */
