@@ -8,8 +8,10 @@ one run.
 
 The job: bench/shortcall CALLS (default 200,000 calls of `fnv`, 40
 instructions and 7 accesses a call: 9.4 million lines), `--range fnv`,
-`--max-events 0`, the trace to a file on /tmp (each file removed before its
-run, so no run pays for truncating the last one's).  Rows, interleaved
+`--max-events 0`, the trace to a file in --dir (default /dev/shm where it
+exists: memory, so what is measured is the writers, not the disk's
+writeback of earlier rounds' 500 MB files; each file removed before its run,
+so no run pays for truncating the last one's).  Rows, interleaved
 (A B C ... A B C ...), medians over --reps rounds:
 
   gebpf        gebpf trace (its default trap) -o t.jsonl -- shortcall
@@ -69,6 +71,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--calls", type=int, default=200000, help="shortcall's calls (default 2e5)")
+    ap.add_argument("--dir", default="/dev/shm" if os.access("/dev/shm", os.W_OK) else "/tmp",
+                    help="where the traces go (default /dev/shm, else /tmp)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
@@ -84,7 +88,7 @@ def main():
                      % (QEMU, PLUGIN))
     elif not plain:
         notes.append("plain row skipped: %s not built (make bench)" % PLAIN)
-    with tempfile.TemporaryDirectory(prefix="gebpf-bench-qemu-", dir="/tmp") as tmp:
+    with tempfile.TemporaryDirectory(prefix="gebpf-bench-qemu-", dir=a.dir) as tmp:
         run = Runner("bench_qemu", tmp, a.verbose)
         p = lambda name: os.path.join(tmp, name)
 
@@ -126,8 +130,8 @@ def main():
                 if pl != q:
                     warn.append("the plain plugin's bytes differ from gebpf's plugin's")
     m = {k: med(v) for k, v in times.items()}
-    print("bench_qemu: shortcall %d, --range fnv, %d lines, %d rounds (medians)" % (
-        a.calls, n, a.reps))
+    print("bench_qemu: shortcall %d, --range fnv, %d lines, %d rounds (medians), files in %s" % (
+        a.calls, n, a.reps, a.dir))
     for k in rows:
         extra = "" if k == "native" else "  %.1f M lines/s" % (n / m[k] / 1e6)
         print("  %-10s %7.3f s%s" % (k, m[k], extra))
