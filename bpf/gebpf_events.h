@@ -176,6 +176,7 @@ enum gb_probe_counter {
 	GB_PCNT_OTHER,           /* hits of another process (the file's other users) */
 	GB_PCNT_MUTED,           /* hits of removed probes still installed (uprobe_multi) */
 	GB_PCNT_REDIRECTS,       /* hits sent on at another address (ip written: no record, no signal) */
+	GB_PCNT_DISARMED,        /* hits of the traced process once disarmed (nothing done) */
 	GB_PCNT__MAX,
 };
 

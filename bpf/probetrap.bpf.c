@@ -161,8 +161,11 @@ int gb_probe_hit(struct pt_regs *ctx)
 	__u64 blocked, pending;
 	__u32 sig = signo, pflags = 0;
 
-	if (disarmed)
+	if (disarmed) {
+		if ((pid_tgid >> 32) == tgid)
+			count(GB_PCNT_DISARMED);
 		return 0;
+	}
 	if ((pid_tgid >> 32) != tgid) {
 		count(GB_PCNT_OTHER);
 		return 0;

@@ -173,7 +173,10 @@ def write_good(d):
         "trace_patch_exec.err": "gebpf: patch trap: 2 entries patched, 0 probed, threads run natively\n"
                                 "gebpf: patch trap: the owner check in 2 of 2 entry blocks\n",
         "trace_direct.rc": "0\n", "trace_direct.jsonl": BUSY,
-        "trace_direct.err": "gebpf: output: 2.9 MB written, 100% direct (O_DIRECT), the way changed 0 "
+        "trace_direct.err": "gebpf: trace: pid 80: the kernel's uprobe page mapped first (the same "
+                            "layout under every trap) in 19.3 ms, its uprobe removed once the "
+                            "program ran past it\n"
+                            "gebpf: output: 2.9 MB written, 100% direct (O_DIRECT), the way changed 0 "
                             "times; last measured 0 MB/s direct, 0 MB/s buffered\n",
         "trace_buffered.rc": "0\n", "trace_buffered.out": BUSY, "trace_buffered.err": "",
         "trace_exec_thread.rc": "0\n", "trace_exec_thread.jsonl": EXPECT.replace('"vcpu":0,', '"vcpu":1,'),
@@ -806,3 +809,12 @@ def test_patch_trap_without_fsgsbase_checks_by_fs0(good):
         "natively\ngebpf: patch trap: the owner check in 2 of 2 entry blocks\n")
     v, why = verdicts(good)["trace"]
     assert v == "fail" and "fsgsbase=no" in why, why
+
+
+def test_uprobe_page_probe_removed_before_the_program_ran_fails(good):
+    """trace_direct's launch must have removed the uprobe page's uprobe after
+    kmbusy ran past its entry (its range is far from it: trace/xol.h)."""
+    put(good, "trace_direct.err", "gebpf: trace: pid 80: the kernel's uprobe page mapped first "
+        "(the same layout under every trap) in 52.0 ms\n")
+    res = verdicts(good)
+    assert res["trace"][0] == "fail" and "ran past it" in res["trace"][1], res["trace"]

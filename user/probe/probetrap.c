@@ -423,6 +423,11 @@ void gb_probetrap__disarm(struct gb_probetrap *p)
 		__atomic_store_n(&p->skel->bss->disarmed, 1, __ATOMIC_RELEASE);
 }
 
+uint64_t gb_probetrap__disarmed_hits(const struct gb_probetrap *p)
+{
+	return p ? gb_counter_sum(bpf_map__fd(p->skel->maps.pt_counters), GB_PCNT_DISARMED) : 0;
+}
+
 void gb_probetrap__stats(const struct gb_probetrap *p, struct gb_probetrap_stats *s)
 {
 	memset(s, 0, sizeof(*s));

@@ -223,6 +223,8 @@ void gb_probetrap__redirect_enable(struct gb_probetrap *p, bool on);
  * free.  free disarms first; call it yourself before PTRACE_DETACH if the
  * free comes later. */
 void gb_probetrap__disarm(struct gb_probetrap *p);
+/* Hits of the traced process since it was disarmed (each ran nothing). */
+uint64_t gb_probetrap__disarmed_hits(const struct gb_probetrap *p);
 /* Disarm, detach every probe and unload.  Each detach waits for the
  * kernel's grace periods: without uprobe_multi (before 6.10) about 0.1 s per
  * probe on the 2-CPU test VM (serialised in the kernel: detaching from

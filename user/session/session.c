@@ -112,15 +112,34 @@ static int start_target(struct session *s)
 	} else {
 		struct gb_launch_opts lo = { .argv = o->argv, .aslr = o->aslr };
 		r = gb_tracee_launch(&lo, &s->t);
-		/* The same layout under every trap: the kernel's uprobe page is
-		 * placed before the program maps anything (docs/trace.md). */
-		if (!r)
-			gb_xol_reserve(s->t.pid, s->t.pid);
 	}
 	if (r)
 		return -1;
 	s->have_target = true;
 	return 0;
+}
+
+/* The launch's uprobe (trace/xol.h) goes before the trap reads the program's
+ * code or steps it.  Only under the patch trap, with the instruction it
+ * probed (the entry point's) away from every byte the trap reads (the
+ * range's function and the range, the nops before it: 256 bytes either
+ * side), is it removed after the program ran past it: the set-up does not
+ * wait for the kernel's grace periods (35-50 ms). */
+static void xol_release(struct session *s)
+{
+	uint64_t at = gb_xol_addr(s->xol), fn = s->range.start, size = 0;
+	bool later = s->xol && s->trap == GB_TRAP_PATCH && !s->range_pending &&
+		     s->range.has_start && s->range.has_end && !s->o->faults && !s->o->nsnap_pcs;
+	if (later) {
+		char name[256];
+		struct gb_syms *sy = gb_syms__new(s->t.pid);
+		if (sy && gb_syms__func_at(sy, s->range.start, name, sizeof(name), &fn, &size))
+			fn = s->range.start;
+		gb_syms__free(sy);
+		later = at + 256 < fn || at > s->range.end + 256;
+	}
+	gb_xol_release(s->xol, later);
+	s->xol = NULL;
 }
 
 /* The target's executable (for its RUNPATH), or NULL. */
@@ -371,6 +390,11 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 		rc = GB_EXIT_USAGE;
 		goto cleanup;
 	}
+	/* The same layout under every trap: the kernel's uprobe page is placed
+	 * before the program maps anything (docs/trace.md); its uprobe goes
+	 * once the trap is known (xol_release). */
+	if (o->argv && !o->from)
+		gb_xol_hold(s.t.pid, s.t.pid, &s.xol);
 	if (!pre && open_output(&s))
 		goto cleanup;
 
@@ -392,6 +416,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	gb_trace_seccomp_fit(&s.t, s.range.start, &s.trap, &jit); /* before anything is injected */
 	if (patch && s.trap != GB_TRAP_PATCH && gb_session__patch_refused(&s)) /* (said why) */
 		goto cleanup;
+	xol_release(&s);
 	if (o->faults && start_faults(&s))
 		goto cleanup;
 
@@ -486,6 +511,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 	s.have_target = false;
 
 cleanup:
+	gb_xol_release(s.xol, false);
 	if (s.have_target) {
 		if (o->argv || o->from)
 			gb_tracee_kill(&s.t);

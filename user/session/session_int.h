@@ -13,6 +13,8 @@
 #include "trace/trap.h"
 #include "trap/probes/probes.h"
 
+struct gb_xol;
+
 struct session {
 	const struct gb_trace_opts *o;
 	struct gb_tracee t;
@@ -33,6 +35,7 @@ struct session {
 	char pending_path[4096];        /* its file, and the symbol's link-time range */
 	uint64_t pending_lo, pending_hi;
 	struct gb_probes *probes;       /* the probe trap's probes, when it is used */
+	struct gb_xol *xol;             /* the launch's uprobe, until the trap is known */
 	char file_path[4096];           /* the range's file (--trap patch), link-time */
 	uint64_t file_lo, file_hi, file_bias;
 	enum gb_trap_kind trap;         /* the trap used */

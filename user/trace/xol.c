@@ -2,10 +2,14 @@
 #include "trace/xol.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/user.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -38,7 +42,69 @@ static bool harmless(const struct gb_insn *in)
 	return true;
 }
 
+struct gb_xol {
+	struct gb_probetrap *pt;
+	uint64_t addr;     /* the probed instruction */
+	bool next;         /* ... is the one the thread is at */
+	pid_t tgid;
+	double t0;
+};
+
+static void said(const struct gb_xol *x, const char *how)
+{
+	gb_info("trace: pid %d: the kernel's uprobe page mapped first (the same layout under every "
+		"trap) in %.1f ms%s", (int)x->tgid, (gb_mono_s() - x->t0) * 1e3, how);
+}
+
+static void *free_main(void *arg)
+{
+	struct gb_xol *x = arg;
+	/* (its hit: the thread ran the instruction, out of line; 10 s without
+	 * one, the thread is held elsewhere: removed anyway) */
+	for (int ms = 0; ms < 10000 && !gb_probetrap__disarmed_hits(x->pt); ms++)
+		usleep(1000);
+	gb_probetrap__free(x->pt);
+	free(x);
+	return NULL;
+}
+
+uint64_t gb_xol_addr(const struct gb_xol *x) { return x ? x->addr : 0; }
+
+void gb_xol_release(struct gb_xol *x, bool after_hit)
+{
+	if (!x)
+		return;
+	if (after_hit && x->next) {
+		pthread_attr_t at;
+		pthread_t th;
+		sigset_t all, old;
+		gb_probetrap__disarm(x->pt);
+		sigfillset(&all);
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		pthread_sigmask(SIG_SETMASK, &all, &old); /* (it takes no signal of gebpf's) */
+		int e = pthread_create(&th, &at, free_main, x);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_attr_destroy(&at);
+		if (!e) {
+			said(x, ", its uprobe removed once the program ran past it");
+			return;
+		}
+	}
+	gb_probetrap__free(x->pt);
+	said(x, "");
+	free(x);
+}
+
 int gb_xol_reserve(pid_t tgid, pid_t tid)
+{
+	struct gb_xol *x = NULL;
+	int r = gb_xol_hold(tgid, tid, &x);
+	gb_xol_release(x, false);
+	return r;
+}
+
+int gb_xol_hold(pid_t tgid, pid_t tid, struct gb_xol **held)
 {
 	struct user_regs_struct regs, saved;
 	struct gb_maps m;
@@ -65,6 +131,7 @@ int gb_xol_reserve(pid_t tgid, pid_t tid)
 	gb_maps_free(&m);
 	if (!addr)
 		return -ENOENT;
+	*held = NULL;
 	double t0 = gb_mono_s();
 	struct gb_probetrap *pt = gb_probetrap__new(&(struct gb_probetrap_opts){
 		.tgid = tgid, .quiet = true, .silent = true });
@@ -88,9 +155,13 @@ int gb_xol_reserve(pid_t tgid, pid_t tid)
 			r = -ESRCH;
 		gb_regs_set(tid, &saved);
 	}
-	gb_probetrap__free(pt);
-	if (!r)
-		gb_info("trace: pid %d: the kernel's uprobe page mapped first (the same layout "
-			"under every trap) in %.1f ms", (int)tgid, (gb_mono_s() - t0) * 1e3);
-	return r;
+	struct gb_xol *x = r ? NULL : calloc(1, sizeof(*x));
+	if (!x) {
+		gb_probetrap__free(pt);
+		return r ? r : -ENOMEM;
+	}
+	*x = (struct gb_xol){ .pt = pt, .addr = addr, .next = addr == saved.rip, .tgid = tgid,
+			      .t0 = t0 };
+	*held = x;
+	return 0;
 }

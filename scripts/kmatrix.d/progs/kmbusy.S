@@ -26,6 +26,10 @@ _start:
 	xor	%edi, %edi
 	syscall
 
+	/* spin over 256 bytes from the entry point: a launch under the patch
+	 * trap removes the uprobe that mapped the kernel's uprobe page once the
+	 * program ran past it (trace/xol.h; trace_direct's -v says so) */
+	.skip	512, 0xcc
 	.globl	spin
 	.type	spin, @function
 spin:
