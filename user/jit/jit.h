@@ -365,11 +365,12 @@ enum gb_jit_rec_kind { GB_JIT_REC_INSN, GB_JIT_REC_MARK };
 struct gb_jit_rec {
 	uint64_t pc;
 	uint8_t len;
-	int nacc;
-	struct gb_access acc[64];     /* (a gather, a masked move: one per element; 64 bytes of a zmm) */
 	uint8_t kind;         /* enum gb_jit_rec_kind; a marker has pc 0, no access */
+	int nacc;
 	unsigned area;        /* GB_JIT_REC_MARK: the area k of the thread whose
 			       * stretch begins (the lock just taken) */
+	struct gb_access acc[64];     /* (a gather, a masked move: one per element; 64 bytes of a zmm;
+				       * last: a record's head is one cache line) */
 };
 /* Decode the record at word *pos of the ring (advancing *pos): 1, 0 at the
  * end, -EINVAL when the ring holds garbage.  fs/gs: the thread's bases (in

@@ -131,6 +131,8 @@ void patch_drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct 
 		return;
 	gb_jsonl__batch(e->out, true);
 	struct gb_jit_rec *rec = &pt->recs[pt->held_slot ^ 1];  /* (the held one stays) */
+	struct patch_thread *th = NULL; /* cur_i's, looked up again when it changes */
+	ssize_t th_i = -2;
 	while ((r = gb_jit__ring_poll(pt->j, &pt->cur, rec)) == 1) {
 		if (rec->kind == GB_JIT_REC_MARK) {
 			pt->marks++; /* an acquisition of the lock: an entry */
@@ -144,7 +146,10 @@ void patch_drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct 
 			eng_finish(e, GB_END_ERROR);
 			break;
 		}
-		struct patch_thread *th = pth(e, (size_t)pt->cur_i);
+		if (th_i != pt->cur_i) {
+			th = pth(e, (size_t)pt->cur_i);
+			th_i = pt->cur_i;
+		}
 		if (th->skip && th->skip_pc == rec->pc) {
 			th->skip = false; /* (recorded before a restart) */
 			continue;
@@ -159,6 +164,7 @@ void patch_drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct 
 		if (++n % 4096 == 0) {
 			gb_jit__ring_commit(pt->j, &pt->cur);
 			patch_count_switch(pt, e); /* (trap/patch/count.c) */
+			th_i = -2; /* (the threads' array may have grown meanwhile) */
 		}
 	}
 	if (fault || settled)
