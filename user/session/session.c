@@ -112,34 +112,17 @@ static int start_target(struct session *s)
 	} else {
 		struct gb_launch_opts lo = { .argv = o->argv, .aslr = o->aslr };
 		r = gb_tracee_launch(&lo, &s->t);
+		/* The same layout under every trap: the kernel's uprobe page is
+		 * placed before the program maps anything (docs/trace.md); its
+		 * uprobe goes once the trap is known (xol_release), or before
+		 * anything reads code near it or runs the program. */
+		if (!r)
+			gb_xol_hold(s->t.pid, s->t.pid, &s->xol);
 	}
 	if (r)
 		return -1;
 	s->have_target = true;
 	return 0;
-}
-
-/* The launch's uprobe (trace/xol.h) goes before the trap reads the program's
- * code or steps it.  Only under the patch trap, with the instruction it
- * probed (the entry point's) away from every byte the trap reads (the
- * range's function and the range, the nops before it: 256 bytes either
- * side), is it removed after the program ran past it: the set-up does not
- * wait for the kernel's grace periods (35-50 ms). */
-static void xol_release(struct session *s)
-{
-	uint64_t at = gb_xol_addr(s->xol), fn = s->range.start, size = 0;
-	bool later = s->xol && s->trap == GB_TRAP_PATCH && !s->range_pending &&
-		     s->range.has_start && s->range.has_end && !s->o->faults && !s->o->nsnap_pcs;
-	if (later) {
-		char name[256];
-		struct gb_syms *sy = gb_syms__new(s->t.pid);
-		if (sy && gb_syms__func_at(sy, s->range.start, name, sizeof(name), &fn, &size))
-			fn = s->range.start;
-		gb_syms__free(sy);
-		later = at + 256 < fn || at > s->range.end + 256;
-	}
-	gb_xol_release(s->xol, later);
-	s->xol = NULL;
 }
 
 /* The target's executable (for its RUNPATH), or NULL. */
@@ -159,6 +142,46 @@ static const char *target_exe(const struct session *s, char *buf, size_t len)
  * resolved from the file, and traced by the probe trap once mapped.
  * Without the probe trap, launch mode runs to the entry point first (the
  * dynamic loader maps the direct dependencies). */
+/* The launch's uprobe (trace/xol.h) is clear of [lo, hi] (its instruction
+ * 256 bytes or more away: none of the bytes gebpf reads there). */
+static bool xol_clear_of(const struct session *s, uint64_t lo, uint64_t hi)
+{
+	uint64_t at = gb_xol_addr(s->xol);
+	return at + 256 < lo || at > hi + 256;
+}
+
+/* The sized function symbol holding addr starts at (addr when none). */
+static uint64_t func_start(const struct session *s, uint64_t addr)
+{
+	char name[256];
+	uint64_t fn = addr, size = 0;
+	struct gb_syms *sy = gb_syms__new(s->t.pid);
+	if (!sy || gb_syms__func_at(sy, addr, name, sizeof(name), &fn, &size))
+		fn = addr;
+	gb_syms__free(sy);
+	return fn;
+}
+
+/* The launch's uprobe goes before the trap reads the program's code or
+ * steps it.  Only under the patch trap, with the instruction it probed (the
+ * entry point's) clear of the range's function and the range (and of the
+ * nops before it), is it removed after the program ran past it: the set-up
+ * does not wait for the kernel's grace periods (35-50 ms). */
+static void xol_release(struct session *s)
+{
+	bool later = s->xol && s->trap == GB_TRAP_PATCH && !s->range_pending &&
+		     s->range.has_start && s->range.has_end && !s->o->faults && !s->o->nsnap_pcs &&
+		     xol_clear_of(s, func_start(s, s->range.start), s->range.end);
+	gb_xol_release(s->xol, later);
+	s->xol = NULL;
+}
+
+static void xol_release_now(struct session *s)
+{
+	gb_xol_release(s->xol, false);
+	s->xol = NULL;
+}
+
 static int resolve_range(struct session *s)
 {
 	const struct gb_range_spec *spec = &s->o->range;
@@ -187,6 +210,7 @@ static int resolve_range(struct session *s)
 	}
 	if (r && retry) {
 		uint64_t entry = gb_auxv_entry(s->t.pid);
+		xol_release_now(s); /* (the program runs, maps its libraries) */
 		if (entry)
 			gb_run_to(&s->t, s->t.pid, entry);
 	}
@@ -199,9 +223,13 @@ static int resolve_range(struct session *s)
 			(unsigned long long)s->range.end);
 	/* An address range starting mid-instruction would be decoded (and
 	 * probed, patched) from a wrong alignment (docs/trace.md "Range"). */
-	else if (spec->kind == GB_RANGE_ADDR && spec->has_start &&
-		 gb_trace_range_check_start(s->t.pid, s->range_text, s->range.start))
-		return -1;
+	else if (spec->kind == GB_RANGE_ADDR && spec->has_start) {
+		/* (it reads the code from the start's function to the start) */
+		if (s->xol && !xol_clear_of(s, func_start(s, s->range.start), s->range.start + 16))
+			xol_release_now(s);
+		if (gb_trace_range_check_start(s->t.pid, s->range_text, s->range.start))
+			return -1;
+	}
 	return 0;
 }
 
@@ -390,11 +418,6 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 		rc = GB_EXIT_USAGE;
 		goto cleanup;
 	}
-	/* The same layout under every trap: the kernel's uprobe page is placed
-	 * before the program maps anything (docs/trace.md); its uprobe goes
-	 * once the trap is known (xol_release). */
-	if (o->argv && !o->from)
-		gb_xol_hold(s.t.pid, s.t.pid, &s.xol);
 	if (!pre && open_output(&s))
 		goto cleanup;
 
