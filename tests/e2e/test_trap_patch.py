@@ -465,3 +465,40 @@ def test_no_room_for_the_cache_falls_back_and_says_what_is_there(tmp_path):
     prog = lackey.Program(prog_path("pt_noroom"))
     n = len(prog.insns(*prog.span(["traced"])))
     assert trace_summary(out)["insns"] == calls * n, stderr
+
+
+XOL_LATER = "its uprobe removed once the program ran past it"
+
+
+@pytest.mark.parametrize("name,rng,args", [("trap_hot", "traced", (5, 20)),
+                                           ("tc_except", "traced", (30,))],
+                         ids=["static", "dynamic"])
+def test_launch_uprobe_removed_after_the_program_ran_past_it(name, rng, args, tmp_path):
+    """At launch under the patch trap, the uprobe that maps the kernel's
+    uprobe page first is removed once the program ran past its instruction
+    (a static program's first one, ld.so's after its call of _dl_start),
+    not before the program runs (docs/trace.md "Probe trap"): -v says so,
+    the program's output is its native one and the trace is byte for byte
+    the probe trap's (the same layout), whose uprobe went before the
+    program ran."""
+    a, b = tmp_path / "patch.jsonl", tmp_path / "probes.jsonl"
+    ra = trace(name, rng, a, *args, trap="patch")
+    rb = trace(name, rng, b, *args, trap="probes")
+    assert XOL_LATER in ra.stderr, ra.stderr
+    assert "entries patched" in ra.stderr, ra.stderr
+    assert XOL_LATER not in rb.stderr and "mapped first" in rb.stderr, rb.stderr
+    assert ra.stdout.encode() == rb.stdout.encode() == native(name, *args)
+    same_file(a, b, "%s --range %s" % (name, rng), ("patch", "probes"))
+    assert read_trace(a)[1]["insns"] > 0
+
+
+def test_launch_uprobe_near_the_range_goes_before_the_program_runs(tmp_path):
+    """exit_mid's range starts 7 bytes after its entry point, whose first
+    instruction the uprobe is on: the patch trap reads those bytes, so the
+    uprobe goes before the program runs, and the trace is the probe trap's."""
+    a, b = tmp_path / "patch.jsonl", tmp_path / "probes.jsonl"
+    ra = trace("exit_mid", "traced", a, trap="patch")
+    trace("exit_mid", "traced", b, trap="probes")
+    assert "entries patched" in ra.stderr and "mapped first" in ra.stderr, ra.stderr
+    assert XOL_LATER not in ra.stderr, ra.stderr
+    same_file(a, b, "exit_mid --range traced", ("patch", "probes"))

@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "decode/decode.h"
+#include "decode/flow.h"
 #include "probe/probetrap.h"
 #include "ptrace/maps.h"
 #include "ptrace/mem.h"
@@ -45,7 +46,7 @@ static bool harmless(const struct gb_insn *in)
 struct gb_xol {
 	struct gb_probetrap *pt;
 	uint64_t addr;     /* the probed instruction */
-	bool next;         /* ... is the one the thread is at */
+	bool once;         /* ... runs once when the thread goes on (runs_once) */
 	pid_t tgid;
 	double t0;
 };
@@ -74,7 +75,7 @@ void gb_xol_release(struct gb_xol *x, bool after_hit)
 {
 	if (!x)
 		return;
-	if (after_hit && x->next) {
+	if (after_hit && x->once) {
 		pthread_attr_t at;
 		pthread_t th;
 		sigset_t all, old;
@@ -104,6 +105,30 @@ int gb_xol_reserve(pid_t tgid, pid_t tid)
 	return r;
 }
 
+/* An instruction the thread falls through: no branch, or a direct call
+ * (which returns once). */
+static bool straight(const struct gb_insn *in)
+{
+	return !(in->flags & GB_INSN_BRANCH) ||
+	       (in->zi.mnemonic == ZYDIS_MNEMONIC_CALL &&
+		in->ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE);
+}
+
+/* No direct branch of code[0..n) at rip (the entry point's code, up to
+ * where it stops decoding) leads back into [rip, addr]: with the code from
+ * rip to addr straight, the instruction at addr runs once. */
+static bool no_way_back(uint64_t rip, const uint8_t *code, size_t n, uint64_t addr)
+{
+	struct gb_flow f;
+	for (size_t at = 0; at < n; at += f.len) {
+		if (gb_flow_decode(rip + at, code + at, n - at, &f))
+			break;
+		if (f.direct && f.target >= rip && f.target <= addr)
+			return false;
+	}
+	return true;
+}
+
 int gb_xol_hold(pid_t tgid, pid_t tid, struct gb_xol **held)
 {
 	struct user_regs_struct regs, saved;
@@ -114,19 +139,25 @@ int gb_xol_hold(pid_t tgid, pid_t tid, struct gb_xol **held)
 	const struct gb_map *mp = gb_maps_find(&m, saved.rip);
 	char path[sizeof(mp->path)];
 	uint64_t addr = 0, off = 0;
+	ssize_t n = 0;
+	bool once = false;
 	if (mp && mp->path[0] == '/' && (mp->prot & PROT_EXEC)) {
 		/* The first harmless instruction after the current one. */
 		uint8_t code[512];
-		ssize_t n = gb_mem_read(tid, saved.rip, code, sizeof(code));
+		n = gb_mem_read(tid, saved.rip, code, sizeof(code));
 		struct gb_insn in;
+		bool flat = true; /* (the code before it falls through: straight) */
 		for (ssize_t at = 0; n > 0 && at < n - GB_INSN_MAX_LEN && !addr; at += in.len) {
 			if (gb_decode(saved.rip + (uint64_t)at, code + at, (size_t)(n - at), &in))
 				break;
 			if (harmless(&in))
 				addr = saved.rip + (uint64_t)at;
+			else
+				flat = flat && straight(&in);
 		}
 		strcpy(path, mp->path);
 		off = mp->offset + (addr - mp->start);
+		once = addr && flat && no_way_back(saved.rip, code, (size_t)n, addr);
 	}
 	gb_maps_free(&m);
 	if (!addr)
@@ -160,7 +191,7 @@ int gb_xol_hold(pid_t tgid, pid_t tid, struct gb_xol **held)
 		gb_probetrap__free(pt);
 		return r ? r : -ENOMEM;
 	}
-	*x = (struct gb_xol){ .pt = pt, .addr = addr, .next = addr == saved.rip, .tgid = tgid,
+	*x = (struct gb_xol){ .pt = pt, .addr = addr, .once = once, .tgid = tgid,
 			      .t0 = t0 };
 	*held = x;
 	return 0;

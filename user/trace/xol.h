@@ -25,9 +25,10 @@ int gb_xol_reserve(pid_t tgid, pid_t tid);
  * hold: the page mapped, the uprobe kept at gb_xol_addr (its int3 in the
  * program's code: nothing may read that code or step the thread over it
  * until release).  release: the uprobe goes now; or, with after_hit when
- * the instruction probed is the one the thread is at (the program's entry
- * point: it runs once), it is disarmed (a hit runs nothing) and a thread of
- * gebpf's removes it once the hit is counted, while the program runs on.
+ * the instruction probed runs once (the entry point's code up to it falls
+ * through and nothing branches back into it), it is disarmed (a hit runs
+ * nothing) and a thread of gebpf's removes it once the hit is counted,
+ * while the program runs on.
  * hold: 0 (*held set) or -errno (*held NULL). */
 struct gb_xol;
 int gb_xol_hold(pid_t tgid, pid_t tid, struct gb_xol **held);
