@@ -7,10 +7,15 @@
 
 void eng_commit(struct gb_engine *e, size_t i, uint64_t pc, const struct gb_access *acc, int nacc)
 {
+	eng_commit_t(e, i, eng_th(e, i), pc, acc, nacc);
+}
+
+void eng_commit_t(struct gb_engine *e, size_t i, struct ethread *t, uint64_t pc,
+		  const struct gb_access *acc, int nacc)
+{
 	for (int k = 0; k < nacc; k++)
 		if (acc[k].write)
 			gb_icache__note_write(e->ic, acc[k].addr, acc[k].size);
-	struct ethread *t = eng_th(e, i);
 	if (t->vcpu < 0)
 		t->vcpu = (int)e->next_vcpu++;
 	gb_jsonl__insn(e->out, (uint32_t)t->vcpu, pc, acc, nacc, e->vt);

@@ -218,6 +218,10 @@ static inline enum gb_trap_verdict trap_classify(struct gb_engine *e, size_t i,
 
 /* commit.c: the lines of in-range instruction pc that thread i executed (vt++). */
 void eng_commit(struct gb_engine *e, size_t i, uint64_t pc, const struct gb_access *acc, int nacc);
+/* The same, t being eng_th(e, i) (a caller committing a stretch of one
+ * thread's records looks it up once). */
+void eng_commit_t(struct gb_engine *e, size_t i, struct ethread *t, uint64_t pc,
+		  const struct gb_access *acc, int nacc);
 /* An instruction (pc, len, its accesses) ended in signal stop st with the
  * thread at rip: did it raise the signal itself (a synchronous exception)?
  * Then it was executed: how many of its accesses completed before the fault;

@@ -17,7 +17,8 @@
 #include "trace/engine_int.h"
 #include "trap/patch/patch.h"
 
-static struct patch_thread *pth(struct gb_engine *e, size_t i) { return eng_trap_priv(e, i); }
+/* A thread's patch-trap state (its ethread's trap area). */
+static struct patch_thread *pth_of(struct ethread *t) { return (void *)t->trap; }
 
 /* The decoded instructions of patch_fetch, one entry per pc, chained by a
  * hash of the pc; an entry never moves or goes before patch_insns_free. */
@@ -97,7 +98,8 @@ void patch_insns_free(struct patch_trap *pt)
 
 /* The held record (patch.h) becomes a line (fault: its instruction raised that signal, its
  * completed accesses only), up to --max-insns. */
-static void commit_held(struct patch_trap *pt, struct gb_engine *e, const struct gb_stop *fault)
+static void commit_held(struct patch_trap *pt, struct gb_engine *e, const struct gb_stop *fault,
+			struct ethread *t)
 {
 	struct gb_jit_rec *h = &pt->recs[pt->held_slot];
 	if (!pt->has_held)
@@ -112,7 +114,8 @@ static void commit_held(struct patch_trap *pt, struct gb_engine *e, const struct
 		int d = eng_fault_done(h->pc, h->len, h->acc, h->nacc, fault, h->pc);
 		n = d >= 0 ? d : h->nacc;
 	}
-	eng_commit(e, (size_t)pt->held_i, h->pc, h->acc, n);
+	/* (t: held_i's, when the drain knows it) */
+	eng_commit_t(e, (size_t)pt->held_i, t ? t : eng_th(e, (size_t)pt->held_i), h->pc, h->acc, n);
 	pt->records++;
 }
 
@@ -132,6 +135,7 @@ void patch_drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct 
 	gb_jsonl__batch(e->out, true);
 	struct gb_jit_rec *rec = &pt->recs[pt->held_slot ^ 1];  /* (the held one stays) */
 	struct patch_thread *th = NULL; /* cur_i's, looked up again when it changes */
+	struct ethread *et = NULL, *held_t = NULL; /* ... its ethread; the held record's */
 	ssize_t th_i = -2;
 	while ((r = gb_jit__ring_poll(pt->j, &pt->cur, rec)) == 1) {
 		if (rec->kind == GB_JIT_REC_MARK) {
@@ -147,28 +151,31 @@ void patch_drain_fault(struct patch_trap *pt, struct gb_engine *e, const struct 
 			break;
 		}
 		if (th_i != pt->cur_i) {
-			th = pth(e, (size_t)pt->cur_i);
+			et = eng_th(e, (size_t)pt->cur_i);
+			th = pth_of(et);
 			th_i = pt->cur_i;
 		}
 		if (th->skip && th->skip_pc == rec->pc) {
 			th->skip = false; /* (recorded before a restart) */
 			continue;
 		}
-		commit_held(pt, e, NULL);
+		commit_held(pt, e, NULL, held_t);
 		if (e->ended && eng_max_insns_done(e))
 			break;
 		pt->held_slot ^= 1; /* rec is held now; the next is read into the other */
 		rec = &pt->recs[pt->held_slot ^ 1];
 		pt->held_i = pt->cur_i;
+		held_t = et;
 		pt->has_held = true;
 		if (++n % 4096 == 0) {
 			gb_jit__ring_commit(pt->j, &pt->cur);
 			patch_count_switch(pt, e); /* (trap/patch/count.c) */
 			th_i = -2; /* (the threads' array may have grown meanwhile) */
+			held_t = NULL;
 		}
 	}
 	if (fault || settled)
-		commit_held(pt, e, fault);
+		commit_held(pt, e, fault, held_t);
 	gb_jit__ring_commit(pt->j, &pt->cur);
 	patch_count_switch(pt, e);
 	gb_jsonl__batch(e->out, false);
