@@ -101,15 +101,21 @@ static void check_seek_table(const struct sink *s)
 	cr_assert_eq(off + table, s->len);
 }
 
-/* Writes lines[0..len) in chunks of whole lines of about chunk bytes. */
+/* Writes lines[0..len) in chunks of whole lines of about chunk bytes,
+ * every other one with its line count given (gb_zframes__write_n: a
+ * frame's count made from the chunk's, checked by the callers against
+ * the frames' bytes). */
 static void write_chunks(struct gb_zframes *z, const char *lines, size_t len, size_t chunk)
 {
 	size_t at = 0;
-	while (at < len) {
+	for (int k = 0; at < len; k++) {
 		size_t n = len - at > chunk ? chunk : len - at;
 		while (at + n < len && lines[at + n - 1] != '\n')
 			n++;
-		cr_assert_eq(gb_zframes__write(z, lines + at, n), 0);
+		if (k % 2)
+			cr_assert_eq(gb_zframes__write_n(z, lines + at, n, count_nl(lines + at, n)), 0);
+		else
+			cr_assert_eq(gb_zframes__write(z, lines + at, n), 0);
 		at += n;
 	}
 }

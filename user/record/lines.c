@@ -159,7 +159,8 @@ static void *writer_main(void *arg)
 		pthread_cond_broadcast(&w->room);
 		int err = 0;
 		if (w->z) {
-			gb_lines_z__round(w, w->out, len); /* (unlocks meanwhile) */
+			/* (zstd writes no carry: out_lines are all of out's) */
+			gb_lines_z__round(w, w->out, len, from ? UINT64_MAX : w->out_lines);
 			if (w->z_err != -EAGAIN) /* (not an error: given up on a stall) */
 				err = w->z_err;
 		} else {

@@ -92,8 +92,9 @@ size_t gb_lines_write_out(struct gb_lines *w, const char *buf, size_t len, int *
 
 /* lines_zstd.c.  Set up w->z (level, workers: 0 = default); 0 or -errno. */
 int gb_lines_z__init(struct gb_lines *w, int level, int workers);
-/* Lock held: a round of out[0..len) (the lock is dropped meanwhile). */
-void gb_lines_z__round(struct gb_lines *w, const char *out, size_t len);
+/* Lock held: a round of out[0..len), lines lines (the lock is dropped
+ * meanwhile). */
+void gb_lines_z__round(struct gb_lines *w, const char *out, size_t len, uint64_t lines);
 /* Lock held: end the frame in progress when it is due (a second old, or
  * flush() waits for it and the buffer is empty); true when it did. */
 bool gb_lines_z__tick(struct gb_lines *w);

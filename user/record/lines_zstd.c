@@ -78,10 +78,10 @@ static void account(struct gb_lines *w)
 	w->z_lost = 0;
 }
 
-void gb_lines_z__round(struct gb_lines *w, const char *out, size_t len)
+void gb_lines_z__round(struct gb_lines *w, const char *out, size_t len, uint64_t lines)
 {
 	pthread_mutex_unlock(&w->mu);
-	gb_zframes__write(w->z, out, len); /* (errors: emit() noted them) */
+	gb_zframes__write_n(w->z, out, len, lines); /* (errors: emit() noted them) */
 	if (gb_zframes__pending(w->z) && gb_lines_mono_ns() - w->z_last_ns >= ZFRAME_NS)
 		gb_zframes__end_frame(w->z);
 	pthread_mutex_lock(&w->mu);

@@ -136,6 +136,11 @@ int gb_zframes__end_frame(struct gb_zframes *z)
 
 int gb_zframes__write(struct gb_zframes *z, const void *buf, size_t len)
 {
+	return gb_zframes__write_n(z, buf, len, UINT64_MAX);
+}
+
+int gb_zframes__write_n(struct gb_zframes *z, const void *buf, size_t len, uint64_t lines)
+{
 	const char *p = buf;
 	int first = 0;
 	while (len && !z->dead) {
@@ -154,7 +159,15 @@ int gb_zframes__write(struct gb_zframes *z, const void *buf, size_t len)
 		if (e)
 			return first ? first : e;
 		z->in_bytes += n;
-		z->lines += gb_numfmt_lines(p, n);
+		uint64_t pl;
+		if (lines == UINT64_MAX) {
+			pl = gb_numfmt_lines(p, n);
+		} else { /* (the smaller part counted, the other's the rest) */
+			pl = n == len ? lines : n <= len - n ? gb_numfmt_lines(p, n)
+							      : lines - gb_numfmt_lines(p + n, len - n);
+			lines -= pl;
+		}
+		z->lines += pl;
 		p += n;
 		len -= n;
 		if (end && (e = gb_zframes__end_frame(z)) && !first)

@@ -70,6 +70,9 @@ struct gb_zframes *gb_zframes__new(const struct gb_zframes_opts *o, gb_zframes_e
  * compressed and emitted: the caller decides whether to go on), or -EIO when
  * libzstd failed (then the object is unusable). */
 int gb_zframes__write(struct gb_zframes *z, const void *buf, size_t len);
+/* The same, buf holding lines lines (its '\n's: counted once by the caller,
+ * not again here; UINT64_MAX: count them). */
+int gb_zframes__write_n(struct gb_zframes *z, const void *buf, size_t len, uint64_t lines);
 /* End the frame in progress (nothing when it holds no input).  0 or as
  * gb_zframes__write(). */
 int gb_zframes__end_frame(struct gb_zframes *z);
