@@ -46,15 +46,15 @@ static bool harmless(const struct gb_insn *in)
 struct gb_xol {
 	struct gb_probetrap *pt;
 	uint64_t addr;     /* the probed instruction */
-	bool once;         /* ... runs once when the thread goes on (runs_once) */
+	bool once;         /* ... runs once when the thread goes on (straight, no_way_back) */
 	pid_t tgid;
 	double t0;
 };
 
-static void said(const struct gb_xol *x, const char *how)
+static void said(pid_t tgid, double t0, const char *how)
 {
 	gb_info("trace: pid %d: the kernel's uprobe page mapped first (the same layout under every "
-		"trap) in %.1f ms%s", (int)x->tgid, (gb_mono_s() - x->t0) * 1e3, how);
+		"trap) in %.1f ms%s", (int)tgid, (gb_mono_s() - t0) * 1e3, how);
 }
 
 static void *free_main(void *arg)
@@ -75,6 +75,8 @@ void gb_xol_release(struct gb_xol *x, bool after_hit)
 {
 	if (!x)
 		return;
+	pid_t tgid = x->tgid;
+	double t0 = x->t0;
 	if (after_hit && x->once) {
 		pthread_attr_t at;
 		pthread_t th;
@@ -87,14 +89,14 @@ void gb_xol_release(struct gb_xol *x, bool after_hit)
 		int e = pthread_create(&th, &at, free_main, x);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		pthread_attr_destroy(&at);
-		if (!e) {
-			said(x, ", its uprobe removed once the program ran past it");
+		if (!e) { /* (x is the thread's now) */
+			said(tgid, t0, ", its uprobe removed once the program ran past it");
 			return;
 		}
 	}
 	gb_probetrap__free(x->pt);
-	said(x, "");
 	free(x);
+	said(tgid, t0, "");
 }
 
 int gb_xol_reserve(pid_t tgid, pid_t tid)
