@@ -28,6 +28,7 @@ def trace(tmp_path, rng, prog, args, name):
     ("app::mix(long, long)", "_ZN3app3mixEll"),
     ("cxx_names:app::mix(long)", "_ZN3app3mixEl"),
     ("app::twice<long>", "_ZN3app5twiceIlEET_S1_"),
+    ("spread", "_Z6spreadl"),
 ])
 def test_range_by_demangled_name_is_the_mangled_ones(tmp_path, demangled, mangled):
     r1, want = trace(tmp_path, mangled, prog_path(CXX), ["5"], "mangled")

@@ -234,7 +234,9 @@ const struct gb_elfsym *gb_elfsyms_find_ex(const struct gb_elfsyms *s, const cha
 	for (size_t j = 0; j < s->nsyms; j++)
 		if (!strcmp(s->syms[j].name, name) && (!best || (s->syms[j].global && !best->global)))
 			best = &s->syms[j];
-	if (!best && (strstr(name, "::") || strchr(name, '(')))
+	/* (a C++ function of the global namespace too, as gdb takes it: `f`
+	 * for f(long)) */
+	if (!best)
 		best = find_demangled(s, name, overloads);
 	return best;
 }
