@@ -291,10 +291,10 @@ char *gb_lines__reserve(struct gb_lines *w, size_t max)
 	pthread_mutex_lock(&w->mu);
 	while (!w->err && max <= w->half) {
 		if (w->fill_len + max <= w->half) {
+			char *at = w->fill + w->fill_len;
 			w->pending = true;
-			w->pend = w->fill + w->fill_len;
 			pthread_mutex_unlock(&w->mu);
-			return w->pend;
+			return at;
 		}
 		if (w->gave_up || !wait_writer(w))
 			break;

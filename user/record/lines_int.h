@@ -39,7 +39,6 @@ struct gb_lines {
 	uint64_t fill_lines, out_lines; /* the lines in them (fill's after carry) */
 	bool pending;               /* a reservation is being filled (no lock held):
 				       fill is not swapped meanwhile */
-	char *pend;                 /* ... at this place */
 	bool swap_wait;             /* the writer waits for its commit */
 	pthread_mutex_t mu;
 	pthread_cond_t work, room;  /* wake the writer / wake the producer */
