@@ -59,6 +59,14 @@ LINE_KEYS = {
     "read": ["t", "vcpu", "addr", "size", "pc", "vt"],
     "write": ["t", "vcpu", "addr", "size", "pc", "vt"],
     "fault": ["t", "vcpu", "addr", "pc", "err", "vt"],
+    "regs": ["t", "vcpu", "regs", "vt"],
+}
+# trace --values (docs/trace-format.md "Values"): the same lines with these
+# fields, "val" only where the value could be read.
+VALUE_KEYS = {
+    "exec": ["t", "vcpu", "pc", "regs", "vt"],
+    "read": ["t", "vcpu", "addr", "size", "val", "pc", "vt"],
+    "write": ["t", "vcpu", "addr", "size", "val", "pc", "vt"],
 }
 HEX = re.compile(r"0x(0|[1-9a-f][0-9a-f]*)")
 
@@ -372,7 +380,11 @@ def check_line(raw):
     got = list(obj)
     if obj["t"] == "summary" and got[-1] == "faults":
         got = got[:-1]
+    if ("regs" in obj or "val" in obj) and obj["t"] in VALUE_KEYS:
+        keys = VALUE_KEYS[obj["t"]]
     assert got == keys, "fields/order of %r (want %s)" % (raw, keys)
+    for v in list(obj.get("regs", {}).values()) + ([obj["val"]] if "val" in obj else []):
+        assert HEX.fullmatch(v), "bad value %s in %r" % (v, raw)
     assert lackey.dumps(obj) == raw, "not in canonical form (spaces?): %r" % raw
     for k in ("pc", "addr", "err", "start", "end"):
         if k in obj and obj[k] is not None:

@@ -43,6 +43,12 @@ static void usage(FILE *f)
 "      --snap-at pc=ADDR|vt=N  snapshot into DIR/blobs/snap-<vt>.core (repeatable;\n"
 "                         needs --out)\n"
 "      --faults           merge page faults (BPF) as fault lines\n"
+"      --values           each access line gains its value (\"val\"), each exec\n"
+"                         line the registers it wrote (\"regs\"), and a regs\n"
+"                         line gives a thread's whole register file where its\n"
+"                         stretch starts (docs/trace-format.md \"Values\");\n"
+"                         single-steps the range (--engine step), entered\n"
+"                         through the page trap (or --trap none)\n"
 "      --trap patch|probes|pages|none  how a natively running thread enters the\n"
 "                         range (docs/trace.md \"Entry traps\"): patch (entries\n"
 "                         patched into jumps to translated code, no stop; the\n"
@@ -81,7 +87,7 @@ static void usage(FILE *f)
 
 enum { O_START = 256, O_END, O_EXEC, O_MAX_EVENTS, O_MAX_INSNS, O_DURATION, O_OUT, O_SNAP_AT,
        O_FAULTS, O_STEP_ALL, O_TRAP, O_ASLR, O_NO_PIN, O_FROM, O_FORCE, O_ENGINE, O_COMPRESS,
-       O_DEBUG };
+       O_DEBUG, O_VALUES };
 
 static const struct option longopts[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -96,6 +102,7 @@ static const struct option longopts[] = {
 	{ "out", required_argument, NULL, O_OUT },
 	{ "snap-at", required_argument, NULL, O_SNAP_AT },
 	{ "faults", no_argument, NULL, O_FAULTS },
+	{ "values", no_argument, NULL, O_VALUES },
 	{ "step-all", no_argument, NULL, O_STEP_ALL },
 	{ "trap", required_argument, NULL, O_TRAP },
 	{ "engine", required_argument, NULL, O_ENGINE },
@@ -185,6 +192,7 @@ int cmd_trace(int argc, char **argv)
 				return bad(optarg, "expected --snap-at pc=HEXADDR or vt=N (at most 64)");
 			break;
 		case O_FAULTS: o.faults = true; break;
+		case O_VALUES: o.values = true; break;
 		case O_STEP_ALL: o.trap = GB_TRAP_NONE; break;
 		case O_TRAP:
 			if (!strcmp(optarg, "probes"))
@@ -238,6 +246,13 @@ int cmd_trace(int argc, char **argv)
 	o.zstd = compress == 1;
 	if ((o.nsnap_pcs || o.nsnap_vts) && !o.out_dir)
 		return bad("--snap-at", "needs --out DIR (snapshots go to DIR/blobs/)");
+	if (o.values && (o.trap == GB_TRAP_PROBES || o.trap == GB_TRAP_PATCH))
+		return bad("--values", "the probe and patch traps run an entry's instruction "
+			   "natively, where its values cannot be taken: use --trap pages or none "
+			   "(the default with --values is pages)");
+	if (o.values && o.engine == GB_ENGINE_JIT)
+		return bad("--values", "the translating engine does not take values yet: the step "
+			   "engine does (the default with --values)");
 	if ((range_arg && gb_range_parse("trace", range_arg, &o.range)) ||
 	    (start_arg && gb_range_set_bound("trace", &o.range, false, start_arg)) ||
 	    (end_arg && gb_range_set_bound("trace", &o.range, true, end_arg)))

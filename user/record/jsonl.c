@@ -27,6 +27,7 @@ struct gb_jsonl {
 	size_t chunk_used;
 	uint64_t chunk_lines;
 	bool budget_said;   /* the budget's warning was printed */
+	bool alone;         /* the line being made was reserved on its own */
 };
 
 struct gb_jsonl *gb_jsonl__new(int fd, const struct gb_jsonl_opts *o)
@@ -74,16 +75,17 @@ static void budget_warn(struct gb_jsonl *w, uint64_t vt)
 
 /* Account one generated line; where to format it, or NULL when it is
  * dropped (budget spent, write error, stalled output). */
-static inline char *admit(struct gb_jsonl *w, uint64_t vt)
+static inline char *admit_n(struct gb_jsonl *w, uint64_t vt, size_t room)
 {
 	w->c.events++;
 	char *p = NULL;
 	budget_warn(w, vt);
 	if (!w->o.max_events || w->written < w->o.max_events) {
-		if (!w->batch) {
-			p = gb_lines__reserve(w->lines, LINE_MAX_LEN);
+		if (!w->batch || room > BATCH_LEN / 2) {
+			release(w); /* (a long valued line in a batch: on its own) */
+			p = gb_lines__reserve(w->lines, room);
 		} else {
-			if (w->chunk && BATCH_LEN - w->chunk_used < LINE_MAX_LEN)
+			if (w->chunk && BATCH_LEN - w->chunk_used < room)
 				release(w);
 			if (!w->chunk) {
 				w->chunk = gb_lines__reserve(w->lines, BATCH_LEN);
@@ -98,13 +100,19 @@ static inline char *admit(struct gb_jsonl *w, uint64_t vt)
 		return NULL;
 	}
 	w->written++;
+	w->alone = !w->batch || room > BATCH_LEN / 2;
 	return p;
+}
+
+static inline char *admit(struct gb_jsonl *w, uint64_t vt)
+{
+	return admit_n(w, vt, LINE_MAX_LEN);
 }
 
 /* The line formatted at p0 ends at p. */
 static inline void done(struct gb_jsonl *w, char *p0, char *p)
 {
-	if (w->batch) {
+	if (!w->alone) {
 		w->chunk_used += (size_t)(p - p0);
 		w->chunk_lines++;
 	} else {
@@ -185,6 +193,80 @@ void gb_jsonl__fault(struct gb_jsonl *w, uint32_t vcpu, uint64_t addr, uint64_t 
 	PUT("\",\"err\":\"");
 	p += gb_numfmt_hex(p, err);
 	PUT("\",\"vt\":");
+	p += gb_numfmt_dec(p, vt);
+	PUT("}\n");
+	done(w, p0, p);
+}
+
+#define PUTS(str, len) do { memcpy(p, str, len); p += len; } while (0)
+
+/* The valued lines (--values) are made here, not from linefmt.h's texts:
+ * they are as long as their values. */
+void gb_jsonl__insn_vals(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, const char *regs,
+			 const struct gb_access *acc, const char *const *vals, int nacc,
+			 uint64_t vt)
+{
+	if (w->o.exec) {
+		w->c.insns++;
+		size_t rl = strlen(regs);
+		char *p0 = admit_n(w, vt, LINE_MAX_LEN + rl), *p = p0;
+		if (p) {
+			PUT("{\"t\":\"exec\",\"vcpu\":");
+			p += gb_numfmt_dec(p, vcpu);
+			PUT(",\"pc\":\"");
+			p += gb_numfmt_hex(p, pc);
+			PUT("\",\"regs\":");
+			PUTS(regs, rl);
+			PUT(",\"vt\":");
+			p += gb_numfmt_dec(p, vt);
+			PUT("}\n");
+			done(w, p0, p);
+		}
+	}
+	for (int k = 0; k < nacc; k++) {
+		if (acc[k].write)
+			w->c.writes++;
+		else
+			w->c.reads++;
+		size_t vl = vals[k] ? strlen(vals[k]) : 0;
+		char *p0 = admit_n(w, vt, LINE_MAX_LEN + vl), *p = p0;
+		if (!p)
+			continue;
+		if (acc[k].write)
+			PUT("{\"t\":\"write\",\"vcpu\":");
+		else
+			PUT("{\"t\":\"read\",\"vcpu\":");
+		p += gb_numfmt_dec(p, vcpu);
+		PUT(",\"addr\":\"");
+		p += gb_numfmt_hex(p, acc[k].addr);
+		PUT("\",\"size\":");
+		p += gb_numfmt_dec(p, acc[k].size);
+		if (vals[k]) {
+			PUT(",\"val\":\"");
+			PUTS(vals[k], vl);
+			*p++ = '"';
+		}
+		PUT(",\"pc\":\"");
+		p += gb_numfmt_hex(p, pc);
+		PUT("\",\"vt\":");
+		p += gb_numfmt_dec(p, vt);
+		PUT("}\n");
+		done(w, p0, p);
+	}
+}
+
+void gb_jsonl__regs(struct gb_jsonl *w, uint32_t vcpu, const char *regs, uint64_t vt)
+{
+	w->c.regs++;
+	size_t rl = strlen(regs);
+	char *p0 = admit_n(w, vt, LINE_MAX_LEN + rl), *p = p0;
+	if (!p)
+		return;
+	PUT("{\"t\":\"regs\",\"vcpu\":");
+	p += gb_numfmt_dec(p, vcpu);
+	PUT(",\"regs\":");
+	PUTS(regs, rl);
+	PUT(",\"vt\":");
 	p += gb_numfmt_dec(p, vt);
 	PUT("}\n");
 	done(w, p0, p);

@@ -49,6 +49,7 @@ struct gb_jsonl_opts {
 
 struct gb_jsonl_counts {
 	uint64_t insns, reads, writes, events, dropped, faults;
+	uint64_t regs;                /* regs lines (--values) */
 };
 
 struct gb_jsonl;
@@ -63,6 +64,17 @@ void gb_jsonl__mem(struct gb_jsonl *w, bool write, uint32_t vcpu, uint64_t addr,
  * access, made at once in batch mode. */
 void gb_jsonl__insn(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, const struct gb_access *acc,
 		    int nacc, uint64_t vt);
+/* --values (docs/trace-format.md "Values"): an instruction's lines with
+ * what it wrote and accessed.  regs: the exec line's "regs" object as text
+ * ("{\"rax\":\"0x1\"}"); vals[k]: access k's value as text ("0x..."),
+ * NULL when it could not be read (the line then has no "val").  The same
+ * counts and budget as gb_jsonl__insn. */
+void gb_jsonl__insn_vals(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, const char *regs,
+			 const struct gb_access *acc, const char *const *vals, int nacc,
+			 uint64_t vt);
+/* {"t":"regs","vcpu":V,"regs":{...},"vt":N}: a thread's whole register
+ * file before instruction vt (regs as above). */
+void gb_jsonl__regs(struct gb_jsonl *w, uint32_t vcpu, const char *regs, uint64_t vt);
 void gb_jsonl__fault(struct gb_jsonl *w, uint32_t vcpu, uint64_t addr, uint64_t pc, uint64_t err,
 		     uint64_t vt);
 /* The range the summary shows, once known (a probe-trap range pending

@@ -38,6 +38,32 @@ static inline int gb_numfmt_hex(char *buf, uint64_t v)
 	return n + 2;
 }
 
+/* The n bytes at b as one little-endian unsigned integer, "0x..." at buf
+ * in the same style (no leading zeros, "0x0" for zero; --values, any
+ * width: an xmm register is 16 bytes, an xsave area thousands); the
+ * number of bytes written (at most 2 + 2n, 3 for n 0). */
+static inline int gb_numfmt_hexle(char *buf, const uint8_t *b, size_t n)
+{
+	static const char digits[] = "0123456789abcdef";
+	while (n && !b[n - 1])
+		n--;
+	char *p = buf;
+	*p++ = '0';
+	*p++ = 'x';
+	if (!n) {
+		*p++ = '0';
+		return 3;
+	}
+	if (b[n - 1] >= 16)
+		*p++ = digits[b[n - 1] >> 4];
+	*p++ = digits[b[n - 1] & 15];
+	for (size_t k = n - 1; k-- > 0;) {
+		*p++ = digits[b[k] >> 4];
+		*p++ = digits[b[k] & 15];
+	}
+	return (int)(p - buf);
+}
+
 /* v in decimal at buf (no NUL); the number of bytes written (1..20). */
 static inline int gb_numfmt_dec(char *buf, uint64_t v)
 {

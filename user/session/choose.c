@@ -62,6 +62,8 @@ static void check_patch(struct session *s)
 	const char *why = NULL;
 	if (o->engine == GB_ENGINE_STEP)
 		why = "it runs the range translated, --engine step single-steps it";
+	else if (o->values)
+		why = "--values single-steps the range";
 	else if (o->nsnap_pcs || o->nsnap_vts)
 		why = "--snap-at stops at an instruction";
 	else if (o->faults)
@@ -105,8 +107,9 @@ int gb_session__choose_trap(struct session *s)
 		return 0;
 	}
 	/* --snap-at vt=N must stop before instruction N; a probe reports an
-	 * entry instruction after it ran. */
-	if (s->trap == GB_TRAP_AUTO && o->nsnap_vts)
+	 * entry instruction after it ran, and so cannot give --values the
+	 * values it read. */
+	if (s->trap == GB_TRAP_AUTO && (o->nsnap_vts || o->values))
 		s->trap = GB_TRAP_PAGES;
 	if (s->trap == GB_TRAP_PATCH || s->trap == GB_TRAP_AUTO)
 		check_patch(s);

@@ -26,6 +26,7 @@ struct gb_trace_opts {
 	enum gb_trap_kind trap;     /* GB_TRAP_AUTO unless --trap / --step-all */
 	int engine;                 /* enum gb_engine_kind (engine.h): --engine */
 	bool faults;
+	bool values;                /* --values (docs/trace-format.md "Values") */
 	bool pin;
 	const char *out_file;       /* -o FILE, or NULL for stdout */
 	const char *out_dir;        /* --out DIR, or NULL */

@@ -192,6 +192,7 @@ bool eng_resume(struct gb_engine *e, size_t i, int req, int sig, enum tstate s)
 	}
 	eng_set_state(e, i, s);
 	eng_th(e, i)->resumes++;
+	eng_th(e, i)->vals_synced = false;
 	return true;
 }
 

@@ -83,6 +83,11 @@ struct gb_engine *gb_engine__new(struct gb_tracee *t, const struct gb_engine_opt
 		gb_engine__free(e);
 		return NULL;
 	}
+	if (o->values && !(e->vals = eng_vals_new())) {
+		eng_free_threads(e);
+		gb_engine__free(e);
+		return NULL;
+	}
 	return e;
 }
 
@@ -91,6 +96,7 @@ void gb_engine__free(struct gb_engine *e)
 	if (!e)
 		return;
 	eng_jit_free(e);
+	eng_vals_free(e->vals);
 	gb_icache__free(e->ic);
 	free(e->detached);
 	free(e->pending_kids);

@@ -60,6 +60,9 @@ struct gb_engine_opts {
 	bool jit;                     /* the translating engine where it applies
 				       * (--engine jit; with a trap that runs threads
 				       * natively) */
+	bool values;                  /* --values: the step runner takes what each
+				       * instruction read, wrote and computed
+				       * (docs/trace-format.md "Values"); not with jit */
 	/* Snapshot points. */
 	const uint64_t *snap_pcs;  size_t nsnap_pcs;
 	const uint64_t *snap_vts;  size_t nsnap_vts;

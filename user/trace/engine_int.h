@@ -7,6 +7,7 @@
  *   ecore.c     the state: threads (the one per-thread struct), owner,
  *               signals, the one resume, limits
  *   commit.c    an in-range instruction's lines (both engines)
+ *   evalues.c   the same with --values (the step runner's)
  *   eevents.c   thread and process events (clone, fork, exec), whoever met
  *               them
  *   ejit.c      the translating runner: the owner in translated code
@@ -77,6 +78,8 @@ struct ethread {
 		bool tf;
 	} fr[4];
 	unsigned nfr;
+	bool vals_synced;    /* --values: its last line left its registers as they
+			      * are (else a regs line first: evalues.c) */
 	alignas(max_align_t) unsigned char trap[]; /* the trap's (ops->thread_size) */
 };
 
@@ -93,6 +96,7 @@ struct gb_engine {
 				     * pid: the main thread's exec; else it took the pid) */
 	bool xol_due;               /* an exec: the uprobe page is placed at its exit */
 	struct gb_ejit *jit;        /* translating engine (ejit.c), or NULL */
+	struct eng_vals *vals;      /* --values (evalues.c), or NULL */
 	ssize_t owner;              /* thread stepping inside the range, or -1 */
 	pid_t *detached;            /* fork children we let go */
 	size_t ndetached, detached_cap;
@@ -222,6 +226,25 @@ void eng_commit(struct gb_engine *e, size_t i, uint64_t pc, const struct gb_acce
  * thread's records looks it up once). */
 void eng_commit_t(struct gb_engine *e, size_t i, struct ethread *t, uint64_t pc,
 		  const struct gb_access *acc, int nacc);
+/* evalues.c: --values (e->vals set). */
+struct eng_vals *eng_vals_new(void);
+void eng_vals_free(struct eng_vals *v);
+/* Before thread i steps in-range instruction (regs: its registers now, acc:
+ * its accesses): the read values, and the whole register file when its
+ * stretch starts. */
+void eng_vals_before(struct gb_engine *e, size_t i, const struct user_regs_struct *regs,
+		     const struct gb_access *acc, int nacc);
+enum eng_vals_how {
+	ENG_VALS_DONE,      /* it completed: the registers it wrote */
+	ENG_VALS_FAULTED,   /* it raised a signal: none written */
+	ENG_VALS_SYSCALL,   /* a syscall, at its entry: rcx and r11 */
+};
+/* eng_commit with the values (the step after eng_vals_before). */
+void eng_vals_commit(struct gb_engine *e, size_t i, uint64_t pc, const struct gb_insn *insn,
+		     const struct gb_access *acc, int nacc, enum eng_vals_how how);
+/* Thread i's registers changed other than by a traced step: its next
+ * instruction gets a regs line first. */
+void eng_vals_unsync(struct gb_engine *e, size_t i);
 /* An instruction (pc, len, its accesses) ended in signal stop st with the
  * thread at rip: did it raise the signal itself (a synchronous exception)?
  * Then it was executed: how many of its accesses completed before the fault;

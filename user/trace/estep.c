@@ -67,12 +67,17 @@ static void maybe_snap(struct gb_engine *e, size_t i, uint64_t pc, bool inr)
 	free(was);
 }
 
-static void commit(struct gb_engine *e, size_t i, const struct pending *p)
+static void commit(struct gb_engine *e, size_t i, const struct pending *p, enum eng_vals_how how)
 {
+	if (p->in_range && e->vals) {
+		eng_vals_commit(e, i, p->pc, p->insn, p->acc, p->nacc, how);
+		return;
+	}
 	if (p->in_range) {
 		eng_commit(e, i, p->pc, p->acc, p->nacc);
 		return;
 	}
+	eng_vals_unsync(e, i);
 	for (int k = 0; k < p->nacc; k++)
 		if (p->acc[k].write)
 			gb_icache__note_write(e->ic, p->acc[k].addr, p->acc[k].size);
@@ -103,9 +108,10 @@ static bool step_wait(struct gb_engine *e, size_t i, int req, struct gb_stop *st
 	return !r;
 }
 
-static int prepare(struct gb_engine *e, pid_t tid, const struct user_regs_struct *regs,
+static int prepare(struct gb_engine *e, size_t i, const struct user_regs_struct *regs,
 		   struct pending *p)
 {
+	pid_t tid = eng_tid(e, i);
 	struct gb_cpu cpu;
 	struct gb_vec vec;
 	int err = 0;
@@ -135,6 +141,8 @@ static int prepare(struct gb_engine *e, pid_t tid, const struct user_regs_struct
 		return n;
 	}
 	p->nacc = n > 0 ? n : 0;
+	if (p->in_range && e->vals)
+		eng_vals_before(e, i, regs, p->acc, p->nacc);
 	return 0;
 }
 
@@ -184,6 +192,7 @@ static void take_signal_first(struct gb_engine *e, size_t i, const struct pendin
 	struct gb_stop st;
 	struct user_regs_struct r;
 	TRAP_CALL(e, deliver, i, p->pc, p->in_range, sig);
+	eng_vals_unsync(e, i);
 	int err = gb_step_deliver(tid, sig, &st);
 	if (err) {
 		eng_set_state(e, i, T_DYING); /* killed under us */
@@ -252,7 +261,7 @@ void eng_step(struct gb_engine *e, size_t i)
 
 	if (e->o.nsnap_pcs || (p.in_range && e->o.nsnap_vts))
 		maybe_snap(e, i, p.pc, p.in_range);
-	if (prepare(e, tid, &regs, &p)) {
+	if (prepare(e, i, &regs, &p)) {
 		eng_finish(e, GB_END_ERROR);
 		return;
 	}
@@ -277,7 +286,7 @@ void eng_step(struct gb_engine *e, size_t i)
 		 * completes it (ethreads.c). */
 		if (!enter_syscall(e, i))
 			return;
-		commit(e, i, &p);
+		commit(e, i, &p, ENG_VALS_SYSCALL);
 		gb_icache__bump(e->ic);
 		eng_resume(e, i, PTRACE_SYSCALL, 0, T_SYSCALL);
 		return;
@@ -309,7 +318,7 @@ void eng_step(struct gb_engine *e, size_t i)
 		/* With a signal that has a handler the step only entered it (no
 		 * instruction ran); an ignored one was dropped and it ran. */
 		if (!sig || gb_step_ran(&st))
-			commit(e, i, &p);
+			commit(e, i, &p, ENG_VALS_DONE);
 		else
 			eng_handler_run(e, i, p.pc, p.rflags_before); /* (a handler off the ground: natively) */
 		break;
@@ -326,7 +335,7 @@ void eng_step(struct gb_engine *e, size_t i)
 		int done = sig || gb_regs_get(tid, &after) ? -1 : faulted_accesses(&p, &st, after.rip);
 		if (done >= 0) {
 			p.nacc = done;
-			commit(e, i, &p);
+			commit(e, i, &p, ENG_VALS_FAULTED);
 		}
 		gb_info("trace: thread %d: signal %d (code %d, addr 0x%llx) at pc 0x%llx while stepping%s",
 			tid, st.sig, st.code, (unsigned long long)st.fault_addr, (unsigned long long)p.pc,
@@ -343,6 +352,8 @@ void eng_step(struct gb_engine *e, size_t i)
 	default:
 		break;
 	}
+	if (sig || st.kind != GB_STOP_STEP)
+		eng_vals_unsync(e, i); /* a handler entered, a signal kept */
 	if (eng_state(e, i) == T_STOPPED)
 		eng_th(e, i)->stepped = true; /* until its next resume */
 }

@@ -1,0 +1,171 @@
+"""trace --values (docs/trace-format.md "Values"): each access line's value,
+each exec line's written registers, a regs line where a thread's stretch
+starts; checked against what the programs know they computed, against the
+register file the regs lines give, and across the traps that take values."""
+import json
+import struct
+
+import pytest
+
+from conftest import check_line, prog_path, run_gebpf
+
+
+def values_trace(tmp_path, prog, *extra, name="v.jsonl"):
+    out = tmp_path / name
+    r = run_gebpf(["trace", "--values", "--range", "traced", "-o", str(out)] + list(extra) +
+                  ["--", prog_path(prog)])
+    assert r.returncode == 0, r.stderr
+    raws = out.read_text().splitlines()
+    lines = [check_line(x) for x in raws]
+    assert lines[-1]["t"] == "summary"
+    s = lines[-1]
+    assert s["events"] == len(lines) - 1 + s["dropped"], s
+    return lines[:-1], r.stdout, out.read_bytes()
+
+
+def known(stdout):
+    """The program's own "name 0x..." lines."""
+    return dict(line.split() for line in stdout.splitlines() if line.count(" ") == 1)
+
+
+def by_vt(lines):
+    out = {}
+    for o in lines:
+        d = out.setdefault(o["vt"], {"regs": None, "exec": None, "acc": []})
+        if o["t"] == "exec":
+            d["exec"] = o
+        elif o["t"] == "regs":
+            d["regs"] = o
+        else:
+            d["acc"].append(o)
+    return out
+
+
+def test_values_are_what_the_program_computed(trace_ready, tmp_path):
+    lines, stdout, _ = values_trace(tmp_path, "vals_x87")
+    k = known(stdout)
+    ins = by_vt(lines)
+    assert ins[0]["regs"] is not None, "no regs line before the first instruction"
+    # fldl in_x: the read's value is the double 0.5's bits
+    assert ins[0]["acc"][0]["val"] == k["x"] == hex(struct.unpack("<Q", struct.pack("<d", 0.5))[0])
+    # fsin: st0 after it is the sine the program stored with fstpt
+    assert ins[1]["exec"]["regs"]["st0"] == k["sine"]
+    # fstpt: a 10-byte write of that value; the stack moved (all of it listed)
+    w = ins[2]["acc"][0]
+    assert (w["t"], w["size"], w["val"]) == ("write", 10, k["sine"])
+    assert set(ins[2]["exec"]["regs"]) == {"st%d" % i for i in range(8)} | {"fstat"}
+    # sqrtsd: xmm0 holds the root (movsd zeroed its upper half), mxcsr listed
+    assert ins[4]["exec"]["regs"]["xmm0"] == k["root"]
+    assert "mxcsr" in ins[4]["exec"]["regs"]
+    assert ins[5]["acc"][0]["val"] == k["root"]
+    # imul: rax and the flags it changes
+    assert ins[7]["exec"]["regs"]["rax"] == k["product"]
+    assert set(ins[7]["exec"]["regs"]) == {"rax", "eflags"}
+    assert ins[7]["acc"][0]["val"] == "0xabcdef"
+    assert ins[8]["acc"][0]["val"] == k["product"]
+    # a store lists no register
+    assert ins[8]["exec"]["regs"] == {}
+
+
+VEC = {"xmm": 16, "ymm": 32, "zmm": 64}
+
+
+def vec_write(state, name, v):
+    """A vector register written under one of its names: the narrower views
+    follow; the wider ones are not known from the line (SSE keeps the upper
+    bits, VEX zeroes them)."""
+    kind, num = name[:3], name[3:]
+    for other, size in VEC.items():
+        if size < VEC[kind]:
+            state[other + num] = hex(int(v, 16) & ((1 << (8 * size)) - 1))
+        elif size > VEC[kind]:
+            state.pop(other + num, None)
+    state[name] = v
+
+
+def replay(lines):
+    """Every register's value at every instruction, from the regs lines and
+    the exec lines alone, checked against the next regs line; a syscall's
+    result (rax) is known only from that line.  The count of checks."""
+    state = {}
+    checked = 0
+    for o in lines:
+        if o["t"] == "regs":
+            for name, v in o["regs"].items():
+                if name in state and name != "rip":
+                    assert state[name] == v, "vt %d: %s was %s, the regs line says %s" % (
+                        o["vt"], name, state[name], v)
+                    checked += 1
+            state = dict(o["regs"])
+        elif o["t"] == "exec":
+            assert state, "an exec line before any regs line"
+            regs = o["regs"]
+            for name, v in regs.items():
+                if name[:3] in VEC:
+                    vec_write(state, name, v)
+                else:
+                    state[name] = v
+            if set(regs) == {"rcx", "r11"} and int(regs["rcx"], 16) == int(o["pc"], 16) + 2:
+                state.pop("rax", None)  # a syscall
+            if not regs and any(n.startswith("ymm") for n in state):
+                for n in [n for n in state if n[:3] in ("ymm", "zmm")]:
+                    del state[n]  # vzeroupper and the like: the next regs line says
+    return checked
+
+
+def test_syscall_result_is_in_the_next_regs_line(trace_ready, tmp_path):
+    lines, stdout, _ = values_trace(tmp_path, "syscall_write")
+    assert stdout == "hello\n"
+    execs = [o for o in lines if o["t"] == "exec"]
+    sys1 = execs[5]  # write(1, msg, 6)
+    assert set(sys1["regs"]) == {"rcx", "r11"}, sys1
+    assert int(sys1["regs"]["rcx"], 16) == int(sys1["pc"], 16) + 2  # the return address
+    after = [o for o in lines if o["vt"] == sys1["vt"] + 1]
+    assert after[0]["t"] == "regs", "no regs line after the syscall"
+    assert after[0]["regs"]["rax"] == "0x6", "write's result"
+    # the next instruction stores it: its write's value is rax
+    store = [o for o in after if o["t"] == "write"][0]
+    assert store["val"] == "0x6"
+    assert replay(lines) > 10
+
+
+def test_regs_lines_agree_with_the_exec_lines_between_them(trace_ready, tmp_path):
+    # vzeroupper loads part of the file: a regs line follows, and every
+    # register the exec lines said must be what that line says
+    lines, _, _ = values_trace(tmp_path, "simd")
+    assert sum(o["t"] == "regs" for o in lines) >= 2
+    assert replay(lines) > 10
+
+
+@pytest.mark.parametrize("prog", ["vals_x87", "simd", "mem_sizes", "stack_ops"])
+def test_page_trap_and_no_trap_give_the_same_bytes(trace_ready, tmp_path, prog):
+    _, _, pages = values_trace(tmp_path, prog, name="p.jsonl")
+    _, _, none = values_trace(tmp_path, prog, "--trap", "none", name="n.jsonl")
+    assert pages == none
+
+
+def test_values_leave_the_rest_of_the_lines_alone(trace_ready, tmp_path):
+    """Without the value fields and the regs lines, a --values trace is the
+    plain trace (its vts, addresses, sizes, order)."""
+    lines, _, _ = values_trace(tmp_path, "mem_sizes")
+    plain = tmp_path / "plain.jsonl"
+    r = run_gebpf(["trace", "--range", "traced", "--trap", "pages", "-o", str(plain), "--",
+                   prog_path("mem_sizes")])
+    assert r.returncode == 0, r.stderr
+    want = [json.loads(x) for x in plain.read_text().splitlines()][:-1]
+    got = [{k: v for k, v in o.items() if k not in ("regs", "val")} for o in lines
+           if o["t"] != "regs"]
+    assert got == want
+
+
+@pytest.mark.parametrize("args,why", [
+    (["--trap", "probes"], "probe and patch traps"),
+    (["--trap", "patch"], "probe and patch traps"),
+    (["--engine", "jit"], "translating engine"),
+])
+def test_values_refused_where_they_cannot_be_taken(gebpf, args, why):
+    r = run_gebpf(["trace", "--values", "--range", "traced"] + args +
+                  ["--", prog_path("vals_x87")])
+    assert r.returncode == 2
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and why in err[0], r.stderr
