@@ -169,3 +169,49 @@ def test_values_refused_where_they_cannot_be_taken(gebpf, args, why):
     assert r.returncode == 2
     err = r.stderr.strip().splitlines()
     assert len(err) == 1 and why in err[0], r.stderr
+
+
+def test_diff_by_value_names_the_first_instruction_and_goes_on(trace_ready, tmp_path):
+    """Two --values traces of vals_x87, B's sine changed in its last bits
+    (as QEMU computes fsin): the diff names fsin with both values as x87
+    extended numbers and the kind, the fstpt that stores it as carried, and
+    goes on to agree again (exit 1)."""
+    _, stdout, raw = values_trace(tmp_path, "vals_x87")
+    sine = known(stdout)["sine"]
+    other = sine[:-2] + ("00" if sine[-2:] != "00" else "01")
+    a = tmp_path / "a.jsonl"
+    b = tmp_path / "b.jsonl"
+    a.write_bytes(raw)
+    b.write_bytes(raw.replace(sine.encode(), other.encode()))
+    r = run_gebpf(["diff", str(a), str(b), "--binary", prog_path("vals_x87")])
+    assert r.returncode == 1, r.stdout + r.stderr
+    out = r.stdout
+    first = out.index("[1] value differs at traced+0x6")
+    assert "fsin" in out[first:first + 200]
+    assert "st0      - %s  (x87 0.4794255386042030" % sine in out
+    assert "hint: x87-transcendental" in out
+    assert "[2] value differs at traced+0x8" in out and "hint: carried" in out
+    assert "[3]" not in out, "the later instructions agree again"
+    assert "value differs                     2" in out
+    # the kinds can be left out, and are counted
+    r = run_gebpf(["diff", str(a), str(b), "--binary", prog_path("vals_x87"),
+                   "--ignore-values", "x87-transcendental,carried"])
+    assert r.returncode == 0, r.stdout
+    assert "values too" in r.stdout
+    assert "left out (--ignore-values): x87-transcendental 1, carried 1" in r.stdout
+    # the same trace: identical, values compared
+    r = run_gebpf(["diff", str(a), str(a)])
+    assert r.returncode == 0 and "values too" in r.stdout, r.stdout
+    # --json has both values and their reading
+    r = run_gebpf(["diff", "--json", str(a), str(b), "--binary", prog_path("vals_x87")])
+    doc = json.loads(r.stdout)
+    v = doc["divergences"][0]["values"][0]
+    assert (v["what"], v["a"], v["b"]) == ("st0", sine, other)
+    assert v["a_as"].startswith("x87 0.479425538604203")
+    assert doc["divergences"][0]["hint"]["kind"] == "x87-transcendental"
+
+
+def test_diff_ignore_values_refuses_an_unknown_kind(gebpf, tmp_path):
+    r = run_gebpf(["diff", "a", "b", "--ignore-values", "pid"])
+    assert r.returncode == 2
+    assert "'pid' is not a kind of value difference (cpuid, rdtsc" in r.stderr

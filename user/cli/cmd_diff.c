@@ -15,13 +15,14 @@
 #include "snap/diff.h"
 #include "snap/snapshot.h"
 #include "tdiff/tdiff.h"
+#include "tdiff/values.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: gebpf diff A B [--normalise qemu|lackey] [--no-rebase] [--binary FILE]\n"
 		   "                      [--maps A.maps,B.maps] [--max-diffs N] [--json] [--context N]\n"
 		   "                      [--ignore-vt] [--ignore-vcpu] [--window N] [--sync K]\n"
-		   "                      [--region-gap BYTES]\n"
+		   "                      [--region-gap BYTES] [--ignore-values KIND[,KIND]]\n"
 		   "Snapshots: registers per thread (matched by index), maps added/removed,\n"
 		   "  address ranges of pages whose bytes differ.\n"
 		   "Traces (JSONL, .zst, a recording directory, or - for stdin): every divergence,\n"
@@ -36,6 +37,10 @@ static void usage(FILE *f)
 		   "  --window N, --sync K     resynchronise within N groups on K agreeing ones (4096, 3)\n"
 		   "  --region-gap BYTES       cut regions where touched addresses are further apart\n"
 		   "                           (default 1M; K and M suffixes, 0x hex)\n"
+		   "  --ignore-values KIND     with values on both sides (trace --values): leave out\n"
+		   "                           value differences of these kinds, counted (cpuid,\n"
+		   "                           rdtsc, rdrand, x87-transcendental, syscall,\n"
+		   "                           undefined-flags, carried; docs/diff.md \"Values\")\n"
 		   "Exit status: 0 equal, 1 different, 2 usage or unreadable input.\n");
 }
 
@@ -90,6 +95,28 @@ static int diff_snapshots(struct gb_treader *ra, struct gb_treader *rb)
 	return ret;
 }
 
+/* --ignore-values KIND[,KIND...] (tdiff/values.h's kinds). */
+static int ignore_values(const char *arg, unsigned *mask)
+{
+	char *copy = strdup(arg), *save = NULL;
+	int r = copy ? 0 : -1;
+	for (char *w = copy ? strtok_r(copy, ",", &save) : NULL; w && !r; w = strtok_r(NULL, ",", &save)) {
+		enum gb_vkind k = gb_vkind_parse(w);
+		if (!k) {
+			char all[256];
+			int n = 0;
+			for (int i = 1; i < GB_VK_N; i++)
+				n += snprintf(all + n, sizeof(all) - (size_t)n, "%s%s", i > 1 ? ", " : "",
+					      gb_vkind_info(i)->name);
+			gb_err("diff: --ignore-values: '%s' is not a kind of value difference (%s)", w, all);
+			r = -1;
+		}
+		*mask |= 1u << k;
+	}
+	free(copy);
+	return r;
+}
+
 int cmd_diff(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -99,7 +126,8 @@ int cmd_diff(int argc, char **argv)
 		{ "binary", required_argument, NULL, 'b' }, { "maps", required_argument, NULL, 'm' },
 		{ "max-diffs", required_argument, NULL, 'M' }, { "json", no_argument, NULL, 'j' },
 		{ "window", required_argument, NULL, 'w' }, { "sync", required_argument, NULL, 's' },
-		{ "region-gap", required_argument, NULL, 'g' }, { "help", no_argument, NULL, 'h' }, { 0 } };
+		{ "region-gap", required_argument, NULL, 'g' }, { "help", no_argument, NULL, 'h' },
+		{ "ignore-values", required_argument, NULL, 'V' }, { 0 } };
 	struct gb_tdiff_opts o = { .context = 3, .max_diffs = 20, .window = 4096, .sync = 3 };
 	char *maps = NULL;
 	long v;
@@ -146,6 +174,10 @@ int cmd_diff(int argc, char **argv)
 			break;
 		case 'g':
 			if (region_gap(optarg, &o.region_gap))
+				return GB_EXIT_USAGE;
+			break;
+		case 'V':
+			if (ignore_values(optarg, &o.ignore_values))
 				return GB_EXIT_USAGE;
 			break;
 		case 'h': usage(stdout); return GB_EXIT_OK;

@@ -8,7 +8,8 @@
 
 #include <cjson/cJSON.h>
 
-const char *const gb_tline_names[GB_TL_NTYPES] = { "other", "exec", "read", "write", "fault", "summary" };
+const char *const gb_tline_names[GB_TL_NTYPES] = { "other", "exec", "read", "write", "fault", "summary",
+						    "regs" };
 
 static uint8_t type_of(const char *s, size_t n)
 {
@@ -46,6 +47,9 @@ static void set_str(struct gb_tline *o, const char *k, size_t kn, const char *v,
 	} else if (kn == 3 && !memcmp(k, "err", 3)) {
 		o->err = hex(v, vn);
 		o->has_err = true;
+	} else if (kn == 3 && !memcmp(k, "val", 3)) {
+		o->val = v;
+		o->val_len = (uint32_t)vn;
 	}
 }
 
@@ -85,6 +89,8 @@ static int slow(const char *s, size_t len, struct gb_tline *o)
 			o->has_err = true;
 	}
 	cJSON_Delete(j);
+	o->val = o->regs = NULL; /* (they pointed into cJSON's copy) */
+	o->val_len = o->regs_len = 0;
 	return 0;
 }
 
@@ -126,6 +132,21 @@ static bool hexq(const char **p, const char *e, uint64_t *v)
 	return *p > d && lit(p, e, "\"", 1);
 }
 
+/* A flat object ({"k":"v",...}, no nesting, no escapes) at *p: its start,
+ * *p past it; NULL when it is not one. */
+static const char *flat_object(const char **p, const char *e)
+{
+	const char *s = *p, *q = s;
+	if (q == e || *q != '{')
+		return NULL;
+	while (q < e && *q != '}' && *q != '\\' && (q == s || *q != '{'))
+		q++;
+	if (q == e || *q != '}')
+		return NULL;
+	*p = q + 1;
+	return s;
+}
+
 static bool canonical(const char *s, size_t len, struct gb_tline *o)
 {
 	const char *p = s, *e = s + len;
@@ -148,8 +169,21 @@ static bool canonical(const char *s, size_t len, struct gb_tline *o)
 	if ((o->type == GB_TL_READ || o->type == GB_TL_WRITE) &&
 	    (!lit(&p, e, ",\"size\":", 8) || !dec(&p, e, &o->size)))
 		return false;
+	if ((o->type == GB_TL_READ || o->type == GB_TL_WRITE) && lit(&p, e, ",\"val\":\"", 8)) {
+		o->val = p;
+		while (p < e && *p != '"' && *p != '\\')
+			p++;
+		if (!lit(&p, e, "\"", 1))
+			return false;
+		o->val_len = (uint32_t)(p - 1 - o->val);
+	}
 	if (!lit(&p, e, ",\"pc\":", 6) || !hexq(&p, e, &o->pc))
 		return false;
+	if (o->type == GB_TL_EXEC && lit(&p, e, ",\"regs\":", 8)) {
+		if (!(o->regs = flat_object(&p, e)))
+			return false;
+		o->regs_len = (uint32_t)(p - o->regs);
+	}
 	if (o->type == GB_TL_FAULT && lit(&p, e, ",\"err\":", 7)) {
 		if (!hexq(&p, e, &o->err))
 			return false;
@@ -205,6 +239,14 @@ static int general(const char *s, size_t len, struct gb_tline *o)
 			if (p == d || p - d > 18 || (p < e && (*p == '.' || *p == 'e' || *p == 'E')))
 				return slow(s, len, o);
 			set_num(o, k, kn, neg ? -v : v);
+		} else if (p < e && *p == '{') {
+			const char *obj = flat_object(&p, e);
+			if (!obj)
+				return slow(s, len, o);
+			if (kn == 4 && !memcmp(k, "regs", 4)) {
+				o->regs = obj;
+				o->regs_len = (uint32_t)(p - obj);
+			}
 		} else if (p + 4 <= e && (!memcmp(p, "true", 4) || !memcmp(p, "null", 4))) {
 			if (kn == 3 && !memcmp(k, "err", 3))
 				o->has_err = true;

@@ -14,6 +14,7 @@ enum gb_tline_type {
 	GB_TL_WRITE,
 	GB_TL_FAULT,
 	GB_TL_SUMMARY,
+	GB_TL_REGS,        /* --values: a thread's register file */
 	GB_TL_NTYPES
 };
 
@@ -22,6 +23,12 @@ struct gb_tline {
 	bool has_err;
 	int64_t vcpu, size, vt;   /* -1 when absent */
 	uint64_t addr, pc, err;   /* 0 when absent */
+	/* --values (docs/trace-format.md "Values"): the text of "val" (the hex
+	 * digits' string, without quotes) and of the "regs" object ("{...}"),
+	 * pointing into the line parsed (valid while it is); NULL when absent
+	 * (or in a line only cJSON could read). */
+	const char *val, *regs;
+	uint32_t val_len, regs_len;
 };
 
 /* 0, or -EINVAL when s is not a JSON object with a string "t".  Lines in

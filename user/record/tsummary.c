@@ -57,7 +57,7 @@ int gb_tsummary_read(struct gb_treader *rd, struct gb_tsummary *s)
 				return gb_fail(-ENOMEM, "show: out of memory");
 			continue;
 		}
-		if (l.type == GB_TL_OTHER)
+		if (l.type == GB_TL_OTHER || l.type == GB_TL_REGS)
 			continue;
 		if (!s->has_pc || l.pc < s->pc_lo)
 			s->pc_lo = l.pc;

@@ -63,19 +63,24 @@ bool gb_tbin__in_ifunc(const struct gb_tbin *bin, uint64_t pc)
 	return y && y->ifunc;
 }
 
-bool gb_tbin__disasm(const struct gb_tbin *bin, uint64_t pc, char *buf, size_t len, char *mnem, size_t mlen)
+bool gb_tbin__decode(const struct gb_tbin *bin, uint64_t pc, struct gb_insn *in)
 {
 	uint8_t bytes[GB_INSN_MAX_LEN];
 	uint64_t off;
+	if (!bin || gb_elfsyms_to_offset(&bin->syms, pc, &off))
+		return false;
+	ssize_t n = pread(bin->fd, bytes, sizeof(bytes), (off_t)off);
+	return n > 0 && !gb_decode(pc, bytes, (size_t)n, in);
+}
+
+bool gb_tbin__disasm(const struct gb_tbin *bin, uint64_t pc, char *buf, size_t len, char *mnem, size_t mlen)
+{
 	struct gb_insn in;
 	if (len)
 		buf[0] = 0;
 	if (mnem && mlen)
 		mnem[0] = 0;
-	if (!bin || gb_elfsyms_to_offset(&bin->syms, pc, &off))
-		return false;
-	ssize_t n = pread(bin->fd, bytes, sizeof(bytes), (off_t)off);
-	if (n <= 0 || gb_decode(pc, bytes, (size_t)n, &in))
+	if (!gb_tbin__decode(bin, pc, &in))
 		return false;
 	gb_insn_format(&in, buf, len);
 	if (mnem && mlen)

@@ -24,6 +24,10 @@ bool gb_tbin__in_ifunc(const struct gb_tbin *bin, uint64_t pc);
  * (buf = "") when the file holds no valid instruction there.  mnem gets
  * the bare mnemonic ("movdqu") when not NULL. */
 bool gb_tbin__disasm(const struct gb_tbin *bin, uint64_t pc, char *buf, size_t len, char *mnem, size_t mlen);
+struct gb_insn;
+/* The instruction at pc decoded (decode/decode.h); false when the file
+ * holds none there (or bin is NULL). */
+bool gb_tbin__decode(const struct gb_tbin *bin, uint64_t pc, struct gb_insn *in);
 const char *gb_tbin__path(const struct gb_tbin *bin);
 void gb_tbin__free(struct gb_tbin *bin);
 

@@ -16,10 +16,35 @@ int gb_tgroup_push(struct gb_tgroup *g, const struct gb_trec *x)
 	return 0;
 }
 
+void gb_trec_release(struct gb_trec *x)
+{
+	free(x->raw);
+	free(x->val);
+	free(x->regs);
+	x->raw = x->val = x->regs = NULL;
+}
+
+int gb_trec_dup(struct gb_trec *x)
+{
+	char *raw = x->raw ? strdup(x->raw) : NULL, *val = x->val ? strdup(x->val) : NULL;
+	char *regs = x->regs ? strdup(x->regs) : NULL;
+	if ((x->raw && !raw) || (x->val && !val) || (x->regs && !regs)) {
+		free(raw);
+		free(val);
+		free(regs);
+		x->raw = x->val = x->regs = NULL;
+		return -ENOMEM;
+	}
+	x->raw = raw;
+	x->val = val;
+	x->regs = regs;
+	return 0;
+}
+
 void gb_tgroup_clear(struct gb_tgroup *g)
 {
 	for (size_t i = 0; i < g->n; i++)
-		free(g->r[i].raw);
+		gb_trec_release(&g->r[i]);
 	g->n = 0;
 }
 
@@ -37,10 +62,10 @@ int gb_tgroup_copy(struct gb_tgroup *dst, const struct gb_tgroup *src)
 	dst->recno = src->recno;
 	for (size_t i = 0; i < src->n; i++) {
 		struct gb_trec x = src->r[i];
-		if (x.raw && !(x.raw = strdup(x.raw)))
+		if (gb_trec_dup(&x))
 			return gb_fail(-ENOMEM, "out of memory");
 		if (gb_tgroup_push(dst, &x)) {
-			free(x.raw);
+			gb_trec_release(&x);
 			return -ENOMEM;
 		}
 	}

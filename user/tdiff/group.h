@@ -15,10 +15,16 @@
 #include "record/tline.h"
 
 struct gb_trec {
-	struct gb_tline l;
+	struct gb_tline l;    /* (its val and regs pointers NULL: see below) */
 	long lineno;
 	char *raw;            /* the line as read: summary and other lines only */
+	char *val, *regs;     /* --values: the line's "val" digits and "regs"
+			       * object, owned; NULL when absent */
 };
+
+/* x's owned strings freed / duplicated (-ENOMEM, nothing owned, on failure). */
+void gb_trec_release(struct gb_trec *x);
+int gb_trec_dup(struct gb_trec *x);
 
 struct gb_tgroup {
 	struct gb_trec *r;

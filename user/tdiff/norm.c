@@ -37,7 +37,7 @@ const char *gb_norm_name(enum gb_norm norm)
 
 static void drop(struct gb_tgroup *g, size_t i)
 {
-	free(g->r[i].raw);
+	gb_trec_release(&g->r[i]);
 	memmove(&g->r[i], &g->r[i + 1], (g->n - i - 1) * sizeof(g->r[0]));
 	g->n--;
 }
@@ -45,6 +45,31 @@ static void drop(struct gb_tgroup *g, size_t i)
 static bool same_insn(const struct gb_tline *x, const struct gb_tline *y)
 {
 	return x->vcpu == y->vcpu && x->pc == y->pc && x->vt == y->vt;
+}
+
+/* --values: piece x's value after piece p's (little-endian: x's digits on
+ * top, p's padded to its width); none when either has none. */
+static void merge_val(struct gb_trec *p, const struct gb_trec *x)
+{
+	char *m = NULL;
+	if (p->val && x->val && !strncmp(p->val, "0x", 2) && !strncmp(x->val, "0x", 2)) {
+		size_t pw = 2 * (size_t)p->l.size, pn = strlen(p->val + 2), xn = strlen(x->val + 2);
+		bool xzero = !strcmp(x->val + 2, "0");
+		if (pn <= pw && (m = malloc(2 + (xzero ? 0 : xn) + pw + 1))) {
+			char *q = m;
+			memcpy(q, "0x", 2);
+			q += 2;
+			if (!xzero) {
+				memcpy(q, x->val + 2, xn);
+				q += xn;
+				memset(q, '0', pw - pn);
+				q += pw - pn;
+			}
+			memcpy(q, p->val + 2, pn + 1);
+		}
+	}
+	free(p->val);
+	p->val = m;
 }
 
 unsigned gb_norm_apply_rule(enum gb_norm_rule rule, struct gb_tgroup *g)
@@ -76,6 +101,7 @@ unsigned gb_norm_apply_rule(enum gb_norm_rule rule, struct gb_tgroup *g)
 			continue;
 		if (rule == GB_RULE_SPLIT && x->size >= 1 && x->size <= 8 && p->size >= 8 && p->size % 8 == 0 &&
 		    p->addr + (uint64_t)p->size == x->addr) {
+			merge_val(&g->r[i - 1], &g->r[i]);
 			p->size += x->size;   /* 8-byte pieces, the last one shorter (x87's 10 bytes: 8 + 2) */
 		} else if (((rule == GB_RULE_SMC && x->type == GB_TL_WRITE) ||
 			    (rule == GB_RULE_LOCK_READ && x->type == GB_TL_READ)) &&

@@ -8,8 +8,8 @@
 #include <cjson/cJSON.h>
 
 #include "tdiff/bin.h"
+#include "tdiff/report_int.h"
 
-#define FIRST_PCS 3
 #define SHOWN_RECORDS 16
 
 static const char *const kind_names[GB_D_N] = {
@@ -21,6 +21,7 @@ static const char *const kind_names[GB_D_N] = {
 	[GB_D_FLOW] = "control flow differs",
 	[GB_D_VT] = "vt differs",
 	[GB_D_LINE] = "line differs",
+	[GB_D_VALUE] = "value differs",
 };
 
 const char *gb_dkind_name(enum gb_dkind k)
@@ -28,16 +29,10 @@ const char *gb_dkind_name(enum gb_dkind k)
 	return kind_names[k];
 }
 
-struct gb_treport {
-	struct gb_treport_opts o;
-	FILE *out;
-	unsigned long total, per_kind[GB_D_N], per_quirk[GB_QUIRK_N];
-	uint64_t first_pc[GB_D_N][FIRST_PCS];
-	/* The last records of A (context), raw lines owned. */
-	struct gb_trec *hist;
-	size_t hist_n, hist_head;
-	cJSON *doc, *divs;
-};
+const char *treport_kind_name(enum gb_dkind k)
+{
+	return kind_names[k];
+}
 
 struct gb_treport *gb_treport__new(const struct gb_treport_opts *o, FILE *out)
 {
@@ -66,9 +61,9 @@ void gb_treport__seen(struct gb_treport *r, const struct gb_tgroup *g)
 	size_t cap = (size_t)r->o.context;
 	for (size_t i = 0; cap && i < g->n; i++) {
 		struct gb_trec *slot = &r->hist[r->hist_head];
-		free(slot->raw);
+		gb_trec_release(slot);
 		*slot = g->r[i];
-		slot->raw = g->r[i].raw ? strdup(g->r[i].raw) : NULL;
+		gb_trec_dup(slot); /* (out of memory: shown without its strings) */
 		r->hist_head = (r->hist_head + 1) % cap;
 		if (r->hist_n < cap)
 			r->hist_n++;
@@ -92,7 +87,11 @@ static void render(const struct gb_treport *r, const struct gb_trec *x, char *bu
 		ADD(",\"addr\":\"0x%" PRIx64 "\"", l->addr);
 	if (gb_tline_is_access(l))
 		ADD(",\"size\":%" PRId64, l->size);
+	if (x->val)
+		ADD(",\"val\":\"%s\"", x->val);
 	ADD(",\"pc\":\"0x%" PRIx64 "\"", l->pc);
+	if (x->regs)
+		ADD(",\"regs\":%s", x->regs);
 	if (l->has_err)
 		ADD(",\"err\":\"0x%" PRIx64 "\"", l->err);
 	if (!r->o.ignore_vt)
@@ -116,7 +115,7 @@ static void where(const struct gb_treport *r, const struct gb_regions *rs, uint6
 static void print_side(struct gb_treport *r, struct gb_tside *s, size_t n, char mark, cJSON *arr)
 {
 	size_t shown = 0, more = 0;
-	char line[512], w[96];
+	char line[2048], w[96];
 	for (size_t i = 0; i < n; i++) {
 		const struct gb_tgroup *g = gb_tside_at(s, i);
 		for (size_t k = 0; k < g->n; k++) {
@@ -142,7 +141,7 @@ static void print_side(struct gb_treport *r, struct gb_tside *s, size_t n, char 
 		fprintf(r->out, "    %c (%s)\n", mark, s->count || !s->eof ? "nothing here" : "end of trace");
 }
 
-static void header(struct gb_treport *r)
+void treport_header(struct gb_treport *r)
 {
 	fprintf(r->out, "gebpf diff: - %s, + %s: %s\n", r->o.name_a, r->o.name_b, r->o.note);
 	size_t n = r->o.ra && r->o.rb ? (r->o.ra->n > r->o.rb->n ? r->o.ra->n : r->o.rb->n) : 0;
@@ -164,10 +163,9 @@ static void header(struct gb_treport *r)
 		fprintf(r->out, "  ... %zu regions in all\n", n);
 }
 
-#define NO_PC UINT64_MAX
 
 /* "sym+0xoff", or "0x<pc>" without a symbol, or "(not an instruction)". */
-static bool describe(const struct gb_treport *r, uint64_t pc, char *buf, size_t len)
+bool treport_describe(const struct gb_treport *r, uint64_t pc, char *buf, size_t len)
 {
 	if (pc == NO_PC) {
 		snprintf(buf, len, "(a line that is not an instruction's)");
@@ -191,7 +189,7 @@ void gb_treport__divergence(struct gb_treport *r, const struct gb_div *d)
 	bool line = !x || x->raw;   /* a summary or other line: no pc */
 	uint64_t pc = line ? NO_PC : x->l.pc;
 	char sym[256], dis[160], mnem[32];
-	describe(r, pc, sym, sizeof(sym));
+	treport_describe(r, pc, sym, sizeof(sym));
 	gb_tbin__disasm(r->o.bin, line ? 0 : pc, dis, sizeof(dis), mnem, sizeof(mnem));
 	struct gb_hint_in hi = {
 		.na = d->no_resync ? 2 : d->na, .nb = d->no_resync ? 2 : d->nb,
@@ -254,7 +252,7 @@ void gb_treport__divergence(struct gb_treport *r, const struct gb_div *d)
 		return;
 	}
 	if (!idx)
-		header(r);
+		treport_header(r);
 	char pcs[32] = "";
 	if (!line && strncmp(sym, "0x", 2))
 		snprintf(pcs, sizeof(pcs), " (0x%" PRIx64 ")", pc);
@@ -274,7 +272,7 @@ void gb_treport__divergence(struct gb_treport *r, const struct gb_div *d)
 		gb_tbin__disasm(r->o.bin, xb->l.pc, db, sizeof(db), NULL, 0);
 		fprintf(r->out, "    B is at %s (0x%" PRIx64 ")%s%s\n", sb, xb->l.pc, db[0] ? ": " : "", db);
 	}
-	char text[512];
+	char text[2048];
 	for (size_t i = 0; i < r->hist_n; i++) {
 		size_t cap = (size_t)r->o.context;
 		render(r, &r->hist[(r->hist_head + cap - r->hist_n + i) % cap], text, sizeof(text));
@@ -308,7 +306,8 @@ static cJSON *side_json(const char *name, const struct gb_tside *s, const struct
 	cJSON_AddNumberToObject(j, "records", (double)s->records);
 	cJSON_AddNumberToObject(j, "groups", (double)s->groups);
 	for (int t = GB_TL_EXEC; t < GB_TL_NTYPES; t++)
-		cJSON_AddNumberToObject(j, gb_tline_names[t], (double)s->per_type[t]);
+		if (t != GB_TL_REGS) /* (not records: read past) */
+			cJSON_AddNumberToObject(j, gb_tline_names[t], (double)s->per_type[t]);
 	cJSON *rules = cJSON_AddObjectToObject(j, "rules");
 	for (int k = 0; k < GB_RULE_N; k++)
 		if (gb_norm_rule_on(norm, k))
@@ -340,10 +339,13 @@ unsigned long gb_treport__finish(struct gb_treport *r, const struct gb_tside *a,
 			cJSON_AddNumberToObject(e, "count", (double)r->per_kind[k]);
 			cJSON *f = cJSON_AddArrayToObject(e, "first");
 			for (unsigned long i = 0; i < r->per_kind[k] && i < FIRST_PCS; i++) {
-				describe(r, r->first_pc[k][i], sym, sizeof(sym));
+				treport_describe(r, r->first_pc[k][i], sym, sizeof(sym));
 				cJSON_AddItemToArray(f, cJSON_CreateString(sym));
 			}
 		}
+		cJSON_AddNumberToObject(r->doc, "values_compared", (double)r->values_compared);
+		treport_value_table(r, r->doc);
+		treport_ignored_line(r, r->doc);
 		cJSON *h = cJSON_AddObjectToObject(r->doc, "hints");
 		for (int q = 1; q < GB_QUIRK_N; q++)
 			if (r->per_quirk[q])
@@ -357,8 +359,9 @@ unsigned long gb_treport__finish(struct gb_treport *r, const struct gb_tside *a,
 		return r->total;
 	}
 	if (!r->total) {
-		fprintf(r->out, "identical: %s and %s, %" PRIu64 " records; %s\n", r->o.name_a, r->o.name_b,
-			a->records, rebase_note);
+		fprintf(r->out, "identical: %s and %s, %" PRIu64 " records%s; %s\n", r->o.name_a, r->o.name_b,
+			a->records, r->values_compared ? ", values too" : "", rebase_note);
+		treport_ignored_line(r, NULL);
 		return 0;
 	}
 	if ((long)r->total > r->o.max_diffs)
@@ -372,7 +375,7 @@ unsigned long gb_treport__finish(struct gb_treport *r, const struct gb_tside *a,
 			continue;
 		fprintf(r->out, "  %-26s %8lu  ", kind_names[k], r->per_kind[k]);
 		for (unsigned long i = 0; i < r->per_kind[k] && i < FIRST_PCS; i++) {
-			describe(r, r->first_pc[k][i], sym, sizeof(sym));
+			treport_describe(r, r->first_pc[k][i], sym, sizeof(sym));
 			fprintf(r->out, "%s%s", i ? ", " : "", sym);
 		}
 		fprintf(r->out, "\n");
@@ -384,6 +387,8 @@ unsigned long gb_treport__finish(struct gb_treport *r, const struct gb_tside *a,
 				qi->normalise ? "--normalise " : "not normalised",
 				qi->normalise ? qi->normalise : "");
 	}
+	treport_value_table(r, NULL);
+	treport_ignored_line(r, NULL);
 	side_counts(r->out, '-', r->o.name_a, a);
 	side_counts(r->out, '+', r->o.name_b, b);
 	return r->total;
@@ -394,9 +399,10 @@ void gb_treport__free(struct gb_treport *r)
 	if (!r)
 		return;
 	for (int i = 0; i < r->o.context && r->hist; i++)
-		free(r->hist[i].raw);
+		gb_trec_release(&r->hist[i]);
 	free(r->hist);
 	cJSON_Delete(r->divs);
 	cJSON_Delete(r->doc);
+	free(r->vpcs);
 	free(r);
 }

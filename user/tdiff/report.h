@@ -21,6 +21,7 @@ enum gb_dkind {
 	GB_D_FLOW,            /* different pcs */
 	GB_D_VT,              /* same records, vt moved */
 	GB_D_LINE,            /* vcpu, err, a summary or another line differs */
+	GB_D_VALUE,           /* same records, values differ (--values: values.h) */
 	GB_D_N
 };
 
@@ -36,6 +37,7 @@ struct gb_treport_opts {
 	const struct gb_tbin *bin;
 	const char *note;                /* how addresses were compared */
 	const struct gb_regions *ra, *rb;   /* listed in the header, or NULL */
+	unsigned ignore_values;          /* 1 << enum gb_vkind: left out, counted */
 };
 
 /* A divergence: na groups at the front of a's window against nb at b's. */
@@ -54,6 +56,9 @@ struct gb_treport *gb_treport__new(const struct gb_treport_opts *o, FILE *out);
 /* A group of A that matched: the context of the next divergence. */
 void gb_treport__seen(struct gb_treport *r, const struct gb_tgroup *g);
 void gb_treport__divergence(struct gb_treport *r, const struct gb_div *d);
+/* Groups x (A) and y (B) matched: their values compared (--values), a
+ * divergence reported when they differ. */
+void gb_treport__values(struct gb_treport *r, const struct gb_tgroup *x, const struct gb_tgroup *y);
 /* The summary table (or the JSON document).  Returns the number of
  * divergences. */
 unsigned long gb_treport__finish(struct gb_treport *r, const struct gb_tside *a, const struct gb_tside *b,

@@ -33,23 +33,33 @@ struct gb_tgroups *gb_tgroups__new(struct gb_treader *rd, enum gb_norm norm, str
 	return s;
 }
 
-/* The next line as a record: 1, 0 at the end, -errno. */
+/* The next line as a record: 1, 0 at the end, -errno.  A regs line
+ * (--values) is no record: a register file at a stretch's start, which two
+ * runs need not share (docs/diff.md "Values"). */
 static int read_rec(struct gb_tgroups *s, struct gb_trec *x)
 {
 	const char *line;
 	size_t len;
-	int r = gb_treader__next(s->rd, &line, &len);
-	if (r <= 0)
-		return r;
-	memset(x, 0, sizeof(*x));
-	x->lineno = gb_treader__lineno(s->rd);
-	if (gb_tline_parse(line, len, &x->l))
-		return gb_fail(-EINVAL, "%s:%ld: not a trace line (a JSON object with \"t\")",
-			       gb_treader__name(s->rd), x->lineno);
+	int r;
+	do {
+		if ((r = gb_treader__next(s->rd, &line, &len)) <= 0)
+			return r;
+		memset(x, 0, sizeof(*x));
+		x->lineno = gb_treader__lineno(s->rd);
+		if (gb_tline_parse(line, len, &x->l))
+			return gb_fail(-EINVAL, "%s:%ld: not a trace line (a JSON object with \"t\")",
+				       gb_treader__name(s->rd), x->lineno);
+	} while (x->l.type == GB_TL_REGS);
 	if (x->l.type == GB_TL_OTHER || x->l.type == GB_TL_SUMMARY) {
 		if (!(x->raw = strndup(line, len)))
 			return gb_fail(-ENOMEM, "%s: out of memory", gb_treader__name(s->rd));
 	}
+	if ((x->l.val && !(x->val = strndup(x->l.val, x->l.val_len))) ||
+	    (x->l.regs && !(x->regs = strndup(x->l.regs, x->l.regs_len)))) {
+		gb_trec_release(x);
+		return gb_fail(-ENOMEM, "%s: out of memory", gb_treader__name(s->rd));
+	}
+	x->l.val = x->l.regs = NULL; /* (into the reader's buffer) */
 	return 1;
 }
 
@@ -96,7 +106,7 @@ int gb_tgroups__next(struct gb_tgroups *s, struct gb_tgroup *g)
 				break;
 			}
 			if (gb_tgroup_push(g, &x)) {
-				free(x.raw);
+				gb_trec_release(&x);
 				return -ENOMEM;
 			}
 		}
@@ -112,6 +122,6 @@ void gb_tgroups__free(struct gb_tgroups *s)
 	if (!s)
 		return;
 	if (s->has_pending)
-		free(s->pending.raw);
+		gb_trec_release(&s->pending);
 	free(s);
 }

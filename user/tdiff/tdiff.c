@@ -171,6 +171,7 @@ static int compare(struct gb_tside *a, struct gb_tside *b, const struct gb_tdiff
 				gb_treport__divergence(rep, &d);
 				dvt = vb - va;
 			}
+			gb_treport__values(rep, gb_tside_at(a, 0), gb_tside_at(b, 0));
 			gb_treport__seen(rep, gb_tside_at(a, 0));
 			gb_tside_pop(a, 1);
 			gb_tside_pop(b, 1);
@@ -204,6 +205,7 @@ static int compare(struct gb_tside *a, struct gb_tside *b, const struct gb_tdiff
 				struct gb_div p = { .a = a, .b = b, .na = 1, .nb = 1 };
 				if (gb_tside_hash(a, 0) == gb_tside_hash(b, 0) &&
 				    gb_group_equal(gb_tside_at(a, 0), a->rs, gb_tside_at(b, 0), b->rs, co)) {
+					gb_treport__values(rep, gb_tside_at(a, 0), gb_tside_at(b, 0));
 					gb_treport__seen(rep, gb_tside_at(a, 0));
 				} else {
 					p.kind = classify(a, b, 1, 1, co, &p.rec);
@@ -293,6 +295,7 @@ int gb_tdiff(struct gb_treader *ra, struct gb_treader *rb, const struct gb_tdiff
 		.ignore_vt = o->ignore_vt, .ignore_vcpu = o->ignore_vcpu, .context = o->context,
 		.max_diffs = o->max_diffs, .norm = o->norm, .cmp = &co, .bin = bin, .note = note,
 		.ra = co.rebase ? &reg[0] : NULL, .rb = co.rebase ? &reg[1] : NULL,
+		.ignore_values = o->ignore_values,
 	};
 	if (!(rep = gb_treport__new(&ro, out))) {
 		r = gb_fail(-ENOMEM, "diff: out of memory");

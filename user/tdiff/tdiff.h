@@ -25,6 +25,7 @@ struct gb_tdiff_opts {
 	unsigned long long region_gap; /* bytes that cut a region (0: GB_REGION_GAP) */
 	const char *binary;       /* symbols and bytes, or NULL (meta.json's) */
 	const char *maps[2];      /* /proc/PID/maps files of A and B, or NULL */
+	unsigned ignore_values;   /* --ignore-values: 1 << enum gb_vkind (values.h) */
 };
 
 /* 0 equal, 1 different, -errno when an input cannot be read (printed).
