@@ -13,15 +13,58 @@ zstd trace cut short (a killed gebpf) gives its whole lines and sets
     for rec in tr:                 # {"t": "exec", "vcpu": 0, "pc": "0x401000", "vt": 0}, ...
         ...
     tr.summary["insns"], tr.meta["exit_status"]
+
+A trace taken with ``--values`` (docs/trace-format.md "Values") is also read
+one instruction at a time, with its values and the register file::
+
+    for st in tr.steps():          # Step(vt=0, vcpu=0, pc=0x401655, ...)
+        st.written["st0"], st.reads[0].value, st.before["rsp"]
 """
 from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional
 
 from . import _zstd
 from .snapshot import Snapshot
+
+
+class Access(NamedTuple):
+    """One memory access of a step: its address, size and value (the bytes
+    as one little-endian integer; None where the trace has none)."""
+    addr: int
+    size: int
+    value: Optional[int]
+
+
+class Step(NamedTuple):
+    """One instruction of a ``--values`` trace (:meth:`Trace.steps`)."""
+    vt: int
+    vcpu: int
+    pc: int
+    written: Dict[str, int]        # registers it wrote, their values after it
+    reads: List[Access]
+    writes: List[Access]
+    before: Dict[str, int]         # the register file before it, as far as known
+
+
+_VEC = {"xmm": 16, "ymm": 32, "zmm": 64}
+
+
+def _apply(state: Dict[str, int], written: Dict[str, int]) -> None:
+    """The registers an instruction wrote, into a register file: a vector
+    register's narrower views follow it; its wider ones are no longer known
+    (SSE keeps the upper bits, VEX zeroes them)."""
+    for name, v in written.items():
+        kind, num = name[:3], name[3:]
+        if kind in _VEC and num.isdigit():
+            for other, size in _VEC.items():
+                if size < _VEC[kind]:
+                    state[other + num] = v & ((1 << (8 * size)) - 1)
+                elif size > _VEC[kind]:
+                    state.pop(other + num, None)
+        state[name] = v
 
 
 class Trace:
@@ -65,6 +108,41 @@ class Trace:
             for line in f:
                 if line.strip():
                     yield json.loads(line)
+
+    def steps(self) -> Iterator[Step]:
+        """The instructions of a ``--values`` trace in order, each with the
+        registers it wrote, its accesses with their values, and the thread's
+        register file before it (from the regs lines and the instructions
+        since).  A register the trace does not give at that point (after a
+        syscall, until the next regs line names it: ``rax``) is absent from
+        ``before``.  Raises ValueError on a trace without values."""
+        state: Dict[int, Dict[str, int]] = {}
+        cur: Optional[Step] = None
+        for rec in self:
+            t = rec.get("t")
+            if t in ("read", "write") and cur is not None and rec.get("vt") == cur.vt:
+                val = rec.get("val")
+                acc = Access(int(rec["addr"], 16), rec["size"], int(val, 16) if val else None)
+                (cur.reads if t == "read" else cur.writes).append(acc)
+                continue
+            if cur is not None:
+                yield cur
+                cur = None
+            if t == "regs":
+                state[rec["vcpu"]] = {k: int(v, 16) for k, v in rec["regs"].items()}
+            elif t == "exec":
+                if "regs" not in rec:
+                    raise ValueError("%s: not a --values trace (an exec line without regs)" % self.path)
+                vcpu = rec["vcpu"]
+                written = {k: int(v, 16) for k, v in rec["regs"].items()}
+                regs = state.setdefault(vcpu, {})
+                cur = Step(rec["vt"], vcpu, int(rec["pc"], 16), written, [], [], dict(regs))
+                _apply(regs, written)
+                if set(written) == {"rcx", "r11"} and written["rcx"] == cur.pc + 2:
+                    regs.pop("rax", None)  # a syscall: its result is in the next regs line
+                regs.pop("rip", None)
+        if cur is not None:
+            yield cur
 
     def records(self) -> Iterator[Dict[str, Any]]:
         """The records without the summary line."""

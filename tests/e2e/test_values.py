@@ -3,11 +3,17 @@ each exec line's written registers, a regs line where a thread's stretch
 starts; checked against what the programs know they computed, against the
 register file the regs lines give, and across the traps that take values."""
 import json
+import os
 import struct
+import sys
 
 import pytest
 
 from conftest import check_line, prog_path, run_gebpf
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "python"))
+import gebpf as gp  # noqa: E402
 
 
 def values_trace(tmp_path, prog, *extra, name="v.jsonl"):
@@ -215,3 +221,27 @@ def test_diff_ignore_values_refuses_an_unknown_kind(gebpf, tmp_path):
     r = run_gebpf(["diff", "a", "b", "--ignore-values", "pid"])
     assert r.returncode == 2
     assert "'pid' is not a kind of value difference (cpuid, rdtsc" in r.stderr
+
+
+def test_python_steps_and_show_give_the_values(trace_ready, tmp_path):
+    lines, stdout, raw = values_trace(tmp_path, "syscall_write", name="s.jsonl")
+    steps = list(gp.Trace.open(str(tmp_path / "s.jsonl")).steps())
+    assert [s.vt for s in steps] == list(range(12))
+    # mov $1, %eax: before it rax was whatever, after it rax is 1
+    assert steps[1].written == {"rax": 1}
+    assert steps[2].before["rax"] == 1
+    # the syscall's result is not known until the regs line after it
+    assert steps[5].before["rax"] == 1 and set(steps[5].written) == {"rcx", "r11"}
+    assert steps[6].before["rax"] == 6 and steps[6].writes[0].value == 6
+    assert steps[0].writes[0].size == 8 and steps[0].before["rsp"] - 8 == steps[0].writes[0].addr
+    r = run_gebpf(["show", str(tmp_path / "s.jsonl")])
+    assert r.returncode == 0
+    assert "values: 12 of 12 exec lines with registers, 5 of 5 accesses with a value" in r.stdout
+    r = run_gebpf(["show", "--json", str(tmp_path / "s.jsonl")])
+    v = json.loads(r.stdout)["values"]
+    assert v["regs_lines"] == sum(o["t"] == "regs" for o in lines)
+    assert v["registers_written"]["rax"] == 2  # the syscalls list rcx and r11
+    with pytest.raises(ValueError):
+        plain = tmp_path / "plain.jsonl"
+        run_gebpf(["trace", "--range", "traced", "-o", str(plain), "--", prog_path("mem_sizes")])
+        list(gp.Trace.open(str(plain)).steps())

@@ -31,6 +31,42 @@ static int add_vcpu(struct gb_tsummary *s, int64_t v)
 	return 0;
 }
 
+/* Count each register name of a regs object's text ({"rax":"0x1",...}). */
+static int count_regs(struct gb_tsummary *s, const char *obj, size_t len)
+{
+	const char *p = obj, *e = obj + len;
+	while ((p = memchr(p, '"', (size_t)(e - p)))) {
+		const char *k = p + 1, *ke = memchr(k, '"', (size_t)(e - k));
+		if (!ke || ke + 2 >= e || ke[1] != ':')
+			break;
+		size_t n = (size_t)(ke - k), i;
+		for (i = 0; i < s->nwregs; i++)
+			if (strlen(s->wregs[i].name) == n && !memcmp(s->wregs[i].name, k, n))
+				break;
+		if (i == s->nwregs && n < sizeof(s->wregs[0].name)) {
+			if (GB_GROW(&s->wregs, &s->wregs_cap, s->nwregs + 1))
+				return -ENOMEM;
+			memcpy(s->wregs[i].name, k, n);
+			s->wregs[i].name[n] = 0;
+			s->wregs[i].n = 0;
+			s->nwregs++;
+		}
+		if (i < s->nwregs)
+			s->wregs[i].n++;
+		const char *ve = ke + 3 < e ? memchr(ke + 3, '"', (size_t)(e - ke - 3)) : NULL;
+		if (!ve)
+			break;
+		p = ve + 1;
+	}
+	return 0;
+}
+
+static int by_writes(const void *a, const void *b)
+{
+	const struct { char name[8]; uint64_t n; } *x = a, *y = b;
+	return x->n != y->n ? (x->n < y->n ? 1 : -1) : strcmp(x->name, y->name);
+}
+
 int gb_tsummary_read(struct gb_treader *rd, struct gb_tsummary *s)
 {
 	const char *line;
@@ -59,6 +95,12 @@ int gb_tsummary_read(struct gb_treader *rd, struct gb_tsummary *s)
 		}
 		if (l.type == GB_TL_OTHER || l.type == GB_TL_REGS)
 			continue;
+		s->acc_vals += l.val != NULL;
+		if (l.regs) {
+			s->exec_regs++;
+			if (count_regs(s, l.regs, l.regs_len))
+				return gb_fail(-ENOMEM, "show: out of memory");
+		}
 		if (!s->has_pc || l.pc < s->pc_lo)
 			s->pc_lo = l.pc;
 		if (!s->has_pc || l.pc > s->pc_hi)
@@ -69,6 +111,8 @@ int gb_tsummary_read(struct gb_treader *rd, struct gb_tsummary *s)
 		last_vcpu = l.vcpu;
 	}
 	gb_treader__stats(rd, &s->st);
+	if (s->nwregs)
+		qsort(s->wregs, s->nwregs, sizeof(*s->wregs), by_writes);
 	return r;
 }
 
@@ -93,6 +137,15 @@ static void print_json(const struct gb_tsummary *s, const char *name, FILE *out)
 	} else {
 		cJSON_AddNullToObject(j, "pc_lo");
 		cJSON_AddNullToObject(j, "pc_hi");
+	}
+	if (s->exec_regs || s->acc_vals || s->per_type[GB_TL_REGS]) {
+		cJSON *v = cJSON_AddObjectToObject(j, "values");
+		cJSON_AddNumberToObject(v, "regs_lines", (double)s->per_type[GB_TL_REGS]);
+		cJSON_AddNumberToObject(v, "exec_with_regs", (double)s->exec_regs);
+		cJSON_AddNumberToObject(v, "accesses_with_val", (double)s->acc_vals);
+		cJSON *w = cJSON_AddObjectToObject(v, "registers_written");
+		for (size_t i = 0; i < s->nwregs; i++)
+			cJSON_AddNumberToObject(w, s->wregs[i].name, (double)s->wregs[i].n);
 	}
 	cJSON *sum = s->summary ? cJSON_Parse(s->summary) : NULL;
 	cJSON_AddItemToObject(j, "summary", sum ? sum : cJSON_CreateNull());
@@ -125,9 +178,12 @@ void gb_tsummary_print(const struct gb_tsummary *s, const char *name, bool json,
 			s->st.raw_bytes ? (double)s->st.bytes / (double)s->st.raw_bytes : 0.0,
 			s->st.truncated ? "; the last frame is cut short (a killed trace?)" : "");
 	fprintf(out, "lines: %" PRIu64 " (exec %" PRIu64 ", read %" PRIu64 ", write %" PRIu64 ", fault %" PRIu64
-		     ", summary %" PRIu64 ", other %" PRIu64 ")\n",
+		     ", summary %" PRIu64 ", other %" PRIu64 "%s",
 		s->lines, s->per_type[GB_TL_EXEC], s->per_type[GB_TL_READ], s->per_type[GB_TL_WRITE],
-		s->per_type[GB_TL_FAULT], s->per_type[GB_TL_SUMMARY], s->per_type[GB_TL_OTHER]);
+		s->per_type[GB_TL_FAULT], s->per_type[GB_TL_SUMMARY], s->per_type[GB_TL_OTHER],
+		s->per_type[GB_TL_REGS] ? "" : ")\n");
+	if (s->per_type[GB_TL_REGS])
+		fprintf(out, ", regs %" PRIu64 ")\n", s->per_type[GB_TL_REGS]);
 	fprintf(out, "vcpus: %zu", s->nvcpus);
 	for (size_t i = 0; i < s->nvcpus && i < 16; i++)
 		fprintf(out, "%s%" PRId64, i ? ", " : " (", s->vcpus[i]);
@@ -136,6 +192,15 @@ void gb_tsummary_print(const struct gb_tsummary *s, const char *name, bool json,
 		fprintf(out, "pc: 0x%" PRIx64 "-0x%" PRIx64 "\n", s->pc_lo, s->pc_hi);
 	else
 		fprintf(out, "pc: none\n");
+	if (s->exec_regs || s->acc_vals || s->per_type[GB_TL_REGS]) {
+		uint64_t acc = s->per_type[GB_TL_READ] + s->per_type[GB_TL_WRITE];
+		fprintf(out, "values: %" PRIu64 " of %" PRIu64 " exec lines with registers, %" PRIu64 " of %" PRIu64
+			     " accesses with a value, %" PRIu64 " regs lines",
+			s->exec_regs, s->per_type[GB_TL_EXEC], s->acc_vals, acc, s->per_type[GB_TL_REGS]);
+		for (size_t i = 0; i < s->nwregs && i < 8; i++)
+			fprintf(out, "%s%s %" PRIu64, i ? ", " : "; most written: ", s->wregs[i].name, s->wregs[i].n);
+		fprintf(out, "\n");
+	}
 	fprintf(out, "summary: %s\n", s->summary ? s->summary : "none (a trace cut before its end?)");
 }
 
@@ -143,5 +208,6 @@ void gb_tsummary_free(struct gb_tsummary *s)
 {
 	free(s->vcpus);
 	free(s->summary);
+	free(s->wregs);
 	memset(s, 0, sizeof(*s));
 }

@@ -1,6 +1,6 @@
 /* gebpf show TRACE: what a trace holds, in one read (docs/show.md): lines
  * per type, vcpus, the pc span, its summary line, and how it is stored
- * (zstd frames). */
+ * (zstd frames), and with --values what the values say. */
 #ifndef GB_RECORD_TSUMMARY_H
 #define GB_RECORD_TSUMMARY_H
 
@@ -19,6 +19,11 @@ struct gb_tsummary {
 	int64_t *vcpus;            /* sorted, distinct */
 	size_t nvcpus, vcpus_cap;
 	char *summary;             /* the last summary line, or NULL */
+	/* --values (docs/trace-format.md "Values"): exec lines with a "regs"
+	 * object, accesses with a "val", and each register's writes. */
+	uint64_t exec_regs, acc_vals;
+	struct { char name[8]; uint64_t n; } *wregs;
+	size_t nwregs, wregs_cap;
 	struct gb_treader_stats st;
 };
 
