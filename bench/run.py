@@ -55,6 +55,8 @@ ARGS = {
                        "quick": (["--quick"], {})},
     "bench_trace.py": {"full": (["--reps", "7"], {}),
                        "quick": (["--quick"], {})},
+    "bench_values.py": {"full": (["--reps", "3"], {}),
+                        "quick": (["--quick"], {})},
     "bench_zstd.py": {"full": (["--reps", "3"], {}),
                       "quick": (["--quick"], {})},
 }

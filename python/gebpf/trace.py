@@ -112,8 +112,8 @@ class Trace:
     def steps(self) -> Iterator[Step]:
         """The instructions of a ``--values`` trace in order, each with the
         registers it wrote, its accesses with their values, and the thread's
-        register file before it (from the regs lines and the instructions
-        since).  A register the trace does not give at that point (after a
+        register file before it (from the regs lines, which say what
+        changed, and the instructions since).  A register the trace does not give at that point (after a
         syscall, until the next regs line names it: ``rax``) is absent from
         ``before``.  Raises ValueError on a trace without values."""
         state: Dict[int, Dict[str, int]] = {}
@@ -128,8 +128,9 @@ class Trace:
             if cur is not None:
                 yield cur
                 cur = None
-            if t == "regs":
-                state[rec["vcpu"]] = {k: int(v, 16) for k, v in rec["regs"].items()}
+            if t == "regs":  # the registers that changed (all of them the first time)
+                state.setdefault(rec["vcpu"], {}).update(
+                    {k: int(v, 16) for k, v in rec["regs"].items()})
             elif t == "exec":
                 if "regs" not in rec:
                     raise ValueError("%s: not a --values trace (an exec line without regs)" % self.path)

@@ -4,12 +4,14 @@
  * - A read's value is read from the target before the step, a write's
  *   after it (a read-modify-write has both); the registers the instruction
  *   writes (decode/written.h) are read after it.
- * - A thread's whole register file goes out as a regs line before its
- *   first instruction of each stretch: whenever something other than a
- *   traced step of it ran since its last line (it ran natively or in a
- *   syscall, a signal was delivered, it stepped outside the range, an
- *   instruction loaded the whole file), so that the trace alone gives
- *   every register's value at every instruction.
+ * - A regs line goes out before a thread's first instruction of each
+ *   stretch: whenever something other than a traced step of it ran since
+ *   its last line (it ran natively or in a syscall, a signal was delivered,
+ *   it stepped outside the range, an instruction loaded the whole file).
+ *   It lists every register whose value differs from what the trace said
+ *   last for that thread (the whole file the first time), so that the
+ *   trace alone gives every register's value at every instruction; the
+ *   thread's known file (struct known) follows every line written.
  * - A syscall's line is written at its entry: it lists rcx and r11 (the
  *   instruction's); rax, the kernel's, is in the regs line before the
  *   thread's next instruction.
@@ -31,6 +33,15 @@ struct sbuf {
 	size_t cap, len;
 };
 
+/* What the trace has said of one thread's registers (the file's order). */
+struct known {
+	pid_t tid;
+	uint8_t (*val)[64];
+	bool *has;
+};
+
+#define FILE_MAX (16 + 4 + 8 + 3 + 3 * 32 + 8)
+
 struct eng_vals {
 	/* The read values taken before the step: access k's bytes at
 	 * mem + off[k], len[k] of them (< its size: unreadable). */
@@ -43,16 +54,94 @@ struct eng_vals {
 	struct sbuf regs;       /* the exec line's regs object */
 	struct sbuf file;       /* the regs line's (taken before the step) */
 	bool file_ok;
+	/* The register file: its registers in order, where each one is in it
+	 * (index by kind and number, -1: not in this CPU's file). */
+	struct gb_wreg reg[FILE_MAX];
+	unsigned nreg;
+	int16_t at[GB_WR_KINDS][32];
+	struct known *known;    /* per thread */
+	size_t nknown, known_cap;
+	/* The regs line's registers (their values in pend), applied to the
+	 * thread's known file when the line is written. */
+	uint16_t pend_i[FILE_MAX];
+	uint8_t pend[FILE_MAX][64];
+	unsigned npend;
 	char *text;             /* the values' texts */
 	size_t tcap, tlen;
 };
 
-struct eng_vals *eng_vals_new(void) { return calloc(1, sizeof(struct eng_vals)); }
+static void add_reg(struct eng_vals *v, unsigned kind, unsigned num)
+{
+	v->at[kind][num] = (int16_t)v->nreg;
+	v->reg[v->nreg++] = (struct gb_wreg){ (uint8_t)kind, (uint8_t)num };
+}
+
+struct eng_vals *eng_vals_new(void)
+{
+	struct eng_vals *v = calloc(1, sizeof(struct eng_vals));
+	if (!v)
+		return NULL;
+	memset(v->at, 0xff, sizeof(v->at));
+	for (unsigned k = 0; k < 16; k++)
+		add_reg(v, GB_WR_GPR, k);
+	for (unsigned kind = GB_WR_RIP; kind <= GB_WR_GS_BASE; kind++)
+		add_reg(v, kind, 0);
+	for (unsigned k = 0; k < 8; k++)
+		add_reg(v, GB_WR_ST, k);
+	add_reg(v, GB_WR_FCTRL, 0);
+	add_reg(v, GB_WR_FSTAT, 0);
+	add_reg(v, GB_WR_MXCSR, 0);
+	/* Vector registers as wide as this CPU has them enabled (XCR0). */
+	uint64_t xcr0 = gb_xsave_xcr0();
+	bool avx512 = (xcr0 & 0xe0) == 0xe0, avx = xcr0 & 4;
+	unsigned nv = avx512 ? 32 : 16;
+	for (unsigned k = 0; k < nv; k++)
+		add_reg(v, GB_WR_XMM, k);
+	for (unsigned k = 0; avx && k < nv; k++)
+		add_reg(v, GB_WR_YMM, k);
+	for (unsigned k = 0; avx512 && k < nv; k++)
+		add_reg(v, GB_WR_ZMM, k);
+	for (unsigned k = 0; avx512 && k < 8; k++)
+		add_reg(v, GB_WR_K, k);
+	return v;
+}
+
+/* Thread tid's known file (made on first use: nothing known). */
+static struct known *known_of(struct eng_vals *v, pid_t tid)
+{
+	for (size_t k = 0; k < v->nknown; k++)
+		if (v->known[k].tid == tid)
+			return &v->known[k];
+	if (v->nknown == v->known_cap) {
+		size_t cap = v->known_cap ? 2 * v->known_cap : 8;
+		struct known *n = realloc(v->known, cap * sizeof(*n));
+		if (!n)
+			return NULL;
+		v->known = n;
+		v->known_cap = cap;
+	}
+	struct known *t = &v->known[v->nknown];
+	t->tid = tid;
+	t->val = calloc(v->nreg, sizeof(*t->val));
+	t->has = calloc(v->nreg, sizeof(*t->has));
+	if (!t->val || !t->has) {
+		free(t->val);
+		free(t->has);
+		return NULL;
+	}
+	v->nknown++;
+	return t;
+}
 
 void eng_vals_free(struct eng_vals *v)
 {
 	if (!v)
 		return;
+	for (size_t k = 0; k < v->nknown; k++) {
+		free(v->known[k].val);
+		free(v->known[k].has);
+	}
+	free(v->known);
 	free(v->mem);
 	free(v->xs);
 	free(v->regs.s);
@@ -210,38 +299,66 @@ static void read_xstate(struct eng_vals *v, pid_t tid)
 		v->xlen = 0;
 }
 
-/* The whole register file as a regs object (v->regs). */
+/* The regs line before thread tid's next instruction (v->file): each
+ * register of the file whose value differs from what the trace said last
+ * (k), kept in v->pend until the line is written. */
 static bool whole_file(struct eng_vals *v, pid_t tid, const struct user_regs_struct *g)
 {
 	struct sbuf *o = &v->file;
+	struct known *k = known_of(v, tid);
 	read_xstate(v, tid);
-	if (!regs_begin(o))
+	if (!k || !regs_begin(o))
 		return false;
 	bool ok = true;
-	for (unsigned k = 0; k < 16; k++)
-		ok &= put_reg(v, o, &(struct gb_wreg){ GB_WR_GPR, (uint8_t)k }, g);
-	for (unsigned kind = GB_WR_RIP; kind <= GB_WR_GS_BASE; kind++)
-		ok &= put_reg(v, o, &(struct gb_wreg){ (uint8_t)kind, 0 }, g);
-	for (unsigned k = 0; k < 8; k++)
-		ok &= put_reg(v, o, &(struct gb_wreg){ GB_WR_ST, (uint8_t)k }, g);
-	ok &= put_reg(v, o, &(struct gb_wreg){ GB_WR_FCTRL, 0 }, g);
-	ok &= put_reg(v, o, &(struct gb_wreg){ GB_WR_FSTAT, 0 }, g);
-	ok &= put_reg(v, o, &(struct gb_wreg){ GB_WR_MXCSR, 0 }, g);
-	/* Vector registers as wide as this CPU has them enabled (XCR0). */
-	uint64_t xcr0 = gb_xsave_xcr0();
-	bool avx512 = (xcr0 & 0xe0) == 0xe0, avx = xcr0 & 4;
-	unsigned nv = avx512 ? 32 : 16;
-	for (unsigned k = 0; k < nv; k++)
-		ok &= put_reg(v, o, &(struct gb_wreg){ GB_WR_XMM, (uint8_t)k }, g);
-	for (unsigned k = 0; avx && k < nv; k++)
-		ok &= put_reg(v, o, &(struct gb_wreg){ GB_WR_YMM, (uint8_t)k }, g);
-	for (unsigned k = 0; avx512 && k < nv; k++)
-		ok &= put_reg(v, o, &(struct gb_wreg){ GB_WR_ZMM, (uint8_t)k }, g);
-	for (unsigned k = 0; avx512 && k < 8; k++)
-		ok &= put_reg(v, o, &(struct gb_wreg){ GB_WR_K, (uint8_t)k }, g);
+	v->npend = 0;
+	for (unsigned i = 0; i < v->nreg; i++) {
+		uint8_t b[64];
+		unsigned n = reg_bytes(v, &v->reg[i], g, b);
+		if (k->has[i] && !memcmp(k->val[i], b, n))
+			continue;
+		ok &= put_reg(v, o, &v->reg[i], g);
+		v->pend_i[v->npend] = (uint16_t)i;
+		memcpy(v->pend[v->npend++], b, 64);
+	}
 	if (ok)
 		regs_end(o);
 	return ok;
+}
+
+/* The regs line written: thread tid's known file takes it. */
+static void file_said(struct eng_vals *v, pid_t tid)
+{
+	struct known *k = known_of(v, tid);
+	for (unsigned p = 0; k && p < v->npend; p++) {
+		memcpy(k->val[v->pend_i[p]], v->pend[p], 64);
+		k->has[v->pend_i[p]] = true;
+	}
+}
+
+/* Register w written with bytes b (its size): the known file takes it; a
+ * vector register's narrower views follow, its wider ones are no longer
+ * known (SSE keeps the upper bits, VEX zeroes them: the next regs line
+ * says). */
+static void reg_said(struct eng_vals *v, struct known *k, const struct gb_wreg *w, const uint8_t *b)
+{
+	int i = v->at[w->kind][w->num & 31];
+	if (i < 0)
+		return;
+	memcpy(k->val[i], b, 64);
+	k->has[i] = true;
+	static const uint8_t vec[3] = { GB_WR_XMM, GB_WR_YMM, GB_WR_ZMM };
+	for (int x = 0; x < 3 && w->kind >= GB_WR_XMM && w->kind <= GB_WR_ZMM; x++) {
+		int j = v->at[vec[x]][w->num & 31];
+		if (j < 0 || vec[x] == w->kind)
+			continue;
+		if (vec[x] < w->kind) {
+			memset(k->val[j], 0, 64);
+			memcpy(k->val[j], b, gb_wreg_size(&(struct gb_wreg){ vec[x], 0 }));
+			k->has[j] = true;
+		} else {
+			k->has[j] = false;
+		}
+	}
 }
 
 void eng_vals_unsync(struct gb_engine *e, size_t i)
@@ -272,8 +389,10 @@ void eng_vals_commit(struct gb_engine *e, size_t i, uint64_t pc, const struct gb
 	/* The regs line: the file as it was before this instruction. */
 	if (!t->vals_synced) {
 		ok = v->file_ok;
-		if (ok)
+		if (ok && v->file.len > 2) /* (nothing changed: no line) */
 			gb_jsonl__regs(e->out, (uint32_t)t->vcpu, v->file.s, e->vt);
+		if (ok)
+			file_said(v, tid);
 	}
 	struct user_regs_struct after;
 	struct gb_wreg w[GB_WREG_MAX];
@@ -290,8 +409,16 @@ void eng_vals_commit(struct gb_engine *e, size_t i, uint64_t pc, const struct gb
 			read_xstate(v, tid);
 	}
 	ok &= regs_begin(&v->regs);
-	for (int k = 0; ok && k < nw; k++)
+	struct known *kn = known_of(v, tid);
+	ok &= kn != NULL;
+	for (int k = 0; ok && k < nw; k++) {
+		uint8_t b[64];
+		reg_bytes(v, &w[k], &after, b);
+		reg_said(v, kn, &w[k], b);
 		ok &= put_reg(v, &v->regs, &w[k], &after);
+	}
+	if (ok && how == ENG_VALS_SYSCALL && v->at[GB_WR_GPR][0] >= 0)
+		kn->has[v->at[GB_WR_GPR][0]] = false; /* rax: the kernel's, said later */
 	if (!ok) {
 		gb_err("trace: thread %d at 0x%llx: cannot take the instruction's values", tid,
 		       (unsigned long long)pc);

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""What `gebpf trace --values` costs (issue 35's benchmark).
+
+    GEBPF_OUTPUT=.output /usr/bin/python3 bench/bench_values.py [--reps N] [--quick] [-v]
+
+Three jobs, each traced over one range, --max-insns N in-range instructions
+(the step engine takes a single-step per instruction: ~13-40 us each on this
+VM, a few us on bare metal, so the rates are per raw step as much as per
+second), every line written (--max-events 0) to a file:
+
+  loop   bench/loop ITER, --range hot (7 instructions a loop, 1 read + 1 write)
+  qsort  bench/qsortjob N, --range cmp_int (libc's qsort calling the comparator)
+  hash   bench/shortcall N, --range fnv (a 40-instruction hash, 200k calls)
+
+Rows (in-range instructions per second, median over --reps interleaved rounds):
+
+  plain   --engine step --trap pages (the engine and trap --values uses)
+  values  the same with --values
+  fast    the default (the patch trap's code cache), without values: what
+          --values gives up today (the translating engine takes no values yet)
+
+Ratios (medians of per-round ratios): values/plain wall (target <= 1.5),
+fast/values rate.  The byte counts of one trace of each show what the value
+fields add.  QEMU 10 with values (scripts/qemu10, docs/qemu.md) is compared
+when built: .output/qemu10/bin/qemu-x86_64 and .output/gebpf-qemu10.so.
+"""
+import argparse
+import os
+import sys
+import tempfile
+
+from benchlib import GEBPF, OUT, Runner, add_common_args, med, verdict
+
+LOOP = os.path.join(OUT, "bench", "loop")
+QSORT = os.path.join(OUT, "bench", "qsortjob")
+SHORT = os.path.join(OUT, "bench", "shortcall")
+QEMU10 = os.path.join(OUT, "qemu10", "bin", "qemu-x86_64")
+PLUGIN10 = os.path.join(OUT, "gebpf-qemu10.so")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_common_args(ap, 3, "small jobs, one round")
+    ap.add_argument("--insns", type=int, default=100000, help="--max-insns per trace (100000)")
+    a = ap.parse_args()
+    if a.quick:
+        a.reps, a.insns = 1, 5000
+    for p in (GEBPF, LOOP, QSORT, SHORT):
+        if not os.access(p, os.X_OK):
+            sys.exit("bench_values: %s missing: make bench" % p)
+    jobs = {
+        "loop": ([LOOP, "100000000"], "hot"),
+        # (a small array: the page trap single-steps qsortjob's main, which
+        # shares cmp_int's page, while it fills the array)
+        "qsort": ([QSORT, "3000"], "cmp_int"),
+        "hash": ([SHORT, "200000"], "fnv"),
+    }
+    rows = {
+        "plain": ["--engine", "step", "--trap", "pages"],
+        "values": ["--values"],
+        "fast": [],
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-values-") as tmp:
+        run = Runner("bench_values", tmp, a.verbose)
+        walls = {(j, r): [] for j in jobs for r in rows}
+        for _ in range(a.reps):
+            for job, (argv, rng) in jobs.items():
+                for row, opts in rows.items():
+                    wall, s = run.gebpf(opts + ["--range", rng, "--max-insns", str(a.insns)], argv)
+                    if s["insns"] != a.insns:
+                        sys.exit("bench_values: %s %s traced %d instructions, not %d"
+                                 % (job, row, s["insns"], a.insns))
+                    walls[(job, row)].append(wall)
+        sizes = {}
+        for job, (argv, rng) in jobs.items():
+            for row in ("plain", "values"):
+                path = os.path.join(tmp, "%s-%s.jsonl" % (job, row))
+                run.gebpf(rows[row] + ["--range", rng, "--max-insns", str(a.insns)], argv, keep=path)
+                sizes[(job, row)] = os.path.getsize(path)
+    print("bench_values: %d in-range instructions per trace, %d round%s (medians)"
+          % (a.insns, a.reps, "" if a.reps == 1 else "s"))
+    print("  %-6s %14s %14s %14s  %12s %12s  %s" % ("job", "plain insn/s", "values insn/s",
+                                                   "fast insn/s", "values/plain", "fast/values",
+                                                   "bytes/insn plain -> values"))
+    ok = True
+    for job in jobs:
+        rate = {r: a.insns / med(walls[(job, r)]) for r in rows}
+        ratio = med([v / p for v, p in zip(walls[(job, "values")], walls[(job, "plain")])])
+        fast = med([v / f for v, f in zip(walls[(job, "values")], walls[(job, "fast")])])
+        v = verdict(ratio, 1.5, False)
+        ok &= v == "ok"
+        print("  %-6s %14.0f %14.0f %14.0f  %10.2fx %s %10.1fx  %6.1f -> %.1f" % (
+            job, rate["plain"], rate["values"], rate["fast"], ratio, v, fast,
+            sizes[(job, "plain")] / a.insns, sizes[(job, "values")] / a.insns))
+    print("  target: values/plain <= 1.5 (the same engine and trap; the value fields and the "
+          "ptrace reads they take)")
+    if not (os.access(QEMU10, os.X_OK) and os.path.exists(PLUGIN10)):
+        print("  qemu10 with values: skipped: %s or %s not built (scripts/qemu10, docs/qemu.md)"
+              % (QEMU10, PLUGIN10))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
