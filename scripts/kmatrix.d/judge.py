@@ -252,15 +252,51 @@ def judge_trace(rdir, exp, env):
                 return ("fail", "the owner check's form does not match the CPU (fsgsbase=%s): "
                         "%s" % ("no" if no_fsgsbase(rdir) else "yes", line.strip()))
     bad = (judge_patch_probe(rdir) or judge_exec_thread(rdir, exp) or judge_sighere(rdir) or
-           judge_direct(rdir) or judge_killed(rdir, env) or judge_btf_cut(rdir))
+           judge_direct(rdir) or judge_killed(rdir, env) or judge_btf_cut(rdir) or
+           judge_values(rdir, env))
     if bad:
         return bad
     return ("pass", "%d lines exact: probe trap (also after an exec from a second thread, and "
             "through a handler in the range that steps over a ud2), page "
-            "trap, jit, patch trap (across an exec, and with an entry on a uprobe: %s; written %s; "
+            "trap (and with --values: every value), jit, patch trap (across an exec, and with an entry on a uprobe: %s; written %s; "
             "gebpf and its worker killed: the program finished, the next trace took over%s)"
             % (len(got), patch_probe_way(rdir), direct_way(rdir),
                "; the owner check by fs:0: this CPU hides FSGSBASE" if no_fsgsbase(rdir) else ""))
+
+
+VALUES_EXP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "expect", "kmtrace_values.jsonl")
+
+
+def judge_values(rdir, env):
+    """trace --values (the step engine under the page trap, the default with
+    values): every exec and access line with its value as
+    expect/kmtrace_values.jsonl has them (kmtrace's values are fixed by its
+    data and km.ld), and a first regs line giving the file before `work`
+    (rip at its start, rsp on the private stack); the summary counts it."""
+    c = Check(rdir, "trace_values")
+    bad = c.failed_run()
+    if bad:
+        return bad
+    try:
+        objs, raw = jsonl(os.path.join(rdir, "trace_values.jsonl"))
+    except ValueError as e:
+        return ("fail", "trace_values: %s" % e)
+    if not objs or objs[0].get("t") != "regs":
+        return ("fail", "trace_values: no regs line first: %.120s" % (raw[0] if raw else "(empty)"))
+    first = objs[0]["regs"]
+    start = env.get("WORK_START", 0)
+    want_rip = "0x%x" % (int(start, 16) if isinstance(start, str) else start)
+    if first.get("rip") != want_rip or first.get("rsp") != "0x404ff8" or "xmm0" not in first:
+        return ("fail", "trace_values: the first regs line is not the file before work (rip %s, "
+                "rsp %s, expected %s and 0x404ff8)" % (first.get("rip"), first.get("rsp"), want_rip))
+    body = [r for o, r in zip(objs, raw) if o.get("t") not in ("regs", "summary")]
+    diff = first_diff(body, (read(VALUES_EXP) or "").splitlines())
+    if diff:
+        return ("fail", "trace_values: differs from expect/kmtrace_values.jsonl: %s" % diff)
+    summ = objs[-1]
+    if summ.get("t") != "summary" or summ.get("events") != len(objs) - 1:
+        return ("fail", "trace_values: the summary does not count the lines: %.120s" % raw[-1])
+    return None
 
 
 WROTE_BACK_RE = re.compile(r"the tracing process was killed: (\d+) of \1 patched places written back")

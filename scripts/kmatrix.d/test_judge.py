@@ -21,6 +21,13 @@ spec.loader.exec_module(judge)
 import judge_python  # noqa: E402
 
 EXPECT = open(os.path.join(HERE, "expect", "kmtrace.jsonl")).read()
+# trace --values of kmtrace: a first regs line (the file before work), the
+# valued lines of expect/kmtrace_values.jsonl, the summary
+VALUES_BODY = open(os.path.join(HERE, "expect", "kmtrace_values.jsonl")).read()
+VALUES = ('{"t":"regs","vcpu":0,"regs":{"rax":"0x0","rsp":"0x404ff8","rip":"0x401016",'
+          '"eflags":"0x202","xmm0":"0x0"},"vt":0}\n' + VALUES_BODY +
+          '{"t":"summary","insns":20,"mem":17,"events":38,"dropped":0,"exec":true,'
+          '"start":"0x401016","end":"0x401052"}\n')
 ENV = {"WORK_START": 0x401016, "WORK_LAST": 0x401052, "AFTER_WORK": 0x40100c, "PATTERN": 0x402000,
        "COUNTER": 0x402010, "PAGE1": 0x405000, "PAGE2": 0x406000, "SPIN_START": 0x40105f,
        "SPIN_LAST": 0x401068, "TICK_START": 0x401083, "TICK_LAST": 0x40108b,
@@ -157,6 +164,7 @@ def write_good(d):
         "trace.rc": "0\n", "trace.jsonl": EXPECT,
         "trace.err": "gebpf: probe trap: 2 entries in /kmprogs/kmtrace 0x401010-0x40105a\n",
         "trace_pages.rc": "0\n", "trace_pages.err": "", "trace_pages.jsonl": EXPECT,
+        "trace_values.rc": "0\n", "trace_values.err": "", "trace_values.jsonl": VALUES,
         "trace_jit.rc": "0\n", "trace_jit.jsonl": EXPECT,
         "trace_jit.err": CUT_LOADED +
         "gebpf: trace: jit: 2 runs, 3 stops, 20 instructions translated-run, 3 blocks\n",
@@ -513,7 +521,8 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
     put(vm, "row.env", "NAME=9.9\nSUITE=test\nMODE=vm\nVM_RC=0\n")
     put(vm, "console.log", "[    2.9] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\n")
     put(vm, "serial.txt", frame(str(src), ["kernel", "trace.rc", "trace.err", "trace.jsonl", "trace_pages.rc",
-                                          "trace_pages.err", "trace_pages.jsonl", "trace_jit.rc",
+                                          "trace_pages.err", "trace_pages.jsonl", "trace_values.rc",
+                                          "trace_values.err", "trace_values.jsonl", "trace_jit.rc",
                                           "trace_jit.err", "trace_jit.jsonl", "trace_patch.rc",
                                           "trace_patch.err", "trace_patch.jsonl",
                                           "trace_patch_probe.rc", "trace_patch_probe.err",
@@ -818,3 +827,22 @@ def test_uprobe_page_probe_removed_before_the_program_ran_fails(good):
         "(the same layout under every trap) in 52.0 ms\n")
     res = verdicts(good)
     assert res["trace"][0] == "fail" and "ran past it" in res["trace"][1], res["trace"]
+
+
+def test_values_trace_is_judged_by_its_values(tmp_path):
+    """trace_values: a value that is not kmtrace's (the counter read as 40),
+    a missing first regs line, or a summary that does not count the regs
+    line fail the trace cell."""
+    good = tmp_path / "good"
+    good.mkdir()
+    write_good(str(good))
+    assert verdicts(good)["trace"][0] == "pass"
+    put(good, "trace_values.jsonl", VALUES.replace('"size":4,"val":"0x29"', '"size":4,"val":"0x28"'))
+    res = verdicts(good)["trace"]
+    assert res[0] == "fail" and "expect/kmtrace_values.jsonl" in res[1], res
+    put(good, "trace_values.jsonl", VALUES.split("\n", 1)[1])
+    res = verdicts(good)["trace"]
+    assert res[0] == "fail" and "no regs line first" in res[1], res
+    put(good, "trace_values.jsonl", VALUES.replace('"events":38', '"events":37'))
+    res = verdicts(good)["trace"]
+    assert res[0] == "fail" and "summary" in res[1], res
