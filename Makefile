@@ -3,6 +3,8 @@
 #   make test       unit tests (Criterion) + end-to-end tests (pytest)
 #   make bench      benchmarks (prints ratios)
 #   make kmatrix    kernel-version matrix under QEMU TCG
+#   make qemu10     QEMU 10 user mode from Debian's source (scripts/qemu10) and
+#                   its plugin, .output/gebpf-qemu10.so (gebpf qemu --values)
 #   V=1             show full commands
 #   SANITIZE=1      AddressSanitizer + UndefinedBehaviorSanitizer build, into
 #                   .output-asan (scripts/test runs the bad-input, corrupt-snapshot
@@ -53,11 +55,14 @@ UNIT_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(UNIT_SRCS))
 .DELETE_ON_ERROR:
 # BPF objects are inputs of the skeletons, not throw-away intermediates.
 .SECONDARY: $(BPF_OBJS)
-.PHONY: all clean test unit e2e bench kmatrix progs gebpf
+.PHONY: all clean test unit e2e bench kmatrix progs gebpf qemu10
 
 BIN       := $(OUTPUT)/gebpf
+# QEMU 10 and its plugin (below): `make` builds the plugin once QEMU 10 is there
+QEMU10    := $(OUTPUT)/qemu10
+QEMU10_IF_BUILT := $(if $(wildcard $(QEMU10)/bin/qemu-x86_64),$(OUTPUT)/gebpf-qemu10.so)
 
-all: gebpf progs services $(OUTPUT)/probecheck $(OUTPUT)/gebpf-qemu.so
+all: gebpf progs services $(OUTPUT)/probecheck $(OUTPUT)/gebpf-qemu.so $(QEMU10_IF_BUILT)
 
 # ./gebpf is a link to the binary of the default output directory; a build
 # with OUTPUT=.output-x (used to build side by side) leaves it alone.
@@ -177,7 +182,8 @@ kmatrix: gebpf progs $(OUTPUT)/probecheck
 # scripts/qemu-plugin-h takes it from Debian's qemu source package (once,
 # cached in $(OUTPUT)/qemu-include).  Where that fails (no network, no
 # qemu-user) the plugin is left out with one line, and its tests skip.
-QEMU_PLUGIN_SRCS := $(sort $(wildcard user/qemu/*.c)) user/record/zframes.c
+QEMU_PLUGIN_SRCS := $(filter-out user/qemu/values.c,$(sort $(wildcard user/qemu/*.c))) \
+                    user/record/zframes.c
 QEMU_PLUGIN_CFLAGS := -g -O2 -std=gnu11 -Wall -Wextra -D_GNU_SOURCE -fPIC -shared \
                       -fvisibility=hidden -Iuser -I$(OUTPUT)/qemu-include
 
@@ -188,6 +194,31 @@ $(OUTPUT)/gebpf-qemu.so: $(QEMU_PLUGIN_SRCS) $(wildcard user/qemu/*.h) user/reco
 	$(Q)if scripts/qemu-plugin-h $(OUTPUT)/qemu-include; then \
 		$(CC) $(QEMU_PLUGIN_CFLAGS) $(QEMU_PLUGIN_SRCS) -lelf -lzstd -lpthread -o $@; \
 	else echo "  SKIP     $@: no qemu-plugin.h (scripts/qemu-plugin-h failed; docs/qemu.md)"; fi
+
+# QEMU 10's user mode with plugin support, built from Debian's qemu source
+# package by scripts/qemu10 into $(OUTPUT)/qemu10 (bin/qemu-x86_64 and
+# include/qemu-plugin.h; 1-2 minutes on 2 cores, 3 MB), and the plugin for
+# its API, gebpf-qemu10.so: values=on (-DGB_QEMU_VALUES, with gebpf's
+# decoder and glib).  `make qemu10` builds both; plain `make` builds the
+# plugin only when $(OUTPUT)/qemu10 is there (docs/qemu.md "QEMU 10").
+QEMU10_PLUGIN_SRCS := $(QEMU_PLUGIN_SRCS) user/qemu/values.c user/decode/decode.c \
+                      user/decode/plan.c user/decode/written.c
+QEMU10_PLUGIN_CFLAGS := $(filter-out -I$(OUTPUT)/qemu-include,$(QEMU_PLUGIN_CFLAGS)) \
+                        -DGB_QEMU_VALUES -I$(QEMU10)/include
+
+qemu10: $(QEMU10)/bin/qemu-x86_64 $(OUTPUT)/gebpf-qemu10.so
+
+# (built once: scripts/qemu10 exits at once when it is there)
+$(QEMU10)/bin/qemu-x86_64:
+	$(call msg,QEMU10,$@)
+	$(Q)scripts/qemu10 $(QEMU10)
+
+$(OUTPUT)/gebpf-qemu10.so: $(QEMU10_PLUGIN_SRCS) $(wildcard user/qemu/*.h) user/record/zframes.h \
+                           user/record/numfmt.h user/record/linefmt.h $(wildcard user/decode/*.h) \
+                           $(QEMU10)/bin/qemu-x86_64
+	$(call msg,PLUGIN,$@)
+	$(Q)$(CC) $(QEMU10_PLUGIN_CFLAGS) $$(pkg-config --cflags glib-2.0) $(QEMU10_PLUGIN_SRCS) \
+		-lZydis -lelf -lzstd -lpthread $$(pkg-config --libs glib-2.0) -o $@
 
 # Static test programs (rules and flags live with the programs).  They are
 # built without the sanitizers, so SANITIZE=1 builds them once, in the normal

@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO
 
 BASH = ["scripts/test", "scripts/deps", "scripts/kmatrix", "scripts/demo", ".ci/run",
-        "scripts/qemu-plugin-h"]
+        "scripts/qemu-plugin-h", "scripts/qemu10"]
 SH = ["scripts/kmatrix.d/smoke.sh"]
 
 

@@ -80,15 +80,15 @@ Test(tdiff_values, registers_both_name_and_values_both_have)
 	group(&x, a, 2);
 	group(&y, b, 2);
 	struct gb_vdiff d;
-	cr_assert_eq(gb_values_compare(&x, &y, NULL, NULL, &d), 2);
+	cr_assert_eq(gb_values_compare(&x, &y, NULL, NULL, NULL, NULL, &d), 2);
 	cr_expect_str_eq(d.d[0].what, "rax");
 	cr_expect_str_eq(d.d[0].a, "0x1");
 	cr_expect_str_eq(d.d[0].b, "0x2");
 	cr_expect_str_eq(d.d[1].what, "read 1");
 	cr_expect_eq(d.d[1].size, 8);
-	cr_expect_eq(d.kind, GB_VK_NONE);
+	cr_expect_eq(d.d[0].kind, GB_VK_NONE);
 	/* the same values: nothing (ymm0, which B does not name, is not compared) */
-	cr_expect_eq(gb_values_compare(&x, &x, NULL, NULL, &d), 0);
+	cr_expect_eq(gb_values_compare(&x, &x, NULL, NULL, NULL, NULL, &d), 0);
 	cr_expect(d.any_values);
 	gb_tgroup_free(&x);
 	gb_tgroup_free(&y);
@@ -112,13 +112,13 @@ Test(tdiff_values, kinds_an_emulator_differs_in)
 	cr_assert_eq(gb_decode(0x401000, bsf, sizeof(bsf), &in), 0);
 	one_exec(&x, "{\"rax\":\"0x3\",\"eflags\":\"0x202\"}");
 	one_exec(&y, "{\"rax\":\"0x3\",\"eflags\":\"0xa87\"}");
-	cr_assert_eq(gb_values_compare(&x, &y, &in, NULL, &d), 1);
-	cr_expect_eq(d.kind, GB_VK_UNDEF_FLAGS);
+	cr_assert_eq(gb_values_compare(&x, &y, &in, NULL, NULL, NULL, &d), 1);
+	cr_expect_eq(d.d[0].kind, GB_VK_UNDEF_FLAGS);
 	gb_tgroup_free(&y);
 	/* ZF is defined by bsf: no such kind */
 	one_exec(&y, "{\"rax\":\"0x3\",\"eflags\":\"0x242\"}");
-	cr_assert_eq(gb_values_compare(&x, &y, &in, NULL, &d), 1);
-	cr_expect_eq(d.kind, GB_VK_NONE);
+	cr_assert_eq(gb_values_compare(&x, &y, &in, NULL, NULL, NULL, &d), 1);
+	cr_expect_eq(d.d[0].kind, GB_VK_NONE);
 	gb_tgroup_free(&x);
 	gb_tgroup_free(&y);
 	/* fsin; then the same two values again: carried */
@@ -127,10 +127,10 @@ Test(tdiff_values, kinds_an_emulator_differs_in)
 	one_exec(&x, "{\"st0\":\"0x3ffdf57743a2582f7f44\"}");
 	one_exec(&y, "{\"st0\":\"0x3ffdf57743a2582f7800\"}");
 	struct gb_vmemory mem = { 0 };
-	cr_assert_eq(gb_values_compare(&x, &y, &in, &mem, &d), 1);
-	cr_expect_eq(d.kind, GB_VK_X87_TRANS);
-	cr_assert_eq(gb_values_compare(&x, &y, NULL, &mem, &d), 1);
-	cr_expect_eq(d.kind, GB_VK_CARRIED);
+	cr_assert_eq(gb_values_compare(&x, &y, &in, NULL, NULL, &mem, &d), 1);
+	cr_expect_eq(d.d[0].kind, GB_VK_X87_TRANS);
+	cr_assert_eq(gb_values_compare(&x, &y, NULL, NULL, NULL, &mem, &d), 1);
+	cr_expect_eq(d.d[0].kind, GB_VK_CARRIED);
 	gb_tgroup_free(&x);
 	gb_tgroup_free(&y);
 	cr_expect_eq(gb_vkind_parse("x87-transcendental"), GB_VK_X87_TRANS);

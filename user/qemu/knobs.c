@@ -116,12 +116,28 @@ int gb_qknobs_parse(struct gb_qknobs *k, int argc, char **argv, char *err, size_
 		} else if (IS("max_events")) {
 			if (parse_dec(v, &k->max_events))
 				return bad(err, len, a, "expected a number of lines (0 = unlimited)");
+		} else if (IS("values")) {
+			if (!strcmp(v, "off"))
+				k->values = false;
+			else if (strcmp(v, "on"))
+				return bad(err, len, a, "expected on or off");
+#ifdef GB_QEMU_VALUES
+			else
+				k->values = true;
+#else
+			else
+				return bad(err, len, a, GB_QEMU_VALUES_TOO_OLD);
+#endif
 		} else if (IS("out")) {
 			if (!*v)
 				return bad(err, len, a, "expected a file name");
 			k->out = v;
 		} else {
-			return bad(err, len, a, "unknown argument (range, start, end, exec, max_events, out)");
+			return bad(err, len, a, "unknown argument (range, start, end, exec, max_events, out"
+#ifdef GB_QEMU_VALUES
+				   ", values"
+#endif
+				   ")");
 		}
 #undef IS
 	}

@@ -94,8 +94,9 @@ static void flush(struct gb_qsink *s)
 	s->buf_lines = 0;
 }
 
-/* Account one generated line: where to format it, or NULL when dropped. */
-static inline char *admit(struct gb_qsink *s)
+/* Account one generated line of at most room bytes: where to format it,
+ * or NULL when dropped. */
+static inline char *admit_n(struct gb_qsink *s, size_t room)
 {
 	s->c.events++;
 	if (s->o.max_events && s->written >= s->o.max_events && !s->budget_said) {
@@ -109,7 +110,7 @@ static inline char *admit(struct gb_qsink *s)
 		s->c.dropped++;
 		return NULL;
 	}
-	if (BUF_BYTES - s->used < LINE_MAX_LEN)
+	if (BUF_BYTES - s->used < room)
 		flush(s);
 	if (s->err) {
 		s->c.dropped++;
@@ -118,6 +119,11 @@ static inline char *admit(struct gb_qsink *s)
 	s->written++;
 	s->buf_lines++;
 	return s->buf + s->used;
+}
+
+static inline char *admit(struct gb_qsink *s)
+{
+	return admit_n(s, LINE_MAX_LEN);
 }
 
 struct gb_qsink *gb_qsink__new(int fd, const struct gb_qsink_opts *o)
@@ -177,6 +183,80 @@ void gb_qsink__insn(struct gb_qsink *s, uint32_t vcpu, uint64_t pc, const struct
 							   acc[i].addr, acc[i].size, pc, vt) - p);
 	}
 }
+
+#ifdef GB_QEMU_VALUES
+/* The valued lines are made here, not from linefmt.h's texts, as gebpf's
+ * own writer makes them (record/jsonl.c gb_jsonl__insn_vals): they are as
+ * long as their values.  A regs object is a few kB at most (the whole
+ * file: 16 xmm registers of 34 digits, 8 st of 22, the rest 18). */
+#define PUTS(p, str, n) (memcpy((p), (str), (n)), (p) + (n))
+
+static void put_regs_line(struct gb_qsink *s, uint32_t vcpu, const char *file, uint64_t vt)
+{
+	size_t fl = strlen(file);
+	char *p0 = admit_n(s, LINE_MAX_LEN + fl), *p = p0;
+	if (!p)
+		return;
+	p = PUT(p, "{\"t\":\"regs\",\"vcpu\":");
+	p = put_dec(p, vcpu);
+	p = PUT(p, ",\"regs\":");
+	p = PUTS(p, file, fl);
+	p = PUT(p, ",\"vt\":");
+	p = put_dec(p, vt);
+	p = PUT(p, "}\n");
+	s->used += (size_t)(p - p0);
+}
+
+void gb_qsink__insn_vals(struct gb_qsink *s, uint32_t vcpu, uint64_t pc, const char *file,
+			 const char *regs, const struct gb_qacc *acc, uint32_t n)
+{
+	uint64_t vt = s->vt++;
+	char *p0, *p;
+	if (file)
+		put_regs_line(s, vcpu, file, vt);
+	if (s->o.exec) {
+		size_t rl = strlen(regs);
+		s->c.insns++;
+		if ((p0 = p = admit_n(s, LINE_MAX_LEN + rl))) {
+			p = PUT(p, "{\"t\":\"exec\",\"vcpu\":");
+			p = put_dec(p, vcpu);
+			p = PUT(p, ",\"pc\":\"");
+			p = put_hex(p, pc);
+			p = PUT(p, "\",\"regs\":");
+			p = PUTS(p, regs, rl);
+			p = PUT(p, ",\"vt\":");
+			p = put_dec(p, vt);
+			p = PUT(p, "}\n");
+			s->used += (size_t)(p - p0);
+		}
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		s->c.mem++;
+		if (!(p0 = p = admit_n(s, LINE_MAX_LEN + 40)))
+			continue;
+		p = acc[i].write ? PUT(p, "{\"t\":\"write\",\"vcpu\":")
+				 : PUT(p, "{\"t\":\"read\",\"vcpu\":");
+		p = put_dec(p, vcpu);
+		p = PUT(p, ",\"addr\":\"");
+		p = put_hex(p, acc[i].addr);
+		p = PUT(p, "\",\"size\":");
+		p = put_dec(p, acc[i].size);
+		if (acc[i].has_val) {
+			p = PUT(p, ",\"val\":\"");
+			p += gb_numfmt_hexle(p, acc[i].val,
+					     acc[i].size < sizeof(acc[i].val) ? acc[i].size
+									   : sizeof(acc[i].val));
+			*p++ = '"';
+		}
+		p = PUT(p, ",\"pc\":\"");
+		p = put_hex(p, pc);
+		p = PUT(p, "\",\"vt\":");
+		p = put_dec(p, vt);
+		p = PUT(p, "}\n");
+		s->used += (size_t)(p - p0);
+	}
+}
+#endif
 
 int gb_qsink__finish(struct gb_qsink *s)
 {

@@ -33,6 +33,10 @@ struct gb_qacc {
 	uint64_t addr;
 	uint32_t size;
 	uint32_t write;
+#ifdef GB_QEMU_VALUES
+	uint8_t has_val;              /* values=on: QEMU gave its value, */
+	uint8_t val[16];              /* little-endian (accesses are 16 bytes at most) */
+#endif
 };
 
 struct gb_qsink_counts {
@@ -49,6 +53,15 @@ void gb_qsink__set_range(struct gb_qsink *s, bool has_start, uint64_t start, boo
 /* One executed instruction of vCPU vcpu at pc with its n accesses. */
 void gb_qsink__insn(struct gb_qsink *s, uint32_t vcpu, uint64_t pc, const struct gb_qacc *acc,
 		    uint32_t n);
+#ifdef GB_QEMU_VALUES
+/* values=on (docs/trace-format.md "Values"): the same, each exec line with
+ * the "regs" object regs (its text, "{...}"), each access with its "val"
+ * where it has one, and first, when file is not NULL, a regs line with the
+ * register file file ("{...}") and the instruction's vt.  The regs line
+ * counts in events and the budget, not in insns or mem. */
+void gb_qsink__insn_vals(struct gb_qsink *s, uint32_t vcpu, uint64_t pc, const char *file,
+			 const char *regs, const struct gb_qacc *acc, uint32_t n);
+#endif
 /* Write the summary and everything before it.  0, or -errno of the first
  * write error. */
 int gb_qsink__finish(struct gb_qsink *s);

@@ -99,10 +99,10 @@ unsigned gb_norm_apply_rule(enum gb_norm_rule rule, struct gb_tgroup *g)
 		struct gb_tline *p = &g->r[i - 1].l, *x = &g->r[i].l;
 		if (!gb_tline_is_access(p) || p->type != x->type || !same_insn(p, x))
 			continue;
-		if (rule == GB_RULE_SPLIT && x->size >= 1 && x->size <= 8 && p->size >= 8 && p->size % 8 == 0 &&
+		if (rule == GB_RULE_SPLIT && x->size >= 1 && x->size <= 16 && p->size >= 8 && p->size % 8 == 0 &&
 		    p->addr + (uint64_t)p->size == x->addr) {
 			merge_val(&g->r[i - 1], &g->r[i]);
-			p->size += x->size;   /* 8-byte pieces, the last one shorter (x87's 10 bytes: 8 + 2) */
+			p->size += x->size;   /* 8-byte pieces (QEMU 10: 16), the last one shorter (x87's 10 bytes: 8 + 2) */
 		} else if (((rule == GB_RULE_SMC && x->type == GB_TL_WRITE) ||
 			    (rule == GB_RULE_LOCK_READ && x->type == GB_TL_READ)) &&
 			   p->addr == x->addr && p->size == x->size) {

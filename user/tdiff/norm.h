@@ -3,8 +3,8 @@
  * instruction group at a time (docs/diff.md says which rule does what):
  *
  *   qemu:   accesses wider than 8 bytes split into contiguous 8-byte pieces
- *           (the last one shorter: x87's 10 bytes come as 8 + 2) are merged
- *           back; an SMC store logged twice is kept once.
+ *           (QEMU 10: 16-byte ones; the last one shorter: x87's 10 bytes
+ *           come as 8 + 2) are merged back; an SMC store logged twice is kept once.
  *   lackey: the extra exec without accesses when a REP loop ends (an exec
  *           with no accesses right after an exec of the same pc that had
  *           some) is dropped; the double read of a locked RMW / xchg (two

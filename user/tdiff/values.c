@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "decode/decode.h"
+#include "tdiff/align.h"
+#include "tdiff/regions.h"
 
 static const struct gb_vkind_info kinds[GB_VK_N] = {
 	[GB_VK_CPUID] = { "cpuid", "cpuid answers for the CPU model, and the emulator models another" },
@@ -19,6 +21,8 @@ static const struct gb_vkind_info kinds[GB_VK_N] = {
 				       "QEMU user mode leaves rcx and r11 as they were" },
 	[GB_VK_UNDEF_FLAGS] = { "undefined-flags",
 				"only flags this instruction leaves undefined differ" },
+	[GB_VK_X87_FLAGS] = { "x87-flags", "only fstat's exception flags and C1 differ: QEMU leaves "
+					    "them clear where the hardware sets them (precision, rounding up)" },
 	[GB_VK_CARRIED] = { "carried", "the same two values as an earlier divergence: the value "
 				       "carried on, not a new difference" },
 };
@@ -99,7 +103,8 @@ static uint64_t hexval(const char *s)
 	return strtoull(s, NULL, 16);
 }
 
-static enum gb_vkind kind_of(const struct gb_insn *in, const struct gb_vdiff *o)
+/* The kind every difference of this instruction is (cpuid, rdtsc...). */
+static enum gb_vkind insn_kind(const struct gb_insn *in)
 {
 	if (!in)
 		return GB_VK_NONE;
@@ -113,20 +118,55 @@ static enum gb_vkind kind_of(const struct gb_insn *in, const struct gb_vdiff *o)
 	case ZYDIS_MNEMONIC_FYL2X: case ZYDIS_MNEMONIC_FYL2XP1:
 		return GB_VK_X87_TRANS;
 	default:
-		break;
-	}
-	/* Only eflags differs, in bits the instruction leaves undefined. */
-	const ZydisAccessedFlags *f = in->zi.cpu_flags;
-	if (!f || !f->undefined || o->n > GB_VDIFF_SHOWN)
 		return GB_VK_NONE;
-	for (unsigned k = 0; k < o->n; k++)
-		if (strcmp(o->d[k].what, "eflags") || ((hexval(o->d[k].a) ^ hexval(o->d[k].b)) & ~(uint64_t)f->undefined))
-			return GB_VK_NONE;
-	return GB_VK_UNDEF_FLAGS;
+	}
+}
+
+/* The kind of one difference that the instruction's own kind does not
+ * cover: flags it leaves undefined, x87 exception flags. */
+static enum gb_vkind pair_kind(const struct gb_insn *in, const char *what, uint64_t a, uint64_t b)
+{
+	const ZydisAccessedFlags *f = in ? in->zi.cpu_flags : NULL;
+	if (!strcmp(what, "eflags") && f && f->undefined && !((a ^ b) & ~(uint64_t)f->undefined))
+		return GB_VK_UNDEF_FLAGS;
+	/* fstat: IE DE ZE OE UE PE (0-5), SF (6), ES (7), C1 (9) */
+	if (!strcmp(what, "fstat") && !((a ^ b) & ~0x2ffull))
+		return GB_VK_X87_FLAGS;
+	return GB_VK_NONE;
+}
+
+/* A value rebased as an address: in a region, or within the regions' gap
+ * of one (a stack pointer a few bytes past the last slot touched). */
+static struct gb_raddr near(const struct gb_regions *rs, uint64_t v)
+{
+	const struct gb_region *r = gb_regions_find(rs, v);
+	for (size_t i = 0; !r && i < rs->n; i++) {
+		const struct gb_region *x = &rs->v[i];
+		if (v + rs->gap >= x->lo && v <= x->hi + rs->gap && v + rs->gap > v)
+			r = x;
+	}
+	if (!r)
+		return (struct gb_raddr){ 0, (int64_t)v };
+	return (struct gb_raddr){ r->index + 1, (int64_t)(v - r->anchor) };
+}
+
+/* Two values of at most 8 bytes that are the same place of the same
+ * region on their sides (a stack address: QEMU's stack is elsewhere). */
+static bool same_place(const char *a, size_t an, const char *b, size_t bn, unsigned size,
+		       const struct gb_regions *ra, const struct gb_regions *rb)
+{
+	if (!ra || !rb || size > 8 || an > 18 || bn > 18)
+		return false;
+	char x[20], y[20];
+	snprintf(x, sizeof(x), "%.*s", (int)an, a);
+	snprintf(y, sizeof(y), "%.*s", (int)bn, b);
+	struct gb_raddr p = near(ra, strtoull(x, NULL, 16)), q = near(rb, strtoull(y, NULL, 16));
+	return p.region && p.region == q.region && p.off == q.off;
 }
 
 unsigned gb_values_compare(const struct gb_tgroup *x, const struct gb_tgroup *y,
-			   const struct gb_insn *insn, struct gb_vmemory *mem, struct gb_vdiff *o)
+			   const struct gb_insn *insn, const struct gb_regions *ra,
+			   const struct gb_regions *rb, struct gb_vmemory *mem, struct gb_vdiff *o)
 {
 	memset(o, 0, sizeof(*o));
 	uint64_t hs[GB_VDIFF_SHOWN];
@@ -144,7 +184,8 @@ unsigned gb_values_compare(const struct gb_tgroup *x, const struct gb_tgroup *y,
 				size_t an, bn;
 				const char *av = reg_value(a->regs, name, &an), *bv = reg_value(b->regs, name, &bn);
 				p = av ? av + an + 1 : ke + 1;
-				if (!av || !bv || (an == bn && !memcmp(av, bv, an)))
+				if (!av || !bv || (an == bn && !memcmp(av, bv, an)) ||
+				    same_place(av, an, bv, bn, reg_size(name), ra, rb))
 					continue;
 				if (o->n < GB_VDIFF_SHOWN)
 					hs[o->n] = fnv(fnv(0xcbf29ce484222325ull, av, an), bv, bn);
@@ -153,7 +194,9 @@ unsigned gb_values_compare(const struct gb_tgroup *x, const struct gb_tgroup *y,
 		}
 		if (a->val && b->val) {
 			o->any_values = true;
-			if (strcmp(a->val, b->val)) {
+			if (strcmp(a->val, b->val) &&
+			    !same_place(a->val, strlen(a->val), b->val, strlen(b->val),
+					(unsigned)a->l.size, ra, rb)) {
 				char what[24];
 				snprintf(what, sizeof(what), "%s %zu", gb_tline_names[a->l.type], i);
 				if (o->n < GB_VDIFF_SHOWN)
@@ -165,20 +208,24 @@ unsigned gb_values_compare(const struct gb_tgroup *x, const struct gb_tgroup *y,
 	}
 	if (!o->n)
 		return 0;
-	o->kind = kind_of(insn, o);
-	if (mem && o->n <= GB_VDIFF_SHOWN) {
-		/* Carried: every differing pair of values was one before. */
-		bool all = true;
-		for (unsigned d = 0; d < o->n; d++) {
+	enum gb_vkind ik = insn_kind(insn);
+	o->all_kinds = o->n <= GB_VDIFF_SHOWN;
+	for (unsigned d = 0; d < o->n && d < GB_VDIFF_SHOWN; d++) {
+		enum gb_vkind k = ik;
+		if (!k)
+			k = pair_kind(insn, o->d[d].what, hexval(o->d[d].a), hexval(o->d[d].b));
+		if (mem) {
+			/* Carried: this pair of values was one before. */
 			bool seen = false;
-			for (unsigned k = 0; k < 16; k++)
-				seen |= mem->h[k] == hs[d];
+			for (unsigned j = 0; j < 16; j++)
+				seen |= mem->h[j] == hs[d];
 			if (!seen)
 				mem->h[mem->next++ % 16] = hs[d];
-			all &= seen;
+			else if (!k)
+				k = GB_VK_CARRIED;
 		}
-		if (all && !o->kind)
-			o->kind = GB_VK_CARRIED;
+		o->d[d].kind = k;
+		o->all_kinds &= k != GB_VK_NONE;
 	}
 	return o->n;
 }

@@ -6,8 +6,9 @@
  * an x87 extended, packed lanes, flags by name), and a difference that is
  * an emulator's known nature gets a kind (cpuid's model, the time stamp
  * counter, random numbers, an x87 transcendental, a syscall, flags the
- * instruction leaves undefined, a value carried from an earlier
- * divergence), which --ignore-values can leave out. */
+ * instruction leaves undefined, x87 exception flags, a value carried from
+ * an earlier divergence), each difference its own, which --ignore-values
+ * can leave out. */
 #ifndef GB_TDIFF_VALUES_H
 #define GB_TDIFF_VALUES_H
 
@@ -27,6 +28,7 @@ enum gb_vkind {
 	GB_VK_X87_TRANS,
 	GB_VK_SYSCALL,
 	GB_VK_UNDEF_FLAGS,
+	GB_VK_X87_FLAGS,
 	GB_VK_CARRIED,
 	GB_VK_N
 };
@@ -47,8 +49,10 @@ struct gb_vdiff {
 		char what[24];          /* "st0", "read 1", "write 2" */
 		char a[160], b[160];    /* the values ("0x..."), cut if longer */
 		unsigned size;          /* bytes */
+		enum gb_vkind kind;     /* what this difference is known to be, or NONE */
 	} d[GB_VDIFF_SHOWN];
-	enum gb_vkind kind;
+	/* Every difference is of a kind (more than GB_VDIFF_SHOWN: never). */
+	bool all_kinds;
 	bool any_values;            /* both sides had values to compare */
 };
 
@@ -58,10 +62,16 @@ struct gb_vmemory {
 	unsigned next;
 };
 
+struct gb_regions;
+
 /* Compare x (A) and y (B); insn: the instruction decoded (NULL when the
- * binary is not known: no kind that needs it).  The count of differences. */
+ * binary is not known: no kind that needs it); ra, rb: the sides' regions
+ * (NULL: no rebasing), in which two values of 8 bytes or less that are
+ * addresses at the same offset of the same region compare equal.  The
+ * count of differences. */
 unsigned gb_values_compare(const struct gb_tgroup *x, const struct gb_tgroup *y,
-			   const struct gb_insn *insn, struct gb_vmemory *mem, struct gb_vdiff *out);
+			   const struct gb_insn *insn, const struct gb_regions *ra,
+			   const struct gb_regions *rb, struct gb_vmemory *mem, struct gb_vdiff *out);
 
 /* A value (hex text) of `what` (a register's name, or an access) of size
  * bytes, as the instruction's own type: "double 1.4142135623730951",

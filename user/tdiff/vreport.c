@@ -41,16 +41,31 @@ void gb_treport__values(struct gb_treport *r, const struct gb_tgroup *x, const s
 	struct gb_insn in;
 	bool have = gb_tbin__decode(r->o.bin, pc, &in);
 	struct gb_vdiff vd;
-	if (!gb_values_compare(x, y, have ? &in : NULL, &r->vmem, &vd)) {
+	const struct gb_regions *ra = r->o.cmp->rebase ? r->o.ra : NULL, *rb = r->o.cmp->rebase ? r->o.rb : NULL;
+	if (!gb_values_compare(x, y, have ? &in : NULL, ra, rb, &r->vmem, &vd)) {
 		r->values_compared += vd.any_values;
 		return;
 	}
 	r->values_compared++;
-	if (vd.kind && (r->o.ignore_values >> vd.kind & 1)) {
-		r->values_ignored[vd.kind]++;
+	/* The kinds of its differences, each once, in order; left out when
+	 * every difference is of a kind --ignore-values names. */
+	enum gb_vkind kinds[GB_VDIFF_SHOWN];
+	unsigned nk = 0;
+	bool ignored = vd.all_kinds;
+	for (unsigned d = 0; d < vd.n && d < GB_VDIFF_SHOWN; d++) {
+		enum gb_vkind k = vd.d[d].kind;
+		ignored &= k && (r->o.ignore_values >> k & 1);
+		bool have = !k;
+		for (unsigned j = 0; j < nk; j++)
+			have |= kinds[j] == k;
+		if (!have)
+			kinds[nk++] = k;
+	}
+	if (ignored) {
+		for (unsigned j = 0; j < nk; j++)
+			r->values_ignored[kinds[j]]++;
 		return;
 	}
-	const struct gb_vkind_info *ki = gb_vkind_info(vd.kind);
 	unsigned long idx = r->total++;
 	if (r->per_kind[GB_D_VALUE] < FIRST_PCS)
 		r->first_pc[GB_D_VALUE][r->per_kind[GB_D_VALUE]] = pc;
@@ -84,12 +99,18 @@ void gb_treport__values(struct gb_treport *r, const struct gb_tgroup *x, const s
 			cJSON_AddStringToObject(v, "b", vd.d[k].b);
 			cJSON_AddStringToObject(v, "a_as", ta);
 			cJSON_AddStringToObject(v, "b_as", tb);
+			if (vd.d[k].kind)
+				cJSON_AddStringToObject(v, "kind", gb_vkind_info(vd.d[k].kind)->name);
 			cJSON_AddItemToArray(vals, v);
 		}
-		if (ki) {
+		if (nk) {
 			cJSON *h = cJSON_AddObjectToObject(j, "hint");
-			cJSON_AddStringToObject(h, "kind", ki->name);
-			cJSON_AddStringToObject(h, "what", ki->what);
+			cJSON_AddStringToObject(h, "kind", gb_vkind_info(kinds[0])->name);
+			cJSON_AddStringToObject(h, "what", gb_vkind_info(kinds[0])->what);
+			cJSON *all = cJSON_AddArrayToObject(h, "kinds");
+			for (unsigned k = 0; k < nk; k++)
+				cJSON_AddItemToArray(all, cJSON_CreateString(gb_vkind_info(kinds[k])->name));
+			cJSON_AddBoolToObject(h, "all", vd.all_kinds);
 		}
 		cJSON_AddItemToArray(r->divs, j);
 		return;
@@ -109,9 +130,15 @@ void gb_treport__values(struct gb_treport *r, const struct gb_tgroup *x, const s
 	}
 	if (vd.n > GB_VDIFF_SHOWN)
 		fprintf(r->out, "    ... %u values differ in all\n", vd.n);
-	if (ki)
-		fprintf(r->out, "    hint: %s: %s (--ignore-values %s leaves these out)\n", ki->name, ki->what,
-			ki->name);
+	for (unsigned k = 0; k < nk; k++)
+		fprintf(r->out, "    hint: %s: %s%s\n", gb_vkind_info(kinds[k])->name, gb_vkind_info(kinds[k])->what,
+			nk == 1 && vd.all_kinds ? "" : " (some of the values)");
+	if (nk && vd.all_kinds) {
+		fprintf(r->out, "    (--ignore-values ");
+		for (unsigned k = 0; k < nk; k++)
+			fprintf(r->out, "%s%s", k ? "," : "", gb_vkind_info(kinds[k])->name);
+		fprintf(r->out, " leaves this out)\n");
+	}
 }
 
 static int by_count(const void *a, const void *b)
