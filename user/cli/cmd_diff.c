@@ -40,7 +40,8 @@ static void usage(FILE *f)
 		   "  --ignore-values KIND     with values on both sides (trace --values): leave out\n"
 		   "                           value differences of these kinds, counted (cpuid,\n"
 		   "                           rdtsc, rdrand, x87-transcendental, syscall,\n"
-		   "                           undefined-flags, x87-flags, carried; docs/diff.md\n"
+		   "                           undefined-flags, x87-flags, address-flags,\n"
+		   "                           carried; docs/diff.md\n"
 		   "                           \"Values\")\n"
 		   "Exit status: 0 equal, 1 different, 2 usage or unreadable input.\n");
 }

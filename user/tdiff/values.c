@@ -23,6 +23,9 @@ static const struct gb_vkind_info kinds[GB_VK_N] = {
 				"only flags this instruction leaves undefined differ" },
 	[GB_VK_X87_FLAGS] = { "x87-flags", "only fstat's exception flags and C1 differ: QEMU leaves "
 					    "them clear where the hardware sets them (precision, rounding up)" },
+	[GB_VK_ADDR_FLAGS] = { "address-flags",
+			       "flags computed from an address (a stack pointer), which lies elsewhere "
+			       "on the other side: the same place, other bits" },
 	[GB_VK_CARRIED] = { "carried", "the same two values as an earlier divergence: the value "
 				       "carried on, not a new difference" },
 };
@@ -170,6 +173,7 @@ unsigned gb_values_compare(const struct gb_tgroup *x, const struct gb_tgroup *y,
 {
 	memset(o, 0, sizeof(*o));
 	uint64_t hs[GB_VDIFF_SHOWN];
+	bool rebased = false;   /* a register both wrote is one address, other bits */
 	for (size_t i = 0; i < x->n && i < y->n; i++) {
 		const struct gb_trec *a = &x->r[i], *b = &y->r[i];
 		if (a->regs && b->regs) {
@@ -184,9 +188,12 @@ unsigned gb_values_compare(const struct gb_tgroup *x, const struct gb_tgroup *y,
 				size_t an, bn;
 				const char *av = reg_value(a->regs, name, &an), *bv = reg_value(b->regs, name, &bn);
 				p = av ? av + an + 1 : ke + 1;
-				if (!av || !bv || (an == bn && !memcmp(av, bv, an)) ||
-				    same_place(av, an, bv, bn, reg_size(name), ra, rb))
+				if (!av || !bv || (an == bn && !memcmp(av, bv, an)))
 					continue;
+				if (same_place(av, an, bv, bn, reg_size(name), ra, rb)) {
+					rebased = true;
+					continue;
+				}
 				if (o->n < GB_VDIFF_SHOWN)
 					hs[o->n] = fnv(fnv(0xcbf29ce484222325ull, av, an), bv, bn);
 				put(o, name, av, an, bv, bn, reg_size(name));
@@ -214,6 +221,8 @@ unsigned gb_values_compare(const struct gb_tgroup *x, const struct gb_tgroup *y,
 		enum gb_vkind k = ik;
 		if (!k)
 			k = pair_kind(insn, o->d[d].what, hexval(o->d[d].a), hexval(o->d[d].b));
+		if (!k && rebased && !strcmp(o->d[d].what, "eflags"))
+			k = GB_VK_ADDR_FLAGS;
 		if (mem) {
 			/* Carried: this pair of values was one before. */
 			bool seen = false;

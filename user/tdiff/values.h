@@ -6,8 +6,9 @@
  * an x87 extended, packed lanes, flags by name), and a difference that is
  * an emulator's known nature gets a kind (cpuid's model, the time stamp
  * counter, random numbers, an x87 transcendental, a syscall, flags the
- * instruction leaves undefined, x87 exception flags, a value carried from
- * an earlier divergence), each difference its own, which --ignore-values
+ * instruction leaves undefined, x87 exception flags, flags computed from an
+ * address that lies elsewhere on the other side, a value carried from an
+ * earlier divergence), each difference its own, which --ignore-values
  * can leave out. */
 #ifndef GB_TDIFF_VALUES_H
 #define GB_TDIFF_VALUES_H
@@ -29,6 +30,7 @@ enum gb_vkind {
 	GB_VK_SYSCALL,
 	GB_VK_UNDEF_FLAGS,
 	GB_VK_X87_FLAGS,
+	GB_VK_ADDR_FLAGS,
 	GB_VK_CARRIED,
 	GB_VK_N
 };
