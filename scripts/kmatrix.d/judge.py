@@ -258,7 +258,7 @@ def judge_trace(rdir, exp, env):
         return bad
     return ("pass", "%d lines exact: probe trap (also after an exec from a second thread, and "
             "through a handler in the range that steps over a ud2), page "
-            "trap (and with --values: every value), jit, patch trap (across an exec, and with an entry on a uprobe: %s; written %s; "
+            "trap (and with --values, by the probe and the page trap: every value), jit, patch trap (across an exec, and with an entry on a uprobe: %s; written %s; "
             "gebpf and its worker killed: the program finished, the next trace took over%s)"
             % (len(got), patch_probe_way(rdir), direct_way(rdir),
                "; the owner check by fs:0: this CPU hides FSGSBASE" if no_fsgsbase(rdir) else ""))
@@ -268,34 +268,49 @@ VALUES_EXP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "expect", 
 
 
 def judge_values(rdir, env):
-    """trace --values (the step engine under the page trap, the default with
-    values): every exec and access line with its value as
+    """trace --values, under the probe trap (the default with values where
+    every entry gives its values once it ran: kmtrace's do) and under the
+    page trap: the same bytes, every exec and access line with its value as
     expect/kmtrace_values.jsonl has them (kmtrace's values are fixed by its
     data and km.ld), and a first regs line giving the file before `work`
     (rip at its start, rsp on the private stack); the summary counts it."""
-    c = Check(rdir, "trace_values")
+    for name, trap in (("trace_values_pages", "page"), ("trace_values", "probe")):
+        bad = judge_values_one(rdir, env, name)
+        if bad:
+            return bad
+        c = Check(rdir, name)
+        if not any(("trace: %s trap: " % trap) in l for l in c.err):
+            return ("fail", "%s: the %s trap was not used: %s" % (name, trap, c.gebpf_line()))
+    if read(os.path.join(rdir, "trace_values.jsonl")) != read(os.path.join(rdir, "trace_values_pages.jsonl")):
+        return ("fail", "trace_values: the probe trap's values trace differs from the page trap's")
+    return None
+
+
+def judge_values_one(rdir, env, name):
+    c = Check(rdir, name)
     bad = c.failed_run()
     if bad:
         return bad
     try:
-        objs, raw = jsonl(os.path.join(rdir, "trace_values.jsonl"))
+        objs, raw = jsonl(os.path.join(rdir, name + ".jsonl"))
     except ValueError as e:
-        return ("fail", "trace_values: %s" % e)
+        return ("fail", "%s: %s" % (name, e))
     if not objs or objs[0].get("t") != "regs":
-        return ("fail", "trace_values: no regs line first: %.120s" % (raw[0] if raw else "(empty)"))
+        return ("fail", "%s: no regs line first: %.120s" % (name, raw[0] if raw else "(empty)"))
     first = objs[0]["regs"]
     start = env.get("WORK_START", 0)
     want_rip = "0x%x" % (int(start, 16) if isinstance(start, str) else start)
     if first.get("rip") != want_rip or first.get("rsp") != "0x404ff8" or "xmm0" not in first:
-        return ("fail", "trace_values: the first regs line is not the file before work (rip %s, "
-                "rsp %s, expected %s and 0x404ff8)" % (first.get("rip"), first.get("rsp"), want_rip))
+        return ("fail", "%s: the first regs line is not the file before work (rip %s, "
+                "rsp %s, expected %s and 0x404ff8)" % (name, first.get("rip"), first.get("rsp"),
+                                                       want_rip))
     body = [r for o, r in zip(objs, raw) if o.get("t") not in ("regs", "summary")]
     diff = first_diff(body, (read(VALUES_EXP) or "").splitlines())
     if diff:
-        return ("fail", "trace_values: differs from expect/kmtrace_values.jsonl: %s" % diff)
+        return ("fail", "%s: differs from expect/kmtrace_values.jsonl: %s" % (name, diff))
     summ = objs[-1]
     if summ.get("t") != "summary" or summ.get("events") != len(objs) - 1:
-        return ("fail", "trace_values: the summary does not count the lines: %.120s" % raw[-1])
+        return ("fail", "%s: the summary does not count the lines: %.120s" % (name, raw[-1]))
     return None
 
 

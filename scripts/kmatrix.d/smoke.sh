@@ -80,10 +80,14 @@ flush
 # through /proc/PID/map_files, left through PTRACE_SYSCALL stops)
 run trace 30 "$G" trace -v --trap probes --range "$WORK_START-$WORK_LAST" -o "$O/trace.jsonl" -- "$P/kmtrace"
 run trace_pages 30 "$G" trace --trap pages --range "$WORK_START-$WORK_LAST" -o "$O/trace_pages.jsonl" -- "$P/kmtrace"
-# ... with --values (the step engine under the page trap: every access's
-# value read through /proc/PID/mem or process_vm_readv, the registers each
-# instruction wrote through PTRACE_GETREGS and the XSAVE regset; issue 35)
+# ... with --values (the step engine: every access's value read through
+# /proc/PID/mem or process_vm_readv, the registers each instruction wrote
+# through PTRACE_GETREGS and the XSAVE regset; issue 35), entered through
+# the probe trap (kmtrace's two entries give their values once they ran:
+# the file before the first from the BPF program's registers) and through
+# the page trap
 run trace_values 30 "$G" trace -v --values --range "$WORK_START-$WORK_LAST" -o "$O/trace_values.jsonl" -- "$P/kmtrace"
+run trace_values_pages 30 "$G" trace -v --values --trap pages --range "$WORK_START-$WORK_LAST" -o "$O/trace_values_pages.jsonl" -- "$P/kmtrace"
 run trace_jit 30 "$G" trace -v --trap probes --engine jit --range "$WORK_START-$WORK_LAST" -o "$O/trace_jit.jsonl" -- "$P/kmtrace"
 # ... and through the patch trap (issue 19: the range translated up front
 # into a stop-free cache, its entries overwritten through /proc/PID/mem with

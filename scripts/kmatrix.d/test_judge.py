@@ -164,7 +164,12 @@ def write_good(d):
         "trace.rc": "0\n", "trace.jsonl": EXPECT,
         "trace.err": "gebpf: probe trap: 2 entries in /kmprogs/kmtrace 0x401010-0x40105a\n",
         "trace_pages.rc": "0\n", "trace_pages.err": "", "trace_pages.jsonl": EXPECT,
-        "trace_values.rc": "0\n", "trace_values.err": "", "trace_values.jsonl": VALUES,
+        "trace_values.rc": "0\n", "trace_values.jsonl": VALUES,
+        "trace_values.err": "gebpf: trace: probe trap: 19 single-steps, 20 in-range instructions, "
+                            "1 range entries\n",
+        "trace_values_pages.rc": "0\n", "trace_values_pages.jsonl": VALUES,
+        "trace_values_pages.err": "gebpf: trace: page trap: 21 single-steps, 20 in-range "
+                                  "instructions, 2 range entries\n",
         "trace_jit.rc": "0\n", "trace_jit.jsonl": EXPECT,
         "trace_jit.err": CUT_LOADED +
         "gebpf: trace: jit: 2 runs, 3 stops, 20 instructions translated-run, 3 blocks\n",
@@ -522,7 +527,9 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
     put(vm, "console.log", "[    2.9] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\n")
     put(vm, "serial.txt", frame(str(src), ["kernel", "trace.rc", "trace.err", "trace.jsonl", "trace_pages.rc",
                                           "trace_pages.err", "trace_pages.jsonl", "trace_values.rc",
-                                          "trace_values.err", "trace_values.jsonl", "trace_jit.rc",
+                                          "trace_values.err", "trace_values.jsonl",
+                                          "trace_values_pages.rc", "trace_values_pages.err",
+                                          "trace_values_pages.jsonl", "trace_jit.rc",
                                           "trace_jit.err", "trace_jit.jsonl", "trace_patch.rc",
                                           "trace_patch.err", "trace_patch.jsonl",
                                           "trace_patch_probe.rc", "trace_patch_probe.err",
@@ -846,3 +853,8 @@ def test_values_trace_is_judged_by_its_values(tmp_path):
     put(good, "trace_values.jsonl", VALUES.replace('"events":38', '"events":37'))
     res = verdicts(good)["trace"]
     assert res[0] == "fail" and "summary" in res[1], res
+    # the probe trap must have taken them, and given the page trap's bytes
+    put(good, "trace_values.jsonl", VALUES)
+    put(good, "trace_values.err", "gebpf: trace: page trap: 21 single-steps\n")
+    res = verdicts(good)["trace"]
+    assert res[0] == "fail" and "the probe trap was not used" in res[1], res

@@ -159,11 +159,33 @@ def test_regs_lines_say_only_what_changed(trace_ready, tmp_path):
     assert later and max(len(o["regs"]) for o in later) < 20, later[:2]
 
 
-@pytest.mark.parametrize("prog", ["vals_x87", "simd", "mem_sizes", "stack_ops"])
-def test_page_trap_and_no_trap_give_the_same_bytes(trace_ready, tmp_path, prog):
-    _, _, pages = values_trace(tmp_path, prog, name="p.jsonl")
+@pytest.mark.parametrize("prog", ["vals_x87", "simd", "mem_sizes", "stack_ops", "qsort_cb",
+                                  "recursion", "atomics"])
+def test_every_trap_that_takes_values_gives_the_same_bytes(trace_ready, tmp_path, prog):
+    """The default (the probe trap where every entry gives its values once
+    it ran, else the page trap), --trap probes, --trap pages and --trap none:
+    the same bytes."""
+    _, _, dflt = values_trace(tmp_path, prog, name="d.jsonl")
+    _, _, pages = values_trace(tmp_path, prog, "--trap", "pages", name="p.jsonl")
     _, _, none = values_trace(tmp_path, prog, "--trap", "none", name="n.jsonl")
-    assert pages == none
+    _, _, probes = values_trace(tmp_path, prog, "--trap", "probes", name="b.jsonl")
+    assert dflt == pages == none == probes
+
+
+@pytest.mark.parametrize("prog,trap", [("mem_sizes", "probe"), ("qsort_cb", "probe"),
+                                       ("vals_x87", "page")])
+def test_values_take_the_probe_trap_where_every_entry_gives_them(trace_ready, tmp_path, prog,
+                                                                 trap):
+    """vals_x87's entry is an fldl, which writes st0: once it ran, the stack
+    before it is gone, so the page trap traces it, and -v names the entry."""
+    out = tmp_path / "v.jsonl"
+    r = run_gebpf(["trace", "-v", "--values", "--range", "traced", "-o", str(out), "--",
+                   prog_path(prog)])
+    assert r.returncode == 0, r.stderr
+    assert ("trace: %s trap: " % trap) in r.stderr, r.stderr
+    if trap == "page":
+        assert "writes a register the probe's BPF program does not see (--values); using the " \
+               "page trap" in r.stderr
 
 
 def test_values_leave_the_rest_of_the_lines_alone(trace_ready, tmp_path):
@@ -181,8 +203,7 @@ def test_values_leave_the_rest_of_the_lines_alone(trace_ready, tmp_path):
 
 
 @pytest.mark.parametrize("args,why", [
-    (["--trap", "probes"], "probe and patch traps"),
-    (["--trap", "patch"], "probe and patch traps"),
+    (["--trap", "patch"], "the patch trap runs the range in its code cache"),
     (["--engine", "jit"], "translating engine"),
 ])
 def test_values_refused_where_they_cannot_be_taken(gebpf, args, why):

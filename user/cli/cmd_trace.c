@@ -48,7 +48,9 @@ static void usage(FILE *f)
 "                         line gives a thread's whole register file where its\n"
 "                         stretch starts (docs/trace-format.md \"Values\");\n"
 "                         single-steps the range (--engine step), entered\n"
-"                         through the page trap (or --trap none)\n"
+"                         through the probe trap where every entry can give\n"
+"                         its values once it ran, else the page trap (or\n"
+"                         --trap none)\n"
 "      --trap patch|probes|pages|none  how a natively running thread enters the\n"
 "                         range (docs/trace.md \"Entry traps\"): patch (entries\n"
 "                         patched into jumps to translated code, no stop; the\n"
@@ -246,10 +248,10 @@ int cmd_trace(int argc, char **argv)
 	o.zstd = compress == 1;
 	if ((o.nsnap_pcs || o.nsnap_vts) && !o.out_dir)
 		return bad("--snap-at", "needs --out DIR (snapshots go to DIR/blobs/)");
-	if (o.values && (o.trap == GB_TRAP_PROBES || o.trap == GB_TRAP_PATCH))
-		return bad("--values", "the probe and patch traps run an entry's instruction "
-			   "natively, where its values cannot be taken: use --trap pages or none "
-			   "(the default with --values is pages)");
+	if (o.values && o.trap == GB_TRAP_PATCH)
+		return bad("--values", "the patch trap runs the range in its code cache, which does "
+			   "not take values yet: use --trap probes, pages or none (the default with "
+			   "--values: probes where every entry can give its values, else pages)");
 	if (o.values && o.engine == GB_ENGINE_JIT)
 		return bad("--values", "the translating engine does not take values yet: the step "
 			   "engine does (the default with --values)");

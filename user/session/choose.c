@@ -14,7 +14,7 @@ static const char *range_file(struct session *s, char *path, size_t len, uint64_
  * file's code. */
 static struct gb_probes *setup_probes(struct session *s)
 {
-	struct gb_probes_opts po = { .tgid = s->t.pid, .quiet = false };
+	struct gb_probes_opts po = { .tgid = s->t.pid, .quiet = false, .values = s->o->values };
 	char path[4096];
 	if (s->range_pending) {
 		po.path = s->pending_path;
@@ -107,9 +107,9 @@ int gb_session__choose_trap(struct session *s)
 		return 0;
 	}
 	/* --snap-at vt=N must stop before instruction N; a probe reports an
-	 * entry instruction after it ran, and so cannot give --values the
-	 * values it read. */
-	if (s->trap == GB_TRAP_AUTO && (o->nsnap_vts || o->values))
+	 * entry instruction after it ran.  (--values takes the probe trap
+	 * where every entry can give its values once it ran, probes.h.) */
+	if (s->trap == GB_TRAP_AUTO && o->nsnap_vts)
 		s->trap = GB_TRAP_PAGES;
 	if (s->trap == GB_TRAP_PATCH || s->trap == GB_TRAP_AUTO)
 		check_patch(s);

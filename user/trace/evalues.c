@@ -213,9 +213,11 @@ static unsigned reg_bytes(const struct eng_vals *v, const struct gb_wreg *r,
 	case GB_WR_GPR: x = *gb_regs_field((struct user_regs_struct *)g, r->num); break;
 	case GB_WR_RIP: x = g->rip; break;
 	case GB_WR_EFLAGS:
-		/* TF is the tracer's: single-stepping sets it, and after a
-		 * stepped popf the kernel shows it (docs/trace-format.md). */
-		x = g->eflags & ~0x100ull;
+		/* TF and RF are the tracer's: single-stepping sets TF (after a
+		 * stepped popf the kernel shows it), the page trap's fault RF;
+		 * a program never sees either (pushf pushes RF clear; docs/
+		 * trace-format.md). */
+		x = g->eflags & ~0x10100ull;
 		break;
 	case GB_WR_FS_BASE: x = g->fs_base; break;
 	case GB_WR_GS_BASE: x = g->gs_base; break;

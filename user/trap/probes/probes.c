@@ -13,6 +13,7 @@
 #include "common/grow.h"
 #include "common/log.h"
 #include "decode/decode.h"
+#include "decode/written.h"
 #include "ptrace/maps.h"
 #include "ptrace/mem.h"
 #include "ptrace/regs.h"
@@ -28,6 +29,7 @@ struct entry {
 };
 
 struct gb_probes {
+	bool values;             /* --values: entries must give them (gb_probes_values_lost) */
 	pid_t tgid;
 	char *path;
 	dev_t dev;
@@ -58,11 +60,14 @@ static const struct entry *find_probe(const struct gb_probes *p, uint64_t vaddr)
  * string instruction (one line per iteration: the count is gone), a
  * syscall (uprobes cannot run it out of line), or a VEX/EVEX one (uprobes
  * emulate another in its place: gb_insn_vex_family). */
-static const char *unrebuildable(const uint8_t *bytes, size_t len, uint64_t vaddr)
+static const char *unrebuildable(const uint8_t *bytes, size_t len, uint64_t vaddr, bool values)
 {
 	struct gb_insn in;
 	if (gb_decode(vaddr, bytes, len, &in))
 		return "cannot be decoded";
+	const char *lost = values ? gb_probes_values_lost(&in) : NULL;
+	if (lost)
+		return lost;
 	if (in.flags & GB_INSN_NEEDS_VEC)
 		return "its accesses depend on vector registers";
 	if (in.flags & GB_INSN_REP)
@@ -72,6 +77,29 @@ static const char *unrebuildable(const uint8_t *bytes, size_t len, uint64_t vadd
 	if (gb_insn_vex_family(&in))
 		return "is VEX/EVEX-encoded (a uprobe there runs another instruction: docs/bpf.md "
 		       "\"What a uprobe runs\")";
+	return NULL;
+}
+
+const char *gb_probes_values_lost(const struct gb_insn *in)
+{
+	struct gb_wreg w[GB_WREG_MAX];
+	int n = gb_insn_written(in, w, GB_WREG_MAX);
+	if (gb_insn_writes_all(in))
+		return "loads the register file";
+	for (int k = 0; k < n; k++)
+		if (w[k].kind >= GB_WR_FS_BASE)
+			return "writes a register the probe's BPF program does not see";
+	bool rd = false, wr = false;
+	for (int k = 0; k < in->zi.operand_count; k++) {
+		const ZydisDecodedOperand *o = &in->ops[k];
+		if (o->type != ZYDIS_OPERAND_TYPE_MEMORY || o->mem.type == ZYDIS_MEMOP_TYPE_AGEN ||
+		    o->mem.type == ZYDIS_MEMOP_TYPE_MIB)
+			continue;
+		rd |= o->actions & ZYDIS_OPERAND_ACTION_MASK_READ;
+		wr |= o->actions & ZYDIS_OPERAND_ACTION_MASK_WRITE;
+	}
+	if (rd && wr)
+		return "reads and writes memory (what it read may be gone once it ran)";
 	return NULL;
 }
 
@@ -138,6 +166,7 @@ struct gb_probes *gb_probes__new(const struct gb_probes_opts *o)
 	if (!p)
 		return NULL;
 	p->tgid = o->tgid;
+	p->values = o->values;
 	p->lo = o->lo;
 	p->hi = o->hi;
 	p->mapped = o->mapped;
@@ -157,11 +186,14 @@ struct gb_probes *gb_probes__new(const struct gb_probes_opts *o)
 	if (o->nonly)
 		keep_only(&ents, o->only, o->nonly);
 	for (size_t k = 0; k < ents.n; k++) {
-		const char *why = unrebuildable(ents.v[k].bytes, ents.v[k].len, ents.v[k].vaddr);
+		const char *why = unrebuildable(ents.v[k].bytes, ents.v[k].len, ents.v[k].vaddr,
+						o->values);
 		if (why) {
 			if (!o->quiet)
-				gb_warn("probe trap: the entry at %s+0x%llx %s; using the page trap",
-					o->path, (unsigned long long)ents.v[k].vaddr, why);
+				(o->values ? gb_info : gb_warn)("probe trap: the entry at %s+0x%llx %s%s; "
+								"using the page trap", o->path,
+								(unsigned long long)ents.v[k].vaddr, why,
+								o->values ? " (--values)" : "");
 			goto fail;
 		}
 	}
@@ -345,6 +377,15 @@ int gb_probes__add_entry(struct gb_probes *p, uint64_t addr)
 	if (r)
 		return r;
 	gb_probetrap__orig_bytes(p->pt, addr, b, (size_t)n);
+	struct gb_insn in;
+	const char *lost = p->values && gb_decode(addr, b, (size_t)n, &in) == 0 ?
+			   gb_probes_values_lost(&in) : NULL;
+	if (lost) {
+		gb_err("probe trap: a handler returns into the range at 0x%llx, whose instruction %s: "
+		       "--values cannot be exact from there under the probe trap (--trap pages)",
+		       (unsigned long long)addr, lost);
+		return -ENOTSUP;
+	}
 	r = add_probe(p, addr - p->bias, off, pushes_flags(b, (size_t)n, addr));
 	if (!r)
 		gb_info("probe trap: entry added at 0x%llx (a handler's return into the range)",

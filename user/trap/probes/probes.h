@@ -46,7 +46,18 @@ struct gb_probes_opts {
 	size_t nonly;
 	bool redirect;             /* load the program with redirects where the
 				    * kernel can (probe/probetrap.h contract 7) */
+	bool values;               /* trace --values: every entry must give them
+				    * once it ran (gb_probes_values_lost) */
 };
+
+/* Why the instruction at an entry, once it ran natively, cannot give
+ * trace --values what it read and the registers before it (docs/trace-
+ * format.md "Values"): it writes a register the BPF program does not see
+ * (x87, vector, mxcsr, a segment base) or loads the register file, or it
+ * both reads and writes memory (what it read may be gone).  NULL when it
+ * can: its reads are still in memory, the rest of the file as it was. */
+struct gb_insn;
+const char *gb_probes_values_lost(const struct gb_insn *in);
 
 /* Finds the entries, checks that each entry instruction can be rebuilt
  * from its pre-instruction registers, loads the BPF program and attaches

@@ -243,7 +243,17 @@ static void emit_hit(struct gb_engine *e, size_t i)
 		if (done >= 0)
 			n = done;
 	}
+	bool faulted = t->fault_seen && t->fault_pc == pc;
 	t->fault_seen = false;
+	if (e->vals) {
+		/* --values: the entries give them once they ran (probes.h
+		 * gb_probes_values_lost): the file before it is the hit's
+		 * registers and the rest as it still is, its reads still in
+		 * memory. */
+		eng_vals_before(e, i, &t->hit.regs, acc, n);
+		eng_vals_commit(e, i, pc, insn, acc, n, faulted ? ENG_VALS_FAULTED : ENG_VALS_DONE);
+		return;
+	}
 	eng_commit(e, i, pc, acc, n);
 }
 
