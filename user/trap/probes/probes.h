@@ -99,7 +99,9 @@ bool gb_probes__take_early(struct gb_probes *p, const struct gb_stop *st, struct
 void gb_probes__stepping(struct gb_probes *p, pid_t tid, bool on);
 
 /* One more entry at run-time address addr inside the range (the return
- * into the range of a signal handler that interrupted it).  0 or -errno. */
+ * into the range of a signal handler that interrupted it).  0 or -errno;
+ * -ENOTSUP (said in one line) under values at an instruction that cannot
+ * give them once it ran (gb_probes_values_lost): the trace must end. */
 int gb_probes__add_entry(struct gb_probes *p, uint64_t addr);
 
 /* The original code bytes over [addr, addr+len) where probes sit (the

@@ -268,8 +268,9 @@ static void probes_entered(struct gb_trap *t, struct gb_engine *e, size_t i)
 static bool probes_resume(struct gb_trap *t, struct gb_engine *e, size_t i, int sig)
 {
 	struct user_regs_struct r;
-	if (sig && gb_regs_get(eng_tid(e, i), &r) == 0 && eng_inside(e, r.rip))
-		gb_probes__add_entry(PR(t)->p, r.rip);
+	if (sig && gb_regs_get(eng_tid(e, i), &r) == 0 && eng_inside(e, r.rip) &&
+	    gb_probes__add_entry(PR(t)->p, r.rip) == -ENOTSUP)
+		eng_finish(e, GB_END_ERROR); /* (--values: said why) */
 	return false; /* (natively) */
 }
 
