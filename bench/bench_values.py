@@ -14,7 +14,8 @@ second), every line written (--max-events 0) to a file:
 
 Rows (in-range instructions per second, median over --reps interleaved rounds):
 
-  plain   --engine step --trap pages (the engine and trap --values uses)
+  plain   --engine step --trap pages (an engine and trap --values uses; its
+          default is the probe trap where every entry can give its values)
   values  the same with --values
   fast    the default (the patch trap's code cache), without values: what
           --values gives up today (the translating engine takes no values yet)
@@ -62,7 +63,7 @@ def main():
     }
     rows = {
         "plain": ["--engine", "step", "--trap", "pages"],
-        "values": ["--values"],
+        "values": ["--values", "--trap", "pages"],
         "fast": [],
     }
     with tempfile.TemporaryDirectory(prefix="bench-values-") as tmp:
