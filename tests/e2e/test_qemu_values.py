@@ -16,6 +16,7 @@ import subprocess
 import pytest
 
 from conftest import OUTPUT, check_line, prog_path, run_gebpf
+from test_values import said
 
 QEMU10 = os.path.join(OUTPUT, "qemu10", "bin", "qemu-x86_64")
 PLUGIN10 = os.path.join(OUTPUT, "gebpf-qemu10.so")
@@ -102,23 +103,6 @@ def qemu_bytes(accs, kind, addr, size):
     if not all(addr + k in have for k in range(size)):
         return None
     return sum(have[addr + k] << (8 * k) for k in range(size))
-
-
-VEC = {"xmm": 16, "ymm": 32, "zmm": 64}
-
-
-def said(state, name, v):
-    """An exec line's write into the registers the lines say (a vector
-    register's narrower views follow, its wider ones are unsaid: SSE keeps
-    the upper bits, VEX zeroes them), as docs/trace-format.md "Values"."""
-    kind, num = name[:3], name[3:]
-    if kind in VEC:
-        for other, size in VEC.items():
-            if size < VEC[kind]:
-                state[other + num] = hex(int(v, 16) & ((1 << (8 * size)) - 1))
-            elif size > VEC[kind]:
-                state.pop(other + num, None)
-    state[name] = v
 
 
 def states(lines, unsaid=None):

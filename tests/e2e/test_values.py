@@ -76,16 +76,18 @@ def test_values_are_what_the_program_computed(trace_ready, tmp_path):
 VEC = {"xmm": 16, "ymm": 32, "zmm": 64}
 
 
-def vec_write(state, name, v):
-    """A vector register written under one of its names: the narrower views
-    follow; the wider ones are not known from the line (SSE keeps the upper
-    bits, VEX zeroes them)."""
+def said(state, name, v):
+    """An exec line's write into the registers the lines say: a vector
+    register's narrower views follow, its wider ones are unsaid (SSE keeps
+    the upper bits, VEX zeroes them), as docs/trace-format.md "Values".
+    (test_qemu_values.py replays QEMU's lines with it too.)"""
     kind, num = name[:3], name[3:]
-    for other, size in VEC.items():
-        if size < VEC[kind]:
-            state[other + num] = hex(int(v, 16) & ((1 << (8 * size)) - 1))
-        elif size > VEC[kind]:
-            state.pop(other + num, None)
+    if kind in VEC:
+        for other, size in VEC.items():
+            if size < VEC[kind]:
+                state[other + num] = hex(int(v, 16) & ((1 << (8 * size)) - 1))
+            elif size > VEC[kind]:
+                state.pop(other + num, None)
     state[name] = v
 
 
@@ -111,10 +113,7 @@ def replay(lines):
             assert state, "an exec line before any regs line"
             regs = o["regs"]
             for name, v in regs.items():
-                if name[:3] in VEC:
-                    vec_write(state, name, v)
-                else:
-                    state[name] = v
+                said(state, name, v)
             if set(regs) == {"rcx", "r11"} and int(regs["rcx"], 16) == int(o["pc"], 16) + 2:
                 state.pop("rax", None)  # a syscall
     return repeated, state

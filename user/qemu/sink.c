@@ -185,75 +185,37 @@ void gb_qsink__insn(struct gb_qsink *s, uint32_t vcpu, uint64_t pc, const struct
 }
 
 #ifdef GB_QEMU_VALUES
-/* The valued lines are made here, not from linefmt.h's texts, as gebpf's
- * own writer makes them (record/jsonl.c gb_jsonl__insn_vals): they are as
- * long as their values.  A regs object is a few kB at most (the whole
- * file: 16 xmm registers of 34 digits, 8 st of 22, the rest 18). */
-#define PUTS(p, str, n) (memcpy((p), (str), (n)), (p) + (n))
-
-static void put_regs_line(struct gb_qsink *s, uint32_t vcpu, const char *file, uint64_t vt)
-{
-	size_t fl = strlen(file);
-	char *p0 = admit_n(s, LINE_MAX_LEN + fl), *p = p0;
-	if (!p)
-		return;
-	p = PUT(p, "{\"t\":\"regs\",\"vcpu\":");
-	p = put_dec(p, vcpu);
-	p = PUT(p, ",\"regs\":");
-	p = PUTS(p, file, fl);
-	p = PUT(p, ",\"vt\":");
-	p = put_dec(p, vt);
-	p = PUT(p, "}\n");
-	s->used += (size_t)(p - p0);
-}
-
+/* The valued lines, made by linefmt.h as gebpf's own writer makes them
+ * (record/jsonl.c gb_jsonl__insn_vals).  A regs object is a few kB at most
+ * (the whole file: 16 xmm registers of 34 digits, 8 st of 22, the rest 18). */
 void gb_qsink__insn_vals(struct gb_qsink *s, uint32_t vcpu, uint64_t pc, const char *file,
 			 const char *regs, const struct gb_qacc *acc, uint32_t n)
 {
 	uint64_t vt = s->vt++;
-	char *p0, *p;
-	if (file)
-		put_regs_line(s, vcpu, file, vt);
+	char *p;
+	if (file) {
+		size_t fl = strlen(file);
+		if ((p = admit_n(s, LINE_MAX_LEN + fl)))
+			s->used += (size_t)(gb_linefmt_regs(p, vcpu, file, fl, vt) - p);
+	}
 	if (s->o.exec) {
 		size_t rl = strlen(regs);
 		s->c.insns++;
-		if ((p0 = p = admit_n(s, LINE_MAX_LEN + rl))) {
-			p = PUT(p, "{\"t\":\"exec\",\"vcpu\":");
-			p = put_dec(p, vcpu);
-			p = PUT(p, ",\"pc\":\"");
-			p = put_hex(p, pc);
-			p = PUT(p, "\",\"regs\":");
-			p = PUTS(p, regs, rl);
-			p = PUT(p, ",\"vt\":");
-			p = put_dec(p, vt);
-			p = PUT(p, "}\n");
-			s->used += (size_t)(p - p0);
-		}
+		if ((p = admit_n(s, LINE_MAX_LEN + rl)))
+			s->used += (size_t)(gb_linefmt_exec_regs(p, vcpu, pc, regs, rl, vt) - p);
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		s->c.mem++;
-		if (!(p0 = p = admit_n(s, LINE_MAX_LEN + 40)))
+		if (!(p = admit_n(s, LINE_MAX_LEN + 40)))
 			continue;
-		p = acc[i].write ? PUT(p, "{\"t\":\"write\",\"vcpu\":")
-				 : PUT(p, "{\"t\":\"read\",\"vcpu\":");
-		p = put_dec(p, vcpu);
-		p = PUT(p, ",\"addr\":\"");
-		p = put_hex(p, acc[i].addr);
-		p = PUT(p, "\",\"size\":");
-		p = put_dec(p, acc[i].size);
-		if (acc[i].has_val) {
-			p = PUT(p, ",\"val\":\"");
-			p += gb_numfmt_hexle(p, acc[i].val,
-					     acc[i].size < sizeof(acc[i].val) ? acc[i].size
-									   : sizeof(acc[i].val));
-			*p++ = '"';
-		}
-		p = PUT(p, ",\"pc\":\"");
-		p = put_hex(p, pc);
-		p = PUT(p, "\",\"vt\":");
-		p = put_dec(p, vt);
-		p = PUT(p, "}\n");
-		s->used += (size_t)(p - p0);
+		char val[2 + 2 * sizeof(acc[i].val) + 1];
+		int vl = 0;
+		if (acc[i].has_val)
+			vl = gb_numfmt_hexle(val, acc[i].val,
+					     acc[i].size < sizeof(acc[i].val) ? acc[i].size : sizeof(acc[i].val));
+		s->used += (size_t)(gb_linefmt_acc_val(p, vcpu, acc[i].write != 0, acc[i].addr,
+						       acc[i].size, acc[i].has_val ? val : NULL,
+						       (size_t)vl, pc, vt) - p);
 	}
 }
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "decode/plan.h"
+#include "record/linefmt.h"
 #include "record/numfmt.h"
 
 #define NKEYS (GB_WR_KINDS * 64)   /* gb_wreg_order's range */
@@ -196,16 +197,9 @@ static bool put(struct gb_qtext *t, const struct gb_wreg *r, const uint8_t b[VAL
 {
 	if (!room(t, 24 + 2 * VAL_MAX + 8))
 		return false;
-	char *p = t->s + t->len;
-	if (t->len > 1)
-		*p++ = ',';
-	*p++ = '"';
-	p += gb_wreg_name(r, p, 16);
-	memcpy(p, "\":\"", 3);
-	p += 3;
-	p += gb_numfmt_hexle(p, b, VAL_MAX);
-	*p++ = '"';
-	t->len = (size_t)(p - t->s);
+	char name[16];
+	gb_wreg_name(r, name, sizeof(name));
+	t->len = (size_t)(gb_linefmt_reg(t->s + t->len, t->len <= 1, name, b, VAL_MAX) - t->s);
 	return true;
 }
 

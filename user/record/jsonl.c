@@ -198,10 +198,6 @@ void gb_jsonl__fault(struct gb_jsonl *w, uint32_t vcpu, uint64_t addr, uint64_t 
 	done(w, p0, p);
 }
 
-#define PUTS(str, len) do { memcpy(p, str, len); p += len; } while (0)
-
-/* The valued lines (--values) are made here, not from linefmt.h's texts:
- * they are as long as their values. */
 void gb_jsonl__insn_vals(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, const char *regs,
 			 const struct gb_access *acc, const char *const *vals, int nacc,
 			 uint64_t vt)
@@ -209,19 +205,9 @@ void gb_jsonl__insn_vals(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, const c
 	if (w->o.exec) {
 		w->c.insns++;
 		size_t rl = strlen(regs);
-		char *p0 = admit_n(w, vt, LINE_MAX_LEN + rl), *p = p0;
-		if (p) {
-			PUT("{\"t\":\"exec\",\"vcpu\":");
-			p += gb_numfmt_dec(p, vcpu);
-			PUT(",\"pc\":\"");
-			p += gb_numfmt_hex(p, pc);
-			PUT("\",\"regs\":");
-			PUTS(regs, rl);
-			PUT(",\"vt\":");
-			p += gb_numfmt_dec(p, vt);
-			PUT("}\n");
-			done(w, p0, p);
-		}
+		char *p = admit_n(w, vt, LINE_MAX_LEN + rl);
+		if (p)
+			done(w, p, gb_linefmt_exec_regs(p, vcpu, pc, regs, rl, vt));
 	}
 	for (int k = 0; k < nacc; k++) {
 		if (acc[k].write)
@@ -229,29 +215,10 @@ void gb_jsonl__insn_vals(struct gb_jsonl *w, uint32_t vcpu, uint64_t pc, const c
 		else
 			w->c.reads++;
 		size_t vl = vals[k] ? strlen(vals[k]) : 0;
-		char *p0 = admit_n(w, vt, LINE_MAX_LEN + vl), *p = p0;
-		if (!p)
-			continue;
-		if (acc[k].write)
-			PUT("{\"t\":\"write\",\"vcpu\":");
-		else
-			PUT("{\"t\":\"read\",\"vcpu\":");
-		p += gb_numfmt_dec(p, vcpu);
-		PUT(",\"addr\":\"");
-		p += gb_numfmt_hex(p, acc[k].addr);
-		PUT("\",\"size\":");
-		p += gb_numfmt_dec(p, acc[k].size);
-		if (vals[k]) {
-			PUT(",\"val\":\"");
-			PUTS(vals[k], vl);
-			*p++ = '"';
-		}
-		PUT(",\"pc\":\"");
-		p += gb_numfmt_hex(p, pc);
-		PUT("\",\"vt\":");
-		p += gb_numfmt_dec(p, vt);
-		PUT("}\n");
-		done(w, p0, p);
+		char *p = admit_n(w, vt, LINE_MAX_LEN + vl);
+		if (p)
+			done(w, p, gb_linefmt_acc_val(p, vcpu, acc[k].write, acc[k].addr, acc[k].size,
+						      vals[k], vl, pc, vt));
 	}
 }
 
@@ -259,17 +226,9 @@ void gb_jsonl__regs(struct gb_jsonl *w, uint32_t vcpu, const char *regs, uint64_
 {
 	w->c.regs++;
 	size_t rl = strlen(regs);
-	char *p0 = admit_n(w, vt, LINE_MAX_LEN + rl), *p = p0;
-	if (!p)
-		return;
-	PUT("{\"t\":\"regs\",\"vcpu\":");
-	p += gb_numfmt_dec(p, vcpu);
-	PUT(",\"regs\":");
-	PUTS(regs, rl);
-	PUT(",\"vt\":");
-	p += gb_numfmt_dec(p, vt);
-	PUT("}\n");
-	done(w, p0, p);
+	char *p = admit_n(w, vt, LINE_MAX_LEN + rl);
+	if (p)
+		done(w, p, gb_linefmt_regs(p, vcpu, regs, rl, vt));
 }
 
 static size_t fmt_summary(void *ctx, char *p0)

@@ -137,4 +137,83 @@ static inline char *gb_linefmt_acc(struct gb_linefmt *f, char *p, uint32_t vcpu,
 	return gb_linefmt__end(f, p + x->n, vt);
 }
 
+/* trace --values' lines (docs/trace-format.md "Values"), as long as their
+ * values: not from the texts above (room: GB_LINEFMT_ROOM plus the lengths
+ * of the texts given).  Each returns the end of what it wrote. */
+
+static inline char *gb_linefmt__put(char *p, const char *s, size_t n)
+{
+	memcpy(p, s, n);
+	return p + n;
+}
+
+#define GB_LINEFMT_LIT(p, lit) gb_linefmt__put((p), (lit), sizeof(lit) - 1)
+
+/* {"t":"exec","vcpu":V,"pc":"0x..","regs":REGS,"vt":N} and its newline. */
+static inline char *gb_linefmt_exec_regs(char *p, uint32_t vcpu, uint64_t pc, const char *regs,
+					 size_t rl, uint64_t vt)
+{
+	p = GB_LINEFMT_LIT(p, "{\"t\":\"exec\",\"vcpu\":");
+	p += gb_numfmt_dec(p, vcpu);
+	p = GB_LINEFMT_LIT(p, ",\"pc\":\"");
+	p += gb_numfmt_hex(p, pc);
+	p = GB_LINEFMT_LIT(p, "\",\"regs\":");
+	p = gb_linefmt__put(p, regs, rl);
+	p = GB_LINEFMT_LIT(p, ",\"vt\":");
+	p += gb_numfmt_dec(p, vt);
+	return GB_LINEFMT_LIT(p, "}\n");
+}
+
+/* {"t":"regs","vcpu":V,"regs":REGS,"vt":N} and its newline. */
+static inline char *gb_linefmt_regs(char *p, uint32_t vcpu, const char *regs, size_t rl,
+				    uint64_t vt)
+{
+	p = GB_LINEFMT_LIT(p, "{\"t\":\"regs\",\"vcpu\":");
+	p += gb_numfmt_dec(p, vcpu);
+	p = GB_LINEFMT_LIT(p, ",\"regs\":");
+	p = gb_linefmt__put(p, regs, rl);
+	p = GB_LINEFMT_LIT(p, ",\"vt\":");
+	p += gb_numfmt_dec(p, vt);
+	return GB_LINEFMT_LIT(p, "}\n");
+}
+
+/* An access line with "val":"VAL" after its size (val NULL: none). */
+static inline char *gb_linefmt_acc_val(char *p, uint32_t vcpu, bool write, uint64_t addr,
+				       uint32_t size, const char *val, size_t vl, uint64_t pc,
+				       uint64_t vt)
+{
+	p = write ? GB_LINEFMT_LIT(p, "{\"t\":\"write\",\"vcpu\":")
+		  : GB_LINEFMT_LIT(p, "{\"t\":\"read\",\"vcpu\":");
+	p += gb_numfmt_dec(p, vcpu);
+	p = GB_LINEFMT_LIT(p, ",\"addr\":\"");
+	p += gb_numfmt_hex(p, addr);
+	p = GB_LINEFMT_LIT(p, "\",\"size\":");
+	p += gb_numfmt_dec(p, size);
+	if (val) {
+		p = GB_LINEFMT_LIT(p, ",\"val\":\"");
+		p = gb_linefmt__put(p, val, vl);
+		*p++ = '"';
+	}
+	p = GB_LINEFMT_LIT(p, ",\"pc\":\"");
+	p += gb_numfmt_hex(p, pc);
+	p = GB_LINEFMT_LIT(p, "\",\"vt\":");
+	p += gb_numfmt_dec(p, vt);
+	return GB_LINEFMT_LIT(p, "}\n");
+}
+
+/* One member of a regs object, "NAME":"0x..." (n bytes at b, one
+ * little-endian integer), after a comma unless first; at most
+ * strlen(name) + 2n + 8 bytes. */
+static inline char *gb_linefmt_reg(char *p, bool first, const char *name, const uint8_t *b, size_t n)
+{
+	if (!first)
+		*p++ = ',';
+	*p++ = '"';
+	p = gb_linefmt__put(p, name, strlen(name));
+	p = GB_LINEFMT_LIT(p, "\":\"");
+	p += gb_numfmt_hexle(p, b, n);
+	*p++ = '"';
+	return p;
+}
+
 #endif

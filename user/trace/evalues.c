@@ -19,11 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "common/log.h"
 #include "decode/written.h"
 #include "decode/xsave.h"
 #include "ptrace/mem.h"
 #include "ptrace/regs.h"
+#include "record/linefmt.h"
 #include "record/numfmt.h"
 #include "trace/cpu.h"
 #include "trace/engine_int.h"
@@ -112,14 +114,8 @@ static struct known *known_of(struct eng_vals *v, pid_t tid)
 	for (size_t k = 0; k < v->nknown; k++)
 		if (v->known[k].tid == tid)
 			return &v->known[k];
-	if (v->nknown == v->known_cap) {
-		size_t cap = v->known_cap ? 2 * v->known_cap : 8;
-		struct known *n = realloc(v->known, cap * sizeof(*n));
-		if (!n)
-			return NULL;
-		v->known = n;
-		v->known_cap = cap;
-	}
+	if (GB_GROW(&v->known, &v->known_cap, v->nknown + 1))
+		return NULL;
 	struct known *t = &v->known[v->nknown];
 	t->tid = tid;
 	t->val = calloc(v->nreg, sizeof(*t->val));
@@ -150,21 +146,6 @@ void eng_vals_free(struct eng_vals *v)
 	free(v);
 }
 
-static bool grow(void *pp, size_t *cap, size_t need)
-{
-	if (need <= *cap)
-		return true;
-	size_t n = *cap ? *cap : 4096;
-	while (n < need)
-		n *= 2;
-	void *q = realloc(*(void **)pp, n);
-	if (!q)
-		return false;
-	*(void **)pp = q;
-	*cap = n;
-	return true;
-}
-
 static bool whole_file(struct eng_vals *v, pid_t tid, const struct user_regs_struct *g);
 
 void eng_vals_before(struct gb_engine *e, size_t i, const struct user_regs_struct *regs,
@@ -177,7 +158,7 @@ void eng_vals_before(struct gb_engine *e, size_t i, const struct user_regs_struc
 	size_t need = 0;
 	for (int k = 0; k < nacc; k++)
 		need += acc[k].write ? 0 : acc[k].size;
-	if (!grow(&v->mem, &v->mcap, need ? need : 1))
+	if (GB_GROW(&v->mem, &v->mcap, need ? need : 1))
 		need = 0;
 	size_t at = 0;
 	for (int k = 0; k < nacc; k++) {
@@ -261,24 +242,17 @@ static bool put_reg(struct eng_vals *v, struct sbuf *o, const struct gb_wreg *r,
 {
 	uint8_t b[64];
 	unsigned n = reg_bytes(v, r, g, b);
-	if (!grow(&o->s, &o->cap, o->len + 16 + 4 + 2 * 64 + 4))
+	if (GB_GROW(&o->s, &o->cap, o->len + 16 + 4 + 2 * 64 + 4))
 		return false;
-	char *p = o->s + o->len;
-	if (o->len > 1)
-		*p++ = ',';
-	*p++ = '"';
-	p += gb_wreg_name(r, p, 16);
-	memcpy(p, "\":\"", 3);
-	p += 3;
-	p += gb_numfmt_hexle(p, b, n);
-	*p++ = '"';
-	o->len = (size_t)(p - o->s);
+	char name[16];
+	gb_wreg_name(r, name, sizeof(name));
+	o->len = (size_t)(gb_linefmt_reg(o->s + o->len, o->len <= 1, name, b, n) - o->s);
 	return true;
 }
 
 static bool regs_begin(struct sbuf *o)
 {
-	if (!grow(&o->s, &o->cap, 64))
+	if (GB_GROW(&o->s, &o->cap, 64))
 		return false;
 	o->s[0] = '{';
 	o->len = 1;
@@ -376,7 +350,7 @@ void eng_vals_unsync(struct gb_engine *e, size_t i)
 /* A value's text, appended to v->text (with its NUL). */
 static bool put_val(struct eng_vals *v, const uint8_t *b, size_t n)
 {
-	if (!grow(&v->text, &v->tcap, v->tlen + 2 * n + 4))
+	if (GB_GROW(&v->text, &v->tcap, v->tlen + 2 * n + 4))
 		return false;
 	v->tlen += (size_t)gb_numfmt_hexle(v->text + v->tlen, b, n);
 	v->text[v->tlen++] = 0;
