@@ -113,10 +113,11 @@ def runs_natively(path):
         return False
 
 
-def trace(engine, binary, out, trap=DEFAULT_TRAP, timeout=900):
-    """gebpf trace --engine ENGINE --range corpus ... -o OUT -- BINARY."""
+def trace(engine, binary, out, trap=DEFAULT_TRAP, timeout=900, values=False):
+    """gebpf trace --engine ENGINE --range corpus ... -o OUT -- BINARY
+    (values: with --values)."""
     cmd = [GEBPF, "trace"] + engine_args(engine) + (["--trap", trap] if trap else []) + (
-        ["-v"] if trap == "patch" else []) + [
+        ["-v"] if trap == "patch" else []) + (["--values"] if values else []) + [
         "--range", RANGE, "--max-events", "0", "-o", out, "--", binary]
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -222,8 +223,9 @@ def diff_lackey(trace_path, binary):
 class Pair:
     """Two engines (gebpf --engine values or "lackey") compared in workdir."""
 
-    def __init__(self, a, b, workdir, trap=DEFAULT_TRAP):
+    def __init__(self, a, b, workdir, trap=DEFAULT_TRAP, values=False):
         ta, tb = traps(trap)
+        self.values = values
         if a == "lackey":
             a, b, ta, tb = b, a, tb, ta
         if a == "lackey":
@@ -239,8 +241,9 @@ class Pair:
         if self.b == "lackey":
             return diff_lackey(trace(self.a, binary, out(self.name_a), self.trap), binary)
         with concurrent.futures.ThreadPoolExecutor(2) as ex:
-            fa = ex.submit(trace, self.a, binary, out(self.name_a), self.trap)
-            fb = ex.submit(trace, self.b, binary, out(self.name_b), self.trap_b)
+            fa = ex.submit(trace, self.a, binary, out(self.name_a), self.trap, values=self.values)
+            fb = ex.submit(trace, self.b, binary, out(self.name_b), self.trap_b,
+                           values=self.values)
             ta, tb = fa.result(), fb.result()
         return diff_files(ta, tb, self.name_a, self.name_b)
 
@@ -329,11 +332,12 @@ def reproducer_text(prefix, items, idx):
 # ---------------------------------------------------------------- the whole run
 
 def run(engines, seed, count, workdir, lackey_safe=False, trap=DEFAULT_TRAP, do_shrink=True,
-        log=print, avoid=(), nostop=None):
+        log=print, avoid=(), nostop=None, values=False):
     """Returns (ok, report text).  nostop (default: when a trap is patch):
-    the corpus without gen.NOSTOP, traced in programs of PATCH_CHUNK."""
+    the corpus without gen.NOSTOP, traced in programs of PATCH_CHUNK.
+    values: both traced with --values (the values compared too)."""
     a, b = engines
-    pair = Pair(a, b, workdir, trap)
+    pair = Pair(a, b, workdir, trap, values)
     patch = "patch" in (pair.trap, pair.trap_b)
     if nostop is None:
         nostop = patch
@@ -341,8 +345,8 @@ def run(engines, seed, count, workdir, lackey_safe=False, trap=DEFAULT_TRAP, do_
     seqs = gen.generate(seed, count, lackey_safe or "lackey" in engines, gen.avx2_present(), avoid)
     step = PATCH_CHUNK if patch else max(count, 1)
     a, b = pair.name_a, pair.name_b
-    what = "%d sequences (seed %d%s%s)" % (
-        count, seed, ", without %s" % "/".join(gen.NOSTOP) if nostop else "",
+    what = "%d sequences (seed %d%s%s%s)" % (
+        count, seed, ", with --values" if values else "", ", without %s" % "/".join(gen.NOSTOP) if nostop else "",
         ", in programs of %d" % step if step < count else "")
     for lo in range(0, count, step):
         part = seqs[lo:lo + step]
@@ -388,6 +392,7 @@ def main(argv):
                     "patch: see --nostop)")
     ap.add_argument("--workdir", default=os.path.join(OUTPUT, "corpus"))
     ap.add_argument("--no-shrink", action="store_true")
+    ap.add_argument("--values", action="store_true", help="trace with --values (values compared)")
     ap.add_argument("--nostop", action=argparse.BooleanOptionalAction, default=None,
                     help="leave out what the patch trap refuses (gen.py --nostop); default: "
                     "when a --trap is patch")
@@ -399,7 +404,7 @@ def main(argv):
         ap.error("--engines takes two names")
     try:
         ok, text = run(engines, a.seed, a.count, a.workdir, a.lackey, a.trap, not a.no_shrink,
-                       avoid=a.avoid, nostop=a.nostop)
+                       avoid=a.avoid, nostop=a.nostop, values=a.values)
     except HarnessError as e:
         print("corpus: %s" % e, file=sys.stderr)
         return 2

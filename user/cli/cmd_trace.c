@@ -47,10 +47,11 @@ static void usage(FILE *f)
 "                         line the registers it wrote (\"regs\"), and a regs\n"
 "                         line gives a thread's whole register file where its\n"
 "                         stretch starts (docs/trace-format.md \"Values\");\n"
-"                         single-steps the range (--engine step), entered\n"
-"                         through the probe trap where every entry can give\n"
-"                         its values once it ran, else the page trap (or\n"
-"                         --trap none)\n"
+"                         the translating engine takes them in its code\n"
+"                         cache (an instruction it cannot is stepped),\n"
+"                         entered through the probe trap where every entry\n"
+"                         can give its values once it ran, else the page\n"
+"                         trap (or --trap none)\n"
 "      --trap patch|probes|pages|none  how a natively running thread enters the\n"
 "                         range (docs/trace.md \"Entry traps\"): patch (entries\n"
 "                         patched into jumps to translated code, no stop; the\n"
@@ -249,12 +250,9 @@ int cmd_trace(int argc, char **argv)
 	if ((o.nsnap_pcs || o.nsnap_vts) && !o.out_dir)
 		return bad("--snap-at", "needs --out DIR (snapshots go to DIR/blobs/)");
 	if (o.values && o.trap == GB_TRAP_PATCH)
-		return bad("--values", "the patch trap runs the range in its code cache, which does "
-			   "not take values yet: use --trap probes, pages or none (the default with "
+		return bad("--values", "the patch trap's code cache (the one without stops) does not "
+			   "take values yet: use --trap probes, pages or none (the default with "
 			   "--values: probes where every entry can give its values, else pages)");
-	if (o.values && o.engine == GB_ENGINE_JIT)
-		return bad("--values", "the translating engine does not take values yet: the step "
-			   "engine does (the default with --values)");
 	if ((range_arg && gb_range_parse("trace", range_arg, &o.range)) ||
 	    (start_arg && gb_range_set_bound("trace", &o.range, false, start_arg)) ||
 	    (end_arg && gb_range_set_bound("trace", &o.range, true, end_arg)))

@@ -348,3 +348,44 @@ void gb_emit_jmp_target(struct gb_emit *m, const struct gb_insn *in, int32_t rsp
 	}
 	encode(m, &q);
 }
+
+/* --- the forms of --values (vals.c) --- */
+
+void gb_emit_load_mem(struct gb_emit *m, unsigned r, unsigned base, int32_t disp, unsigned size,
+		      unsigned seg)
+{
+	ZydisEncoderRequest q;
+	req_init(&q, size < 4 ? ZYDIS_MNEMONIC_MOVZX : ZYDIS_MNEMONIC_MOV, 2);
+	ZydisRegister z = gb_emit_reg(r);
+	op_reg(&q.operands[0], size == 8 ? z : ZydisRegisterEncode(ZYDIS_REGCLASS_GPR32,
+								   ZydisRegisterGetId(z)));
+	op_mem(&q.operands[1], gb_emit_reg(base), ZYDIS_REGISTER_NONE, 0, disp, (uint16_t)size);
+	if (seg == GB_EMIT_SEG_FS)
+		q.prefixes = ZYDIS_ATTRIB_HAS_SEGMENT_FS;
+	else if (seg == GB_EMIT_SEG_GS)
+		q.prefixes = ZYDIS_ATTRIB_HAS_SEGMENT_GS;
+	encode(m, &q);
+}
+
+void gb_emit_store_vreg(struct gb_emit *m, unsigned base, int32_t disp, unsigned v, unsigned bytes)
+{
+	if (v < 16 && bytes <= 32) {
+		gb_emit_store_vec(m, base, disp, v, bytes);
+		return;
+	}
+	ZydisEncoderRequest q;
+	ZydisRegister r = (ZydisRegister)((bytes == 64 ? ZYDIS_REGISTER_ZMM0 : bytes == 32 ?
+					   ZYDIS_REGISTER_YMM0 : ZYDIS_REGISTER_XMM0) + v);
+	req_init(&q, ZYDIS_MNEMONIC_VMOVDQU64, 2);
+	op_mem(&q.operands[0], gb_emit_reg(base), ZYDIS_REGISTER_NONE, 0, disp, (uint16_t)bytes);
+	op_reg(&q.operands[1], r);
+	encode(m, &q);
+}
+
+void gb_emit_stmxcsr(struct gb_emit *m, unsigned base, int32_t disp)
+{
+	ZydisEncoderRequest q;
+	req_init(&q, ZYDIS_MNEMONIC_STMXCSR, 1);
+	op_mem(&q.operands[0], gb_emit_reg(base), ZYDIS_REGISTER_NONE, 0, disp, 4);
+	encode(m, &q);
+}

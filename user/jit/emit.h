@@ -68,6 +68,15 @@ void gb_emit_xchg32(struct gb_emit *m, uint64_t addr, unsigned r);       /* xchg
 void gb_emit_load_target(struct gb_emit *m, unsigned r, const struct gb_insn *in);
 /* jmp <the same operand> (reloc.c: rsp-based ones rsp_up bytes further). */
 void gb_emit_jmp_target(struct gb_emit *m, const struct gb_insn *in, int32_t rsp_up);
+/* --values (vals.c): r <- size bytes at seg:[base+disp] (1 and 2
+ * zero-extended, 4 into r's low half, 8); a store of vector register v at
+ * its width (16, 32 or 64 bytes; EVEX where VEX cannot name it);
+ * stmxcsr [base+disp]. */
+enum { GB_EMIT_SEG_NONE, GB_EMIT_SEG_FS, GB_EMIT_SEG_GS };
+void gb_emit_load_mem(struct gb_emit *m, unsigned r, unsigned base, int32_t disp, unsigned size,
+		      unsigned seg);
+void gb_emit_store_vreg(struct gb_emit *m, unsigned base, int32_t disp, unsigned v, unsigned bytes);
+void gb_emit_stmxcsr(struct gb_emit *m, unsigned base, int32_t disp);
 /* Re-point the rel32 field at offset off (ending at off + 4) to target. */
 void gb_emit_repoint(struct gb_emit *m, size_t off, uint64_t target);
 

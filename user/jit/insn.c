@@ -56,13 +56,13 @@ uint64_t jit_stub(struct gb_jit *j, uint64_t target, uint32_t src, uint8_t emu_w
 	return at;
 }
 
-static uint32_t pick_scratch(const struct gb_plan *p, unsigned not)
+static uint32_t pick_scratch(const struct gb_plan *p, unsigned not, unsigned not2)
 {
 	static const uint8_t order[] = { GB_REG_RAX, GB_REG_RCX, GB_REG_RDX, GB_REG_RBX, GB_REG_RSI,
 					 GB_REG_RDI, GB_REG_R8, GB_REG_R9, GB_REG_R10, GB_REG_R11 };
 	for (size_t k = 0; k < sizeof(order); k++) {
 		unsigned r = order[k];
-		bool used = r == not || (p->kind == GB_PLAN_BT && r == p->reg);
+		bool used = r == not || r == not2 || (p->kind == GB_PLAN_BT && r == p->reg);
 		for (unsigned i = 0; i < p->nrefs; i++)
 			used |= p->refs[i].base == r || p->refs[i].index == r;
 		if (!used)
@@ -144,9 +144,17 @@ int jit_one(struct gb_jit *j, const struct gb_insn *gi, bool norefs)
 		in->lanes = p->lanes;
 	}
 	unsigned vwords = (in->ibytes + in->mbytes) / 8 + !!in->kreg;
-	bool need_b = nrt || in->kreg;
-	unsigned a = pick_scratch(p, GB_REG_NONE), b = need_b ? pick_scratch(p, a) : GB_REG_NONE;
-	if (a == GB_REG_NONE || (need_b && b == GB_REG_NONE))
+	/* --values (vals.c): the value words after the addresses; the reads'
+	 * values are taken through B and C */
+	unsigned vw = j->o.values && !norefs ? jit_vals_words(gi) : 0;
+	bool need_c = false;
+	for (unsigned k = 0; vw && k < p->nrefs; k++)
+		need_c |= !(p->refs[k].flags & GB_REF_WRITE);
+	bool need_b = nrt || in->kreg || need_c;
+	unsigned a = pick_scratch(p, GB_REG_NONE, GB_REG_NONE);
+	unsigned b = need_b ? pick_scratch(p, a, GB_REG_NONE) : GB_REG_NONE;
+	unsigned c = need_c ? pick_scratch(p, a, b) : GB_REG_NONE;
+	if (a == GB_REG_NONE || (need_b && b == GB_REG_NONE) || (need_c && c == GB_REG_NONE))
 		return -1;
 	uint32_t id = (uint32_t)j->nin;
 	struct unit *u = jit_unit_add(j, U_INSN, gi->pc);
@@ -155,11 +163,21 @@ int jit_one(struct gb_jit *j, const struct gb_insn *gi, bool norefs)
 	u->id = id;
 	u->a = (uint8_t)a;
 	u->b = (uint8_t)b;
-	u->words = (uint8_t)(1 + nrt + !!in->bt_bits + vwords);
+	u->c = (uint8_t)c;
+	u->words = (uint8_t)(1 + nrt + !!in->bt_bits + vwords + vw);
+	in->words = u->words;
+	if (vw) {
+		in->vat = (uint8_t)(1 + nrt + !!in->bt_bits + vwords);
+		in->emu = gb_jit__emulated(gi);
+		in->vdone = jit_vals_has_post(gi) ? (uint8_t)(u->words - 1) : 0;
+	}
 	gb_emit_store(&j->em, daddr(j, SLOT(a)), a);
 	u->o_b = (uint32_t)j->em.used;
 	if (need_b)
 		gb_emit_store(&j->em, daddr(j, SLOT(b)), b);
+	u->o_c = (uint32_t)j->em.used;
+	if (need_c)
+		gb_emit_store(&j->em, daddr(j, SLOT(c)), c);
 	u->o_load = (uint32_t)j->em.used;
 	gb_emit_load(&j->em, a, daddr(j, HEAD));
 	gb_emit_store_imm(&j->em, a, 0, (int32_t)id);
@@ -185,9 +203,16 @@ int jit_one(struct gb_jit *j, const struct gb_insn *gi, bool norefs)
 		gb_emit_kmov(&j->em, b, in->kreg, __builtin_cpu_supports("avx512bw"));
 		gb_emit_store_reg(&j->em, a, (int32_t)(8 * w++), b);
 	}
+	w += vw; /* (the values' words: vals.c fills them) */
 	gb_emit_lea(&j->em, a, a, GB_REG_NONE, 0, 8 * (int64_t)w);
 	gb_emit_store(&j->em, daddr(j, HEAD), a);
 	u->o_commit = (uint32_t)j->em.used;
+	u->o_pre = (uint32_t)j->em.used;
+	if (vw)
+		jit_vals_pre(j, gi, in, a, b, c);
+	u->o_pre_end = (uint32_t)j->em.used;
+	if (need_c)
+		gb_emit_load(&j->em, c, daddr(j, SLOT(c)));
 	if (need_b)
 		gb_emit_load(&j->em, b, daddr(j, SLOT(b)));
 	gb_emit_load(&j->em, a, daddr(j, SLOT(a)));

@@ -28,6 +28,10 @@ enum ukind {
 		      * from o_b */
 	U_TWIN,      /* counting mode: a piece of a counting twin (twin.c;
 		      * tw: enum tw_kind) */
+	U_POST,      /* --values: after an instruction's copy, its written
+		      * registers and memory into its record (vals.c; pc the
+		      * next instruction): a, b, c, d saved at off, o_b,
+		      * o_c, o_d (d: rax for the flags, or GB_REG_NONE) */
 };
 
 /* A piece of the code region, in address order. */
@@ -44,6 +48,10 @@ struct unit {
 	bool owner_chk;        /* U_NS entry: begins with the owner check (owner.c) */
 	uint32_t o_b, o_load;  /* U_INSN: after A's save, after B's save */
 	uint32_t o_commit;     /* U_INSN: after the head's update */
+	uint8_t c, d;          /* U_INSN (values): C, after its save o_c; U_POST: see there */
+	uint32_t o_c, o_d;
+	uint32_t o_pre, o_pre_end; /* U_INSN (values): the reads' values taken (a fault
+				* there is the instruction's) */
 	uint32_t o_insn;       /* U_INSN: the instruction's copy; U_STUB: after the syscall;
 				* U_NS lookup: its in-range miss stop (after the syscall) */
 	uint32_t o_retry;      /* U_NS lookup: where gebpf resumes it after a miss stop */
@@ -97,6 +105,12 @@ struct insn {
 	 * before the instruction runs (gb_plan_kmask_elems turns it into the
 	 * active elements); kmap and lanes as the plan's. */
 	uint8_t kreg, kmap, lanes;
+	/* --values (vals.c): the record's words (all of them), where its
+	 * values begin, and its done word (0: none, nothing is taken after
+	 * the instruction); emu: gebpf performs it (its registers and writes
+	 * are taken by gebpf, after). */
+	uint8_t words, vat, vdone;
+	bool emu;
 };
 
 struct stub {
@@ -188,6 +202,9 @@ struct twslot { uint64_t pc; uint32_t off; };
 #define BUDGET    (HEAD + 8)
 #define RING      GB_JIT_DATA_SLOTS
 #define BLOCK_WORDS (GB_JIT_BLOCK_INSNS * 7)
+/* --values: an instruction's value words at most (vals.c), and a block's. */
+#define VALS_MAX_WORDS 40
+#define VALS_BLOCK_WORDS (GB_JIT_BLOCK_INSNS * (7 + VALS_MAX_WORDS))
 
 /* Stop-free mode: words of the data part (docs/trace.md "A trap without
  * stops"), all below RING. */
@@ -322,6 +339,16 @@ static inline void jit_unit_end(struct gb_jit *j, struct unit *u) { u->end = (ui
  * the copy of the instruction).  Its id, or -1. */
 int jit_one(struct gb_jit *j, const struct gb_insn *gi, bool norefs);
 #define ENTER_LEVELS 3   /* enter N, L: translated for L <= 3 */
+/* vals.c (--values, gb_jit_opts.values): can gi's values be taken in the
+ * cache; its value words (0: none); the reads' values taken after the
+ * record's commit (A at the record's end, B and C scratch: jit_one); the
+ * part after its copy (a U_POST unit, when it has one). */
+bool jit_vals_ok(const struct gb_insn *gi);
+unsigned jit_vals_words(const struct gb_insn *gi);
+bool jit_vals_has_post(const struct gb_insn *gi);   /* (the done word is the record's last) */
+void jit_vals_pre(struct gb_jit *j, const struct gb_insn *gi, const struct insn *in, unsigned a,
+		  unsigned b, unsigned c);
+void jit_vals_post(struct gb_jit *j, const struct gb_insn *gi, const struct insn *in);
 /* An exit stub to target (getpid; in the stop-free mode then the lock is
  * released): see insn.c. */
 uint64_t jit_stub(struct gb_jit *j, uint64_t target, uint32_t src, uint8_t emu_words);

@@ -38,6 +38,8 @@ static void ns_setup(struct gb_jit *j)
 struct gb_jit *gb_jit__new_opts(const struct gb_jit_mem *m, uint64_t start, uint64_t end,
 				const struct gb_jit_opts *o)
 {
+	if (o->values && o->nostop)
+		return NULL; /* (vals.c: the mode with stops only) */
 	struct gb_jit *j = calloc(1, sizeof(*j));
 	if (!j)
 		return NULL;
@@ -108,6 +110,8 @@ void gb_jit__flush(struct gb_jit *j)
 
 static bool translatable(const struct gb_jit *j, const struct gb_insn *in)
 {
+	if (j->o.values) /* (vals.c: the mode with stops only) */
+		return gb_jit__supported(in) && jit_vals_ok(in);
 	return j->o.nostop ? gb_jit__nostop_supported(in) : gb_jit__supported(in);
 }
 
@@ -204,6 +208,8 @@ uint64_t gb_jit__block(struct gb_jit *j, uint64_t pc, gb_jit_fetch_fn fetch, voi
 		}
 		gb_emit_moved(&j->em, gi);
 		jit_unit_end(j, u);
+		if (j->o.values)
+			jit_vals_post(j, gi, &j->in[id]);
 		at = next;
 	}
 	/* Fall through (past a jcc, or the block's end) to the next address. */

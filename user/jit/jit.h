@@ -93,6 +93,11 @@ struct gb_jit_opts {
 	 * a block counter of its own: the form of the twins made after the
 	 * block counters are all given out (for tests). */
 	bool twin_sets;
+	/* --values (user/jit/vals.c; the mode with stops only): each record
+	 * also holds the values the instruction read and wrote and the
+	 * registers it wrote (struct gb_jit_rec .vals); only instructions
+	 * whose values the cache can take are translated. */
+	bool values;
 };
 /* Harmless without gebpf (live.c; docs/trace.md "Harmless without gebpf"):
  * the cache serves only while gebpf says it does.  gb_jit__live_start (the
@@ -369,6 +374,13 @@ struct gb_jit_rec {
 	int nacc;
 	unsigned area;        /* GB_JIT_REC_MARK: the area k of the thread whose
 			       * stretch begins (the lock just taken) */
+	/* --values (gb_jit_opts.values): the record's values (user/jit/vals.c:
+	 * each reference's, then each written register's, in whole words),
+	 * or NULL; vdone: the part after the instruction filled its registers
+	 * and writes, or it has none (false: gebpf takes them from the
+	 * thread, as for vemu, an instruction it performs). */
+	const uint8_t *vals;
+	bool vdone, vemu;
 	struct gb_access acc[64];     /* (a gather, a masked move: one per element; 64 bytes of a zmm;
 				       * last: a record's head is one cache line) */
 };
@@ -414,6 +426,10 @@ struct gb_jit_loc {
 	bool twin;            /* ... in a counting twin (at_insn: its copy of
 			       * the instruction at pc; unwinding takes the
 			       * instruction's counts back) */
+	bool post;            /* --values: after the instruction before pc, in
+			       * the part that takes its values (its record
+			       * is the ring's last, not done: take them from
+			       * the thread) */
 	bool lookup_miss;     /* ... stopped at a lookup's in-range miss: the
 			       * target is the thread area's T_TGT slot; after
 			       * gb_jit__block and gb_jit__table_put for it, put

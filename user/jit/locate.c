@@ -70,10 +70,23 @@ int gb_jit__locate(const struct gb_jit *j, uint64_t rip, struct gb_jit_loc *out)
 			out->restore |= 1u << u->a;
 		if (off > u->o_b && u->b != GB_REG_NONE)
 			out->restore |= 1u << u->b;
+		if (off > u->o_c && u->c != GB_REG_NONE)
+			out->restore |= 1u << u->c;
 		if (off >= u->o_commit)
 			out->unwrite = u->words;
-		out->at_insn = off == u->o_insn; /* (rip is never inside the copy) */
+		/* (rip is never inside the copy; a load of a read's value,
+		 * --values, faults where the instruction would) */
+		out->at_insn = off == u->o_insn || (off >= u->o_pre && off < u->o_pre_end);
 		return 0;
+	case U_POST: { /* (vals.c) the instruction ran: on after it */
+		const uint8_t r[4] = { u->a, u->b, u->c, u->d };
+		const uint32_t o[4] = { u->off, u->o_b, u->o_c, u->o_d };
+		for (unsigned k = 0; k < 4; k++)
+			if (off > o[k] && r[k] != GB_REG_NONE)
+				out->restore |= 1u << r[k];
+		out->post = true;
+		return 0;
+	}
 	}
 	return -ENOENT;
 }

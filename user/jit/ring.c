@@ -22,7 +22,7 @@ void gb_jit__ring_reset(struct gb_jit *j)
 		return;
 	}
 	*dword(j, HEAD) = daddr(j, RING);
-	*dword(j, BUDGET) = GB_JIT_RING_SIZE / 8 / BLOCK_WORDS;
+	*dword(j, BUDGET) = GB_JIT_RING_SIZE / 8 / (j->o.values ? VALS_BLOCK_WORDS : BLOCK_WORDS);
 }
 
 size_t gb_jit__ring_words(const struct gb_jit *j) { return j->ring_bytes / 8; }
@@ -114,6 +114,9 @@ static int k_accesses(const struct insn *in, const struct ref *r, uint64_t base,
 	return 1;
 }
 
+static int decode_refs(const struct gb_jit *j, const struct insn *in, const uint64_t *w, size_t used,
+		       size_t *pos, uint64_t fs_base, uint64_t gs_base, struct gb_jit_rec *out);
+
 static int decode_at(const struct gb_jit *j, size_t used, size_t *pos, uint64_t fs_base,
 		     uint64_t gs_base, struct gb_jit_rec *out)
 {
@@ -138,6 +141,27 @@ static int decode_at(const struct gb_jit *j, size_t used, size_t *pos, uint64_t 
 	out->pc = in->pc;
 	out->len = in->len;
 	out->nacc = 0;
+	out->vals = NULL;
+	out->vdone = true; /* (no values: nothing to take) */
+	out->vemu = false;
+	if (in->vat) { /* --values (vals.c): the words after the addresses */
+		size_t start = *pos - 1;
+		if (start + in->words > used)
+			return -EINVAL;
+		out->vals = (const uint8_t *)&w[start + in->vat];
+		out->vdone = in->vdone ? w[start + in->vdone] == 1 : !in->emu;
+		out->vemu = in->emu;
+		int r = decode_refs(j, in, w, used, pos, fs_base, gs_base, out);
+		*pos = start + in->words;
+		return r;
+	}
+	return decode_refs(j, in, w, used, pos, fs_base, gs_base, out);
+}
+
+static int decode_refs(const struct gb_jit *j, const struct insn *in, const uint64_t *w, size_t used,
+		       size_t *pos, uint64_t fs_base, uint64_t gs_base, struct gb_jit_rec *out)
+{
+	(void)j;
 	int64_t adj = 0;
 	if (in->bt_bits) { /* the signed bit offset, in whole units */
 		if (*pos >= used)

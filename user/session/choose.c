@@ -63,7 +63,7 @@ static void check_patch(struct session *s)
 	if (o->engine == GB_ENGINE_STEP)
 		why = "it runs the range translated, --engine step single-steps it";
 	else if (o->values)
-		why = "--values single-steps the range";
+		why = "its code cache takes no values yet";
 	else if (o->nsnap_pcs || o->nsnap_vts)
 		why = "--snap-at stops at an instruction";
 	else if (o->faults)

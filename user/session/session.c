@@ -434,7 +434,7 @@ int gb_trace_session_run(const struct gb_trace_opts *o)
 				goto cleanup;
 			}
 	}
-	bool jit = o->engine != GB_ENGINE_STEP && !o->values && s.trap != GB_TRAP_NONE;
+	bool jit = o->engine != GB_ENGINE_STEP && s.trap != GB_TRAP_NONE;
 	bool patch = s.trap == GB_TRAP_PATCH;
 	gb_trace_seccomp_fit(&s.t, s.range.start, &s.trap, &jit); /* before anything is injected */
 	if (patch && s.trap != GB_TRAP_PATCH && gb_session__patch_refused(&s)) /* (said why) */

@@ -51,6 +51,12 @@ struct gb_ejit {
 	bool give_back;          /* ... after which it goes to the step engine */
 	bool interrupted;        /* interrupted for the end */
 	uint64_t iter;
+	/* --values: the registers at the stretch's start (the regs line
+	 * before its first record, when its thread's file is not said yet) */
+	bool file_pending;
+	struct user_regs_struct start;
+	uint8_t *start_xs;
+	size_t start_xcap, start_xlen;
 };
 
 struct gb_ejit *eng_jit_new(void) { return calloc(1, sizeof(struct gb_ejit)); }
@@ -70,6 +76,7 @@ void eng_jit_free(struct gb_engine *e)
 	if (!e->jit)
 		return;
 	drop_region(e->jit);
+	free(e->jit->start_xs);
 	free(e->jit);
 	e->jit = NULL;
 }
@@ -167,9 +174,35 @@ static void revalidate(struct gb_engine *e)
 	}
 }
 
+/* One record, with its values (--values): those the cache took, else
+ * (live: the thread's registers after it) the thread's.  A last record
+ * whose values are neither (the thread gone in the middle of taking them)
+ * is not written: its instruction did not complete for the trace. */
+static void commit_vals(struct gb_engine *e, size_t i, const struct gb_jit_rec *rec, int n,
+			bool last, const struct gb_stop *fault, const struct user_regs_struct *live)
+{
+	struct gb_ejit *x = e->jit;
+	if (x->file_pending && !eng_th(e, i)->vals_synced)
+		eng_vals_file_at(e, i, &x->start, x->start_xs, x->start_xlen);
+	x->file_pending = false;
+	const struct gb_insn *insn = fetch(e, rec->pc);
+	struct eng_vals_rec src = { rec->vals, rec->vdone, NULL };
+	bool faulted = last && fault;
+	if (!rec->vdone && !faulted) {
+		if (!last || !live)
+			return;
+		src.live = live;
+	}
+	eng_vals_commit_rec(e, i, rec->pc, insn, rec->acc, n,
+			    faulted ? ENG_VALS_FAULTED : ENG_VALS_DONE, &src);
+}
+
 /* Make the ring's records lines.  fault: the last record's instruction
- * raised this signal (its completed accesses only). */
-static void drain(struct gb_engine *e, size_t i, const struct gb_stop *fault)
+ * raised this signal (its completed accesses only); live (--values): the
+ * thread's registers after the last record's instruction, when the cache
+ * did not take its values (a stop after it, or gebpf performed it). */
+static void drain(struct gb_engine *e, size_t i, const struct gb_stop *fault,
+		  const struct user_regs_struct *live)
 {
 	struct gb_ejit *x = e->jit;
 	size_t pos = 0, used = gb_jit__ring_used(x->j);
@@ -186,7 +219,10 @@ static void drain(struct gb_engine *e, size_t i, const struct gb_stop *fault)
 			int d = eng_fault_done(rec.pc, rec.len, rec.acc, rec.nacc, fault, rec.pc);
 			n = d >= 0 ? d : n;
 		}
-		eng_commit(e, i, rec.pc, rec.acc, n);
+		if (e->vals)
+			commit_vals(e, i, &rec, n, pos == used, fault, live);
+		else
+			eng_commit(e, i, rec.pc, rec.acc, n);
 		e->st.jit_insns++;
 	}
 	gb_jsonl__batch(e->out, false);
@@ -199,13 +235,18 @@ static void drain(struct gb_engine *e, size_t i, const struct gb_stop *fault)
 
 /* Put thread i (stopped in the cache, regs r) at the original instruction
  * loc stands for. */
-static int put_back(struct gb_engine *e, size_t i, struct user_regs_struct *r,
-		    const struct gb_jit_loc *loc)
+static void restore(struct gb_engine *e, struct user_regs_struct *r, const struct gb_jit_loc *loc)
 {
 	for (unsigned k = 0; k < GB_REG_COUNT; k++)
 		if (loc->restore & (1u << k))
 			*gb_regs_field(r, k) = gb_jit__saved(e->jit->j, k);
 	r->rip = loc->pc;
+}
+
+static int put_back(struct gb_engine *e, size_t i, struct user_regs_struct *r,
+		    const struct gb_jit_loc *loc)
+{
+	restore(e, r, loc);
 	return gb_regs_set(e->t->threads[i].tid, r);
 }
 
@@ -231,8 +272,9 @@ static int back(struct gb_engine *e, size_t i, struct user_regs_struct *r,
 {
 	if (!fault)
 		gb_jit__ring_unwrite(e->jit->j, loc->unwrite);
-	drain(e, i, fault);
-	return put_back(e, i, r, loc);
+	restore(e, r, loc);
+	drain(e, i, fault, loc->post ? r : NULL);
+	return gb_regs_set(e->t->threads[i].tid, r);
 }
 
 /* Perform the call, ret or indirect jmp at r->rip (its registers before
@@ -297,11 +339,13 @@ static enum after on_exit_stub(struct gb_engine *e, size_t i, struct user_regs_s
 	r->orig_rax = (unsigned long long)-1; /* skipped */
 	if (put_back(e, i, r, &here))  /* registers restored, rip: the target */
 		return GONE;
+	bool performed = loc->emulate;
 	if (loc->emulate && emulate(e, r)) {
 		gb_jit__ring_unwrite(x->j, loc->unwrite); /* stepped instead */
 		r->rip = loc->pc;
+		performed = false;
 	}
-	drain(e, i, NULL);
+	drain(e, i, NULL, performed ? r : NULL);
 	uint64_t pc = r->rip, blk = 0;
 	bool inr = eng_in_range(e, pc);
 	if (inr && !e->ended)
@@ -338,7 +382,7 @@ static enum after on_stop(struct gb_engine *e, size_t i, const struct gb_stop *s
 	struct gb_jit_loc loc;
 	e->st.jit_stops++;
 	if (st->kind == GB_STOP_EXITED || st->kind == GB_STOP_KILLED) {
-		drain(e, i, NULL);
+		drain(e, i, NULL, NULL);
 		eng_on_exit(e, i, st);
 		return GONE;
 	}
@@ -400,6 +444,7 @@ static enum after on_stop(struct gb_engine *e, size_t i, const struct gb_stop *s
 static void run_over(struct gb_engine *e)
 {
 	struct gb_ejit *x = e->jit;
+	x->file_pending = false;
 	if (!old_image(e) && x->j) {
 		struct gb_jit_stats js;
 		gb_jit__stats(x->j, &js);
@@ -428,7 +473,8 @@ bool eng_jit_enter(struct gb_engine *e, size_t i)
 		gb_jit__free(x->j);
 		struct gb_jit_mem m = { x->view, x->view + GB_JIT_CODE_SIZE, x->addr,
 					x->addr + GB_JIT_CODE_SIZE };
-		x->j = gb_jit__new(&m, e->range->start, e->range->end);
+		struct gb_jit_opts jo = { .values = e->vals != NULL };
+		x->j = gb_jit__new_opts(&m, e->range->start, e->range->end, &jo);
 		if (!x->j)
 			return false;
 		x->range_gen = e->range->gen;
@@ -446,13 +492,25 @@ bool eng_jit_enter(struct gb_engine *e, size_t i)
 	}
 	x->fs_base = r.fs_base;
 	x->gs_base = r.gs_base;
+	/* --values: a stretch whose thread's registers the trace has not
+	 * said yet begins with them (the regs line before its first record) */
+	bool synced = eng_th(e, i)->vals_synced;
+	x->file_pending = e->vals && !synced;
+	if (x->file_pending) {
+		x->start = r;
+		if (gb_xstate_read(tid, &x->start_xs, &x->start_xcap, &x->start_xlen))
+			x->start_xlen = 0;
+	}
 	r.rip = blk;
 	if (gb_regs_set(tid, &r))
 		return false;
 	e->st.jit_runs++;
 	x->at_exit = x->give_back = x->interrupted = false;
-	if (!eng_resume(e, i, PTRACE_SYSCALL, 0, T_JIT))
+	if (!eng_resume(e, i, PTRACE_SYSCALL, 0, T_JIT)) {
 		run_over(e);
+		return true;
+	}
+	eng_th(e, i)->vals_synced = synced; /* (in the cache: what the records say) */
 	return true;
 }
 
@@ -473,8 +531,11 @@ void eng_jit_stop(struct gb_engine *e, size_t i, const struct gb_stop *st)
 		ptrace(PTRACE_INTERRUPT, eng_tid(e, i), 0, 0);
 		x->interrupted = true;
 	}
+	bool synced = eng_th(e, i)->vals_synced;
 	if (!eng_resume(e, i, PTRACE_SYSCALL, 0, T_JIT))
 		run_over(e);
+	else
+		eng_th(e, i)->vals_synced = synced; /* (on in the cache) */
 }
 
 void eng_jit_tick(struct gb_engine *e, size_t i)

@@ -245,6 +245,21 @@ void eng_vals_commit(struct gb_engine *e, size_t i, uint64_t pc, const struct gb
 /* Thread i's registers changed other than by a traced step: its next
  * instruction gets a regs line first. */
 void eng_vals_unsync(struct gb_engine *e, size_t i);
+/* The translating engine's (ejit.c): the regs line before thread i's next
+ * instruction from its registers and XSAVE area at the stretch's start
+ * (taken when it entered the cache); an instruction's values from its
+ * record (user/jit/vals.c: vals, done), else from the thread (live: its
+ * registers after the instruction; its memory now). */
+void eng_vals_file_at(struct gb_engine *e, size_t i, const struct user_regs_struct *regs,
+		      const uint8_t *xs, size_t xlen);
+struct eng_vals_rec {
+	const uint8_t *vals;                   /* the record's values (gb_jit_rec.vals) */
+	bool done;                             /* ... with its registers and writes */
+	const struct user_regs_struct *live;   /* else the registers after it */
+};
+void eng_vals_commit_rec(struct gb_engine *e, size_t i, uint64_t pc, const struct gb_insn *insn,
+			 const struct gb_access *acc, int nacc, enum eng_vals_how how,
+			 const struct eng_vals_rec *src);
 /* An instruction (pc, len, its accesses) ended in signal stop st with the
  * thread at rip: did it raise the signal itself (a synchronous exception)?
  * Then it was executed: how many of its accesses completed before the fault;

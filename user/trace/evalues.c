@@ -147,6 +147,7 @@ void eng_vals_free(struct eng_vals *v)
 }
 
 static bool whole_file(struct eng_vals *v, pid_t tid, const struct user_regs_struct *g);
+static bool file_of(struct eng_vals *v, pid_t tid, const struct user_regs_struct *g);
 
 void eng_vals_before(struct gb_engine *e, size_t i, const struct user_regs_struct *regs,
 		     const struct gb_access *acc, int nacc)
@@ -237,17 +238,22 @@ static unsigned reg_bytes(const struct eng_vals *v, const struct gb_wreg *r,
 	return n;
 }
 
-static bool put_reg(struct eng_vals *v, struct sbuf *o, const struct gb_wreg *r,
-		    const struct user_regs_struct *g)
+static bool put_reg_b(struct sbuf *o, const struct gb_wreg *r, const uint8_t *b, unsigned n)
 {
-	uint8_t b[64];
-	unsigned n = reg_bytes(v, r, g, b);
 	if (GB_GROW(&o->s, &o->cap, o->len + 16 + 4 + 2 * 64 + 4))
 		return false;
 	char name[16];
 	gb_wreg_name(r, name, sizeof(name));
 	o->len = (size_t)(gb_linefmt_reg(o->s + o->len, o->len <= 1, name, b, n) - o->s);
 	return true;
+}
+
+static bool put_reg(struct eng_vals *v, struct sbuf *o, const struct gb_wreg *r,
+		    const struct user_regs_struct *g)
+{
+	uint8_t b[64];
+	unsigned n = reg_bytes(v, r, g, b);
+	return put_reg_b(o, r, b, n);
 }
 
 static bool regs_begin(struct sbuf *o)
@@ -284,9 +290,15 @@ static void read_xstate(struct eng_vals *v, pid_t tid)
  * (k), kept in v->pend until the line is written. */
 static bool whole_file(struct eng_vals *v, pid_t tid, const struct user_regs_struct *g)
 {
+	read_xstate(v, tid);
+	return file_of(v, tid, g);
+}
+
+/* ... with the XSAVE area in v->xs already. */
+static bool file_of(struct eng_vals *v, pid_t tid, const struct user_regs_struct *g)
+{
 	struct sbuf *o = &v->file;
 	struct known *k = known_of(v, tid);
-	read_xstate(v, tid);
 	if (!k || !regs_begin(o))
 		return false;
 	bool ok = true;
@@ -357,8 +369,35 @@ static bool put_val(struct eng_vals *v, const uint8_t *b, size_t n)
 	return true;
 }
 
-void eng_vals_commit(struct gb_engine *e, size_t i, uint64_t pc, const struct gb_insn *insn,
-		     const struct gb_access *acc, int nacc, enum eng_vals_how how)
+/* The bytes of written register w from an instruction's record (the code
+ * cache's, user/jit/vals.c) at b: eflags from its lahf/seto word over the
+ * flags known before it (k). */
+static unsigned rec_reg(const struct eng_vals *v, const struct known *k, const struct gb_insn *insn,
+			const struct gb_wreg *w, const uint8_t *b, uint8_t *out)
+{
+	unsigned n = gb_wreg_size(w);
+	memset(out, 0, 64);
+	if (w->kind != GB_WR_EFLAGS) {
+		memcpy(out, b, n);
+		return n;
+	}
+	int at = v->at[GB_WR_EFLAGS][0];
+	uint64_t f = 0;
+	memcpy(&f, k->val[at], 8);
+	f = (f & ~0x8d5ull) | (b[1] & 0xd5u) | (b[0] & 1 ? 0x800u : 0);
+	if (insn->zi.cpu_flags) { /* cld, std: DF */
+		f &= ~(uint64_t)(insn->zi.cpu_flags->set_0 & ~0x8d5u);
+		f |= insn->zi.cpu_flags->set_1 & ~0x8d5u;
+	}
+	memcpy(out, &f, 8);
+	return 8;
+}
+
+static size_t words8(size_t bytes) { return (bytes + 7) / 8 * 8; }
+
+static void commit(struct gb_engine *e, size_t i, uint64_t pc, const struct gb_insn *insn,
+		   const struct gb_access *acc, int nacc, enum eng_vals_how how,
+		   const struct eng_vals_rec *src)
 {
 	struct eng_vals *v = e->vals;
 	struct ethread *t = eng_th(e, i);
@@ -374,6 +413,15 @@ void eng_vals_commit(struct gb_engine *e, size_t i, uint64_t pc, const struct gb
 		if (ok)
 			file_said(v, tid);
 	}
+	/* A record's values (src): each reference's, then each register's. */
+	const uint8_t *rv = NULL;
+	if (src && src->vals && insn) {
+		size_t off = 0;
+		for (unsigned k = 0; k < insn->plan.nrefs; k++)
+			off += words8(insn->plan.refs[k].size);
+		rv = src->vals + off;
+	}
+	bool from_rec = rv && src->done;
 	struct user_regs_struct after;
 	struct gb_wreg w[GB_WREG_MAX];
 	int nw = 0;
@@ -384,18 +432,29 @@ void eng_vals_commit(struct gb_engine *e, size_t i, uint64_t pc, const struct gb
 		ok &= gb_regs_get(tid, &after) == 0;
 	} else if (how == ENG_VALS_DONE && insn && !gb_insn_writes_all(insn)) {
 		nw = gb_insn_written(insn, w, GB_WREG_MAX);
-		ok &= gb_regs_get(tid, &after) == 0;
-		if (needs_xstate(w, nw))
-			read_xstate(v, tid);
+		if (nw && !from_rec) {
+			if (src && src->live)
+				after = *src->live;
+			else
+				ok &= !src && gb_regs_get(tid, &after) == 0;
+			if (needs_xstate(w, nw))
+				read_xstate(v, tid);
+		}
 	}
 	ok &= regs_begin(&v->regs);
 	struct known *kn = known_of(v, tid);
 	ok &= kn != NULL;
 	for (int k = 0; ok && k < nw; k++) {
 		uint8_t b[64];
-		reg_bytes(v, &w[k], &after, b);
+		unsigned n;
+		if (from_rec) {
+			n = rec_reg(v, kn, insn, &w[k], rv, b);
+			rv += words8(gb_wreg_size(&w[k]));
+		} else {
+			n = reg_bytes(v, &w[k], &after, b);
+		}
 		reg_said(v, kn, &w[k], b);
-		ok &= put_reg(v, &v->regs, &w[k], &after);
+		ok &= put_reg_b(&v->regs, &w[k], b, n);
 	}
 	if (ok && how == ENG_VALS_SYSCALL && v->at[GB_WR_GPR][0] >= 0)
 		kn->has[v->at[GB_WR_GPR][0]] = false; /* rax: the kernel's, said later */
@@ -406,25 +465,34 @@ void eng_vals_commit(struct gb_engine *e, size_t i, uint64_t pc, const struct gb
 		return;
 	}
 	regs_end(&v->regs);
-	/* The accesses' values: a read's from before, a write's from now. */
+	/* The accesses' values: a read's from before, a write's from now (or
+	 * the record's: access k is reference k). */
 	const char *vals[GB_MAX_ACCESSES];
 	size_t voff[GB_MAX_ACCESSES];
 	uint8_t small[64], *buf = NULL;
+	const uint8_t *av = src && src->vals && insn && nacc <= insn->plan.nrefs ? src->vals : NULL;
 	v->tlen = 0;
 	for (int k = 0; k < nacc; k++) {
+		const uint8_t *recv = av;
+		if (av)
+			av += words8(insn->plan.refs[k].size);
 		voff[k] = SIZE_MAX;
+		size_t at = v->tlen;
 		if (!acc[k].write) {
-			size_t at = v->tlen;
-			if (v->len[k] == acc[k].size && put_val(v, v->mem + v->off[k], acc[k].size))
+			const uint8_t *b = recv ? recv : v->len[k] == acc[k].size ? v->mem + v->off[k] : NULL;
+			if (b && put_val(v, b, acc[k].size))
+				voff[k] = at;
+			continue;
+		}
+		if (recv && from_rec) {
+			if (put_val(v, recv, acc[k].size))
 				voff[k] = at;
 			continue;
 		}
 		uint8_t *b = acc[k].size <= sizeof(small) ? small : (buf = realloc(buf, acc[k].size));
-		if (b && gb_mem_read(tid, acc[k].addr, b, acc[k].size) == (ssize_t)acc[k].size) {
-			size_t at = v->tlen;
-			if (put_val(v, b, acc[k].size))
-				voff[k] = at;
-		}
+		if (b && gb_mem_read(tid, acc[k].addr, b, acc[k].size) == (ssize_t)acc[k].size &&
+		    put_val(v, b, acc[k].size))
+			voff[k] = at;
 	}
 	free(buf);
 	for (int k = 0; k < nacc; k++)
@@ -437,4 +505,29 @@ void eng_vals_commit(struct gb_engine *e, size_t i, uint64_t pc, const struct gb
 		e->o.faults_cb(e->o.faults_ctx, e, tid, (uint32_t)t->vcpu, pc, e->vt);
 	e->vt++;
 	t->vals_synced = how == ENG_VALS_DONE && !(insn && gb_insn_writes_all(insn));
+}
+
+void eng_vals_commit(struct gb_engine *e, size_t i, uint64_t pc, const struct gb_insn *insn,
+		     const struct gb_access *acc, int nacc, enum eng_vals_how how)
+{
+	commit(e, i, pc, insn, acc, nacc, how, NULL);
+}
+
+void eng_vals_commit_rec(struct gb_engine *e, size_t i, uint64_t pc, const struct gb_insn *insn,
+			 const struct gb_access *acc, int nacc, enum eng_vals_how how,
+			 const struct eng_vals_rec *src)
+{
+	commit(e, i, pc, insn, acc, nacc, how, src);
+}
+
+void eng_vals_file_at(struct gb_engine *e, size_t i, const struct user_regs_struct *regs,
+		      const uint8_t *xs, size_t xlen)
+{
+	struct eng_vals *v = e->vals;
+	v->file_ok = false;
+	if (GB_GROW(&v->xs, &v->xcap, xlen ? xlen : 1))
+		return;
+	memcpy(v->xs, xs, xlen);
+	v->xlen = xlen;
+	v->file_ok = file_of(v, eng_tid(e, i), regs);
 }
