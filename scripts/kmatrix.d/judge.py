@@ -270,19 +270,29 @@ VALUES_EXP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "expect", 
 def judge_values(rdir, env):
     """trace --values, under the probe trap (the default with values where
     every entry gives its values once it ran: kmtrace's do) and under the
-    page trap: the same bytes, every exec and access line with its value as
-    expect/kmtrace_values.jsonl has them (kmtrace's values are fixed by its
-    data and km.ld), and a first regs line giving the file before `work`
-    (rip at its start, rsp on the private stack); the summary counts it."""
-    for name, trap in (("trace_values_pages", "page"), ("trace_values", "probe")):
+    page trap, in the translating engine's code cache, and single-stepped
+    (--engine step): the same bytes, every exec and access line with its
+    value as expect/kmtrace_values.jsonl has them (kmtrace's values are
+    fixed by its data and km.ld), and a first regs line giving the file
+    before `work` (rip at its start, rsp on the private stack); the summary
+    counts it.  The default ran instructions translated."""
+    for name, trap in (("trace_values_pages", "page"), ("trace_values", "probe"),
+                       ("trace_values_step", "probe")):
         bad = judge_values_one(rdir, env, name)
         if bad:
             return bad
         c = Check(rdir, name)
         if not any(("trace: %s trap: " % trap) in l for l in c.err):
             return ("fail", "%s: the %s trap was not used: %s" % (name, trap, c.gebpf_line()))
-    if read(os.path.join(rdir, "trace_values.jsonl")) != read(os.path.join(rdir, "trace_values_pages.jsonl")):
-        return ("fail", "trace_values: the probe trap's values trace differs from the page trap's")
+    pages = read(os.path.join(rdir, "trace_values_pages.jsonl"))
+    for name in ("trace_values", "trace_values_step"):
+        if read(os.path.join(rdir, name + ".jsonl")) != pages:
+            return ("fail", "%s: its values trace differs from the page trap's" % name)
+    m = [re.search(r"jit: \d+ runs, \d+ stops, (\d+) instructions translated-run", l)
+         for l in Check(rdir, "trace_values").err]
+    if not any(x and int(x.group(1)) > 0 for x in m):
+        return ("fail", "trace_values: no instruction ran in the code cache: %s"
+                % Check(rdir, "trace_values").gebpf_line())
     return None
 
 

@@ -88,6 +88,9 @@ run trace_pages 30 "$G" trace --trap pages --range "$WORK_START-$WORK_LAST" -o "
 # the page trap
 run trace_values 30 "$G" trace -v --values --range "$WORK_START-$WORK_LAST" -o "$O/trace_values.jsonl" -- "$P/kmtrace"
 run trace_values_pages 30 "$G" trace -v --values --trap pages --range "$WORK_START-$WORK_LAST" -o "$O/trace_values_pages.jsonl" -- "$P/kmtrace"
+# ... and single-stepped (the step engine reads them with ptrace; the two
+# above take them in the translating engine's code cache)
+run trace_values_step 30 "$G" trace -v --values --engine step --range "$WORK_START-$WORK_LAST" -o "$O/trace_values_step.jsonl" -- "$P/kmtrace"
 run trace_jit 30 "$G" trace -v --trap probes --engine jit --range "$WORK_START-$WORK_LAST" -o "$O/trace_jit.jsonl" -- "$P/kmtrace"
 # ... and through the patch trap (issue 19: the range translated up front
 # into a stop-free cache, its entries overwritten through /proc/PID/mem with

@@ -165,8 +165,13 @@ def write_good(d):
         "trace.err": "gebpf: probe trap: 2 entries in /kmprogs/kmtrace 0x401010-0x40105a\n",
         "trace_pages.rc": "0\n", "trace_pages.err": "", "trace_pages.jsonl": EXPECT,
         "trace_values.rc": "0\n", "trace_values.jsonl": VALUES,
-        "trace_values.err": "gebpf: trace: probe trap: 19 single-steps, 20 in-range instructions, "
+        "trace_values.err": "gebpf: trace: jit: 2 runs, 3 stops, 19 instructions translated-run, "
+                            "3 blocks\n"
+                            "gebpf: trace: probe trap: 0 single-steps, 20 in-range instructions, "
                             "1 range entries\n",
+        "trace_values_step.rc": "0\n", "trace_values_step.jsonl": VALUES,
+        "trace_values_step.err": "gebpf: trace: probe trap: 19 single-steps, 20 in-range "
+                                 "instructions, 1 range entries\n",
         "trace_values_pages.rc": "0\n", "trace_values_pages.jsonl": VALUES,
         "trace_values_pages.err": "gebpf: trace: page trap: 21 single-steps, 20 in-range "
                                   "instructions, 2 range entries\n",
@@ -528,7 +533,8 @@ def test_guest_channel_is_decoded_and_a_dead_guest_fails_the_rest(tmp_path):
     put(vm, "serial.txt", frame(str(src), ["kernel", "trace.rc", "trace.err", "trace.jsonl", "trace_pages.rc",
                                           "trace_pages.err", "trace_pages.jsonl", "trace_values.rc",
                                           "trace_values.err", "trace_values.jsonl",
-                                          "trace_values_pages.rc", "trace_values_pages.err",
+                                          "trace_values_step.rc", "trace_values_step.err",
+                                          "trace_values_step.jsonl", "trace_values_pages.rc", "trace_values_pages.err",
                                           "trace_values_pages.jsonl", "trace_jit.rc",
                                           "trace_jit.err", "trace_jit.jsonl", "trace_patch.rc",
                                           "trace_patch.err", "trace_patch.jsonl",
@@ -858,3 +864,12 @@ def test_values_trace_is_judged_by_its_values(tmp_path):
     put(good, "trace_values.err", "gebpf: trace: page trap: 21 single-steps\n")
     res = verdicts(good)["trace"]
     assert res[0] == "fail" and "the probe trap was not used" in res[1], res
+    # the default takes them in the code cache; the step engine's are the same bytes
+    put(good, "trace_values.err", "gebpf: trace: jit: 1 runs, 1 stops, 0 instructions "
+        "translated-run, 1 blocks\ngebpf: trace: probe trap: 20 single-steps\n")
+    res = verdicts(good)["trace"]
+    assert res[0] == "fail" and "no instruction ran in the code cache" in res[1], res
+    write_good(str(good))
+    put(good, "trace_values_step.jsonl", VALUES.replace('"size":4,"val":"0x29"', '"size":4,"val":"0x28"'))
+    res = verdicts(good)["trace"]
+    assert res[0] == "fail" and "trace_values_step" in res[1], res
