@@ -153,6 +153,7 @@ struct gb_ev_prot {
  * also ptrace's user_regs_struct up to ss). */
 #define GB_PROBE_F_SIGSTOP 1u    /* signo was blocked by the thread: SIGSTOP sent instead */
 #define GB_PROBE_F_NOSIGNAL 2u   /* no room to count the signal: none sent (the thread ran on) */
+#define GB_PROBE_F_ALT 4u        /* signo was blocked or pending: alt_signo sent instead */
 
 struct gb_ev_probe {
 	struct gb_ev_hdr h;
@@ -171,12 +172,13 @@ enum gb_probe_counter {
 	GB_PCNT_RECORDS,         /* records written */
 	GB_PCNT_LOST,            /* ring buffer full: record lost (the signal is still sent) */
 	GB_PCNT_SIGNALS,         /* signals sent (signo or SIGSTOP) */
-	GB_PCNT_SIGSTOP,         /* of those: SIGSTOP because signo was blocked */
+	GB_PCNT_SIGSTOP,         /* of those: SIGSTOP because signo and alt_signo were blocked or pending */
 	GB_PCNT_NOSIGNAL,        /* hits that sent no signal (no room in pt_pending) */
 	GB_PCNT_OTHER,           /* hits of another process (the file's other users) */
 	GB_PCNT_MUTED,           /* hits of removed probes still installed (uprobe_multi) */
 	GB_PCNT_REDIRECTS,       /* hits sent on at another address (ip written: no record, no signal) */
 	GB_PCNT_DISARMED,        /* hits of the traced process once disarmed (nothing done) */
+	GB_PCNT_ALT,             /* signals sent: alt_signo because signo was blocked or pending */
 	GB_PCNT__MAX,
 };
 

@@ -5,11 +5,18 @@
  *   1. writes one struct gb_ev_probe to pt_events: the user registers as the
  *      program sees them, i.e. BEFORE the probed instruction (ip == the
  *      probe's address),
- *   2. counts the signal in pt_pending[tid] (which signal: signo or SIGSTOP),
- *   3. stops the thread with bpf_send_signal_thread(signo), or SIGSTOP when
- *      the thread blocks signo or already has it pending (a blocked signal
- *      would stay pending while the thread ran on through the range; a
- *      second pending standard signal would merge with the first).
+ *   2. counts the signal in pt_pending[tid] (which signal: signo, alt_signo
+ *      or SIGSTOP),
+ *   3. stops the thread with bpf_send_signal_thread(signo); when the thread
+ *      blocks signo or already has it pending (a blocked signal would stay
+ *      pending while the thread ran on through the range; a second pending
+ *      standard signal would merge with the first), with alt_signo if it
+ *      neither blocks nor has that one pending, else SIGSTOP.  signo and
+ *      alt_signo (SIGURG, SIGWINCH) are ignored by default: one left
+ *      undelivered when gebpf dies reaches a program that ignores it, where
+ *      a SIGSTOP would stop the whole process (a Go service, whose runtime
+ *      keeps SIGURG pending for its preemption, met that fallback at most
+ *      hits).
  * With rodata redirect (set only where the kernel lets a uprobe program
  * write its registers: Linux 6.18, "bpf: Allow uprobe program to change
  * context registers"), a hit at an address of pt_redirect by a thread of
@@ -35,6 +42,7 @@ char LICENSE[] SEC("license") = "GPL";
 /* Set by user space before load. */
 const volatile __u32 tgid = 0;
 const volatile __u32 signo = 23;        /* SIGURG */
+const volatile __u32 alt_signo = 28;    /* SIGWINCH (0: none) */
 /* Attached as uprobe_multi links (Linux 6.10+), whose cookies are probe ids:
  * only then is bpf_get_attach_cookie called (the verifier drops the call
  * on older kernels, where the flag is false). */
@@ -67,6 +75,7 @@ struct {
 struct gb_pt_pending {
 	__u32 sig;       /* signo */
 	__u32 stop;      /* SIGSTOP */
+	__u32 alt;       /* alt_signo */
 };
 
 struct {
@@ -136,14 +145,19 @@ static __always_inline bool sig_in(__u64 mask, __u32 sig)
 
 /* Count the signal about to be sent; false if there is no room (then none
  * may be sent: the tracer could not tell it from the program's own). */
-static __always_inline bool count_pending(__u32 tid, bool stop)
+enum { K_SIG, K_ALT, K_STOP };
+
+static __always_inline bool count_pending(__u32 tid, int kind)
 {
-	struct gb_pt_pending one = { .sig = !stop, .stop = stop }, *v;
+	struct gb_pt_pending one = { .sig = kind == K_SIG, .stop = kind == K_STOP,
+				     .alt = kind == K_ALT }, *v;
 
 	v = bpf_map_lookup_elem(&pt_pending, &tid);
 	if (v) {
-		if (stop)
+		if (kind == K_STOP)
 			__sync_fetch_and_add(&v->stop, 1);
+		else if (kind == K_ALT)
+			__sync_fetch_and_add(&v->alt, 1);
 		else
 			__sync_fetch_and_add(&v->sig, 1);
 		return true;
@@ -194,10 +208,15 @@ int gb_probe_hit(struct pt_regs *ctx)
 	blocked = BPF_CORE_READ(task, blocked.sig[0]);
 	pending = BPF_CORE_READ(task, pending.signal.sig[0]);
 	if (sig_in(blocked, sig) || sig_in(pending, sig)) {
-		sig = GB_SIGSTOP;
-		pflags |= GB_PROBE_F_SIGSTOP;
+		if (alt_signo && !sig_in(blocked, alt_signo) && !sig_in(pending, alt_signo)) {
+			sig = alt_signo;
+			pflags |= GB_PROBE_F_ALT;
+		} else {
+			sig = GB_SIGSTOP;
+			pflags |= GB_PROBE_F_SIGSTOP;
+		}
 	}
-	if (!count_pending(tid, sig == GB_SIGSTOP)) {
+	if (!count_pending(tid, sig == GB_SIGSTOP ? K_STOP : sig == signo ? K_SIG : K_ALT)) {
 		pflags |= GB_PROBE_F_NOSIGNAL;
 		sig = 0;
 	}
@@ -248,5 +267,7 @@ int gb_probe_hit(struct pt_regs *ctx)
 	count(GB_PCNT_SIGNALS);
 	if (sig == GB_SIGSTOP)
 		count(GB_PCNT_SIGSTOP);
+	else if (sig != signo)
+		count(GB_PCNT_ALT);
 	return 0;
 }

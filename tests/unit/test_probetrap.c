@@ -362,7 +362,44 @@ Test(probetrap, fork_and_vfork_children_untouched)
 		    (unsigned long)r.stats.other);
 }
 
-/* The thread blocks SIGURG: SIGSTOP instead, at the same places. */
+/* The thread blocks SIGURG: SIGWINCH instead (ignored by default, as
+ * SIGURG is: one left behind by a gebpf that died stops nothing), at the
+ * same places. */
+static void child_blocks_urg(void *arg)
+{
+	sigset_t s;
+
+	(void)arg;
+	sigemptyset(&s);
+	sigaddset(&s, SIGURG);
+	sigprocmask(SIG_BLOCK, &s, NULL);
+	_exit(pt_zone() == ZONE_SUM ? 0 : 1);
+}
+
+Test(probetrap, blocked_signal_falls_back_to_sigwinch)
+{
+	struct pt_run r;
+
+	pt_need();
+	pt_run_init(&r);
+	probe_kinds(&r);
+	pt_run(&r, child_blocks_urg, NULL);
+	cr_assert_eq(r.exit_code, 0);
+	cr_assert_eq(r.nstops, NKINDS, "%d stops", r.nstops);
+	for (size_t k = 0; k < NKINDS; k++) {
+		const struct pt_stop *s = &r.stops[k];
+		cr_assert_eq(s->sig, SIGWINCH, "%s: signal %d", kinds[k].name, s->sig);
+		cr_assert(s->claimed);
+		cr_assert_eq(s->hit.flags & GB_PROBE_HIT_SIGSTOP, 0);
+		cr_assert_eq(s->hit.addr, (uintptr_t)kinds[k].at);
+		cr_assert_eq(s->regs.rip, (uintptr_t)kinds[k].next);
+	}
+	cr_assert_eq(r.stats.alts, NKINDS);
+	cr_assert_eq(r.stats.sigstops, 0);
+}
+
+/* The thread blocks every signal (SIGURG and SIGWINCH too): SIGSTOP
+ * instead, at the same places. */
 static void child_blocks(void *arg)
 {
 	sigset_t s;

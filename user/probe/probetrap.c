@@ -27,7 +27,7 @@
 
 /* The pending-signal counts of one thread (pt_pending's value). */
 struct pending {
-	uint32_t sig, stop;
+	uint32_t sig, stop, alt;
 };
 
 #define say(o, ...) gb_probe_warn((o)->quiet, "probe trap", (int)(o)->tgid, __VA_ARGS__)
@@ -78,6 +78,7 @@ static int open_load(void *ctx, const char *cut)
 	}
 	p->skel->rodata->tgid = (__u32)o->tgid;
 	p->skel->rodata->signo = (__u32)p->signo;
+	p->skel->rodata->alt_signo = (__u32)p->alt;
 	/* uprobe_multi links where the kernel has them (6.10+): a link of many
 	 * probes is removed with one wait for the kernel's grace periods
 	 * instead of one per probe.  GEBPF_PROBETRAP_PERF=1 forces the perf
@@ -167,6 +168,9 @@ static struct gb_probetrap *load(const struct gb_probetrap_opts *o)
 	p->tgid = o->tgid;
 	p->silent = o->silent;
 	p->signo = o->signo ? o->signo : SIGURG;
+	/* SIGWINCH, ignored by default as SIGURG is: a SIGSTOP only where the
+	 * thread blocks or has pending both (contract 6) */
+	p->alt = p->signo == SIGWINCH || p->signo == SIGSTOP ? 0 : SIGWINCH;
 	/* With the cached cut of the kernel's BTF (btfmin.c) when there is
 	 * one; a load it makes fail is made again with the kernel's. */
 	size_t len = 0;
@@ -242,7 +246,7 @@ static void pending_put(struct gb_probetrap *p, pid_t tid, const struct pending 
 	__u32 key = (__u32)tid;
 
 	/* Only thread tid raises its counts, while it runs; it is stopped now. */
-	if (v->sig == 0 && v->stop == 0)
+	if (v->sig == 0 && v->stop == 0 && v->alt == 0)
 		bpf_map_delete_elem(fd, &key);
 	else
 		bpf_map_update_elem(fd, &key, v, BPF_ANY);
@@ -314,24 +318,24 @@ bool gb_probetrap__claim(struct gb_probetrap *p, pid_t tid, int sig, const sigin
 			 struct gb_probe_hit *hit)
 {
 	struct pending pd;
-	bool stop = sig == SIGSTOP && p && p->signo != SIGSTOP;
 	uint32_t *n;
 
-	if (!p || tid <= 0 || (sig != p->signo && sig != SIGSTOP))
+	if (!p || tid <= 0 || !sig || (sig != p->signo && sig != SIGSTOP && sig != p->alt))
 		return false;
+	bool stop = sig == SIGSTOP && p->signo != SIGSTOP;
 	/* bpf_send_signal_thread sends with si_code SI_KERNEL. */
 	if (si && si->si_code != SI_KERNEL)
 		return false;
 	if (pending_get(p, tid, &pd) != 0)
 		return false;
-	n = stop ? &pd.stop : &pd.sig;
+	n = stop ? &pd.stop : sig == p->signo ? &pd.sig : &pd.alt;
 	if (*n == 0)
 		return false;
 	(*n)--;
 	pending_put(p, tid, &pd);
 	p->claimed++;
 	for (size_t i = 0; i < p->nowed; i++) {
-		if (p->owed[i].tid != tid || p->owed[i].signo != (stop ? SIGSTOP : p->signo))
+		if (p->owed[i].tid != tid || p->owed[i].signo != sig)
 			continue;
 		/* Its record was taken by take_early(): only the signal left. */
 		p->owed[i] = p->owed[--p->nowed];
@@ -341,7 +345,7 @@ bool gb_probetrap__claim(struct gb_probetrap *p, pid_t tid, int sig, const sigin
 		}
 		return true;
 	}
-	ssize_t k = find_record(p, tid, stop ? SIGSTOP : p->signo, true);
+	ssize_t k = find_record(p, tid, sig, true);
 	if (k >= 0) {
 		if (hit)
 			fill_hit(hit, &p->q[k]);
@@ -367,7 +371,7 @@ bool gb_probetrap__take_early(struct gb_probetrap *p, pid_t tid, struct gb_probe
 	 * is pending for the thread beyond those whose records it took. */
 	for (size_t i = 0; i < p->nowed; i++)
 		owed += p->owed[i].tid == tid;
-	bool coming = pending_get(p, tid, &pd) == 0 && pd.sig + pd.stop > owed;
+	bool coming = pending_get(p, tid, &pd) == 0 && pd.sig + pd.stop + pd.alt > owed;
 	ssize_t k = find_record(p, tid, -1, coming);
 	if (k < 0)
 		return false;
@@ -440,6 +444,7 @@ void gb_probetrap__stats(const struct gb_probetrap *p, struct gb_probetrap_stats
 	s->lost = gb_counter_sum(fd, GB_PCNT_LOST);
 	s->signals = gb_counter_sum(fd, GB_PCNT_SIGNALS);
 	s->sigstops = gb_counter_sum(fd, GB_PCNT_SIGSTOP);
+	s->alts = gb_counter_sum(fd, GB_PCNT_ALT);
 	s->nosignal = gb_counter_sum(fd, GB_PCNT_NOSIGNAL);
 	s->other = gb_counter_sum(fd, GB_PCNT_OTHER);
 	s->muted = gb_counter_sum(fd, GB_PCNT_MUTED);
@@ -458,6 +463,12 @@ void gb_probetrap__free(struct gb_probetrap *p)
 	if (!p)
 		return;
 	gb_probetrap__disarm(p);
+	struct gb_probetrap_stats st;
+	gb_probetrap__stats(p, &st);
+	if (st.signals && !p->silent)
+		gb_info("probe trap: %llu stop signals sent: %llu SIGWINCH, %llu SIGSTOP (SIGURG "
+			"blocked or pending)", (unsigned long long)st.signals,
+			(unsigned long long)st.alts, (unsigned long long)st.sigstops);
 	gb_probetrap_detach_all(p);
 	free(p->rt);
 	free(p->plain);

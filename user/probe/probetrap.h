@@ -32,7 +32,8 @@
  *    instruction, e.g. a call's return address is pushed).  No other stop
  *    comes between.  hit.addr == hit.regs.rip == f.  If the thread blocks
  *    signo or has it pending already, the stop is a signal-delivery-stop
- *    for SIGSTOP instead (hit.flags GB_PROBE_HIT_SIGSTOP), same place.
+ *    for SIGWINCH instead, or where it blocks or has that pending too for
+ *    SIGSTOP (hit.flags GB_PROBE_HIT_SIGSTOP), same place.
  *    claim() returns true for exactly these stops; the engine restarts the
  *    thread with signal 0 (never delivers them).  Signals it returns false
  *    for are the program's: deliver them as usual.
@@ -62,9 +63,11 @@
  * 6. Crash safety: every uprobe hangs on a descriptor of this process;
  *    when gebpf dies (even by SIGKILL) they vanish and the target runs on
  *    natively.  A signal already sent and not yet delivered then reaches
- *    the program: SIGURG's default action is to ignore it (harmless unless
- *    the program handles SIGURG); the SIGSTOP fallback stops the process
- *    (`kill -CONT` resumes it).
+ *    the program: SIGURG's and SIGWINCH's default action is to ignore it
+ *    (harmless unless the program handles them: Go's runtime takes a
+ *    spurious SIGURG as it is made to); the SIGSTOP fallback, only for a
+ *    thread that blocks or has pending both (inside a signal handler that
+ *    blocks every signal), stops the process (`kill -CONT` resumes it).
  *
  * 7. Redirects (opts.redirect, where gb_probetrap__redirects() says the
  *    kernel allows them: upstream 6.18, not every build): a thread of
@@ -123,6 +126,7 @@ struct gb_probetrap_stats {
 	uint64_t lost;           /* records lost (ring buffer full) */
 	uint64_t signals;        /* stop signals sent */
 	uint64_t sigstops;       /* of those, SIGSTOP */
+	uint64_t alts;           /* of those, SIGWINCH (signo blocked or pending) */
 	uint64_t nosignal;       /* hits that sent no signal (pending map full) */
 	uint64_t other;          /* hits of other processes (filtered out) */
 	uint64_t muted;          /* hits of removed probes still installed */

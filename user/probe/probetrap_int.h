@@ -46,6 +46,7 @@ struct gb_probetrap {
 	struct ring_buffer *rb;
 	pid_t tgid;
 	int signo;
+	int alt;                 /* the next choice when signo is blocked or pending (0: none) */
 	bool multi;                  /* uprobe_multi links (6.10+), else perf events */
 	bool silent;                 /* opts.silent: no -v lines */
 	bool redirect;               /* loaded with redirects (redirect.c) */
