@@ -10,7 +10,8 @@
  *   2. single-stepping a "stepping" thread over each probe ends in one
  *      SIGTRAP stop after the instruction that is_step_artifact() accepts,
  *      and nothing else;
- *   3. with every signal blocked, the stops are SIGSTOP at the same places;
+ *   3. with SIGURG blocked, the stops are SIGWINCH at the same places, and
+ *      with every signal blocked SIGSTOP;
  *   4. memory shows the int3 and orig_bytes restores the file's byte;
  *   5. three threads of the child running the functions each stop at every
  *      probe (the process filter passes every thread, not only the main one).
@@ -110,7 +111,7 @@ static const struct kind *kind_at(uint64_t a)
 	return NULL;
 }
 
-enum mode { NATIVE, STEP, BLOCKED, THREADS };
+enum mode { NATIVE, STEP, BLOCKED, THREADS, BLOCKED_URG };
 #define NTHREADS 3
 
 static void *thread_zone(void *arg)
@@ -127,6 +128,12 @@ static void child_main(int gate, enum mode m)
 		sigset_t s;
 		sigfillset(&s);
 		sigprocmask(SIG_BLOCK, &s, NULL);
+	}
+	if (m == BLOCKED_URG) {
+		sigset_t u;
+		sigemptyset(&u);
+		sigaddset(&u, SIGURG);
+		sigprocmask(SIG_BLOCK, &u, NULL);
 	}
 	if (read(gate, &b, 1) != 1)
 		_exit(90);
@@ -247,7 +254,7 @@ static void check_bytes(struct gb_probetrap *p, pid_t pid)
 
 static void run(enum mode m)
 {
-	static const char *names[] = { "native", "step", "blocked", "threads" };
+	static const char *names[] = { "native", "step", "blocked", "threads", "blocked-urg" };
 	int gate[2], status, claimed = 0, steps = 0, ntids = 0;
 	pid_t tids[NTHREADS + 1], tid;
 	struct user_regs_struct r;
@@ -298,7 +305,7 @@ static void run(enum mode m)
 			steps = step_zone(p, child, &r);
 		} else {
 			const struct kind *k = kind_at(hit.addr);
-			int want = m == BLOCKED ? SIGSTOP : SIGURG;
+			int want = m == BLOCKED ? SIGSTOP : m == BLOCKED_URG ? SIGWINCH : SIGURG;
 			if (!k || hit.regs.rip != hit.addr)
 				fail("%s: hit at %#lx (rip %#lx) is no probe", names[m],
 				     (unsigned long)hit.addr, (unsigned long)hit.regs.rip);
@@ -314,7 +321,7 @@ static void run(enum mode m)
 				     names[m], k->name, (long)(r.rsp - hit.regs.rsp), k->dsp);
 			if (m != THREADS)
 				printf("%s %s: stop %s at %+ld, record rip == probe\n", names[m],
-				       k->name, m == BLOCKED ? "SIGSTOP" : "SIGURG",
+				       k->name, m == BLOCKED ? "SIGSTOP" : m == BLOCKED_URG ? "SIGWINCH" : "SIGURG",
 				       (long)(r.rip - hit.addr));
 		}
 		ptrace(PTRACE_CONT, tid, 0, 0);
@@ -465,11 +472,12 @@ int main(void)
 	run(NATIVE);
 	run(STEP);
 	run(BLOCKED);
+	run(BLOCKED_URG);
 	run(THREADS);
 	untrap_check();
 	fork_event_check();
 	printf("probecheck: ok: %zu kinds stop after the instruction; steps over probes end in "
-	       "one SIGTRAP; blocked -> SIGSTOP; %d threads all stopped; an untrapped thread "
+	       "one SIGTRAP; SIGURG blocked -> SIGWINCH, all blocked -> SIGSTOP; %d threads all stopped; an untrapped thread "
 	       "outlives its tracer; a fork's result comes at its exit stop\n", NK, NTHREADS);
 	return 0;
 }
