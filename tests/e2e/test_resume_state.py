@@ -56,12 +56,14 @@ def test_threads_in_sigsuspend_read_and_signals(gebpf, root, tmp_path):
     outside it) one signal at a time while compute runs and reader blocks in
     read on a pipe.  Resumed: the catcher's own mask (not sigsuspend's
     temporary one) and a signal it had queued are restored, so no wake-up is
-    lost; the pipe is /dev/null (reader sees EOF: '?')."""
+    lost; the pipe, both of whose ends the process holds, is made again:
+    the reader gets the main thread's byte as in the uninterrupted run."""
     s, rest = snap_running(tmp_path, [prog_path("snap_threads"), "800"], settle=0.3)
     assert rest.endswith("signals all handled\n"), rest
     r = resume(s)
     assert r.returncode == 0, r.stderr
-    assert r.stdout == rest.replace("reader R", "reader ?"), r.stderr
+    assert r.stdout == rest, r.stderr
+    assert "reader R" in rest
 
 
 def test_what_is_not_restored_is_said_on_one_line(gebpf, root, tmp_path):

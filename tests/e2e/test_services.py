@@ -621,6 +621,39 @@ def test_snap(service, tmp_path):
         s.kill()
 
 
+# The services gebpf resume brings back (docs/resume.md "Files"): the
+# chroot's python runs under chroot(1), whose root resume does not make.
+RESUMED = [n for n in SERVICES if n != "python-bullseye"]
+
+
+@pytest.mark.parametrize("service", RESUMED, indirect=True)
+def test_resume(service, tmp_path):
+    """gebpf snap -p PID mid-run, the service SIGKILLed, gebpf resume of the
+    snapshot: it finishes with the uninterrupted checksum.  Its epoll
+    instances, eventfds, pipes and unix socket pairs are made again (Go's
+    netpoller, libuv's loops, the JVM's); stdin, a pipe from this test, is
+    the only fd named and replaced."""
+    s = Running(service, service.rounds[0], str(tmp_path), "svc")
+    try:
+        pid = s.started()
+        core = str(tmp_path / "svc.core")
+        r = subprocess.run([gebpf_path(), "snap", "-p", str(pid), "-o", core],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, "gebpf snap: exit %d: %s" % (r.returncode, r.stderr[-2000:])
+    finally:
+        s.kill()
+    want, secs = native(service, service.rounds[0], str(tmp_path))
+    r = subprocess.run([gebpf_path(), "resume", core], capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL, timeout=3 * secs + 120, cwd=str(tmp_path))
+    sums = [ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("checksum ")]
+    assert r.returncode == 0 and sums == [want], "%s resumed: exit %d, %s (native %s): %s" % (
+        service.name, r.returncode, sums, want, r.stderr[-2000:])
+    errs = r.stderr.splitlines()
+    assert all(ln.startswith("gebpf: warning: resume: ") for ln in errs), errs
+    named = [ln for ln in errs if re.match(r"gebpf: warning: resume: fd \d+ ", ln)]
+    assert all("fd 0 " in ln or "pipe whose other end" in ln for ln in named), named
+
+
 REPORT_FN = re.compile(r"^\s*(\d+)\s+[\d.]+\s+(\S+)$")
 
 

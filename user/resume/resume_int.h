@@ -4,6 +4,7 @@
 #ifndef GB_RESUME_INT_H
 #define GB_RESUME_INT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -37,6 +38,11 @@ uint64_t gb_rput(struct gb_rctx *c, size_t off, const void *buf, size_t len);
 
 /* Reopen the snapshot's fds in the tracee (docs/resume.md, "Files"). */
 int gb_resume__fds(struct gb_rctx *c, const struct gb_snapshot *s);
+/* rfdkind.c: those that are kernel objects (snap/fdkind.h) made again, after
+ * the files; gb_resume__fd_made: f is one of them (a pipe only when both
+ * of its ends were in the process). */
+int gb_resume__fd_kinds(struct gb_rctx *c, const struct gb_snapshot *s);
+bool gb_resume__fd_made(const struct gb_snapshot *s, const struct gb_snap_fd *f);
 
 /* rthreads.c: the snapshot's other threads cloned in the helper (each added
  * to *t, stopped), and every thread's kernel state: clear_child_tid, robust

@@ -1,7 +1,10 @@
 /* The snapshot's file descriptors in the new process (docs/resume.md, "Files"):
  * regular files and directories reopened at their fd numbers with their open
- * flags and offsets; 0, 1 and 2 are the caller's; anything else (sockets,
- * pipes, devices, deleted files) becomes /dev/null with one warning each. */
+ * flags and offsets; 0, 1 and 2 are the caller's; the kernel objects
+ * rfdkind.c makes again (pipes, eventfds, timerfds, signalfds, epolls);
+ * anything else (network sockets, a pipe or unix socket whose other end is
+ * elsewhere, devices,
+ * deleted files) becomes /dev/null with one warning each. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +18,7 @@
 
 #include "common/log.h"
 #include "resume/resume_int.h"
+#include "snap/fdkind.h"
 
 static bool reopenable(const char *target)
 {
@@ -54,7 +58,11 @@ static int reopen(struct gb_rctx *c, const struct gb_snap_fd *f)
 	bool as_file = reopenable(f->target);
 	const char *path = as_file ? f->target : "/dev/null";
 	uint32_t flags = as_file ? f->flags & ~(uint32_t)(O_CREAT | O_TRUNC | O_EXCL | O_NOCTTY) : O_RDWR;
-	if (!as_file)
+	if (!as_file && f->k && (f->k->kind == GB_FDK_PIPE || f->k->kind == GB_FDK_UNIX))
+		gb_warn("resume: fd %d (%s): a %s whose other end is not in the process; replaced "
+			"by /dev/null", f->fd, f->target, f->k->kind == GB_FDK_PIPE ? "pipe" :
+			"unix socket");
+	else if (!as_file)
 		gb_warn("resume: fd %d (%s): not a file that can be reopened; replaced by /dev/null",
 			f->fd, f->target);
 	uint64_t a = gb_rput(c, 0, path, strlen(path) + 1);
@@ -83,11 +91,11 @@ int gb_resume__fds(struct gb_rctx *c, const struct gb_snapshot *s)
 {
 	close_extra(c, s);
 	for (size_t i = 0; i < s->nfds; i++) {
-		if (s->fds[i].fd <= 2)
+		if (s->fds[i].fd <= 2 || gb_resume__fd_made(s, &s->fds[i]))
 			continue;
 		int e = reopen(c, &s->fds[i]);
 		if (e)
 			return e;
 	}
-	return 0;
+	return gb_resume__fd_kinds(c, s);
 }

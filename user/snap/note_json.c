@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "snap/fdkind.h"
 #include "common/log.h"
 
 #define R(n) { #n, offsetof(struct user_regs_struct, n) }
@@ -128,6 +129,7 @@ char *gb_snap__json_build(const struct gb_snapshot *s, size_t *len)
 		cJSON_AddItemToObject(o, "target", str_or_null(s->fds[i].target));
 		cJSON_AddItemToObject(o, "flags", hex(s->fds[i].flags));
 		cJSON_AddNumberToObject(o, "offset", (double)s->fds[i].pos);
+		gb_fdk_to_json(o, s->fds[i].k);
 		cJSON_AddItemToArray(fds, o);
 	}
 
@@ -262,6 +264,12 @@ static int apply_fds(struct gb_snapshot *s, const cJSON *fds, const char *path)
 		f->flags = (uint32_t)flags;
 		f->pos = (uint64_t)off->valuedouble;
 		f->target = dup_str(cJSON_GetObjectItemCaseSensitive(o, "target"));
+		const char *why = NULL;
+		int e = gb_fdk_from_json(o, &f->k, &why);
+		if (e == -EINVAL)
+			return bad(path, why);
+		if (e)
+			return gb_fail(e, "%s: out of memory", path);
 	}
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/grow.h"
+#include "snap/fdkind.h"
 
 static int cmp_fd(const void *a, const void *b)
 {
@@ -52,6 +53,13 @@ static int read_fds(pid_t pid, struct gb_snapshot *s)
 	closedir(d);
 	if (s->nfds)
 		qsort(s->fds, s->nfds, sizeof(*s->fds), cmp_fd);
+	/* What is behind the ones that are not files (in fd order: a pipe's
+	 * bytes go with its first read end) */
+	uint64_t *seen = NULL;
+	size_t nseen = 0;
+	for (size_t i = 0; !r && i < s->nfds; i++)
+		r = gb_fdk_capture(pid, &s->fds[i], &seen, &nseen);
+	free(seen);
 	return r;
 }
 

@@ -12,6 +12,7 @@
 
 #include "common/bound.h"
 #include "common/grow.h"
+#include "snap/fdkind.h"
 #include "common/log.h"
 #include "snap/source.h"
 
@@ -50,8 +51,10 @@ void gb_snapshot_free(struct gb_snapshot *s)
 		free(m->path);
 	}
 	free(s->maps);
-	for (size_t i = 0; i < s->nfds; i++)
+	for (size_t i = 0; i < s->nfds; i++) {
 		free(s->fds[i].target);
+		gb_fdk_free(s->fds[i].k);
+	}
 	free(s->fds);
 	free(s->auxv);
 	for (size_t i = 0; i < s->nvars; i++) {

@@ -104,11 +104,14 @@ static inline bool gb_snap_map_has_bytes(const struct gb_snap_map *m)
 	return m->data || m->live;
 }
 
+struct gb_snap_fdk;
 struct gb_snap_fd {
 	int fd;
 	char *target;              /* readlink of /proc/PID/fd/N */
 	uint32_t flags;            /* open flags (fdinfo "flags", octal there) */
 	uint64_t pos;
+	struct gb_snap_fdk *k;     /* the kernel object when it is not a file
+				    * (snap/fdkind.h), or NULL */
 };
 
 struct gb_snap_var {
