@@ -623,7 +623,22 @@ def judge_resume(rdir, exp, env):
     out = read(os.path.join(rdir, "resume_mt.out"), "") or ""
     if out.strip() != "kmthreads ok":
         return ("fail", "resumed two-thread kmthreads printed %.60r, expected 'kmthreads ok'" % out)
-    return ("pass", "4 instructions from after_work to exit; 2 threads resumed")
+    # resume_fds (where the host built it): its fds that are kernel objects
+    # made again, its lines those of its uninterrupted run, nothing said
+    fds = ""
+    if os.path.exists(os.path.join(rdir, "resume_fds_native.rc")):
+        for name in ("resume_fds_native", "snap_fds", "resume_fds"):
+            bad = Check(rdir, name).failed_run()
+            if bad:
+                return bad
+        want = read(os.path.join(rdir, "resume_fds_native.out"), "") or ""
+        got = read(os.path.join(rdir, "resume_fds.out"), "") or ""
+        if not want.startswith("epoll 2 ready 0x22221111") or got != want:
+            return ("fail", "resumed resume_fds printed %.80r, its own run %.80r" % (got, want))
+        if "warning" in (read(os.path.join(rdir, "resume_fds.err"), "") or ""):
+            return ("fail", "resume_fds: resume said: %s" % Check(rdir, "resume_fds").gebpf_line())
+        fds = "; epoll, eventfd, timerfd, signalfd and a pipe made again"
+    return ("pass", "4 instructions from after_work to exit; 2 threads resumed" + fds)
 
 
 def judge_sample(rdir, exp, env):

@@ -210,6 +210,18 @@ wait "$kp" 2>/dev/null
 rm -f "$O/mt.core"
 flush
 
+# (2c') the fds that are kernel objects (fdinfo's fields changed across
+# kernels): resume_fds snapped at resume_here and resumed must print what
+# its uninterrupted run prints (resume_fds_native.out)
+if [ -x "$P/resume_fds" ]; then
+	rm -f "$O/fds.core"
+	run resume_fds_native 15 "$P/resume_fds"
+	run snap_fds 30 "$G" snap --at resume_here -o "$O/fds.core" -- "$P/resume_fds"
+	[ -s "$O/fds.core" ] && run resume_fds 30 "$G" resume "$O/fds.core"
+	rm -f "$O/fds.core"
+	flush
+fi
+
 # (2d) the same copy made from a thread of a running process blocked in
 # nanosleep (first let restart it up to restart_syscall's entry, then the
 # stub, whose way back restarts it again): kmsleep must

@@ -612,6 +612,33 @@ def test_resume_must_bring_back_both_threads(good):
     assert v[0] == "fail" and "snap_mt: no result" in v[1]
 
 
+FDS_OUT = ("epoll 2 ready 0x22221111\neventfd 8 5 nonblock 1\npipe 5 hello nonblock 1 0\n"
+           "timerfd armed 1 interval 1\nsignalfd 128 10\ncloexec 1 0 0 1 1 1\n")
+
+
+def test_resume_must_make_the_fd_kinds_again(good):
+    """resume_fds resumed must print its own run's lines and say nothing; a
+    guest without the program (not built) judges the rest alone."""
+    for n, out in (("resume_fds_native", FDS_OUT), ("snap_fds", ""), ("resume_fds", FDS_OUT)):
+        put(good, n + ".rc", "0\n")
+        put(good, n + ".out", out)
+        put(good, n + ".err", "")
+    v = verdicts(good)["resume"]
+    assert v[0] == "pass" and "epoll, eventfd, timerfd, signalfd and a pipe" in v[1], v
+    put(good, "resume_fds.out", FDS_OUT.replace("eventfd 8 5", "eventfd -1 0"))
+    v = verdicts(good)["resume"]
+    assert v[0] == "fail" and "resume_fds" in v[1], v
+    put(good, "resume_fds.out", FDS_OUT)
+    put(good, "resume_fds.err", "gebpf: warning: resume: fd 8 (anon_inode:[eventpoll]): not a file "
+        "that can be reopened; replaced by /dev/null\n")
+    v = verdicts(good)["resume"]
+    assert v[0] == "fail" and "replaced by /dev/null" in v[1], v
+    for n in ("resume_fds_native", "snap_fds", "resume_fds"):
+        for ext in (".rc", ".out", ".err"):
+            os.remove(os.path.join(str(good), n + ext))
+    assert verdicts(good)["resume"][0] == "pass"
+
+
 def test_target_killed_after_detach_fails(good):
     put(good, "detach.target", "133\n")
     v = verdicts(good)["detach"]
