@@ -1,6 +1,7 @@
 /* gebpf resume: argv -> gb_resume_opts -> the resume room (resume/session.c:
  * load, edit, restore, wait), whose exit code is gebpf's. */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,18 +22,22 @@ static void usage(FILE *f)
 		"                    VALUE decimal or 0x hex); repeatable\n"
 		"  --poke ADDR=HEX   write bytes (hex digits, two per byte) at ADDR first;\n"
 		"                    repeatable\n"
+		"  --new-pidns       run it in a new pid namespace with its own pid and tids\n"
+		"                    (clone3 set_tid), for programs that cached them\n"
 		"  -v, --verbose     diagnostics on stderr\n"
 		"See docs/resume.md.\n");
 }
 
 int cmd_resume(int argc, char **argv)
 {
-	enum { O_SET = 256, O_POKE };
+	enum { O_SET = 256, O_POKE, O_PIDNS };
 	static const struct option lo[] = {
 		{ "set", required_argument, NULL, O_SET }, { "poke", required_argument, NULL, O_POKE },
+		{ "new-pidns", no_argument, NULL, O_PIDNS },
 		{ "verbose", no_argument, NULL, 'v' }, { "help", no_argument, NULL, 'h' }, { 0 } };
 	const char *sets[MAX_EDITS], *pokes[MAX_EDITS];
 	size_t nsets = 0, npokes = 0;
+	bool pidns = false;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+vh", lo, NULL)) != -1) {
@@ -48,6 +53,7 @@ int cmd_resume(int argc, char **argv)
 			else
 				pokes[npokes++] = optarg;
 			break;
+		case O_PIDNS: pidns = true; break;
 		case 'v': gb_log_set_verbose(true); break;
 		case 'h': usage(stdout); return GB_EXIT_OK;
 		default: usage(stderr); return GB_EXIT_USAGE;
@@ -58,6 +64,6 @@ int cmd_resume(int argc, char **argv)
 		return GB_EXIT_USAGE;
 	}
 	struct gb_resume_opts ro = { .path = argv[optind], .sets = sets, .nsets = nsets,
-				     .pokes = pokes, .npokes = npokes };
+				     .pokes = pokes, .npokes = npokes, .new_pidns = pidns };
 	return gb_resume_run(&ro);
 }

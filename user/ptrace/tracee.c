@@ -23,6 +23,7 @@
 #include "common/page.h"
 #include "ptrace/regs.h"
 #include "ptrace/maps.h"
+#include "ptrace/pidns.h"
 #include "ptrace/procfs.h"
 #include "ptrace/wait.h"
 
@@ -326,6 +327,32 @@ int gb_tracee_attach(pid_t pid, struct gb_tracee *t)
 	return 0;
 }
 
+static int launch_traced(const struct gb_launch_opts *o, struct gb_tracee *t, int pfd[2], pid_t pid);
+
+static int launch_in_pidns(const struct gb_launch_opts *o, struct gb_tracee *t, int pfd[2])
+{
+	pid_t keeper = 0;
+	pid_t pid = gb_pidns_start(o, pfd[1], &keeper);
+	close(pfd[1]);
+	if (pid < 0) {
+		int e = 0;
+		if (read(pfd[0], &e, sizeof(e)) != (ssize_t)sizeof(e) || !e)
+			e = (int)-pid;
+		gb_err("launch: %s in a new pid namespace as pid %d: %s", o->argv[0], (int)o->ns_pid,
+		       strerror(e));
+		if (keeper > 0) {
+			kill(keeper, SIGKILL);
+			waitpid(keeper, NULL, 0);
+		}
+		close(pfd[0]);
+		return -e;
+	}
+	t->pid = pid;
+	t->launched = true;
+	t->keeper = keeper;
+	return launch_traced(o, t, pfd, pid);
+}
+
 int gb_tracee_launch(const struct gb_launch_opts *o, struct gb_tracee *t)
 {
 	int pfd[2];
@@ -334,6 +361,8 @@ int gb_tracee_launch(const struct gb_launch_opts *o, struct gb_tracee *t)
 		gb_err("launch: pipe: %s", strerror(errno));
 		return -errno;
 	}
+	if (o->ns_pid > 0)
+		return launch_in_pidns(o, t, pfd);
 	pid_t pid = fork();
 	if (pid < 0) {
 		gb_err("launch: fork: %s", strerror(errno));
@@ -362,11 +391,19 @@ int gb_tracee_launch(const struct gb_launch_opts *o, struct gb_tracee *t)
 		close(pfd[0]);
 		return -ECHILD;
 	}
+	return launch_traced(o, t, pfd, pid);
+}
+
+/* The launched child pid, stopped by its SIGSTOP before its exec: traced,
+ * then run to its first instruction. */
+static int launch_traced(const struct gb_launch_opts *o, struct gb_tracee *t, int pfd[2], pid_t pid)
+{
+	int status;
 	if (ptrace(PTRACE_SEIZE, pid, 0, SEIZE_OPTS | PTRACE_O_EXITKILL)) {
 		int e = errno;
 		gb_err("launch: %s: cannot trace the child: %s", o->argv[0], strerror(e));
 		kill(pid, SIGKILL);
-		waitpid(pid, &status, 0);
+		waitpid(t->keeper ? t->keeper : pid, &status, 0);
 		close(pfd[0]);
 		return -e;
 	}
@@ -544,6 +581,10 @@ void gb_tracee_kill(struct gb_tracee *t)
 		       st.kind != GB_STOP_KILLED)
 			;
 		t->exited = true;
+	}
+	if (t->keeper > 0) { /* (it ends as the process ended) */
+		waitpid(t->keeper, NULL, 0);
+		t->keeper = 0;
 	}
 	gb_tracee_free(t);
 }

@@ -55,11 +55,16 @@ struct gb_tracee {
 	bool zero_gs;             /* the detach sets every thread's gs base 0 first (the
 				   * patch trap's end: a thread made while it ended copied
 				   * its creator's, which gebpf had set) */
+	pid_t keeper;             /* launched with ns_pid: gebpf's child that ends as the
+				   * process ends (pidns.h; the process is not gebpf's
+				   * child), else 0 */
 };
 
 struct gb_launch_opts {
 	char *const *argv;
 	bool aslr;                /* keep ASLR on (default: off) */
+	pid_t ns_pid;             /* > 0: in a new pid namespace, with this pid there
+				   * (ptrace/pidns.h) */
 };
 
 /* 0, or -errno with a "gebpf: ..." line already printed. */

@@ -301,14 +301,18 @@ static const char *helper_exe(const struct gb_snapshot *s)
 	return "/proc/self/exe";
 }
 
-int gb_resume_restore(const struct gb_snapshot *s, struct gb_tracee *t, const char *what)
+int gb_resume_restore(const struct gb_snapshot *s, struct gb_tracee *t, const char *what,
+		      bool new_pidns)
 {
-	struct gb_rctx c = { .what = what, .snap = s };
+	struct gb_rctx c = { .what = what, .snap = s, .ns = new_pidns };
 	if (!s->nthreads)
 		return gb_resume__fail(&c, -EINVAL, "the snapshot has no thread");
+	if (new_pidns && s->meta.pid <= 1)
+		return gb_resume__fail(&c, -EINVAL, "--new-pidns: pid %d cannot be kept (the new "
+				       "namespace's init is gebpf's)", (int)s->meta.pid);
 	const char *exe = helper_exe(s);
 	char *argv[] = { (char *)exe, NULL };
-	struct gb_launch_opts lo = { .argv = argv };
+	struct gb_launch_opts lo = { .argv = argv, .ns_pid = new_pidns ? s->meta.pid : 0 };
 	if (gb_tracee_launch(&lo, t))
 		return gb_resume__fail(&c, -ECHILD, "cannot start a process to restore into");
 	c.pid = t->pid;

@@ -21,6 +21,7 @@
 #define GB_RESUME_RESUME_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ptrace/tracee.h"
@@ -29,7 +30,8 @@
 /* Build the process of snapshot s as a stopped tracee in *t.  Warnings
  * (fds replaced by /dev/null, ...) are printed as they happen.  0, or
  * -errno with one "gebpf: WHAT: <why>" line (nothing left running). */
-int gb_resume_restore(const struct gb_snapshot *s, struct gb_tracee *t, const char *what);
+int gb_resume_restore(const struct gb_snapshot *s, struct gb_tracee *t, const char *what,
+		      bool new_pidns);
 
 /* --set REG=VALUE: a general register of thread 0 by its note name (rax,
  * rip, eflags, fs_base, ...), VALUE hex (0x...) or decimal.  0, or -errno
@@ -47,6 +49,7 @@ struct gb_resume_opts {
 	const char *path;
 	const char *const *sets, *const *pokes;
 	size_t nsets, npokes;
+	bool new_pidns;      /* its own pid and tids, in a new pid namespace */
 };
 int gb_resume_run(const struct gb_resume_opts *o);
 

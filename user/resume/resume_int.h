@@ -20,6 +20,8 @@ struct gb_rctx {
 	uint64_t scratch;       /* GB_RSCRATCH_LEN bytes of the tracee, or 0 */
 	const char *what;       /* the context of failure messages */
 	const struct gb_snapshot *snap;
+	bool ns;                /* --new-pidns: the process's own ids are the snapshot's
+				 * (the ids it passes to the kernel), gebpf's are t's */
 };
 
 /* One "gebpf: WHAT: <fmt>" line; returns e (-EIO when e is not negative). */

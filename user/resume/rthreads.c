@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <stddef.h>
 #include <sys/syscall.h>
 #include <time.h>
 
@@ -34,16 +35,42 @@
 
 #define THREAD_FLAGS (CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM)
 
-/* A new thread of the helper, stopped, in *t; its tid, or -errno. */
+/* clone3's arguments (linux/sched.h's struct clone_args, v2). */
+struct clone3_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
+	uint64_t set_tid, set_tid_size, cgroup;
+};
+
+/* A new thread of the helper, stopped, in *t; its tid (gebpf's), or
+ * -errno.  With --new-pidns (c->ns) made by clone3 with the snapshot's
+ * tid as set_tid (the scratch area holds its arguments). */
 static long clone_thread(struct gb_rctx *c, struct gb_tracee *t, const struct gb_snap_thread *th)
 {
 	bool ctid = th->ks.have & GB_TS_TID_ADDR && th->ks.clear_tid;
-	const uint64_t args[6] = { THREAD_FLAGS | (ctid ? CLONE_CHILD_CLEARTID : 0), 0, 0,
-				   ctid ? th->ks.clear_tid : 0, 0, 0 };
+	uint64_t flags = THREAD_FLAGS | (ctid ? CLONE_CHILD_CLEARTID : 0);
+	uint64_t args[6] = { flags, 0, 0, ctid ? th->ks.clear_tid : 0, 0, 0 };
+	long nr = SYS_clone;
+	if (c->ns) {
+		struct {
+			struct clone3_args a;
+			int32_t tid;
+		} ca = { { .flags = flags, .child_tid = ctid ? th->ks.clear_tid : 0 }, th->tid };
+		uint64_t at = gb_rput(c, 0, &ca, sizeof(ca));
+		if (!at)
+			return -EFAULT;
+		ca.a.set_tid = at + offsetof(__typeof__(ca), tid);
+		ca.a.set_tid_size = 1;
+		if (!gb_rput(c, 0, &ca, sizeof(ca)))
+			return -EFAULT;
+		args[0] = at;
+		args[1] = sizeof(ca.a);
+		args[2] = args[3] = 0;
+		nr = SYS_clone3;
+	}
 	long ret = 0;
 	int pending = 0;
 	unsigned long msg = 0;
-	int e = gb_inject_syscall_ev(c->pid, c->insn, SYS_clone, args, &ret, &pending, &msg);
+	int e = gb_inject_syscall_ev(c->pid, c->insn, nr, args, &ret, &pending, &msg);
 	if (e || ret < 0)
 		return e ? e : ret;
 	pid_t tid = msg ? (pid_t)msg : (pid_t)ret;
@@ -97,7 +124,7 @@ static int thread_state(struct gb_rctx *c, pid_t tid, const struct gb_snap_threa
 	/* glibc keeps the thread's tid in its struct pthread, the word
 	 * clear_child_tid points at (pthread_kill, mutex owners read it):
 	 * the new tid replaces the old one there. */
-	if ((ks->have & GB_TS_TID_ADDR) && ks->clear_tid) {
+	if ((ks->have & GB_TS_TID_ADDR) && ks->clear_tid && !c->ns) { /* (ns: its tid kept) */
 		int32_t v;
 		if (gb_mem_read(c->pid, ks->clear_tid, &v, sizeof(v)) == sizeof(v) && v == th->tid) {
 			v = tid;
@@ -126,18 +153,24 @@ int gb_resume__threads(struct gb_rctx *c, struct gb_tracee *t, const struct gb_s
 	return e;
 }
 
+/* The process's pid as the process itself sees it. */
+static pid_t own_pid(const struct gb_rctx *c)
+{
+	return c->ns ? c->snap->meta.pid : c->pid;
+}
+
 /* Queue siginfo info again: for thread tid, by that thread (the kernel lets
  * a thread queue a kill()/tgkill()-shaped siginfo only to itself), or for
  * the process (tid 0), by thread 0, the leader. */
-static int requeue(struct gb_rctx *c, pid_t tid, const uint8_t info[128])
+static int requeue(struct gb_rctx *c, pid_t tid, pid_t own_tid, const uint8_t info[128])
 {
 	siginfo_t si;
 	memcpy(&si, info, sizeof(si));
 	uint64_t a = gb_rput(c, 0, &si, sizeof(si));
 	long r = !a ? -EFAULT
-	       : tid ? gb_rsys_in(c, tid, SYS_rt_tgsigqueueinfo, (uint64_t)c->pid, (uint64_t)tid,
+	       : tid ? gb_rsys_in(c, tid, SYS_rt_tgsigqueueinfo, (uint64_t)own_pid(c), (uint64_t)own_tid,
 				  (uint64_t)si.si_signo, a, 0, 0)
-		     : gb_rsys(c, SYS_rt_sigqueueinfo, (uint64_t)c->pid, (uint64_t)si.si_signo, a, 0, 0, 0);
+		     : gb_rsys(c, SYS_rt_sigqueueinfo, (uint64_t)own_pid(c), (uint64_t)si.si_signo, a, 0, 0, 0);
 	if (r < 0)
 		return gb_resume__fail(c, (int)r, "queue SIG%s again: %s", sigabbrev_np(si.si_signo) ?: "?",
 				       strerror((int)-r));
@@ -150,13 +183,14 @@ int gb_resume__pending(struct gb_rctx *c, const struct gb_tracee *t, const struc
 	for (size_t i = 0; i < s->nthreads && i < t->nthreads && !e; i++) {
 		const struct gb_snap_thread *th = &s->threads[i];
 		/* The signal it was stopped delivering, then its queue. */
+		pid_t own = c->ns ? th->tid : t->threads[i].tid; /* (the id it has there) */
 		if (th->cursig > 0 && th->cursig <= 64)
-			e = requeue(c, t->threads[i].tid, th->siginfo);
+			e = requeue(c, t->threads[i].tid, own, th->siginfo);
 		for (uint32_t k = 0; (th->ks.have & GB_TS_PENDING) && k < th->ks.pending.n && !e; k++)
-			e = requeue(c, t->threads[i].tid, th->ks.pending.info[k]);
+			e = requeue(c, t->threads[i].tid, own, th->ks.pending.info[k]);
 	}
 	for (uint32_t k = 0; (s->pk.have & GB_PS_PENDING) && k < s->pk.pending.n && !e; k++)
-		e = requeue(c, 0, s->pk.pending.info[k]);
+		e = requeue(c, 0, 0, s->pk.pending.info[k]);
 	return e;
 }
 

@@ -26,12 +26,12 @@ int gb_resume_run(const struct gb_resume_opts *o)
 		}
 	}
 	snprintf(what, sizeof(what), "resume: %s", o->path);
-	if (gb_resume_restore(s, &t, what))
+	if (gb_resume_restore(s, &t, what, o->new_pidns))
 		goto cleanup;
-	pid_t pid = t.pid;
+	pid_t pid = t.pid, wpid = t.keeper ? t.keeper : pid; /* (pidns: not gebpf's child) */
 	gb_tracee_detach(&t);
 	int st;
-	if (waitpid(pid, &st, 0) != pid) {
+	if (waitpid(wpid, &st, 0) != wpid) {
 		gb_err("resume: pid %d: lost the resumed process", pid);
 	} else if (WIFSIGNALED(st)) {
 		gb_err("resume: pid %d: killed by SIG%s", pid, sigabbrev_np(WTERMSIG(st)) ?: "?");
