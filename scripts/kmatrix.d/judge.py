@@ -623,6 +623,17 @@ def judge_resume(rdir, exp, env):
     out = read(os.path.join(rdir, "resume_mt.out"), "") or ""
     if out.strip() != "kmthreads ok":
         return ("fail", "resumed two-thread kmthreads printed %.60r, expected 'kmthreads ok'" % out)
+    # ... again with --new-pidns (a guest of an older harness has no such run)
+    ns = ""
+    if os.path.exists(os.path.join(rdir, "resume_mt_ns.rc")):
+        bad = Check(rdir, "resume_mt_ns").failed_run()
+        if bad:
+            return bad
+        out = read(os.path.join(rdir, "resume_mt_ns.out"), "") or ""
+        if out.strip() != "kmthreads ok":
+            return ("fail", "kmthreads resumed with --new-pidns printed %.60r, expected "
+                    "'kmthreads ok'" % out)
+        ns = " (also in a new pid namespace)"
     # resume_fds (where the host built it): its fds that are kernel objects
     # made again, its lines those of its uninterrupted run, nothing said
     fds = ""
@@ -638,7 +649,7 @@ def judge_resume(rdir, exp, env):
         if "warning" in (read(os.path.join(rdir, "resume_fds.err"), "") or ""):
             return ("fail", "resume_fds: resume said: %s" % Check(rdir, "resume_fds").gebpf_line())
         fds = "; epoll, eventfd, timerfd, signalfd and a pipe made again"
-    return ("pass", "4 instructions from after_work to exit; 2 threads resumed" + fds)
+    return ("pass", "4 instructions from after_work to exit; 2 threads resumed" + ns + fds)
 
 
 def judge_sample(rdir, exp, env):

@@ -207,6 +207,9 @@ run snap_mt 30 "$G" snap -p "$kp" -o "$O/mt.core"
 kill -KILL "$kp" 2>/dev/null
 wait "$kp" 2>/dev/null
 [ -s "$O/mt.core" ] && run resume_mt 30 "$G" resume "$O/mt.core"
+# ... and in a new pid namespace with its pid and both tids (clone3 set_tid,
+# Linux 5.5; the init's wait handed back through gebpf's keeper)
+[ -s "$O/mt.core" ] && run resume_mt_ns 30 "$G" resume --new-pidns "$O/mt.core"
 rm -f "$O/mt.core"
 flush
 

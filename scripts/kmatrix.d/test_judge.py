@@ -616,6 +616,19 @@ FDS_OUT = ("epoll 2 ready 0x22221111\neventfd 8 5 nonblock 1\npipe 5 hello nonbl
            "timerfd armed 1 interval 1\nsignalfd 128 10\ncloexec 1 0 0 1 1 1\n")
 
 
+def test_resume_in_a_new_pid_namespace_must_bring_back_both_threads(good):
+    put(good, "resume_mt_ns.rc", "0\n")
+    put(good, "resume_mt_ns.out", "kmthreads ok\n")
+    put(good, "resume_mt_ns.err", "")
+    v = verdicts(good)["resume"]
+    assert v[0] == "pass" and "new pid namespace" in v[1], v
+    put(good, "resume_mt_ns.rc", "1\n")
+    put(good, "resume_mt_ns.err", "gebpf: launch: /kmprogs/kmthreads in a new pid namespace as "
+        "pid 9: Invalid argument\n")
+    v = verdicts(good)["resume"]
+    assert v[0] == "fail" and "new pid namespace" in v[1], v
+
+
 def test_resume_must_make_the_fd_kinds_again(good):
     """resume_fds resumed must print its own run's lines and say nothing; a
     guest without the program (not built) judges the rest alone."""

@@ -266,6 +266,64 @@ def test_python_thread_pool_resumes(gebpf, root, tmp_path):
     assert r.stderr == ""
 
 
+def test_asyncio_resumes_with_its_own_pid(gebpf, root, tmp_path):
+    """Debian's python3 running an asyncio loop mid-run (py_async.py): its
+    loop refuses to run under another pid, so a plain resume dies with
+    "no running event loop"; with --new-pidns it has its own pid (and tids)
+    again, in a new pid namespace, and prints the uninterrupted run's lines,
+    its pid among them."""
+    argv = ["/usr/bin/python3", os.path.join(HERE, "..", "progs", "py_async.py"), "1000000"]
+    s, rest = snap_running(tmp_path, argv, settle=0.3)
+    assert rest.endswith("\npid %d\n" % note(s)["meta"]["pid"]), rest
+    r = resume(s)
+    assert r.returncode != 0 and "no running event loop" in r.stderr, (r.returncode, r.stderr)
+    r = resume(s, "--new-pidns")
+    assert (r.returncode, r.stdout) == (0, rest), r.stderr
+    assert r.stderr == ""
+
+
+def test_new_pidns_keeps_every_thread_s_tid(gebpf, root, tmp_path):
+    """resume_threads (four computing threads) resumed with --new-pidns:
+    each thread has the tid it had (NSpid's last field), the result is the
+    uninterrupted one, and an exit status comes back through the namespace."""
+    s, rest = snap_running(tmp_path, [prog_path("resume_threads"), "300"], settle=0.1)
+    tids = sorted(t["tid"] for t in note(s)["threads"])
+    assert len(tids) == 5
+    p = subprocess.Popen([gebpf_path(), "resume", "--new-pidns", str(s)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+
+    def children(pids):
+        out = []
+        for q in pids:
+            try:
+                out += [int(x) for x in open("/proc/%d/task/%d/children" % (q, q)).read().split()]
+            except OSError:
+                pass
+        return out
+
+    def ns_tid(pid, t):
+        status = open("/proc/%d/task/%s/status" % (pid, t)).read()
+        return int(status.split("NSpid:")[1].split("\n")[0].split()[-1])
+    try:
+        seen = []
+        for _ in range(300):
+            # gebpf -> its keeper -> the namespace's init -> the process
+            procs = children(children(children([p.pid])))
+            try:
+                seen = sorted(ns_tid(procs[0], t) for t in os.listdir("/proc/%d/task" % procs[0]))
+            except (OSError, IndexError):
+                seen = []
+            if len(seen) == len(tids):
+                break
+            time.sleep(0.02)
+        out, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+        p.wait()
+    assert seen == tids, (seen, tids)
+    assert (p.returncode, out) == (0, rest), err
+
+
 def trace_lines(path):
     with open(path) as f:
         return f.read().splitlines()
