@@ -136,6 +136,25 @@ def test_kernel_object_fds_made_again(gebpf, root, tmp_path):
     assert "warning" not in r.stderr, r.stderr
 
 
+def test_fd_choices_replace_what_resume_makes(gebpf, root, tmp_path):
+    """--fd N=PATH opens PATH at N instead (resume_fds's pipe read end reads
+    the file; the epoll's interest in it is named, a file is not pollable),
+    --fd N=close leaves N closed; a bad --fd is refused in one line."""
+    s = snap(tmp_path, "fds.core", prog_path("resume_fds"), ["--at", "resume_here"])
+    f = tmp_path / "in.txt"
+    f.write_text("hey")
+    r = resume(s, "--fd", "4=%s" % f, "--fd", "5=close")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "epoll 1 ready 0x1111" and lines[2].startswith("pipe 3 hey "), lines
+    assert r.stderr.splitlines() == [
+        "gebpf: warning: resume: fd 8 (epoll): its interest in fd 4 not restored: Operation "
+        "not permitted"], r.stderr
+    for bad, code in (("99=close", 1), ("1=close", 1), ("x=close", 2), ("4=", 2)):
+        r = resume(s, "--fd", bad)
+        assert r.returncode == code and len(r.stderr.splitlines()) == 1, (bad, r.stderr)
+
+
 def rewrite_note(path, edit):
     """The snapshot's JSON note edited in place (edit(dict)), written back
     at the same length (shorter: padded with spaces, which JSON allows)."""

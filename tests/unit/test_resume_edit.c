@@ -65,7 +65,7 @@ Test(resume_edit, threadless_refused_before_launch, .init = cr_redirect_stderr)
 	struct gb_snapshot *s = one_map(0);
 	struct gb_tracee t;
 	memset(&t, 0, sizeof(t));
-	cr_assert_eq(gb_resume_restore(s, &t, "resume: x.core", false), -EINVAL);
+	cr_assert_eq(gb_resume_restore(s, &t, "resume: x.core", NULL), -EINVAL);
 	fflush(stderr);
 	cr_assert_stderr_eq_str("gebpf: resume: x.core: the snapshot has no thread\n");
 	cr_assert_eq(t.pid, 0);
@@ -78,7 +78,8 @@ Test(resume_edit, new_pidns_refuses_a_pid_1_before_launch, .init = cr_redirect_s
 	struct gb_tracee t;
 	memset(&t, 0, sizeof(t));
 	s->meta.pid = 1;
-	cr_assert_eq(gb_resume_restore(s, &t, "resume: x.core", true), -EINVAL);
+	struct gb_restore_opts o = { .new_pidns = true };
+	cr_assert_eq(gb_resume_restore(s, &t, "resume: x.core", &o), -EINVAL);
 	fflush(stderr);
 	cr_assert_stderr_eq_str("gebpf: resume: x.core: --new-pidns: pid 1 cannot be kept (the new "
 				"namespace's init is gebpf's)\n");

@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cmds.h"
@@ -24,20 +25,25 @@ static void usage(FILE *f)
 		"                    repeatable\n"
 		"  --new-pidns       run it in a new pid namespace with its own pid and tids\n"
 		"                    (clone3 set_tid), for programs that cached them\n"
+		"  --fd N=close|PATH fd N closed, or PATH opened there, instead of what resume\n"
+		"                    makes of it (a socket to outside, a device: /dev/null);\n"
+		"                    repeatable\n"
 		"  -v, --verbose     diagnostics on stderr\n"
 		"See docs/resume.md.\n");
 }
 
 int cmd_resume(int argc, char **argv)
 {
-	enum { O_SET = 256, O_POKE, O_PIDNS };
+	enum { O_SET = 256, O_POKE, O_PIDNS, O_FD };
 	static const struct option lo[] = {
 		{ "set", required_argument, NULL, O_SET }, { "poke", required_argument, NULL, O_POKE },
-		{ "new-pidns", no_argument, NULL, O_PIDNS },
+		{ "new-pidns", no_argument, NULL, O_PIDNS }, { "fd", required_argument, NULL, O_FD },
 		{ "verbose", no_argument, NULL, 'v' }, { "help", no_argument, NULL, 'h' }, { 0 } };
 	const char *sets[MAX_EDITS], *pokes[MAX_EDITS];
 	size_t nsets = 0, npokes = 0;
 	bool pidns = false;
+	struct gb_fd_choice fds[MAX_EDITS];
+	size_t nfds = 0;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+vh", lo, NULL)) != -1) {
@@ -54,6 +60,20 @@ int cmd_resume(int argc, char **argv)
 				pokes[npokes++] = optarg;
 			break;
 		case O_PIDNS: pidns = true; break;
+		case O_FD: {
+			char *eq = strchr(optarg, '='), *end;
+			long n = eq ? strtol(optarg, &end, 10) : -1;
+			if (!eq || end != eq || eq == optarg || n < 0 || n > 1048576 || !eq[1]) {
+				gb_err("resume: --fd %s: expected N=close or N=PATH", optarg);
+				return GB_EXIT_USAGE;
+			}
+			if (nfds == MAX_EDITS) {
+				gb_err("resume: at most %d --fd", MAX_EDITS);
+				return GB_EXIT_USAGE;
+			}
+			fds[nfds++] = (struct gb_fd_choice){ (int)n, strcmp(eq + 1, "close") ? eq + 1 : NULL };
+			break;
+		}
 		case 'v': gb_log_set_verbose(true); break;
 		case 'h': usage(stdout); return GB_EXIT_OK;
 		default: usage(stderr); return GB_EXIT_USAGE;
@@ -64,6 +84,7 @@ int cmd_resume(int argc, char **argv)
 		return GB_EXIT_USAGE;
 	}
 	struct gb_resume_opts ro = { .path = argv[optind], .sets = sets, .nsets = nsets,
-				     .pokes = pokes, .npokes = npokes, .new_pidns = pidns };
+				     .pokes = pokes, .npokes = npokes, .new_pidns = pidns, .fds = fds,
+				     .nfds = nfds };
 	return gb_resume_run(&ro);
 }

@@ -74,7 +74,7 @@ int gb_resume_start(const char *path, struct gb_tracee *t, uint64_t *vt)
 	snprintf(what, sizeof(what), "--from %s", path);
 	int r = gb_snapshot_load(path, &s, "--from");
 	if (!r)
-		r = gb_resume_restore(s, t, what, false);
+		r = gb_resume_restore(s, t, what, NULL);
 	if (!r && s->meta.vt < 0)
 		gb_warn("--from %s: the snapshot does not say how many in-range instructions ran before "
 			"it (point %s): vt starts at 0", path, s->meta.point ? s->meta.point : "unknown");

@@ -302,11 +302,24 @@ static const char *helper_exe(const struct gb_snapshot *s)
 }
 
 int gb_resume_restore(const struct gb_snapshot *s, struct gb_tracee *t, const char *what,
-		      bool new_pidns)
+		      const struct gb_restore_opts *o)
 {
-	struct gb_rctx c = { .what = what, .snap = s, .ns = new_pidns };
+	static const struct gb_restore_opts none;
+	o = o ? o : &none;
+	bool new_pidns = o->new_pidns;
+	struct gb_rctx c = { .what = what, .snap = s, .ns = new_pidns, .choice = o->fds,
+			     .nchoice = o->nfds };
 	if (!s->nthreads)
 		return gb_resume__fail(&c, -EINVAL, "the snapshot has no thread");
+	for (size_t i = 0; i < o->nfds; i++) {
+		bool have = false;
+		for (size_t j = 0; j < s->nfds; j++)
+			have |= s->fds[j].fd == o->fds[i].fd;
+		if (!have || o->fds[i].fd <= 2)
+			return gb_resume__fail(&c, -EINVAL, "--fd %d: %s", o->fds[i].fd, o->fds[i].fd <= 2 ?
+					       "0, 1 and 2 are gebpf's caller's" :
+					       "the snapshot has no such fd");
+	}
 	if (new_pidns && s->meta.pid <= 1)
 		return gb_resume__fail(&c, -EINVAL, "--new-pidns: pid %d cannot be kept (the new "
 				       "namespace's init is gebpf's)", (int)s->meta.pid);

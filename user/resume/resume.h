@@ -30,8 +30,19 @@
 /* Build the process of snapshot s as a stopped tracee in *t.  Warnings
  * (fds replaced by /dev/null, ...) are printed as they happen.  0, or
  * -errno with one "gebpf: WHAT: <why>" line (nothing left running). */
+/* How to restore: a new pid namespace, and the user's choices for fds
+ * (--fd N=close|PATH: path NULL to close it). */
+struct gb_fd_choice {
+	int fd;
+	const char *path;
+};
+struct gb_restore_opts {
+	bool new_pidns;
+	const struct gb_fd_choice *fds;
+	size_t nfds;
+};
 int gb_resume_restore(const struct gb_snapshot *s, struct gb_tracee *t, const char *what,
-		      bool new_pidns);
+		      const struct gb_restore_opts *o);
 
 /* --set REG=VALUE: a general register of thread 0 by its note name (rax,
  * rip, eflags, fs_base, ...), VALUE hex (0x...) or decimal.  0, or -errno
@@ -50,6 +61,8 @@ struct gb_resume_opts {
 	const char *const *sets, *const *pokes;
 	size_t nsets, npokes;
 	bool new_pidns;      /* its own pid and tids, in a new pid namespace */
+	const struct gb_fd_choice *fds;   /* --fd */
+	size_t nfds;
 };
 int gb_resume_run(const struct gb_resume_opts *o);
 

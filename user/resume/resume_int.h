@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "ptrace/tracee.h"
+#include "resume/resume.h"
 #include "snap/snapshot.h"
 
 #define GB_RSCRATCH_LEN (16 * 1024ull)
@@ -22,7 +23,12 @@ struct gb_rctx {
 	const struct gb_snapshot *snap;
 	bool ns;                /* --new-pidns: the process's own ids are the snapshot's
 				 * (the ids it passes to the kernel), gebpf's are t's */
+	const struct gb_fd_choice *choice;   /* --fd */
+	size_t nchoice;
 };
+
+/* The user's choice for fd (--fd), or NULL. */
+const struct gb_fd_choice *gb_resume__choice(const struct gb_rctx *c, int fd);
 
 /* One "gebpf: WHAT: <fmt>" line; returns e (-EIO when e is not negative). */
 int gb_resume__fail(struct gb_rctx *c, int e, const char *fmt, ...)

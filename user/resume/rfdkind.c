@@ -40,9 +40,12 @@ static long park(struct gb_rctx *c, long fd, int floor)
 	return p;
 }
 
-/* Object p (parked) at f's number, with f's O_CLOEXEC and O_NONBLOCK. */
+/* Object p (parked) at f's number, with f's O_CLOEXEC and O_NONBLOCK
+ * (unless the user chose otherwise for it: --fd, rfds.c). */
 static int place(struct gb_rctx *c, long p, const struct gb_snap_fd *f)
 {
+	if (gb_resume__choice(c, f->fd))
+		return 0;
 	long r = gb_rsys(c, SYS_dup3, (uint64_t)p, (uint64_t)f->fd, f->flags & O_CLOEXEC, 0, 0, 0);
 	if (r < 0)
 		return gb_resume__fail(c, (int)r, "fd %d (%s): dup3: %s", f->fd, f->target,
@@ -106,7 +109,8 @@ static int make_unix(struct gb_rctx *c, const struct gb_snapshot *s, size_t i, i
 	const struct gb_snap_fdk *k = s->fds[i].k;
 	for (size_t j = 0; j < i; j++)
 		if (s->fds[j].k && s->fds[j].k->kind == GB_FDK_UNIX &&
-		    (s->fds[j].k->ino == k->ino || s->fds[j].k->ino == k->peer))
+		    (s->fds[j].k->ino == k->ino || s->fds[j].k->ino == k->peer) &&
+		    !gb_resume__choice(c, s->fds[j].fd))
 			return 0;
 	int zero[2] = { -1, -1 }, sv[2];
 	uint64_t a = gb_rput(c, 0, zero, sizeof(zero));
@@ -142,8 +146,9 @@ static int make_unix(struct gb_rctx *c, const struct gb_snapshot *s, size_t i, i
 static int make_pipe(struct gb_rctx *c, const struct gb_snapshot *s, size_t i, int floor)
 {
 	const struct gb_snap_fdk *k = s->fds[i].k;
-	for (size_t j = 0; j < i; j++) /* (made with the first of its fds) */
-		if (s->fds[j].k && s->fds[j].k->kind == GB_FDK_PIPE && s->fds[j].k->ino == k->ino)
+	for (size_t j = 0; j < i; j++) /* (made with the first of its fds the user left to it) */
+		if (s->fds[j].k && s->fds[j].k->kind == GB_FDK_PIPE && s->fds[j].k->ino == k->ino &&
+		    !gb_resume__choice(c, s->fds[j].fd))
 			return 0;
 	int zero[2] = { -1, -1 }, p[2];
 	uint64_t a = gb_rput(c, 0, zero, sizeof(zero));
@@ -242,7 +247,7 @@ int gb_resume__fd_kinds(struct gb_rctx *c, const struct gb_snapshot *s)
 	for (int epolls = 0; epolls < 2; epolls++)
 		for (size_t i = 0; i < s->nfds; i++) {
 			const struct gb_snap_fd *f = &s->fds[i];
-			if (f->fd <= 2 || !gb_resume__fd_made(s, f) ||
+			if (f->fd <= 2 || !gb_resume__fd_made(s, f) || gb_resume__choice(c, f->fd) ||
 			    (f->k->kind == GB_FDK_EPOLL) != (epolls == 1))
 				continue;
 			int e = f->k->kind == GB_FDK_PIPE ? make_pipe(c, s, i, floor)

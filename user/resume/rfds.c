@@ -60,11 +60,11 @@ static int reopen(struct gb_rctx *c, const struct gb_snap_fd *f)
 	uint32_t flags = as_file ? f->flags & ~(uint32_t)(O_CREAT | O_TRUNC | O_EXCL | O_NOCTTY) : O_RDWR;
 	if (!as_file && f->k && (f->k->kind == GB_FDK_PIPE || f->k->kind == GB_FDK_UNIX))
 		gb_warn("resume: fd %d (%s): a %s whose other end is not in the process; replaced "
-			"by /dev/null", f->fd, f->target, f->k->kind == GB_FDK_PIPE ? "pipe" :
-			"unix socket");
+			"by /dev/null (--fd %d=PATH or %d=close to choose)", f->fd, f->target,
+			f->k->kind == GB_FDK_PIPE ? "pipe" : "unix socket", f->fd, f->fd);
 	else if (!as_file)
-		gb_warn("resume: fd %d (%s): not a file that can be reopened; replaced by /dev/null",
-			f->fd, f->target);
+		gb_warn("resume: fd %d (%s): not a file that can be reopened; replaced by /dev/null "
+			"(--fd %d=PATH or %d=close to choose)", f->fd, f->target, f->fd, f->fd);
 	uint64_t a = gb_rput(c, 0, path, strlen(path) + 1);
 	long fd = a ? gb_rsys(c, SYS_openat, (uint64_t)AT_FDCWD, a, flags, 0, 0, 0) : -EFAULT;
 	if (fd < 0) {
@@ -87,10 +87,48 @@ static int reopen(struct gb_rctx *c, const struct gb_snap_fd *f)
 	return 0;
 }
 
+const struct gb_fd_choice *gb_resume__choice(const struct gb_rctx *c, int fd)
+{
+	for (size_t i = 0; i < c->nchoice; i++)
+		if (c->choice[i].fd == fd)
+			return &c->choice[i];
+	return NULL;
+}
+
+/* The user's choice for f (--fd N=close|PATH): closed, or PATH opened there
+ * with f's access mode (created when it is written), its O_CLOEXEC. */
+static int chosen(struct gb_rctx *c, const struct gb_snap_fd *f, const struct gb_fd_choice *ch)
+{
+	gb_rsys(c, SYS_close, (uint64_t)f->fd, 0, 0, 0, 0, 0);
+	if (!ch->path)
+		return 0;
+	uint32_t acc = f->flags & O_ACCMODE;
+	uint32_t flags = acc | (acc != O_RDONLY ? O_CREAT : 0) | (f->flags & (O_APPEND | O_NONBLOCK));
+	uint64_t a = gb_rput(c, 0, ch->path, strlen(ch->path) + 1);
+	long fd = a ? gb_rsys(c, SYS_openat, (uint64_t)AT_FDCWD, a, flags, 0644, 0, 0) : -EFAULT;
+	if (fd < 0)
+		return gb_resume__fail(c, (int)fd, "--fd %d=%s: %s", f->fd, ch->path, strerror((int)-fd));
+	if (fd != f->fd) {
+		long r = gb_rsys(c, SYS_dup3, (uint64_t)fd, (uint64_t)f->fd, f->flags & O_CLOEXEC, 0, 0, 0);
+		gb_rsys(c, SYS_close, (uint64_t)fd, 0, 0, 0, 0, 0);
+		if (r < 0)
+			return gb_resume__fail(c, (int)r, "--fd %d=%s: dup3: %s", f->fd, ch->path,
+					       strerror((int)-r));
+	}
+	return 0;
+}
+
 int gb_resume__fds(struct gb_rctx *c, const struct gb_snapshot *s)
 {
 	close_extra(c, s);
 	for (size_t i = 0; i < s->nfds; i++) {
+		const struct gb_fd_choice *ch = s->fds[i].fd > 2 ? gb_resume__choice(c, s->fds[i].fd) : NULL;
+		if (ch) {
+			int e = chosen(c, &s->fds[i], ch);
+			if (e)
+				return e;
+			continue;
+		}
 		if (s->fds[i].fd <= 2 || gb_resume__fd_made(s, &s->fds[i]))
 			continue;
 		int e = reopen(c, &s->fds[i]);

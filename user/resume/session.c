@@ -26,7 +26,8 @@ int gb_resume_run(const struct gb_resume_opts *o)
 		}
 	}
 	snprintf(what, sizeof(what), "resume: %s", o->path);
-	if (gb_resume_restore(s, &t, what, o->new_pidns))
+	struct gb_restore_opts ro = { o->new_pidns, o->fds, o->nfds };
+	if (gb_resume_restore(s, &t, what, &ro))
 		goto cleanup;
 	pid_t pid = t.pid, wpid = t.keeper ? t.keeper : pid; /* (pidns: not gebpf's child) */
 	gb_tracee_detach(&t);
