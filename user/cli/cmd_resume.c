@@ -15,7 +15,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: gebpf resume [--set REG=VALUE]... [--poke ADDR=HEX]... SNAP\n"
+		"usage: gebpf resume [--set REG=VALUE]... [--poke ADDR=HEX]... [--fd N=close|PATH]...\n"
+		"                    [--new-pidns] SNAP\n"
 		"Recreate the process of snapshot SNAP (its maps, registers, brk, auxv, files)\n"
 		"and let it run on from the captured point; gebpf waits for it and exits with\n"
 		"its exit status (128+N when signal N killed it).  Needs root (prctl PR_SET_MM).\n"
