@@ -113,9 +113,9 @@ def test_files_reopened_socket_pair_made_again(gebpf, root, tmp_path):
 
 
 def test_kernel_object_fds_made_again(gebpf, root, tmp_path):
-    """resume_fds's eventfd (count 5), pipe holding "hello", timerfd, signalfd
-    and epoll watching three of them: the snapshot's note says what each
-    holds, and the resumed program finds each as it left it, at the same
+    """resume_fds's eventfd (count 5), pipe holding "hello", timerfd, signalfd,
+    epoll watching three of them, inotify watches (by path, the same wds)
+    and sealed memfd: the snapshot's note says what each holds, and the resumed program finds each as it left it, at the same
     numbers, with the same O_CLOEXEC and O_NONBLOCK (its lines are the
     uninterrupted run's)."""
     prog = prog_path("resume_fds")
@@ -125,12 +125,14 @@ def test_kernel_object_fds_made_again(gebpf, root, tmp_path):
     fds = {f["fd"]: f for f in gp.Snapshot.load(str(s)).getFdInfo()}
     kinds = {fd: f.get("kind") for fd, f in fds.items() if fd > 2}
     assert kinds == {3: "eventfd", 4: "pipe", 5: "pipe", 6: "timerfd", 7: "signalfd",
-                     8: "epoll"}, kinds
+                     8: "epoll", 9: "inotify", 10: "memfd"}, kinds
     assert fds[3]["count"] == "0x5" and fds[4]["bytes"] == b"hello".hex()
     assert fds[4]["ino"] == fds[5]["ino"] and "bytes" not in fds[5]
     assert fds[7]["sigmask"] == "0x200"  # SIGUSR1
     assert sorted((e["fd"], e["data"]) for e in fds[8]["interest"]) == [
         (3, "0x1111"), (4, "0x2222"), (6, "0x3333")]
+    assert [(w["wd"], w["path"]) for w in fds[9]["watches"]] == [(1, "/tmp"), (2, "/etc")]
+    assert (fds[10]["name"], fds[10]["bytes"], fds[10]["seals"]) == ("gbm", b"memdata".hex(), "0x6")
     r = resume(s)
     assert (r.returncode, r.stdout) == (0, want.stdout), r.stderr
     assert "warning" not in r.stderr, r.stderr
@@ -184,7 +186,7 @@ def test_old_and_bad_fd_kinds_in_a_note(gebpf, root, tmp_path):
     rewrite_note(old, strip)
     r = resume(old)
     warns = [ln for ln in r.stderr.splitlines() if "replaced by /dev/null" in ln]
-    assert len(warns) == 6, r.stderr
+    assert len(warns) == 8, r.stderr
     assert r.stdout.startswith("epoll -1 ready 0\n"), r.stdout  # (/dev/null is no epoll)
 
     def bad(d):

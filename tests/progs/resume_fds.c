@@ -7,9 +7,13 @@
  *   a signalfd for SIGUSR1 (blocked),
  *   an epoll watching the eventfd (data 0x1111), the pipe's read end
  *   (edge-triggered, data 0x2222) and the timerfd (data 0x3333),
+ *   an inotify instance watching /tmp (wd 1: IN_CREATE) and /etc (wd 2),
+ *   a memfd "gbm" holding "memdata" (its offset 7), sealed against growing
+ *   and shrinking,
  * and after it checks each from inside, through the same fd numbers, and
  * prints one line per object; the same lines whether it ran through or was
  * snapped, killed and resumed.  Exit status 0. */
+#define _GNU_SOURCE
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
@@ -17,6 +21,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -57,6 +63,13 @@ int main(void)
 	if (sfd < 0 || ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, efd, &e1) ||
 	    epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &e2) || epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &e3))
 		return 3;
+	int in = inotify_init1(IN_NONBLOCK);
+	if (in < 0 || inotify_add_watch(in, "/tmp", IN_CREATE) != 1 ||
+	    inotify_add_watch(in, "/etc", IN_DELETE_SELF) != 2)
+		return 4;
+	int mfd = memfd_create("gbm", MFD_ALLOW_SEALING);
+	if (mfd < 0 || write(mfd, "memdata", 7) != 7 || fcntl(mfd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK))
+		return 5;
 
 	resume_here(efd);
 
@@ -82,5 +95,22 @@ int main(void)
 	printf("signalfd %zd %u\n", got, si.ssi_signo);
 	printf("cloexec %d %d %d %d %d %d\n", cloexec(efd), cloexec(p[0]), cloexec(p[1]), cloexec(tfd),
 	       cloexec(sfd), cloexec(ep));
+	char name[64];
+	snprintf(name, sizeof(name), "/tmp/resume_fds.%d", (int)getpid());
+	int made = open(name, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	unlink(name);
+	close(made);
+	char evs[4096] __attribute__((aligned(8)));
+	int found = 0;
+	ssize_t n2 = read(in, evs, sizeof(evs));
+	for (char *q = evs; n2 > 0 && q < evs + n2;) {
+		struct inotify_event *ie = (struct inotify_event *)q;
+		found |= ie->wd == 1 && (ie->mask & IN_CREATE) && ie->len && !strcmp(ie->name, name + 5);
+		q += sizeof(*ie) + ie->len;
+	}
+	printf("inotify create seen %d nonblock %d\n", found, nonblock(in));
+	char mb[8] = { 0 };
+	printf("memfd %s at %ld seals %#x grow %d\n", pread(mfd, mb, 7, 0) == 7 ? mb : "?",
+	       (long)lseek(mfd, 0, SEEK_CUR), fcntl(mfd, F_GET_SEALS), ftruncate(mfd, 100));
 	return 0;
 }

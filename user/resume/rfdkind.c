@@ -214,6 +214,46 @@ static int make_one(struct gb_rctx *c, const struct gb_snap_fd *f, int floor)
 		r = park(c, a ? gb_rsys(c, SYS_signalfd4, (uint64_t)-1, a, 8, fl, 0, 0) : -EFAULT, floor);
 		break;
 	}
+	case GB_FDK_INOTIFY:
+		r = park(c, gb_rsys(c, SYS_inotify_init1, fl, 0, 0, 0, 0, 0), floor);
+		for (size_t i = 0; r >= 0 && i < k->nwatch; i++) {
+			const struct gb_fdk_watch *w = &k->watch[i];
+			uint64_t a = w->path ? gb_rput(c, 0, w->path, strlen(w->path) + 1) : 0;
+			long wd = a ? gb_rsys(c, SYS_inotify_add_watch, (uint64_t)r, a, w->mask, 0, 0, 0)
+				    : -ENOENT;
+			if (wd < 0)
+				gb_warn("resume: fd %d (inotify): watch %d on %s not restored: %s", f->fd,
+					w->wd, w->path ? w->path : "(a file whose path was not found)",
+					strerror((int)-wd));
+			else if (wd != w->wd)
+				gb_warn("resume: fd %d (inotify): watch %d on %s came back as watch %ld",
+					f->fd, w->wd, w->path, wd);
+		}
+		break;
+	case GB_FDK_MEMFD: {
+		uint64_t a = gb_rput(c, 0, k->name ? k->name : "", strlen(k->name ? k->name : "") + 1);
+		r = park(c, a ? gb_rsys(c, SYS_memfd_create, a, 2 /* MFD_ALLOW_SEALING */, 0, 0, 0, 0)
+			      : -EFAULT, floor);
+		if (r < 0)
+			break;
+		if (!k->has_bytes)
+			gb_warn("resume: fd %d (%s): its %llu bytes were not kept (more than %u); it "
+				"is empty", f->fd, f->target, (unsigned long long)k->size,
+				GB_FDK_MEMFD_MAX);
+		int w = k->has_bytes ? put_bytes(c, r, k->bytes, k->nbytes) : 0;
+		long e = w ? w : gb_rsys(c, SYS_ftruncate, (uint64_t)r, k->has_bytes ? k->size : 0,
+					 0, 0, 0, 0);
+		if (!e) {
+			long o = gb_rsys(c, SYS_lseek, (uint64_t)r, f->pos, SEEK_SET, 0, 0, 0);
+			e = o < 0 ? o : 0;
+		}
+		if (!e && k->seals)
+			e = gb_rsys(c, SYS_fcntl, (uint64_t)r, F_ADD_SEALS, k->seals, 0, 0, 0);
+		if (e < 0)
+			gb_warn("resume: fd %d (%s): its contents or seals not restored: %s", f->fd,
+				f->target, strerror((int)-e));
+		break;
+	}
 	case GB_FDK_EPOLL: {
 		r = park(c, gb_rsys(c, SYS_epoll_create1, f->flags & O_CLOEXEC, 0, 0, 0, 0, 0), floor);
 		for (size_t i = 0; r >= 0 && i < k->nepi; i++) {

@@ -13,6 +13,7 @@
 #include <linux/sock_diag.h>
 #include <linux/unix_diag.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 static const char *const names[GB_FDK__COUNT] = {
 	[GB_FDK_EPOLL] = "epoll", [GB_FDK_EVENTFD] = "eventfd", [GB_FDK_TIMERFD] = "timerfd",
 	[GB_FDK_SIGNALFD] = "signalfd", [GB_FDK_PIPE] = "pipe", [GB_FDK_UNIX] = "unix",
+	[GB_FDK_INOTIFY] = "inotify", [GB_FDK_MEMFD] = "memfd",
 };
 
 const char *gb_fdk_name(unsigned kind)
@@ -37,7 +39,111 @@ void gb_fdk_free(struct gb_snap_fdk *k)
 		return;
 	free(k->bytes);
 	free(k->epi);
+	for (size_t i = 0; i < k->nwatch; i++)
+		free(k->watch[i].path);
+	free(k->watch);
+	free(k->name);
 	free(k);
+}
+
+/* The mount point (in the target's view, under /proc/PID/root) of the
+ * filesystem whose kernel dev_t is sdev (major << 20 | minor): an fd of it
+ * (not O_PATH: open_by_handle_at takes no such fd), or -1. */
+static int mount_of(pid_t pid, unsigned sdev)
+{
+	char path[64], line[4096];
+	snprintf(path, sizeof(path), "/proc/%d/mountinfo", pid);
+	FILE *f = fopen(path, "re");
+	int fd = -1;
+	while (f && fd < 0 && fgets(line, sizeof(line), f)) {
+		unsigned maj, min;
+		char mp[2048];
+		if (sscanf(line, "%*u %*u %u:%u %*s %2047s", &maj, &min, mp) != 3 ||
+		    maj != sdev >> 20 || min != (sdev & 0xfffff))
+			continue;
+		char at[2200];
+		snprintf(at, sizeof(at), "/proc/%d/root%s", pid, mp);
+		fd = open(at, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	}
+	if (f)
+		fclose(f);
+	return fd;
+}
+
+/* One "inotify wd:..." line of fdinfo: the watch, its path found from its
+ * file handle.  0, or -1 for a line that is not one. */
+static int inotify_watch(pid_t pid, const char *line, struct gb_fdk_watch *w)
+{
+	unsigned wd, sdev, mask, hb;
+	int type, n = 0;
+	if (sscanf(line, "inotify wd:%x ino:%*x sdev:%x mask:%x ignored_mask:%*x fhandle-bytes:%x "
+		   "fhandle-type:%x f_handle:%n", &wd, &sdev, &mask, &hb, (unsigned *)&type, &n) != 5 ||
+	    !n || hb > 128)
+		return -1;
+	w->wd = (int)wd;
+	w->mask = mask;
+	struct file_handle *fh = malloc(sizeof(*fh) + hb);
+	if (!fh)
+		return 0;
+	fh->handle_bytes = hb;
+	fh->handle_type = type;
+	unsigned char *hp = (unsigned char *)fh + sizeof(*fh);
+	for (unsigned i = 0; i < hb; i++) {
+		unsigned v;
+		if (sscanf(line + n + 2 * i, "%2x", &v) != 1) {
+			free(fh);
+			return 0;
+		}
+		hp[i] = (unsigned char)v;
+	}
+	int m = mount_of(pid, sdev);
+	int fd = m < 0 ? -1 : open_by_handle_at(m, fh, O_PATH | O_CLOEXEC);
+	free(fh);
+	if (fd >= 0) {
+		char lp[64], target[4096];
+		snprintf(lp, sizeof(lp), "/proc/self/fd/%d", fd);
+		ssize_t len = readlink(lp, target, sizeof(target) - 1);
+		if (len > 0) {
+			target[len] = 0;
+			w->path = strdup(target);
+		}
+		close(fd);
+	}
+	if (m >= 0)
+		close(m);
+	return 0;
+}
+
+/* A memfd's name, size, seals and contents (up to GB_FDK_MEMFD_MAX bytes),
+ * through a file of gebpf's own on it (/proc/PID/fd/N opens the same one). */
+static void memfd_state(pid_t pid, int fd, const char *target, struct gb_snap_fdk *k)
+{
+	const char *n = target + strlen("/memfd:");
+	const char *e = strstr(n, " (deleted)");
+	k->name = strndup(n, e ? (size_t)(e - n) : strlen(n));
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+	int m = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (m < 0 || fstat(m, &st))
+		goto out;
+	k->size = (uint64_t)st.st_size;
+	int seals = fcntl(m, F_GET_SEALS);
+	k->seals = seals > 0 ? (uint32_t)seals : 0;
+	if (k->size > GB_FDK_MEMFD_MAX || !(k->bytes = malloc(k->size ? k->size : 1)))
+		goto out;
+	size_t got = 0;
+	while (got < k->size) {
+		ssize_t r = pread(m, k->bytes + got, k->size - got, (off_t)got);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	k->nbytes = got;
+	k->has_bytes = got == k->size;
+out:
+	if (m >= 0)
+		close(m);
 }
 
 /* fdinfo's lines after the common ones, parsed for kind k. */
@@ -61,6 +167,14 @@ static int parse_fdinfo(pid_t pid, int fd, struct gb_snap_fdk *k)
 				break;
 			}
 			k->epi[k->nepi++] = (struct gb_fdk_epi){ t, x, a };
+		} else if (k->kind == GB_FDK_INOTIFY && !strncmp(line, "inotify wd:", 11)) {
+			if (GB_GROW(&k->watch, &cap, k->nwatch + 1)) {
+				r = -ENOMEM;
+				break;
+			}
+			k->watch[k->nwatch] = (struct gb_fdk_watch){ 0 };
+			if (inotify_watch(pid, line, &k->watch[k->nwatch]) == 0)
+				k->nwatch++;
 		} else if (sscanf(line, "eventfd-count: %llx", &a) == 1) {
 			k->count = a;
 		} else if (sscanf(line, "eventfd-semaphore: %llu", &a) == 1) {
@@ -167,6 +281,12 @@ static void unix_bytes(pid_t pid, int fd, uint32_t rq, struct gb_snap_fdk *k)
 		close(pfd);
 }
 
+static int cmp_wd(const void *a, const void *b)
+{
+	const struct gb_fdk_watch *x = a, *y = b;
+	return (x->wd > y->wd) - (x->wd < y->wd);
+}
+
 int gb_fdk_capture(pid_t pid, struct gb_snap_fd *f, uint64_t **seen, size_t *nseen)
 {
 	static const struct { const char *target; uint8_t kind; } anon[] = {
@@ -188,6 +308,10 @@ int gb_fdk_capture(pid_t pid, struct gb_snap_fd *f, uint64_t **seen, size_t *nse
 	uint32_t rq;
 	if (sscanf(f->target, "socket:[%llu]", &ino) == 1 && !unix_diag(ino, &type, &peer, &rq))
 		kind = GB_FDK_UNIX;
+	if (!strcmp(f->target, "anon_inode:inotify"))
+		kind = GB_FDK_INOTIFY;
+	if (!strncmp(f->target, "/memfd:", 7))
+		kind = GB_FDK_MEMFD;
 	if (kind == GB_FDK_NONE)
 		return 0;
 	struct gb_snap_fdk *k = calloc(1, sizeof(*k));
@@ -208,6 +332,8 @@ int gb_fdk_capture(pid_t pid, struct gb_snap_fd *f, uint64_t **seen, size_t *nse
 			(*seen)[(*nseen)++] = ino;
 			pipe_bytes(pid, f->fd, k);
 		}
+	} else if (kind == GB_FDK_MEMFD) {
+		memfd_state(pid, f->fd, f->target, k);
 	} else if (kind == GB_FDK_UNIX) {
 		k->ino = ino;
 		k->peer = peer;
@@ -217,6 +343,8 @@ int gb_fdk_capture(pid_t pid, struct gb_snap_fd *f, uint64_t **seen, size_t *nse
 		gb_fdk_free(k);
 		return -ENOMEM;
 	}
+	if (kind == GB_FDK_INOTIFY) /* (fdinfo lists the newest first; added again in wd order) */
+		qsort(k->watch, k->nwatch, sizeof(*k->watch), cmp_wd);
 	f->k = k;
 	return 0;
 }
@@ -257,12 +385,31 @@ void gb_fdk_to_json(cJSON *o, const struct gb_snap_fdk *k)
 	case GB_FDK_SIGNALFD:
 		cJSON_AddItemToObject(o, "sigmask", hexnum(k->sigmask));
 		break;
+	case GB_FDK_INOTIFY: {
+		cJSON *a = cJSON_AddArrayToObject(o, "watches");
+		for (size_t i = 0; i < k->nwatch; i++) {
+			cJSON *e = cJSON_CreateObject();
+			cJSON_AddNumberToObject(e, "wd", k->watch[i].wd);
+			cJSON_AddItemToObject(e, "mask", hexnum(k->watch[i].mask));
+			cJSON_AddItemToObject(e, "path", k->watch[i].path ?
+					      cJSON_CreateString(k->watch[i].path) : cJSON_CreateNull());
+			cJSON_AddItemToArray(a, e);
+		}
+		break;
+	}
+	case GB_FDK_MEMFD:
 	case GB_FDK_PIPE:
 	case GB_FDK_UNIX: {
-		cJSON_AddNumberToObject(o, "ino", (double)k->ino);
+		if (k->kind != GB_FDK_MEMFD)
+			cJSON_AddNumberToObject(o, "ino", (double)k->ino);
 		if (k->kind == GB_FDK_UNIX) {
 			cJSON_AddNumberToObject(o, "peer", (double)k->peer);
 			cJSON_AddNumberToObject(o, "type", k->type);
+		}
+		if (k->kind == GB_FDK_MEMFD) {
+			cJSON_AddItemToObject(o, "name", cJSON_CreateString(k->name ? k->name : ""));
+			cJSON_AddItemToObject(o, "size", hexnum(k->size));
+			cJSON_AddItemToObject(o, "seals", hexnum(k->seals));
 		}
 		if (!k->has_bytes)
 			break;
@@ -338,12 +485,39 @@ int gb_fdk_from_json(const cJSON *o, struct gb_snap_fdk **out, const char **why)
 		ok = get_u64(o, "sigmask", &k->sigmask);
 		*why = "a signalfd needs its sigmask";
 		break;
+	case GB_FDK_INOTIFY: {
+		const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "watches"), *e;
+		ok = cJSON_IsArray(a);
+		k->watch = ok ? calloc((size_t)cJSON_GetArraySize(a) + 1, sizeof(*k->watch)) : NULL;
+		ok = ok && k->watch;
+		const cJSON *list = ok ? a : NULL;
+		cJSON_ArrayForEach(e, list) {
+			uint64_t mask;
+			n = cJSON_GetObjectItemCaseSensitive(e, "wd");
+			const char *path = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "path"));
+			ok &= cJSON_IsNumber(n) && get_u64(e, "mask", &mask);
+			if (ok)
+				k->watch[k->nwatch++] = (struct gb_fdk_watch){ (int)n->valuedouble,
+									(uint32_t)mask,
+									path ? strdup(path) : NULL };
+		}
+		*why = "an inotify fd needs its watches (wd, mask, path)";
+		break;
+	}
+	case GB_FDK_MEMFD:
 	case GB_FDK_PIPE:
 	case GB_FDK_UNIX: {
 		n = cJSON_GetObjectItemCaseSensitive(o, "ino");
 		const char *h = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "bytes"));
-		ok = cJSON_IsNumber(n);
-		k->ino = ok ? (uint64_t)n->valuedouble : 0;
+		ok = k->kind == GB_FDK_MEMFD || cJSON_IsNumber(n);
+		k->ino = cJSON_IsNumber(n) ? (uint64_t)n->valuedouble : 0;
+		if (k->kind == GB_FDK_MEMFD) {
+			uint64_t seals = 0;
+			const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "name"));
+			ok = name && get_u64(o, "size", &k->size) && get_u64(o, "seals", &seals);
+			k->name = name ? strdup(name) : NULL;
+			k->seals = (uint32_t)seals;
+		}
 		if (k->kind == GB_FDK_UNIX) {
 			const cJSON *pe = cJSON_GetObjectItemCaseSensitive(o, "peer");
 			const cJSON *ty = cJSON_GetObjectItemCaseSensitive(o, "type");
@@ -363,8 +537,9 @@ int gb_fdk_from_json(const cJSON *o, struct gb_snap_fdk **out, const char **why)
 			}
 			k->nbytes = len / 2;
 		}
-		*why = "a pipe or unix socket fd needs its inode (a socket its peer and type; bytes "
-		       "in hex)";
+		*why = k->kind == GB_FDK_MEMFD ? "a memfd needs its name, size and seals (bytes in hex)"
+			: "a pipe or unix socket fd needs its inode (a socket its peer and type; bytes "
+			  "in hex)";
 		break;
 	}
 	}

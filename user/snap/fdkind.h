@@ -13,9 +13,14 @@
  *   unix      a unix socket (sock_diag): its inode, its peer's and its type;
  *             a stream socket's received bytes, peeked (MSG_PEEK) through a
  *             copy of the fd (pidfd_getfd)
+ *   inotify   each watch: its wd, mask and path (its file handle opened with
+ *             open_by_handle_at on its filesystem's mount)
+ *   memfd     its name, size, seals and (up to GB_FDK_MEMFD_MAX bytes) its
+ *             contents
  *
- * Anything else (sockets, devices, a pipe whose other end is elsewhere)
- * has no kind: resume names it and puts /dev/null there. */
+ * Anything else (network sockets, devices, a pipe whose other end is
+ * elsewhere) has no kind (or one resume does not make): resume names it
+ * and puts /dev/null there. */
 #ifndef GB_SNAP_FDKIND_H
 #define GB_SNAP_FDKIND_H
 
@@ -25,7 +30,15 @@
 #include <sys/types.h>
 
 enum gb_fdk_kind { GB_FDK_NONE, GB_FDK_EPOLL, GB_FDK_EVENTFD, GB_FDK_TIMERFD, GB_FDK_SIGNALFD,
-		   GB_FDK_PIPE, GB_FDK_UNIX, GB_FDK__COUNT };
+		   GB_FDK_PIPE, GB_FDK_UNIX, GB_FDK_INOTIFY, GB_FDK_MEMFD, GB_FDK__COUNT };
+
+#define GB_FDK_MEMFD_MAX (1u << 20)   /* a memfd's bytes kept in the note at most */
+
+struct gb_fdk_watch {
+	int wd;
+	uint32_t mask;
+	char *path;                    /* NULL: not found */
+};
 
 struct gb_fdk_epi {
 	int fd;
@@ -49,6 +62,11 @@ struct gb_snap_fdk {
 	uint64_t sigmask;              /* signalfd (signals 1..64) */
 	struct gb_fdk_epi *epi;        /* epoll */
 	size_t nepi;
+	struct gb_fdk_watch *watch;    /* inotify */
+	size_t nwatch;
+	char *name;                    /* memfd (has_bytes, bytes: its contents) */
+	uint64_t size;
+	uint32_t seals;
 };
 
 struct gb_snap_fd;
