@@ -646,8 +646,12 @@ def judge_resume(rdir, exp, env):
         got = read(os.path.join(rdir, "resume_fds.out"), "") or ""
         if not want.startswith("epoll 2 ready 0x22221111") or got != want:
             return ("fail", "resumed resume_fds printed %.80r, its own run %.80r" % (got, want))
-        if "warning" in (read(os.path.join(rdir, "resume_fds.err"), "") or ""):
-            return ("fail", "resume_fds: resume said: %s" % Check(rdir, "resume_fds").gebpf_line())
+        # (an fd the harness left open in the program, above its own 3-10, is
+        # named and replaced: not the program's)
+        own = [ln for ln in (read(os.path.join(rdir, "resume_fds.err"), "") or "").splitlines()
+               if "warning" in ln and not re.search(r"resume: fd (1[1-9]|[2-9]\d|\d{3,}) ", ln)]
+        if own:
+            return ("fail", "resume_fds: resume said: %s" % own[0])
         fds = "; epoll, eventfd, timerfd, signalfd and a pipe made again"
     return ("pass", "4 instructions from after_work to exit; 2 threads resumed" + ns + fds)
 
