@@ -7,7 +7,7 @@
  *   a signalfd for SIGUSR1 (blocked),
  *   an epoll watching the eventfd (data 0x1111), the pipe's read end
  *   (edge-triggered, data 0x2222) and the timerfd (data 0x3333),
- *   an inotify instance watching /tmp (wd 1: IN_CREATE) and /etc (wd 2),
+ *   an inotify instance watching /tmp (wd 1: IN_CREATE) and / (wd 2),
  *   a memfd "gbm" holding "memdata" (its offset 7), sealed against growing
  *   and shrinking,
  * and after it checks each from inside, through the same fd numbers, and
@@ -65,7 +65,7 @@ int main(void)
 		return 3;
 	int in = inotify_init1(IN_NONBLOCK);
 	if (in < 0 || inotify_add_watch(in, "/tmp", IN_CREATE) != 1 ||
-	    inotify_add_watch(in, "/etc", IN_DELETE_SELF) != 2)
+	    inotify_add_watch(in, "/", IN_DELETE_SELF) != 2)
 		return 4;
 	int mfd = memfd_create("gbm", MFD_ALLOW_SEALING);
 	if (mfd < 0 || write(mfd, "memdata", 7) != 7 || fcntl(mfd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK))
