@@ -778,6 +778,20 @@ def test_direct_trace_that_differs_fails(good):
     assert res["trace"][0] == "fail" and "O_DIRECT differs" in res["trace"][1], res["trace"]
 
 
+def test_stacks_judges_each_sample_s_unwinding_not_the_count(good):
+    """A starved guest gives few samples: 4 in the leaf, all unwound, pass
+    (saying so); 2, or 4 of which one unwound, fail."""
+    chain = "_start;__libc_start_main;__libc_start_call_main;main;chain1;chain2;chain3;chain4;chain5;leaf_hot"
+    for folded, kept, verdict in ((chain + " 4\n", 4, "pass"), (chain + " 2\n", 2, "fail"),
+                                  (chain + " 1\nleaf_hot 3\n", 4, "fail")):
+        put(good, "stacks.folded", folded)
+        put(good, "stacks.err", "gebpf: sample: %d kept, %d seen, 0 filtered in the kernel, 0 lost; "
+            "%d unwound, 0 truncated\n" % (kept, kept, kept))
+        v = verdicts(good)["stacks"]
+        assert v[0] == verdict, (folded, v)
+        assert verdict == "fail" or "few samples" in v[1], v
+
+
 def test_python_native_stacks_only_fails_saying_so(good):
     """A gebpf that does not read CPython frames: the interpreter's stacks only."""
     native = [(s.replace("kmpy.<module>;kmpy.work", "_PyEval_EvalFrameDefault")
